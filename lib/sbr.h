@@ -1,0 +1,318 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * sbr.h - status-byte RDMA block transport.
+ *
+ * What it does
+ *   Moves blocks (a 64-byte header, a payload, an 8-byte trailer) from many
+ *   producers in one sender process to one receiver over a single
+ *   reliable-connected queue pair.  The sender RDMA-WRITEs a block into a free
+ *   receive block and, chained on the same QP, an inline WRITE of that block's
+ *   status byte.  When it knows of no free receive block it RDMA-READs the
+ *   receiver's status array.  The receiver posts no receives and sends
+ *   nothing: it polls its own status bytes (0 empty, 1 data, 2 held).  Every
+ *   block carries a device number (0-255) and a per-device packet number, so
+ *   many camera streams share one QP and the receiver delivers each device's
+ *   blocks in packet order.  docs/protocol.md is the full specification.
+ *
+ *   A sliding-window mechanism (WRITE WITH IMMEDIATE into slot seq mod N,
+ *   receives pre-posted, ACK by SEND) runs behind the same API as a baseline.
+ *
+ *   Two back ends: SBR_BACKEND_VERBS (rdma-core: RoCE, InfiniBand, Soft-RoCE)
+ *   and SBR_BACKEND_SHM (same host, across processes, through shared memory).
+ *
+ * Threads
+ *   sbr_sender: every fill call (acquire/submit/abandon/send) is thread-safe;
+ *   any number of producers may use one sender.  One internal thread posts
+ *   work requests.  sbr_sender_free must not race with other calls.
+ *
+ *   sbr_receiver: sbr_receiver_next / _next_frame are called by one thread
+ *   at a time.  sbr_block_release / _hold / sbr_frame_release may be called
+ *   from any thread (a GStreamer buffer is freed wherever it is unreffed).
+ *   sbr_receiver_wakeup may be called from any thread.
+ *
+ * Memory
+ *   A send block belongs to the caller between acquire and submit/abandon,
+ *   then to the library.  A received block's payload stays valid and
+ *   untouched by the sender until it is released; a receiver and its lanes
+ *   stay allocated until the last block is released, even after
+ *   sbr_receiver_free.
+ *
+ * Errors
+ *   Functions return 0 or a negative errno.  The library never prints and
+ *   never exits: it reports through the log handler.
+ */
+#ifndef SBR_H
+#define SBR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SBR_VERSION_STRING "0.1.0"
+#define SBR_DEFAULT_PORT 7471
+#define SBR_MAX_DEVICES 256
+#define SBR_TIME_NONE UINT64_MAX
+
+enum sbr_backend {
+  SBR_BACKEND_VERBS = 0,
+  SBR_BACKEND_SHM = 1,
+};
+
+enum sbr_mechanism {
+  SBR_MECH_STATUS_BYTE = 0,
+  SBR_MECH_SLIDING_WINDOW = 1,
+};
+
+/* Block kinds (wire values). */
+enum sbr_kind {
+  SBR_KIND_DATA = 1, /* a frame or a fragment of one */
+  SBR_KIND_CAPS = 2, /* payload: the device's caps string, NUL excluded */
+  SBR_KIND_EOS = 3,  /* the device's stream ended; no payload */
+};
+
+/* Block flags (wire values). */
+enum sbr_flags {
+  SBR_FLAG_FIRST = 1 << 0,   /* first fragment of a frame */
+  SBR_FLAG_LAST = 1 << 1,    /* last fragment of a frame */
+  SBR_FLAG_DISCONT = 1 << 2, /* discontinuity before this frame */
+  SBR_FLAG_DELTA = 1 << 3,   /* not a key frame */
+};
+
+/* What to do when no send block is free. */
+enum sbr_backpressure {
+  SBR_BACKPRESSURE_WAIT = 0, /* wait up to the timeout, then count a drop */
+  SBR_BACKPRESSURE_DROP = 1, /* drop at once and count it */
+};
+
+enum sbr_log_level {
+  SBR_LOG_ERROR = 0,
+  SBR_LOG_WARNING = 1,
+  SBR_LOG_INFO = 2,
+  SBR_LOG_DEBUG = 3,
+};
+
+typedef void (*sbr_log_func)(void *user_data, enum sbr_log_level level,
+                             const char *message);
+
+/* Process-wide log handler; NULL silences the library (the default). */
+void sbr_set_log_handler(sbr_log_func func, void *user_data);
+
+const char *sbr_backend_name(enum sbr_backend backend);
+const char *sbr_mechanism_name(enum sbr_mechanism mechanism);
+/* Parse "verbs"/"shm", "status-byte"/"sliding-window"; -EINVAL otherwise. */
+int sbr_backend_from_name(const char *name, enum sbr_backend *out);
+int sbr_mechanism_from_name(const char *name, enum sbr_mechanism *out);
+
+/* Polling back-off: spin for spin_us, then sleep starting at min_sleep_us and
+ * doubling up to max_sleep_us.  An idle waiter costs one wake-up per
+ * max_sleep_us; a busy one adds at most max_sleep_us of delay. */
+struct sbr_backoff_config {
+  uint32_t spin_us;      /* default 20 */
+  uint32_t min_sleep_us; /* default 10 */
+  uint32_t max_sleep_us; /* default 500 */
+};
+
+/* Fault injection, honoured by the shm back end only (tests, studies). */
+struct sbr_fault_injection {
+  uint32_t delay_us;          /* added round-trip time per work request */
+  uint32_t fail_after_wrs;    /* 0 = never; else the Nth WR completes in error */
+};
+
+/* ---------------------------------------------------------------- sender */
+
+typedef struct sbr_sender sbr_sender;
+typedef struct sbr_send_block sbr_send_block;
+
+struct sbr_sender_config {
+  enum sbr_backend backend;
+  enum sbr_mechanism mechanism;
+  const char *host;            /* receiver address; shm: any name */
+  uint16_t port;               /* default SBR_DEFAULT_PORT */
+  uint32_t send_blocks;        /* local send blocks, default 16 */
+  uint32_t block_size_hint;    /* asked of the receiver, 0 = its choice */
+  uint32_t block_count_hint;   /* asked of the receiver, 0 = its choice */
+  int connect_timeout_ms;      /* default 5000 */
+  enum sbr_backpressure backpressure;
+  int wait_timeout_ms;         /* WAIT: give up after this, default 1000 */
+  struct sbr_backoff_config backoff;
+  struct sbr_fault_injection faults;
+};
+
+/* Fills cfg with the defaults above. */
+void sbr_sender_config_init(struct sbr_sender_config *cfg);
+
+/* Connects and starts the sender thread.  On failure *errbuf says what the
+ * connection manager said (may be NULL). */
+int sbr_sender_new(const struct sbr_sender_config *cfg, sbr_sender **out,
+                   char *errbuf, size_t errlen);
+/* Drains what was submitted (up to 1 s), disconnects and frees. */
+void sbr_sender_free(sbr_sender *s);
+
+/* Lost connection: returns -ENOTCONN from every fill call.  reconnect makes a
+ * new connection (new lane, new epoch, status re-read, rule 7); blocks that
+ * were submitted but not delivered are counted as dropped. */
+bool sbr_sender_is_connected(sbr_sender *s);
+int sbr_sender_reconnect(sbr_sender *s, char *errbuf, size_t errlen);
+
+/* Payload bytes one block carries (block size - header - trailer). */
+size_t sbr_sender_block_payload_size(const sbr_sender *s);
+
+/* Per-block metadata given at submit; times in ns, SBR_TIME_NONE if unset. */
+struct sbr_block_meta {
+  uint8_t device;
+  uint8_t kind;      /* enum sbr_kind */
+  uint8_t flags;     /* enum sbr_flags; FIRST|LAST set for unfragmented */
+  uint64_t pts, dts, duration, capture_time;
+  uint32_t frame_offset; /* this fragment's offset in the frame */
+  uint32_t frame_size;   /* whole frame's size */
+};
+void sbr_block_meta_init(struct sbr_block_meta *meta, uint8_t device);
+
+/* Zero-copy fill: take an empty send block for device (backpressure as
+ * configured; -EAGAIN when none came, counted as a drop for device), write
+ * up to *capacity bytes at the returned payload pointer, then submit it.
+ * The block memory is registered: a producer may render straight into it. */
+int sbr_sender_acquire(sbr_sender *s, uint8_t device, sbr_send_block **out);
+void *sbr_send_block_payload(sbr_send_block *b, size_t *capacity);
+/* Queues the block for posting; assigns the device's next packet number.
+ * After this the block belongs to the library. */
+int sbr_sender_submit(sbr_sender *s, sbr_send_block *b,
+                      const struct sbr_block_meta *meta, size_t payload_len);
+void sbr_sender_abandon(sbr_sender *s, sbr_send_block *b);
+
+/* Copying send of a whole frame: fragments over as many blocks as needed
+ * (FIRST/LAST flags, frame_offset/frame_size set).  A frame is sent whole or
+ * not at all (-EAGAIN, counted once as a drop). */
+int sbr_sender_send(sbr_sender *s, const struct sbr_block_meta *meta,
+                    const void *payload, size_t len);
+
+/* Blocks until everything submitted so far has completed, or timeout_ms. */
+int sbr_sender_flush(sbr_sender *s, int timeout_ms);
+
+/* Is ptr inside this sender's registered send blocks?  (The GStreamer sink
+ * uses it to tell its own memory from foreign memory.) */
+bool sbr_sender_owns(const sbr_sender *s, const void *ptr);
+/* The send block whose payload starts at ptr, or NULL. */
+sbr_send_block *sbr_sender_block_from_payload(sbr_sender *s, void *ptr);
+
+struct sbr_device_stats {
+  uint64_t blocks;       /* blocks sent / delivered */
+  uint64_t frames;       /* whole frames (LAST fragments) */
+  uint64_t bytes;        /* payload bytes */
+  uint64_t drops;        /* sender: frames dropped by backpressure or loss;
+                            receiver: frames dropped (gap, bad fragment) */
+  uint64_t gaps;         /* receiver: packet numbers skipped */
+  uint64_t rejected;     /* receiver: blocks that failed validation */
+};
+
+struct sbr_sender_stats {
+  uint64_t blocks, bytes;
+  uint64_t sync_reads;          /* status-array READs (status-byte) */
+  uint64_t sync_read_ns_total;  /* READ post to completion */
+  uint64_t sync_read_ns_max;
+  uint64_t held_skipped;        /* receive blocks skipped because held (2) */
+  uint64_t busy_skipped;        /* skipped because not yet consumed (1) */
+  uint64_t no_free_waits;       /* syncs that found no free block */
+  uint64_t drops;               /* all devices */
+  uint64_t reconnects;
+  uint64_t acks;                /* sliding-window: ACKs received */
+  uint64_t wr_posted;           /* work requests posted */
+};
+
+int sbr_sender_get_stats(sbr_sender *s, struct sbr_sender_stats *out);
+int sbr_sender_get_device_stats(sbr_sender *s, uint8_t device,
+                                struct sbr_device_stats *out);
+
+/* -------------------------------------------------------------- receiver */
+
+typedef struct sbr_receiver sbr_receiver;
+typedef struct sbr_block sbr_block;
+
+struct sbr_receiver_config {
+  enum sbr_backend backend;
+  enum sbr_mechanism mechanism;
+  const char *address;         /* bind address, default "0.0.0.0" */
+  uint16_t port;               /* default SBR_DEFAULT_PORT */
+  uint32_t block_count;        /* per lane, default 16 */
+  uint32_t block_size;         /* bytes incl. header+trailer, default 1 MiB */
+  uint32_t max_lanes;          /* concurrent senders, default 8 */
+  /* Devices accepted; a block for another device is rejected.  Default: all
+   * bits set. */
+  uint8_t device_mask[SBR_MAX_DEVICES / 8];
+  struct sbr_backoff_config backoff;
+};
+void sbr_receiver_config_init(struct sbr_receiver_config *cfg);
+
+int sbr_receiver_new(const struct sbr_receiver_config *cfg, sbr_receiver **out,
+                     char *errbuf, size_t errlen);
+/* Stops listening and disconnects senders.  Blocks still held by the caller
+ * stay valid until released. */
+void sbr_receiver_free(sbr_receiver *r);
+
+/* What a delivered block carries. */
+struct sbr_block_info {
+  uint32_t lane_id;        /* which sender connection */
+  uint16_t epoch;
+  uint8_t device, kind, flags;
+  uint16_t packet;         /* per-device packet number, wraps at 65536 */
+  uint64_t seq;            /* per-connection block sequence number */
+  uint64_t pts, dts, duration, capture_time;
+  uint32_t frame_offset, frame_size;
+  const uint8_t *payload;
+  uint32_t payload_len;
+  uint32_t index;          /* receive block index within the lane */
+};
+
+/* Waits up to timeout_ms (-1 forever, 0 poll) for the next block of any
+ * device, in per-device packet order.  0 and *out on success; -ETIMEDOUT;
+ * -EINTR after sbr_receiver_wakeup.  The block's status stays 1 until it is
+ * released (0) or held (2). */
+int sbr_receiver_next(sbr_receiver *r, int timeout_ms, sbr_block **out);
+const struct sbr_block_info *sbr_block_get_info(const sbr_block *b);
+/* Marks the block held (status 2): the sender skips it until release. */
+void sbr_block_hold(sbr_block *b);
+/* Gives the block back (status 0, release store). */
+void sbr_block_release(sbr_block *b);
+
+/* A whole frame: all fragments of one device's frame, in order.  When the
+ * frame needs more blocks than max_frame_blocks (or the lane could starve),
+ * the fragments are copied into one heap buffer and released at once. */
+#define SBR_FRAME_MAX_BLOCKS 32
+struct sbr_frame {
+  struct sbr_block_info info;  /* of the first fragment; payload/len = whole
+                                  frame when copied, else first fragment */
+  uint32_t size;               /* total payload bytes */
+  uint32_t n_blocks;           /* 0 when copied */
+  sbr_block *blocks[SBR_FRAME_MAX_BLOCKS];
+  uint8_t *copy;               /* heap copy (free with sbr_frame_release) */
+};
+int sbr_receiver_next_frame(sbr_receiver *r, int timeout_ms,
+                            struct sbr_frame *out);
+void sbr_frame_release(struct sbr_frame *f);
+
+/* Wakes a thread blocked in next/next_frame with -EINTR (once). */
+void sbr_receiver_wakeup(sbr_receiver *r);
+
+struct sbr_receiver_stats {
+  uint64_t blocks, bytes;
+  uint64_t rejected;           /* failed validation, dropped, counted */
+  uint64_t lanes_opened, lanes_closed;
+  uint32_t lanes_active;
+  uint64_t blocks_held;        /* currently held by the application */
+  uint64_t recv_wr_posted;     /* all lanes; 0 for status-byte (the point) */
+  uint64_t frames_copied;      /* frames reassembled by copying */
+  uint64_t acks_sent;          /* sliding-window */
+};
+int sbr_receiver_get_stats(sbr_receiver *r, struct sbr_receiver_stats *out);
+int sbr_receiver_get_device_stats(sbr_receiver *r, uint8_t device,
+                                  struct sbr_device_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SBR_H */

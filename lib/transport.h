@@ -1,0 +1,251 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * transport.h - the small RDMA-shaped interface the engines run on.
+ *
+ * The sender and receiver engines (status-byte and sliding-window) never call
+ * libibverbs directly: they call these operations, which two back ends
+ * implement:
+ *
+ *   verbs  rdma-core (librdmacm for setup, libibverbs for the data path).
+ *   shm    same host, across processes.  The receiver's lane lives in a memfd
+ *          passed over a Unix socket; a "NIC" thread in the sender process
+ *          executes posted WRITE/READ requests in order with memcpy and
+ *          completes them.  The receiver stays passive.  It also takes fault
+ *          injection (added delay, completion errors) for tests.
+ *
+ * The vocabulary is the verbs one on purpose: a work request (sbr__wr) is an
+ * RDMA WRITE, WRITE WITH IMMEDIATE, READ or SEND; chains are posted with one
+ * call (one doorbell); completions (sbr__wc) are polled without blocking.
+ *
+ * Remote addresses are whatever the back end put in the lane description:
+ * virtual addresses for verbs, offsets into the shared segment for shm.  The
+ * engines only ever add "index * block_size" to them.
+ *
+ * Threads: one conn is used by one thread at a time for post_send/poll_cq
+ * (the engine serialises); post_recv may be called from another thread than
+ * poll_cq (the sliding-window receiver does so from its own thread only).
+ * Listener operations run on the receiver's thread.
+ */
+#ifndef SBR_TRANSPORT_H
+#define SBR_TRANSPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sbr.h"
+
+/* Connect/accept private data, on the wire (little-endian).  rdma_cm allows at
+ * most 56 bytes from the active side and 196 from the passive side; both
+ * structs fit in the smaller limit.  Rule 8: the receiver never trusts these
+ * numbers as pointers; the sender bounds-checks the lane against its own
+ * limits before using it. */
+#define SBR__PRIV_MAGIC 0x53425243u /* "CRBS" little-endian: "SBRC" */
+#define SBR__PRIV_VERSION 1
+
+struct sbr__connect_priv {
+  uint32_t magic;        /* SBR__PRIV_MAGIC */
+  uint8_t version;       /* SBR__PRIV_VERSION */
+  uint8_t mechanism;     /* enum sbr_mechanism */
+  uint16_t reserved;     /* zero */
+  uint32_t block_size;   /* hint, 0 = receiver's choice */
+  uint32_t block_count;  /* hint, 0 = receiver's choice */
+};
+
+struct sbr__accept_priv {
+  uint32_t magic;        /* SBR__PRIV_MAGIC */
+  uint8_t version;       /* SBR__PRIV_VERSION */
+  uint8_t mechanism;     /* echoed, must equal the request */
+  uint16_t epoch;        /* lane epoch, written into every block header */
+  uint32_t block_size;   /* bytes per receive block, header+payload+trailer */
+  uint32_t block_count;  /* N */
+  uint64_t blocks_addr;  /* remote address of block 0 */
+  uint64_t status_addr;  /* remote address of the N status bytes */
+  uint32_t blocks_rkey;  /* REMOTE_WRITE only (rule 8) */
+  uint32_t status_rkey;  /* REMOTE_READ | REMOTE_WRITE */
+  uint32_t lane_id;      /* receiver's lane number, for logs and stats */
+  uint32_t reserved;     /* zero */
+};
+
+/* Host-endian view of the lane a sender writes into. */
+struct sbr__lane_desc {
+  uint8_t mechanism;
+  uint16_t epoch;
+  uint32_t block_size;
+  uint32_t block_count;
+  uint64_t blocks_addr;
+  uint64_t status_addr;
+  uint32_t blocks_rkey;
+  uint32_t status_rkey;
+  uint32_t lane_id;
+};
+
+/* Encoding helpers (lib/transport.c): fixed little-endian layout, checked. */
+#define SBR__CONNECT_PRIV_SIZE 16
+#define SBR__ACCEPT_PRIV_SIZE 48
+void sbr__connect_priv_encode(uint8_t out[SBR__CONNECT_PRIV_SIZE],
+                              uint8_t mechanism, uint32_t block_size,
+                              uint32_t block_count);
+int sbr__connect_priv_decode(const void *data, size_t len, uint8_t *mechanism,
+                             uint32_t *block_size, uint32_t *block_count);
+void sbr__accept_priv_encode(uint8_t out[SBR__ACCEPT_PRIV_SIZE],
+                             const struct sbr__lane_desc *lane);
+int sbr__accept_priv_decode(const void *data, size_t len,
+                            struct sbr__lane_desc *lane);
+
+/* Memory access flags for sbr__reg_mr (mirror IBV_ACCESS_*). */
+enum {
+  SBR__ACCESS_LOCAL_WRITE = 1 << 0,
+  SBR__ACCESS_REMOTE_WRITE = 1 << 1,
+  SBR__ACCESS_REMOTE_READ = 1 << 2,
+};
+
+struct sbr__mr {
+  void *addr;     /* start of the registered range */
+  size_t length;  /* bytes */
+  uint32_t lkey;  /* local key, for sge.lkey */
+  uint32_t rkey;  /* remote key */
+  void *impl;     /* back end's own handle (struct ibv_mr *, ...) */
+};
+
+enum sbr__opcode {
+  SBR__OP_WRITE,
+  SBR__OP_WRITE_IMM,
+  SBR__OP_READ,
+  SBR__OP_SEND,
+  SBR__OP_RECV, /* only in completions */
+};
+
+/* One work request.  A chain is an array posted in order with one call. */
+struct sbr__wr {
+  uint64_t wr_id;
+  enum sbr__opcode opcode;
+  void *local_addr;        /* source (WRITE/SEND) or destination (READ) */
+  uint32_t length;
+  uint32_t lkey;           /* ignored for inline sends */
+  uint64_t remote_addr;    /* WRITE/WRITE_IMM/READ */
+  uint32_t rkey;
+  uint32_t imm_data;       /* WRITE_IMM/SEND with immediate: host order */
+  bool signaled;           /* generate a completion */
+  bool inline_data;        /* copy the source at post time (<= max_inline) */
+};
+
+enum sbr__wc_status {
+  SBR__WC_SUCCESS = 0,
+  SBR__WC_FLUSH = 1,  /* QP went to error; request not executed */
+  SBR__WC_ERROR = 2,  /* request failed; the QP is now in error */
+};
+
+struct sbr__wc {
+  uint64_t wr_id;
+  enum sbr__opcode opcode;
+  enum sbr__wc_status status;
+  uint32_t byte_len;  /* RECV: bytes received */
+  uint32_t imm_data;  /* RECV after WRITE_IMM / SEND with imm: host order */
+  bool has_imm;
+  int vendor_err;     /* back end's detail, for logs */
+};
+
+struct sbr__conn;
+struct sbr__listener;
+
+/* Receiver-side lane memory, allocated and registered by the back end when it
+ * accepts (verbs: aligned heap + ibv_reg_mr; shm: a memfd mapping). */
+struct sbr__lane_mem {
+  uint8_t *blocks;          /* block_count * block_size bytes */
+  volatile uint8_t *status; /* block_count status bytes */
+};
+
+/* A pending connection request on a listener. */
+struct sbr__conn_request {
+  void *impl;               /* back end's handle (struct rdma_cm_id *, fd) */
+  uint8_t mechanism;        /* from the connect private data */
+  uint32_t block_size;      /* hint from the sender, 0 = none */
+  uint32_t block_count;     /* hint from the sender, 0 = none */
+  char peer[64];            /* "ip:port" or "shm:pid" for logs */
+};
+
+/* Listener events the receiver engine reacts to. */
+enum sbr__listen_event_type {
+  SBR__EV_NONE = 0,
+  SBR__EV_CONNECT_REQUEST, /* req is filled; answer with accept or reject */
+  SBR__EV_DISCONNECTED,    /* conn is the lane's connection; peer left/died */
+};
+
+struct sbr__listen_event {
+  enum sbr__listen_event_type type;
+  struct sbr__conn_request req; /* CONNECT_REQUEST */
+  struct sbr__conn *conn;       /* DISCONNECTED */
+};
+
+/* Parameters the engine hands a back end.  Queue sizes are maxima the engine
+ * guarantees never to exceed (outstanding WRs), so the back end can size QPs
+ * and CQs exactly. */
+struct sbr__queue_caps {
+  uint32_t max_send_wr;
+  uint32_t max_recv_wr;
+  uint32_t max_inline;      /* bytes the engine may post inline */
+};
+
+struct sbr__transport_ops {
+  const char *name;
+
+  /* Sender: resolve, connect with the private data, wait until established
+   * or timeout_ms passes; fill lane from the accept private data. */
+  int (*connect)(const char *host, uint16_t port, const uint8_t *priv,
+                 size_t priv_len, const struct sbr__queue_caps *caps,
+                 const struct sbr_fault_injection *faults, int timeout_ms,
+                 struct sbr__conn **out, struct sbr__lane_desc *lane,
+                 char *errbuf, size_t errlen);
+
+  /* Receiver: bind and listen.  The listener never blocks the caller longer
+   * than the timeout given to get_event. */
+  int (*listen)(const char *addr, uint16_t port, struct sbr__listener **out,
+                char *errbuf, size_t errlen);
+  /* Waits at most timeout_ms (0 = just look) for one event. 0 on success
+   * (ev->type may be SBR__EV_NONE), negative errno on failure. */
+  int (*get_event)(struct sbr__listener *l, int timeout_ms,
+                   struct sbr__listen_event *ev);
+  /* Allocate + register the lane for this request (blocks REMOTE_WRITE only,
+   * status REMOTE_READ|REMOTE_WRITE, rule 8), fill in addrs/rkeys of *lane
+   * (block_size, block_count, epoch, lane_id, mechanism set by the caller),
+   * and accept with the encoded lane as private data.  Posts no receives. */
+  int (*accept)(struct sbr__listener *l, struct sbr__conn_request *req,
+                const struct sbr__queue_caps *caps, struct sbr__lane_desc *lane,
+                struct sbr__conn **out, struct sbr__lane_mem *mem);
+  void (*reject)(struct sbr__listener *l, struct sbr__conn_request *req);
+  void (*close_listener)(struct sbr__listener *l);
+
+  /* Both sides. */
+  int (*reg_mr)(struct sbr__conn *c, void *addr, size_t len, int access,
+                struct sbr__mr **out);
+  void (*dereg_mr)(struct sbr__mr *mr);
+  /* Post n WRs as one chain, in order.  Returns 0 or negative errno (nothing
+   * posted on error). */
+  int (*post_send)(struct sbr__conn *c, const struct sbr__wr *wrs, int n);
+  int (*post_recv)(struct sbr__conn *c, uint64_t wr_id, void *addr,
+                   uint32_t len, const struct sbr__mr *mr);
+  /* Non-blocking: returns the number of completions (0..max) or negative
+   * errno when the connection is gone. */
+  int (*poll_cq)(struct sbr__conn *c, struct sbr__wc *wc, int max);
+  /* Receiver lane teardown or sender disconnect; frees lane memory
+   * (receiver side) -- callers must be done with it. */
+  void (*close)(struct sbr__conn *c);
+  /* How many receive WRs were ever posted on this conn (for the test that
+   * proves the status-byte receiver posts none). */
+  uint64_t (*posted_recv_count)(struct sbr__conn *c);
+};
+
+extern const struct sbr__transport_ops sbr__transport_shm;
+#ifdef SBR_HAVE_VERBS
+extern const struct sbr__transport_ops sbr__transport_verbs;
+#endif
+
+/* Returns the ops for a back end or NULL when it isn't built in. */
+const struct sbr__transport_ops *sbr__transport_get(enum sbr_backend backend);
+
+/* Fixed-size printf into an error buffer; never fails. */
+void sbr__errf(char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif /* SBR_TRANSPORT_H */
