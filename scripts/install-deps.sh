@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# Installs what building and testing need, from Debian's packages, and only
+# what is missing (CI machines start empty; developers' machines don't).
+# The Soft-RoCE VM's own packages are installed by tests/softroce/run-in-vm.sh.
+set -eu
+
+packages=(
+  # build
+  gcc meson ninja-build pkg-config clang-format
+  # core library: rdma-core
+  libibverbs-dev librdmacm-dev rdma-core ibverbs-providers
+  # GStreamer plugin and its tests
+  libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev gstreamer1.0-tools
+  gstreamer1.0-plugins-base gstreamer1.0-plugins-good
+  # benchmarks and plots
+  python3 python3-matplotlib perftest valgrind
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+    missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: need root to install: ${missing[*]}" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive INITRD=No
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# The one test command (README "Testing", and what .ci/run calls):
+#   1. installs missing dependencies,
+#   2. builds with warnings as errors and runs the unit and shm suites,
+#   3. builds with ASan + UBSan and runs the same suites again,
+#   4. boots the Soft-RoCE VM once and runs the verbs suite on real verbs,
+# then prints "N passed, M failed" and exits non-zero if anything failed.
+#
+# Environment: SBR_SKIP_VM=1 skips step 4 (counted as failed, not passed,
+# so a run without the VM can never look green); SBR_SKIP_ASAN=1 skips 3.
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+
+passed=0
+failed=0
+skipped=0
+summary=()
+
+note() { printf '\n=== %s\n' "$*"; }
+
+# Adds one meson test log's results to the totals.
+tally() {
+  local log=$1 label=$2
+  if [ ! -f "$log" ]; then
+    failed=$((failed + 1))
+    summary+=("$label: no test log (the run did not happen)")
+    return
+  fi
+  read -r p f s < <(python3 - "$log" <<'PY'
+import json, sys
+p = f = s = 0
+for line in open(sys.argv[1]):
+    r = json.loads(line)["result"]
+    if r == "OK":
+        p += 1
+    elif r == "SKIP":
+        s += 1
+    else:
+        f += 1
+print(p, f, s)
+PY
+)
+  passed=$((passed + p))
+  failed=$((failed + f))
+  skipped=$((skipped + s))
+  summary+=("$label: $p passed, $f failed, $s skipped")
+}
+
+step_failed() {
+  failed=$((failed + 1))
+  summary+=("$1")
+}
+
+note "dependencies"
+scripts/install-deps.sh || step_failed "install-deps failed"
+
+note "build (werror)"
+if { [ -d build-ci ] || meson setup build-ci -Dwerror=true >/dev/null; } &&
+  ninja -C build-ci; then
+  note "unit + shm tests"
+  meson test -C build-ci --suite unit --suite shm --print-errorlogs
+  tally build-ci/meson-logs/testlog.json "host (unit, shm)"
+else
+  step_failed "build failed"
+fi
+
+if [ "${SBR_SKIP_ASAN:-0}" != 1 ]; then
+  note "build (ASan + UBSan)"
+  if { [ -d build-asan ] ||
+    meson setup build-asan -Db_sanitize=address,undefined \
+      -Db_lundef=false -Dplugin=disabled >/dev/null; } &&
+    ninja -C build-asan; then
+    note "unit + shm tests under sanitizers"
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+      UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+      meson test -C build-asan --suite unit --suite shm --print-errorlogs
+    tally build-asan/meson-logs/testlog.json "sanitizers (unit, shm)"
+  else
+    step_failed "sanitizer build failed"
+  fi
+fi
+
+if [ "${SBR_SKIP_VM:-0}" != 1 ]; then
+  note "verbs tests in the Soft-RoCE VM"
+  rm -f build-ci/meson-logs/testlog.json
+  tests/softroce/run-in-vm.sh -- meson test -C build-ci --suite verbs \
+    --print-errorlogs --no-rebuild
+  tally build-ci/meson-logs/testlog.json "Soft-RoCE VM (verbs)"
+else
+  step_failed "verbs suite not run (SBR_SKIP_VM=1)"
+fi
+
+note "summary"
+for line in "${summary[@]}"; do echo "  $line"; done
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]

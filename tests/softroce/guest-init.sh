@@ -1,0 +1,125 @@
+#!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# Stage 2 of the Soft-RoCE test VM: PID 1 after switch_root into the
+# host's root filesystem (read-only 9p + tmpfs overlay).  run-in-vm.sh
+# copies this file into the per-run control directory, which is mounted
+# at /run/sbr, together with:
+#   job.sh   sets sbr_cwd and the command's argv (`set -- ...`)
+#   env.sh   `export NAME='value'` lines for the command's environment
+# and this script writes back:
+#   ready    once the RDMA device is usable (the host times the boot on it)
+#   status   the command's exit status
+#   error    a message if the VM could not be set up (no status then)
+#
+# Setup messages go to the console (a log file on the host, shown only on
+# failure); the command's stdout and stderr go to two virtio-serial ports
+# that the host streams live.
+
+set -eu
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+
+ctl=/run/sbr
+
+log() {
+	echo "softroce guest: $*"
+}
+
+# PID 1 must never return (that would be a kernel panic).  Flush the
+# shared directories first: the host reads the status file after qemu
+# exits.  busybox's poweroff -f skips init and calls reboot(2) directly;
+# sysrq 'o' is the fallback if busybox is somehow missing.
+halt() {
+	sync
+	busybox poweroff -f 2>/dev/null || true
+	echo o >/proc/sysrq-trigger
+	while :; do sleep 60; done
+}
+
+fail() {
+	log "$*"
+	printf '%s\n' "$*" >"$ctl/error" || true
+	halt
+}
+
+# Anything unexpected (set -e) still ends in an orderly power-off.
+trap 'fail "setup script exited unexpectedly"' EXIT
+
+mkdir -p /dev/pts /dev/shm
+mount -t devpts -o gid=5,mode=620,ptmxmode=666 devpts /dev/pts
+mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /dev/shm
+echo softroce >/proc/sys/kernel/hostname
+
+sbr_cwd=
+# shellcheck source=/dev/null
+. "$ctl/job.sh"
+
+# The host's working directory, read-write at the same path, so build
+# trees made on the host run unchanged and results land on the host.
+# cache=mmap: no caching (the host sees every write at once) except what
+# shared writable mappings need.
+mkdir -p "$sbr_cwd" || fail "cannot create $sbr_cwd"
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=mmap \
+	sbr-cwd "$sbr_cwd" || fail "cannot mount the working directory"
+
+ip link set lo up || fail "cannot bring lo up"
+
+# The initramfs loaded these already; modprobe is a harmless fallback.
+modprobe -a ib_uverbs rdma_ucm rdma_rxe veth 2>/dev/null || true
+
+# rxe needs a netdev with carrier; a veth pair gives one without any real
+# NIC.  MTU 9000 lets RoCE use active_mtu 4096 (1500 would give 1024).
+ip link add veth0 mtu 9000 type veth peer name veth1 mtu 9000 ||
+	fail "cannot create the veth pair"
+ip addr add 10.77.0.1/24 dev veth0
+ip link set veth1 up
+ip link set veth0 up
+rdma link add rxe0 type rxe netdev veth0 || fail "rdma link add rxe0 failed"
+
+state=/sys/class/infiniband/rxe0/ports/1/state
+i=0
+until grep -q ACTIVE "$state" 2>/dev/null; do
+	i=$((i + 1))
+	[ "$i" -le 300 ] || fail "rxe0 port not ACTIVE after 30 s: $(cat "$state" 2>&1)"
+	sleep 0.1
+done
+
+# Verbs applications register memory; the default 8 MiB lock limit is far
+# too small for them.  (dash, the guest's /bin/sh, has ulimit -l.)
+# shellcheck disable=SC3045
+ulimit -l unlimited || fail "ulimit -l unlimited failed"
+
+# Without udev there are no /dev/virtio-ports/NAME links: look the ports
+# up by name in sysfs.
+port() {
+	for p in /sys/class/virtio-ports/*; do
+		if [ "$(cat "$p/name" 2>/dev/null)" = "$1" ]; then
+			echo "/dev/${p##*/}"
+			return 0
+		fi
+	done
+	return 1
+}
+out=$(port sbr.stdout) || fail "no sbr.stdout port"
+err=$(port sbr.stderr) || fail "no sbr.stderr port"
+
+: >"$ctl/ready"
+
+# The command: argv exec'ed as is (no shell in between), in the shared
+# working directory, stdin from /dev/null, with the environment the host
+# passed.  A subshell keeps env.sh (e.g. LD_LIBRARY_PATH pointing into a
+# build tree) away from the tools above.
+set +e
+(
+	cd "$sbr_cwd" || exit 125
+	export TERM=dumb
+	# shellcheck source=/dev/null
+	. "$ctl/env.sh"
+	exec "$@"
+) </dev/null >"$out" 2>"$err"
+status=$?
+set -e
+
+trap - EXIT
+printf '%s\n' "$status" >"$ctl/status"
+halt
