@@ -1,1 +1,634 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * receiver.c - the receiver: listens, gives every connecting sender its own
+ * lane (rule 5), validates what arrives (rule 3), delivers each lane's blocks
+ * in sequence order (so every device's in packet order), reassembles
+ * fragmented frames and keeps the statistics.  The mechanism halves only
+ * find arrived blocks and hand released ones back.
+ *
+ * Ordering: a sender posts its blocks on one RC QP in sequence order, so
+ * they land in that order.  A scan of the status bytes may still see block
+ * s+1 before block s (it reads the array in index order while the NIC
+ * writes).  A block whose predecessor is missing is therefore delivered only
+ * after one more complete scan: by then anything posted before it has
+ * landed, so a still-missing predecessor was really lost (rejected, or
+ * dropped across a reconnect) and the gap is counted.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "receiver-internal.h"
+
+#define DEFAULT_BLOCK_COUNT 16
+#define DEFAULT_BLOCK_SIZE (1u << 20)
+#define DEFAULT_MAX_LANES 8
+/* While busy, look for connects/disconnects this often. */
+#define EVENT_CHECK_NS 1000000u
+
+void sbr_receiver_config_init(struct sbr_receiver_config *cfg)
+{
+  memset(cfg, 0, sizeof *cfg);
+  cfg->backend = SBR_BACKEND_VERBS;
+  cfg->mechanism = SBR_MECH_STATUS_BYTE;
+  cfg->address = "0.0.0.0";
+  cfg->port = SBR_DEFAULT_PORT;
+  cfg->block_count = DEFAULT_BLOCK_COUNT;
+  cfg->block_size = DEFAULT_BLOCK_SIZE;
+  cfg->max_lanes = DEFAULT_MAX_LANES;
+  memset(cfg->device_mask, 0xff, sizeof cfg->device_mask);
+  sbr__backoff_config_fill(&cfg->backoff);
+}
+
+static inline int block_state(const struct sbr_block *b)
+{
+  return __atomic_load_n(&b->state, __ATOMIC_ACQUIRE);
+}
+
+static inline void set_block_state(struct sbr_block *b, int state)
+{
+  __atomic_store_n(&b->state, state, __ATOMIC_RELEASE);
+}
+
+/* ------------------------------------------------------------ lifetime */
+
+static void receiver_unref(struct sbr_receiver *r)
+{
+  if (atomic_fetch_sub(&r->refs, 1) != 1)
+    return;
+  pthread_mutex_destroy(&r->stats_lock);
+  free(r);
+}
+
+static void lane_unref(struct sbr__lane *lane)
+{
+  if (atomic_fetch_sub(&lane->refs, 1) != 1)
+    return;
+  struct sbr_receiver *r = lane->rx;
+  /* Order: the engine stops posting (sliding window), then the connection
+   * goes with its QP, MRs and the lane memory. */
+  lane->engine->stop(lane);
+  uint64_t posted = r->ops->posted_recv_count(lane->conn);
+  r->ops->close(lane->conn);
+  pthread_mutex_lock(&r->stats_lock);
+  r->recv_wr_closed_lanes += posted;
+  r->stats.lanes_closed++;
+  pthread_mutex_unlock(&r->stats_lock);
+  SBR_INFO("receiver: lane %u freed", lane->id);
+  pthread_mutex_destroy(&lane->lock);
+  free(lane->blocks);
+  free(lane);
+  receiver_unref(r);
+}
+
+static void count_frame_drop(struct sbr_receiver *r, uint8_t device)
+{
+  pthread_mutex_lock(&r->stats_lock);
+  r->dev_stats[device].drops++;
+  pthread_mutex_unlock(&r->stats_lock);
+}
+
+static void release_frame_blocks(struct sbr_frame *f)
+{
+  for (uint32_t i = 0; i < f->n_blocks; i++)
+    sbr_block_release(f->blocks[i]);
+  f->n_blocks = 0;
+  free(f->copy);
+  f->copy = NULL;
+}
+
+static void drop_partial(struct sbr__lane *lane, struct sbr__device_track *t)
+{
+  if (!t->partial_active)
+    return;
+  lane->n_partial_blocks -= t->partial.n_blocks;
+  t->partial_active = false;
+  count_frame_drop(lane->rx, t->partial.info.device);
+  release_frame_blocks(&t->partial);
+}
+
+/* The sender left: no more scans; blocks the application holds keep the
+ * lane alive until released. */
+static void lane_close(struct sbr_receiver *r, struct sbr__lane *lane)
+{
+  pthread_mutex_lock(&r->stats_lock); /* also guards the list for stats */
+  for (struct sbr__lane **p = &r->lanes; *p; p = &(*p)->next) {
+    if (*p == lane) {
+      *p = lane->next;
+      break;
+    }
+  }
+  r->stats.lanes_active--;
+  pthread_mutex_unlock(&r->stats_lock);
+  for (int d = 0; d < SBR_MAX_DEVICES; d++)
+    drop_partial(lane, &lane->dev[d]);
+  atomic_store(&lane->closed, true);
+  SBR_INFO("receiver: lane %u closed", lane->id);
+  lane_unref(lane);
+}
+
+static void lane_open(struct sbr_receiver *r, struct sbr__conn_request *req)
+{
+  if (req->mechanism != r->cfg.mechanism) {
+    SBR_WARN("receiver: refusing %s: it speaks %s, this receiver %s", req->peer,
+             sbr_mechanism_name(req->mechanism),
+             sbr_mechanism_name(r->cfg.mechanism));
+    r->ops->reject(r->listener, req);
+    return;
+  }
+  if (r->stats.lanes_active >= r->cfg.max_lanes) {
+    SBR_WARN("receiver: refusing %s: all %u lanes in use", req->peer,
+             r->cfg.max_lanes);
+    r->ops->reject(r->listener, req);
+    return;
+  }
+  struct sbr__lane *lane = calloc(1, sizeof *lane);
+  if (!lane)
+    goto out_reject;
+  lane->blocks = calloc(r->cfg.block_count, sizeof *lane->blocks);
+  if (!lane->blocks)
+    goto out_free_lane;
+  lane->rx = r;
+  lane->id = r->next_lane_id++;
+  lane->engine = r->engine;
+  pthread_mutex_init(&lane->lock, NULL);
+  /* Epochs start at 1 and never repeat on one receiver, so a block a
+   * previous sender left in recycled memory is never accepted (rule 7). */
+  lane->desc = (struct sbr__lane_desc){
+      .mechanism = (uint8_t)r->cfg.mechanism,
+      .epoch = ++r->next_epoch ? r->next_epoch : ++r->next_epoch,
+      .block_size = r->cfg.block_size,
+      .block_count = r->cfg.block_count,
+      .lane_id = lane->id,
+  };
+  struct sbr__queue_caps caps = {
+      .max_send_wr = 1, .max_recv_wr = 0, .max_inline = 64};
+  if (r->cfg.mechanism == SBR_MECH_SLIDING_WINDOW) {
+    caps.max_send_wr = r->cfg.block_count + 4;
+    caps.max_recv_wr = r->cfg.block_count + 4;
+  }
+  int ret = r->ops->accept(r->listener, req, &caps, &lane->desc, &lane->conn,
+                           &lane->mem);
+  if (ret < 0) {
+    SBR_WARN("receiver: accepting %s failed: %s", req->peer, strerror(-ret));
+    goto out_destroy;
+  }
+  for (uint32_t i = 0; i < r->cfg.block_count; i++) {
+    lane->blocks[i].lane = lane;
+    lane->blocks[i].index = i;
+    lane->blocks[i].state = SBR__RECV_FREE;
+  }
+  ret = lane->engine->start(lane);
+  if (ret < 0) {
+    SBR_WARN("receiver: lane for %s: %s engine failed: %s", req->peer,
+             lane->engine->name, strerror(-ret));
+    r->ops->close(lane->conn);
+    goto out_destroy;
+  }
+  atomic_init(&lane->refs, 1);
+  atomic_fetch_add(&r->refs, 1);
+  pthread_mutex_lock(&r->stats_lock);
+  lane->next = r->lanes;
+  r->lanes = lane;
+  r->stats.lanes_opened++;
+  r->stats.lanes_active++;
+  pthread_mutex_unlock(&r->stats_lock);
+  SBR_INFO("receiver: lane %u for %s: %u blocks of %u bytes, epoch %u",
+           lane->id, req->peer, lane->desc.block_count, lane->desc.block_size,
+           lane->desc.epoch);
+  return;
+
+out_destroy:
+  pthread_mutex_destroy(&lane->lock);
+  free(lane->blocks);
+out_free_lane:
+  free(lane);
+  return; /* accept failed: the back end already refused the peer */
+out_reject:
+  r->ops->reject(r->listener, req);
+}
+
+/* Connects and disconnects; non-blocking. */
+static void handle_events(struct sbr_receiver *r)
+{
+  for (;;) {
+    struct sbr__listen_event ev;
+    memset(&ev, 0, sizeof ev);
+    int ret = r->ops->get_event(r->listener, 0, &ev);
+    if (ret < 0 || ev.type == SBR__EV_NONE)
+      return;
+    if (ev.type == SBR__EV_CONNECT_REQUEST) {
+      lane_open(r, &ev.req);
+    } else if (ev.type == SBR__EV_DISCONNECTED) {
+      for (struct sbr__lane *l = r->lanes; l; l = l->next) {
+        if (l->conn == ev.conn) {
+          lane_close(r, l);
+          break;
+        }
+      }
+    }
+  }
+}
+
+/* ----------------------------------------------------------- creation */
+
+int sbr_receiver_new(const struct sbr_receiver_config *cfg, sbr_receiver **out,
+                     char *errbuf, size_t errlen)
+{
+  sbr__errf(errbuf, errlen, "%s", "");
+  if (!cfg || !out)
+    return -EINVAL;
+  const struct sbr__transport_ops *ops = sbr__transport_get(cfg->backend);
+  if (!ops) {
+    sbr__errf(errbuf, errlen, "back end %s is not built in",
+              sbr_backend_name(cfg->backend));
+    return -ENOTSUP;
+  }
+  if (cfg->block_size != 0 && (cfg->block_size < SBR__BLOCK_OVERHEAD + 1 ||
+                               cfg->block_size > (64u << 20))) {
+    sbr__errf(errbuf, errlen, "block size %u out of range (%u..%u)",
+              cfg->block_size, SBR__BLOCK_OVERHEAD + 1, 64u << 20);
+    return -EINVAL;
+  }
+  struct sbr_receiver *r = calloc(1, sizeof *r);
+  if (!r)
+    return -ENOMEM;
+  r->cfg = *cfg;
+  snprintf(r->address, sizeof r->address, "%s",
+           cfg->address ? cfg->address : "0.0.0.0");
+  r->cfg.address = r->address;
+  if (r->cfg.port == 0)
+    r->cfg.port = SBR_DEFAULT_PORT;
+  if (r->cfg.block_count == 0)
+    r->cfg.block_count = DEFAULT_BLOCK_COUNT;
+  if (r->cfg.block_size == 0)
+    r->cfg.block_size = DEFAULT_BLOCK_SIZE;
+  if (r->cfg.max_lanes == 0)
+    r->cfg.max_lanes = DEFAULT_MAX_LANES;
+  /* Block size a multiple of 64: headers stay aligned. */
+  r->cfg.block_size = (r->cfg.block_size + 63u) & ~63u;
+  sbr__backoff_config_fill(&r->cfg.backoff);
+  sbr__backoff_init(&r->backoff, &r->cfg.backoff);
+  r->ops = ops;
+  r->engine = cfg->mechanism == SBR_MECH_SLIDING_WINDOW
+                  ? &sbr__receiver_sliding_window
+                  : &sbr__receiver_status_byte;
+  atomic_init(&r->refs, 1);
+  pthread_mutex_init(&r->stats_lock, NULL);
+  int ret = ops->listen(r->address, r->cfg.port, &r->listener, errbuf, errlen);
+  if (ret < 0) {
+    pthread_mutex_destroy(&r->stats_lock);
+    free(r);
+    return ret;
+  }
+  SBR_INFO("receiver: listening on %s:%u (%s, %s)", r->address, r->cfg.port,
+           ops->name, r->engine->name);
+  *out = r;
+  return 0;
+}
+
+void sbr_receiver_free(sbr_receiver *r)
+{
+  if (!r)
+    return;
+  while (r->lanes)
+    lane_close(r, r->lanes);
+  r->ops->close_listener(r->listener);
+  r->listener = NULL;
+  receiver_unref(r);
+}
+
+void sbr_receiver_wakeup(sbr_receiver *r)
+{
+  atomic_store(&r->wakeup, true);
+}
+
+/* ------------------------------------------------------------ arrival */
+
+void sbr__lane_arrived(struct sbr__lane *lane, uint32_t index)
+{
+  struct sbr_receiver *r = lane->rx;
+  struct sbr_block *b = &lane->blocks[index];
+  if (block_state(b) != SBR__RECV_FREE)
+    return;
+  const uint8_t *mem = lane->mem.blocks + (size_t)index * lane->desc.block_size;
+  struct sbr__header h;
+  enum sbr__block_error err = sbr__block_decode(
+      mem, lane->desc.block_size, r->cfg.device_mask, lane->desc.epoch, &h);
+  if (err != SBR__BLOCK_OK) {
+    SBR_WARN("receiver: lane %u block %u dropped: %s", lane->id, index,
+             sbr__block_error_str(err));
+    pthread_mutex_lock(&r->stats_lock);
+    r->stats.rejected++;
+    /* Past magic and version the device byte is the sender's own. */
+    if (err >= SBR__BLOCK_BAD_KIND)
+      r->dev_stats[h.device].rejected++;
+    pthread_mutex_unlock(&r->stats_lock);
+    lane->engine->release(lane, index);
+    return;
+  }
+  b->info = (struct sbr_block_info){
+      .lane_id = lane->id,
+      .epoch = h.epoch,
+      .device = h.device,
+      .kind = h.kind,
+      .flags = h.flags,
+      .packet = h.packet,
+      .seq = h.seq,
+      .pts = h.pts,
+      .dts = h.dts,
+      .duration = h.duration,
+      .capture_time = h.capture_time,
+      .frame_offset = h.frame_offset,
+      .frame_size = h.frame_size,
+      .payload = mem + SBR__HEADER_SIZE,
+      .payload_len = h.payload_len,
+      .index = index,
+  };
+  b->found_scan = lane->scan_gen;
+  set_block_state(b, SBR__RECV_PENDING);
+  lane->n_pending++;
+}
+
+/* The lane's next block in sequence order, if it may go now. */
+static struct sbr_block *lane_pick(struct sbr__lane *lane)
+{
+  if (lane->n_pending == 0)
+    return NULL;
+  struct sbr_block *best = NULL;
+  for (uint32_t i = 0; i < lane->desc.block_count; i++) {
+    struct sbr_block *b = &lane->blocks[i];
+    if (block_state(b) != SBR__RECV_PENDING)
+      continue;
+    if (!best || b->info.seq < best->info.seq)
+      best = b;
+  }
+  if (!best)
+    return NULL;
+  if (lane->seq_known && best->info.seq == lane->next_seq)
+    return best;
+  /* A predecessor is missing (or this is the lane's first block): wait for
+   * one full scan that started after this block was found. */
+  if (lane->scan_gen >= best->found_scan + 2)
+    return best;
+  return NULL;
+}
+
+static void deliver(struct sbr_receiver *r, struct sbr__lane *lane,
+                    struct sbr_block *b)
+{
+  const struct sbr_block_info *in = &b->info;
+  struct sbr__device_track *t = &lane->dev[in->device];
+  uint16_t gap = t->seen ? (uint16_t)(in->packet - t->next_packet) : 0;
+  t->seen = true;
+  t->next_packet = (uint16_t)(in->packet + 1);
+  lane->next_seq = in->seq + 1;
+  lane->seq_known = true;
+  lane->n_pending--;
+  set_block_state(b, SBR__RECV_DELIVERED);
+  atomic_fetch_add(&lane->refs, 1);
+
+  pthread_mutex_lock(&r->stats_lock);
+  struct sbr_device_stats *d = &r->dev_stats[in->device];
+  d->blocks++;
+  d->bytes += in->payload_len;
+  d->gaps += gap;
+  if (in->kind == SBR_KIND_DATA && (in->flags & SBR_FLAG_LAST))
+    d->frames++;
+  r->stats.blocks++;
+  r->stats.bytes += in->payload_len;
+  r->stats.blocks_held++;
+  pthread_mutex_unlock(&r->stats_lock);
+  if (gap)
+    SBR_DEBUG("receiver: lane %u device %u: %u packets missing before %u",
+              lane->id, in->device, gap, in->packet);
+}
+
+/* Moves lane to the end of the receiver's list. */
+static void lane_to_back(struct sbr_receiver *r, struct sbr__lane *lane)
+{
+  if (!lane->next)
+    return;
+  pthread_mutex_lock(&r->stats_lock);
+  struct sbr__lane **p = &r->lanes;
+  while (*p != lane)
+    p = &(*p)->next;
+  *p = lane->next;
+  while (*p)
+    p = &(*p)->next;
+  *p = lane;
+  lane->next = NULL;
+  pthread_mutex_unlock(&r->stats_lock);
+}
+
+int sbr_receiver_next(sbr_receiver *r, int timeout_ms, sbr_block **out)
+{
+  uint64_t start = sbr__now_ns();
+  uint64_t deadline =
+      timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000u;
+  sbr__backoff_reset(&r->backoff);
+  for (;;) {
+    if (atomic_exchange(&r->wakeup, false))
+      return -EINTR;
+    uint64_t now = sbr__now_ns();
+    if (now - r->last_event_check_ns >= EVENT_CHECK_NS || !r->lanes) {
+      r->last_event_check_ns = now;
+      handle_events(r);
+    }
+    for (struct sbr__lane *l = r->lanes, *next; l; l = next) {
+      next = l->next;
+      if (l->engine->scan(l) < 0) {
+        SBR_WARN("receiver: lane %u failed", l->id);
+        lane_close(r, l);
+        continue;
+      }
+      l->scan_gen++;
+    }
+    for (struct sbr__lane *l = r->lanes; l; l = l->next) {
+      struct sbr_block *b = lane_pick(l);
+      if (b) {
+        deliver(r, l, b);
+        lane_to_back(r, l); /* fairness: the others go first next time */
+        *out = b;
+        return 0;
+      }
+    }
+    if (timeout_ms == 0 || sbr__now_ns() >= deadline)
+      return -ETIMEDOUT;
+    sbr__backoff_wait(&r->backoff);
+  }
+}
+
+const struct sbr_block_info *sbr_block_get_info(const sbr_block *b)
+{
+  return &b->info;
+}
+
+void sbr_block_hold(sbr_block *b)
+{
+  struct sbr__lane *lane = b->lane;
+  if (!atomic_load(&lane->closed))
+    lane->engine->hold(lane, b->index);
+}
+
+void sbr_block_release(sbr_block *b)
+{
+  struct sbr__lane *lane = b->lane;
+  struct sbr_receiver *r = lane->rx;
+  pthread_mutex_lock(&r->stats_lock);
+  r->stats.blocks_held--;
+  pthread_mutex_unlock(&r->stats_lock);
+  /* Status first, state second: a scan that sees FREE then reads a status
+   * that is at least this 0 (see the status-byte scan). */
+  if (!atomic_load(&lane->closed))
+    lane->engine->release(lane, b->index);
+  set_block_state(b, SBR__RECV_FREE);
+  lane_unref(lane);
+}
+
+/* ------------------------------------------------------------- frames */
+
+static void frame_from_block(struct sbr_frame *f, struct sbr_block *b)
+{
+  memset(f, 0, sizeof *f);
+  f->info = b->info;
+  f->size = b->info.payload_len;
+  f->n_blocks = 1;
+  f->blocks[0] = b;
+}
+
+/* Moves a zero-copy partial frame into one heap buffer and releases its
+ * blocks, so a lane can't run out of blocks while frames assemble. */
+static int partial_to_copy(struct sbr__lane *lane, struct sbr_frame *p)
+{
+  uint8_t *copy = malloc(p->info.frame_size ? p->info.frame_size : 1);
+  if (!copy)
+    return -ENOMEM;
+  uint32_t off = 0;
+  for (uint32_t i = 0; i < p->n_blocks; i++) {
+    const struct sbr_block_info *bi = &p->blocks[i]->info;
+    memcpy(copy + off, bi->payload, bi->payload_len);
+    off += bi->payload_len;
+  }
+  lane->n_partial_blocks -= p->n_blocks;
+  for (uint32_t i = 0; i < p->n_blocks; i++)
+    sbr_block_release(p->blocks[i]);
+  p->n_blocks = 0;
+  p->copy = copy;
+  pthread_mutex_lock(&lane->rx->stats_lock);
+  lane->rx->stats.frames_copied++;
+  pthread_mutex_unlock(&lane->rx->stats_lock);
+  return 0;
+}
+
+/* Adds fragment b to partial frame p (zero copy or into the copy). */
+static int partial_append(struct sbr__lane *lane, struct sbr_frame *p,
+                          struct sbr_block *b)
+{
+  const struct sbr_block_info *bi = &b->info;
+  if (!p->copy && (p->n_blocks == SBR_FRAME_MAX_BLOCKS ||
+                   lane->n_partial_blocks + 1 > lane->desc.block_count / 2)) {
+    int ret = partial_to_copy(lane, p);
+    if (ret < 0)
+      return ret;
+  }
+  if (p->copy) {
+    memcpy(p->copy + bi->frame_offset, bi->payload, bi->payload_len);
+    sbr_block_release(b);
+  } else {
+    p->blocks[p->n_blocks++] = b;
+    lane->n_partial_blocks++;
+  }
+  p->size += bi->payload_len;
+  return 0;
+}
+
+int sbr_receiver_next_frame(sbr_receiver *r, int timeout_ms,
+                            struct sbr_frame *out)
+{
+  uint64_t deadline = timeout_ms < 0
+                          ? UINT64_MAX
+                          : sbr__now_ns() + (uint64_t)timeout_ms * 1000000u;
+  for (;;) {
+    int left = -1;
+    if (timeout_ms >= 0) {
+      uint64_t now = sbr__now_ns();
+      left = now >= deadline ? 0 : (int)((deadline - now) / 1000000u);
+    }
+    sbr_block *b;
+    int ret = sbr_receiver_next(r, left, &b);
+    if (ret < 0)
+      return ret;
+    struct sbr__lane *lane = b->lane;
+    const struct sbr_block_info *bi = &b->info;
+    struct sbr__device_track *t = &lane->dev[bi->device];
+
+    bool first = bi->flags & SBR_FLAG_FIRST, last = bi->flags & SBR_FLAG_LAST;
+    if (bi->kind != SBR_KIND_DATA || (first && last)) {
+      drop_partial(lane, t); /* an unfinished frame can't continue now */
+      frame_from_block(out, b);
+      return 0;
+    }
+    if (first) {
+      drop_partial(lane, t);
+      frame_from_block(&t->partial, b);
+      t->partial_active = true;
+      lane->n_partial_blocks++;
+      continue;
+    }
+    if (!t->partial_active || bi->frame_offset != t->partial.size ||
+        bi->frame_size != t->partial.info.frame_size) {
+      /* A fragment without its beginning: the frame is lost. */
+      drop_partial(lane, t);
+      count_frame_drop(r, bi->device);
+      sbr_block_release(b);
+      continue;
+    }
+    if (partial_append(lane, &t->partial, b) < 0) {
+      drop_partial(lane, t);
+      sbr_block_release(b);
+      continue;
+    }
+    if (last) {
+      *out = t->partial;
+      if (out->copy) {
+        out->info.payload = out->copy;
+        out->info.payload_len = out->size;
+      }
+      out->info.flags |= SBR_FLAG_LAST;
+      lane->n_partial_blocks -= out->n_blocks;
+      t->partial_active = false;
+      memset(&t->partial, 0, sizeof t->partial);
+      return 0;
+    }
+  }
+}
+
+void sbr_frame_release(struct sbr_frame *f)
+{
+  release_frame_blocks(f);
+}
+
+/* -------------------------------------------------------------- stats */
+
+int sbr_receiver_get_stats(sbr_receiver *r, struct sbr_receiver_stats *out)
+{
+  pthread_mutex_lock(&r->stats_lock);
+  *out = r->stats;
+  out->recv_wr_posted = r->recv_wr_closed_lanes;
+  for (struct sbr__lane *l = r->lanes; l; l = l->next)
+    out->recv_wr_posted += r->ops->posted_recv_count(l->conn);
+  pthread_mutex_unlock(&r->stats_lock);
+  return 0;
+}
+
+int sbr_receiver_get_device_stats(sbr_receiver *r, uint8_t device,
+                                  struct sbr_device_stats *out)
+{
+  pthread_mutex_lock(&r->stats_lock);
+  *out = r->dev_stats[device];
+  pthread_mutex_unlock(&r->stats_lock);
+  return 0;
+}

@@ -118,8 +118,8 @@ struct sbr_backoff_config {
 
 /* Fault injection, honoured by the shm back end only (tests, studies). */
 struct sbr_fault_injection {
-  uint32_t delay_us;          /* added round-trip time per work request */
-  uint32_t fail_after_wrs;    /* 0 = never; else the Nth WR completes in error */
+  uint32_t delay_us;       /* added round-trip time per work request */
+  uint32_t fail_after_wrs; /* 0 = never; else the Nth WR completes in error */
 };
 
 /* ---------------------------------------------------------------- sender */
@@ -130,14 +130,14 @@ typedef struct sbr_send_block sbr_send_block;
 struct sbr_sender_config {
   enum sbr_backend backend;
   enum sbr_mechanism mechanism;
-  const char *host;            /* receiver address; shm: any name */
-  uint16_t port;               /* default SBR_DEFAULT_PORT */
-  uint32_t send_blocks;        /* local send blocks, default 16 */
-  uint32_t block_size_hint;    /* asked of the receiver, 0 = its choice */
-  uint32_t block_count_hint;   /* asked of the receiver, 0 = its choice */
-  int connect_timeout_ms;      /* default 5000 */
+  const char *host;          /* receiver address; shm: any name */
+  uint16_t port;             /* default SBR_DEFAULT_PORT */
+  uint32_t send_blocks;      /* local send blocks, default 16 */
+  uint32_t block_size_hint;  /* asked of the receiver, 0 = its choice */
+  uint32_t block_count_hint; /* asked of the receiver, 0 = its choice */
+  int connect_timeout_ms;    /* default 5000 */
   enum sbr_backpressure backpressure;
-  int wait_timeout_ms;         /* WAIT: give up after this, default 1000 */
+  int wait_timeout_ms; /* WAIT: give up after this, default 1000 */
   struct sbr_backoff_config backoff;
   struct sbr_fault_injection faults;
 };
@@ -164,8 +164,8 @@ size_t sbr_sender_block_payload_size(const sbr_sender *s);
 /* Per-block metadata given at submit; times in ns, SBR_TIME_NONE if unset. */
 struct sbr_block_meta {
   uint8_t device;
-  uint8_t kind;      /* enum sbr_kind */
-  uint8_t flags;     /* enum sbr_flags; FIRST|LAST set for unfragmented */
+  uint8_t kind;  /* enum sbr_kind */
+  uint8_t flags; /* enum sbr_flags; FIRST|LAST set for unfragmented */
   uint64_t pts, dts, duration, capture_time;
   uint32_t frame_offset; /* this fragment's offset in the frame */
   uint32_t frame_size;   /* whole frame's size */
@@ -200,27 +200,27 @@ bool sbr_sender_owns(const sbr_sender *s, const void *ptr);
 sbr_send_block *sbr_sender_block_from_payload(sbr_sender *s, void *ptr);
 
 struct sbr_device_stats {
-  uint64_t blocks;       /* blocks sent / delivered */
-  uint64_t frames;       /* whole frames (LAST fragments) */
-  uint64_t bytes;        /* payload bytes */
-  uint64_t drops;        /* sender: frames dropped by backpressure or loss;
-                            receiver: frames dropped (gap, bad fragment) */
-  uint64_t gaps;         /* receiver: packet numbers skipped */
-  uint64_t rejected;     /* receiver: blocks that failed validation */
+  uint64_t blocks;   /* blocks sent / delivered */
+  uint64_t frames;   /* whole frames (LAST fragments) */
+  uint64_t bytes;    /* payload bytes */
+  uint64_t drops;    /* sender: frames dropped by backpressure or loss;
+                        receiver: frames dropped (gap, bad fragment) */
+  uint64_t gaps;     /* receiver: packet numbers skipped */
+  uint64_t rejected; /* receiver: blocks that failed validation */
 };
 
 struct sbr_sender_stats {
   uint64_t blocks, bytes;
-  uint64_t sync_reads;          /* status-array READs (status-byte) */
-  uint64_t sync_read_ns_total;  /* READ post to completion */
+  uint64_t sync_reads;         /* status-array READs (status-byte) */
+  uint64_t sync_read_ns_total; /* READ post to completion */
   uint64_t sync_read_ns_max;
-  uint64_t held_skipped;        /* receive blocks skipped because held (2) */
-  uint64_t busy_skipped;        /* skipped because not yet consumed (1) */
-  uint64_t no_free_waits;       /* syncs that found no free block */
-  uint64_t drops;               /* all devices */
+  uint64_t held_skipped;  /* receive blocks skipped because held (2) */
+  uint64_t busy_skipped;  /* skipped because not yet consumed (1) */
+  uint64_t no_free_waits; /* syncs that found no free block */
+  uint64_t drops;         /* all devices */
   uint64_t reconnects;
-  uint64_t acks;                /* sliding-window: ACKs received */
-  uint64_t wr_posted;           /* work requests posted */
+  uint64_t acks;      /* sliding-window: ACKs received */
+  uint64_t wr_posted; /* work requests posted */
 };
 
 int sbr_sender_get_stats(sbr_sender *s, struct sbr_sender_stats *out);
@@ -235,11 +235,11 @@ typedef struct sbr_block sbr_block;
 struct sbr_receiver_config {
   enum sbr_backend backend;
   enum sbr_mechanism mechanism;
-  const char *address;         /* bind address, default "0.0.0.0" */
-  uint16_t port;               /* default SBR_DEFAULT_PORT */
-  uint32_t block_count;        /* per lane, default 16 */
-  uint32_t block_size;         /* bytes incl. header+trailer, default 1 MiB */
-  uint32_t max_lanes;          /* concurrent senders, default 8 */
+  const char *address;  /* bind address, default "0.0.0.0" */
+  uint16_t port;        /* default SBR_DEFAULT_PORT */
+  uint32_t block_count; /* per lane, default 16 */
+  uint32_t block_size;  /* bytes incl. header+trailer, default 1 MiB */
+  uint32_t max_lanes;   /* concurrent senders, default 8 */
   /* Devices accepted; a block for another device is rejected.  Default: all
    * bits set. */
   uint8_t device_mask[SBR_MAX_DEVICES / 8];
@@ -255,16 +255,16 @@ void sbr_receiver_free(sbr_receiver *r);
 
 /* What a delivered block carries. */
 struct sbr_block_info {
-  uint32_t lane_id;        /* which sender connection */
+  uint32_t lane_id; /* which sender connection */
   uint16_t epoch;
   uint8_t device, kind, flags;
-  uint16_t packet;         /* per-device packet number, wraps at 65536 */
-  uint64_t seq;            /* per-connection block sequence number */
+  uint16_t packet; /* per-device packet number, wraps at 65536 */
+  uint64_t seq;    /* per-connection block sequence number */
   uint64_t pts, dts, duration, capture_time;
   uint32_t frame_offset, frame_size;
   const uint8_t *payload;
   uint32_t payload_len;
-  uint32_t index;          /* receive block index within the lane */
+  uint32_t index; /* receive block index within the lane */
 };
 
 /* Waits up to timeout_ms (-1 forever, 0 poll) for the next block of any
@@ -283,12 +283,12 @@ void sbr_block_release(sbr_block *b);
  * the fragments are copied into one heap buffer and released at once. */
 #define SBR_FRAME_MAX_BLOCKS 32
 struct sbr_frame {
-  struct sbr_block_info info;  /* of the first fragment; payload/len = whole
-                                  frame when copied, else first fragment */
-  uint32_t size;               /* total payload bytes */
-  uint32_t n_blocks;           /* 0 when copied */
+  struct sbr_block_info info; /* of the first fragment; payload/len = whole
+                                 frame when copied, else first fragment */
+  uint32_t size;              /* total payload bytes */
+  uint32_t n_blocks;          /* 0 when copied */
   sbr_block *blocks[SBR_FRAME_MAX_BLOCKS];
-  uint8_t *copy;               /* heap copy (free with sbr_frame_release) */
+  uint8_t *copy; /* heap copy (free with sbr_frame_release) */
 };
 int sbr_receiver_next_frame(sbr_receiver *r, int timeout_ms,
                             struct sbr_frame *out);
@@ -299,13 +299,13 @@ void sbr_receiver_wakeup(sbr_receiver *r);
 
 struct sbr_receiver_stats {
   uint64_t blocks, bytes;
-  uint64_t rejected;           /* failed validation, dropped, counted */
+  uint64_t rejected; /* failed validation, dropped, counted */
   uint64_t lanes_opened, lanes_closed;
   uint32_t lanes_active;
-  uint64_t blocks_held;        /* currently held by the application */
-  uint64_t recv_wr_posted;     /* all lanes; 0 for status-byte (the point) */
-  uint64_t frames_copied;      /* frames reassembled by copying */
-  uint64_t acks_sent;          /* sliding-window */
+  uint64_t blocks_held;    /* currently held by the application */
+  uint64_t recv_wr_posted; /* all lanes; 0 for status-byte (the point) */
+  uint64_t frames_copied;  /* frames reassembled by copying */
+  uint64_t acks_sent;      /* sliding-window */
 };
 int sbr_receiver_get_stats(sbr_receiver *r, struct sbr_receiver_stats *out);
 int sbr_receiver_get_device_stats(sbr_receiver *r, uint8_t device,

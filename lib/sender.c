@@ -1,1 +1,718 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * sender.c - the sender: connection, send blocks, the thread-safe fill API
+ * for many producers, fragmentation, backpressure and the sender thread that
+ * hands queued blocks to the posting engine of the chosen mechanism.
+ *
+ * Packet numbers and sequence numbers are assigned at submit under s->lock,
+ * and the queue is FIFO, so blocks are posted in sequence order and every
+ * device's packets in packet order: the receiver relies on that.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "sender-internal.h"
+
+#define DEFAULT_SEND_BLOCKS 16
+#define DEFAULT_CONNECT_TIMEOUT_MS 5000
+#define DEFAULT_WAIT_TIMEOUT_MS 1000
+/* A sender thread with nothing queued re-checks this often anyway (so a
+ * dead connection is noticed while idle). */
+#define IDLE_CHECK_MS 50
+
+void sbr_sender_config_init(struct sbr_sender_config *cfg)
+{
+  memset(cfg, 0, sizeof *cfg);
+  cfg->backend = SBR_BACKEND_VERBS;
+  cfg->mechanism = SBR_MECH_STATUS_BYTE;
+  cfg->host = "127.0.0.1";
+  cfg->port = SBR_DEFAULT_PORT;
+  cfg->send_blocks = DEFAULT_SEND_BLOCKS;
+  cfg->connect_timeout_ms = DEFAULT_CONNECT_TIMEOUT_MS;
+  cfg->backpressure = SBR_BACKPRESSURE_WAIT;
+  cfg->wait_timeout_ms = DEFAULT_WAIT_TIMEOUT_MS;
+  sbr__backoff_config_fill(&cfg->backoff);
+}
+
+void sbr_block_meta_init(struct sbr_block_meta *meta, uint8_t device)
+{
+  memset(meta, 0, sizeof *meta);
+  meta->device = device;
+  meta->kind = SBR_KIND_DATA;
+  meta->flags = SBR_FLAG_FIRST | SBR_FLAG_LAST;
+  meta->pts = meta->dts = meta->duration = SBR_TIME_NONE;
+  meta->capture_time = SBR_TIME_NONE;
+}
+
+static void deadline_after_ms(struct timespec *ts, int ms)
+{
+  clock_gettime(CLOCK_MONOTONIC, ts);
+  ts->tv_sec += ms / 1000;
+  ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (ts->tv_nsec >= 1000000000L) {
+    ts->tv_sec++;
+    ts->tv_nsec -= 1000000000L;
+  }
+}
+
+static void init_cond(pthread_cond_t *c)
+{
+  /* Timed waits use CLOCK_MONOTONIC: wall clock jumps must not matter. */
+  pthread_condattr_t a;
+  pthread_condattr_init(&a);
+  pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+  pthread_cond_init(c, &a);
+  pthread_condattr_destroy(&a);
+}
+
+/* ------------------------------------------------------------ blocks */
+
+static int alloc_blocks(struct sbr_sender *s, uint32_t block_size)
+{
+  size_t total = (size_t)s->n_blocks * block_size;
+  if (posix_memalign((void **)&s->block_mem, 4096, total) != 0)
+    return -ENOMEM;
+  memset(s->block_mem, 0, total);
+  s->blocks = calloc(s->n_blocks, sizeof *s->blocks);
+  if (!s->blocks) {
+    free(s->block_mem);
+    s->block_mem = NULL;
+    return -ENOMEM;
+  }
+  s->block_size = block_size;
+  s->free_list = NULL;
+  for (uint32_t i = s->n_blocks; i-- > 0;) {
+    struct sbr_send_block *b = &s->blocks[i];
+    b->index = i;
+    b->mem = s->block_mem + (size_t)i * block_size;
+    b->capacity = (uint32_t)sbr__block_capacity(block_size);
+    b->state = SBR__SEND_FREE;
+    b->next = s->free_list;
+    s->free_list = b;
+  }
+  s->n_free = s->n_blocks;
+  return 0;
+}
+
+static void push_free_locked(struct sbr_sender *s, struct sbr_send_block *b)
+{
+  b->state = SBR__SEND_FREE;
+  b->next = s->free_list;
+  s->free_list = b;
+  s->n_free++;
+  pthread_cond_broadcast(&s->free_cond);
+}
+
+static void count_drop_locked(struct sbr_sender *s,
+                              const struct sbr_send_block *b)
+{
+  /* A frame counts once: at its last fragment (or unfragmented block). */
+  if (b->header.kind == SBR_KIND_DATA && !(b->header.flags & SBR_FLAG_LAST))
+    return;
+  s->dev_stats[b->header.device].drops++;
+  s->stats.drops++;
+}
+
+/* ------------------------------------------------------- connection */
+
+static int connect_locked(struct sbr_sender *s, char *errbuf, size_t errlen)
+{
+  uint8_t priv[SBR__CONNECT_PRIV_SIZE];
+  sbr__connect_priv_encode(priv, (uint8_t)s->cfg.mechanism,
+                           s->cfg.block_size_hint, s->cfg.block_count_hint);
+  /* Queue bounds: every block is at most 2 WRs in flight, plus one status
+   * READ; the sliding window also posts one receive per slot for ACKs. */
+  struct sbr__queue_caps caps = {
+      .max_send_wr = 2 * s->n_blocks + 4,
+      .max_recv_wr = 0,
+      .max_inline = 64,
+  };
+  if (s->cfg.mechanism == SBR_MECH_SLIDING_WINDOW)
+    caps.max_recv_wr =
+        s->cfg.block_count_hint ? s->cfg.block_count_hint + 4 : 1024;
+  struct sbr__lane_desc lane;
+  struct sbr__conn *conn = NULL;
+  int ret = s->ops->connect(s->host, s->cfg.port, priv, sizeof priv, &caps,
+                            &s->cfg.faults, s->cfg.connect_timeout_ms, &conn,
+                            &lane, errbuf, errlen);
+  if (ret < 0)
+    return ret;
+  if (lane.mechanism != s->cfg.mechanism) {
+    sbr__errf(errbuf, errlen, "receiver at %s:%u runs %s, this sender %s",
+              s->host, s->cfg.port, sbr_mechanism_name(lane.mechanism),
+              sbr_mechanism_name(s->cfg.mechanism));
+    ret = -EPROTO;
+    goto out_close;
+  }
+  if (!s->block_mem) {
+    ret = alloc_blocks(s, lane.block_size);
+    if (ret < 0) {
+      sbr__errf(errbuf, errlen, "cannot allocate %u send blocks of %u bytes",
+                s->n_blocks, lane.block_size);
+      goto out_close;
+    }
+  } else if (lane.block_size < s->block_size) {
+    /* Producers may hold pointers into the old blocks: they can't shrink. */
+    sbr__errf(errbuf, errlen,
+              "receiver's blocks shrank from %u to %u bytes; recreate the "
+              "sender",
+              s->block_size, lane.block_size);
+    ret = -EPROTO;
+    goto out_close;
+  }
+  ret = s->ops->reg_mr(conn, s->block_mem, (size_t)s->n_blocks * s->block_size,
+                       SBR__ACCESS_LOCAL_WRITE, &s->blocks_mr);
+  if (ret < 0) {
+    sbr__errf(errbuf, errlen, "cannot register send blocks: %s",
+              strerror(-ret));
+    goto out_close;
+  }
+  s->conn = conn;
+  s->lane = lane;
+  ret = s->engine->start(s);
+  if (ret < 0) {
+    sbr__errf(errbuf, errlen, "%s engine failed to start: %s", s->engine->name,
+              strerror(-ret));
+    goto out_dereg;
+  }
+  s->connected = true;
+  SBR_INFO("sender: connected to %s:%u over %s, lane %u: %u blocks of %u "
+           "bytes, epoch %u",
+           s->host, s->cfg.port, s->ops->name, lane.lane_id, lane.block_count,
+           lane.block_size, lane.epoch);
+  return 0;
+
+out_dereg:
+  s->ops->dereg_mr(s->blocks_mr);
+  s->blocks_mr = NULL;
+  s->conn = NULL;
+out_close:
+  s->ops->close(conn);
+  return ret;
+}
+
+/* Called with engine_lock held (the thread is not in the engine). */
+static void disconnect_engine_locked(struct sbr_sender *s)
+{
+  if (!s->conn)
+    return;
+  s->engine->stop(s);
+  s->ops->dereg_mr(s->blocks_mr);
+  s->blocks_mr = NULL;
+  s->ops->close(s->conn);
+  s->conn = NULL;
+}
+
+/* The connection failed: everything queued or in flight is lost.  Blocks
+ * producers are filling stay theirs; submit will refuse them. */
+static void fail_connection(struct sbr_sender *s, int err)
+{
+  pthread_mutex_lock(&s->lock);
+  if (s->connected)
+    SBR_WARN("sender: connection to %s:%u lost: %s", s->host, s->cfg.port,
+             strerror(-err));
+  s->connected = false;
+  pthread_mutex_unlock(&s->lock);
+
+  /* Stop the engine before reclaiming: posted blocks are the NIC's until the
+   * QP is gone. */
+  disconnect_engine_locked(s);
+
+  pthread_mutex_lock(&s->lock);
+  for (uint32_t i = 0; i < s->n_blocks; i++) {
+    struct sbr_send_block *b = &s->blocks[i];
+    if (b->state == SBR__SEND_POSTED || b->state == SBR__SEND_QUEUED) {
+      count_drop_locked(s, b);
+      push_free_locked(s, b);
+    }
+  }
+  s->queue_head = s->queue_tail = NULL;
+  s->n_queued = 0;
+  s->n_posted = 0;
+  pthread_cond_broadcast(&s->idle_cond);
+  pthread_cond_broadcast(&s->free_cond);
+  pthread_mutex_unlock(&s->lock);
+}
+
+static void *sender_thread(void *arg)
+{
+  struct sbr_sender *s = arg;
+  pthread_setname_np(pthread_self(), "sbr-sender");
+  for (;;) {
+    pthread_mutex_lock(&s->lock);
+    bool stop = s->stopping;
+    bool connected = s->connected;
+    bool busy = s->n_queued > 0 || s->n_posted > 0;
+    if (!stop && (!connected || !busy)) {
+      /* Nothing to post, nothing to reap: sleep until a submit. */
+      struct timespec ts;
+      deadline_after_ms(&ts, IDLE_CHECK_MS);
+      pthread_cond_timedwait(&s->work_cond, &s->lock, &ts);
+      stop = s->stopping;
+      connected = s->connected;
+      busy = s->n_queued > 0 || s->n_posted > 0;
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (stop)
+      break;
+    if (!connected)
+      continue;
+
+    pthread_mutex_lock(&s->engine_lock);
+    int r = s->conn ? s->engine->progress(s) : 0;
+    if (r < 0)
+      fail_connection(s, r);
+    pthread_mutex_unlock(&s->engine_lock);
+    if (r > 0)
+      sbr__backoff_reset(&s->backoff);
+    else if (r == 0 && busy)
+      sbr__backoff_wait(&s->backoff);
+  }
+  return NULL;
+}
+
+int sbr_sender_new(const struct sbr_sender_config *cfg, sbr_sender **out,
+                   char *errbuf, size_t errlen)
+{
+  sbr__errf(errbuf, errlen, "%s", "");
+  if (!cfg || !out || !cfg->host)
+    return -EINVAL;
+  const struct sbr__transport_ops *ops = sbr__transport_get(cfg->backend);
+  if (!ops) {
+    sbr__errf(errbuf, errlen, "back end %s is not built in",
+              sbr_backend_name(cfg->backend));
+    return -ENOTSUP;
+  }
+  if (cfg->mechanism != SBR_MECH_STATUS_BYTE &&
+      cfg->mechanism != SBR_MECH_SLIDING_WINDOW)
+    return -EINVAL;
+
+  struct sbr_sender *s = calloc(1, sizeof *s);
+  if (!s)
+    return -ENOMEM;
+  s->cfg = *cfg;
+  snprintf(s->host, sizeof s->host, "%s", cfg->host);
+  s->cfg.host = s->host;
+  if (s->cfg.port == 0)
+    s->cfg.port = SBR_DEFAULT_PORT;
+  if (s->cfg.send_blocks == 0)
+    s->cfg.send_blocks = DEFAULT_SEND_BLOCKS;
+  if (s->cfg.connect_timeout_ms <= 0)
+    s->cfg.connect_timeout_ms = DEFAULT_CONNECT_TIMEOUT_MS;
+  sbr__backoff_config_fill(&s->cfg.backoff);
+  s->n_blocks = s->cfg.send_blocks;
+  s->ops = ops;
+  s->engine = cfg->mechanism == SBR_MECH_STATUS_BYTE
+                  ? &sbr__sender_status_byte
+                  : &sbr__sender_sliding_window;
+  pthread_mutex_init(&s->lock, NULL);
+  pthread_mutex_init(&s->engine_lock, NULL);
+  init_cond(&s->free_cond);
+  init_cond(&s->work_cond);
+  init_cond(&s->idle_cond);
+  sbr__backoff_init(&s->backoff, &s->cfg.backoff);
+
+  int ret = connect_locked(s, errbuf, errlen);
+  if (ret < 0)
+    goto out_free;
+  ret = pthread_create(&s->thread, NULL, sender_thread, s);
+  if (ret != 0) {
+    ret = -ret;
+    sbr__errf(errbuf, errlen, "cannot start the sender thread");
+    goto out_disconnect;
+  }
+  s->thread_started = true;
+  *out = s;
+  return 0;
+
+out_disconnect:
+  disconnect_engine_locked(s);
+out_free:
+  free(s->blocks);
+  free(s->block_mem);
+  pthread_cond_destroy(&s->idle_cond);
+  pthread_cond_destroy(&s->work_cond);
+  pthread_cond_destroy(&s->free_cond);
+  pthread_mutex_destroy(&s->engine_lock);
+  pthread_mutex_destroy(&s->lock);
+  free(s);
+  return ret;
+}
+
+void sbr_sender_free(sbr_sender *s)
+{
+  if (!s)
+    return;
+  sbr_sender_flush(s, 1000);
+  pthread_mutex_lock(&s->lock);
+  s->stopping = true;
+  pthread_cond_broadcast(&s->work_cond);
+  pthread_cond_broadcast(&s->free_cond);
+  pthread_mutex_unlock(&s->lock);
+  if (s->thread_started)
+    pthread_join(s->thread, NULL);
+  pthread_mutex_lock(&s->engine_lock);
+  disconnect_engine_locked(s);
+  pthread_mutex_unlock(&s->engine_lock);
+  free(s->blocks);
+  free(s->block_mem);
+  pthread_cond_destroy(&s->idle_cond);
+  pthread_cond_destroy(&s->work_cond);
+  pthread_cond_destroy(&s->free_cond);
+  pthread_mutex_destroy(&s->engine_lock);
+  pthread_mutex_destroy(&s->lock);
+  free(s);
+}
+
+bool sbr_sender_is_connected(sbr_sender *s)
+{
+  pthread_mutex_lock(&s->lock);
+  bool c = s->connected;
+  pthread_mutex_unlock(&s->lock);
+  return c;
+}
+
+int sbr_sender_reconnect(sbr_sender *s, char *errbuf, size_t errlen)
+{
+  sbr__errf(errbuf, errlen, "%s", "");
+  pthread_mutex_lock(&s->engine_lock);
+  pthread_mutex_lock(&s->lock);
+  bool connected = s->connected;
+  pthread_mutex_unlock(&s->lock);
+  int ret = 0;
+  if (!connected) {
+    /* A half-dead connection (the engine saw no error yet) goes first. */
+    disconnect_engine_locked(s);
+    ret = connect_locked(s, errbuf, errlen);
+    if (ret == 0) {
+      pthread_mutex_lock(&s->lock);
+      s->stats.reconnects++;
+      pthread_cond_broadcast(&s->work_cond);
+      pthread_mutex_unlock(&s->lock);
+    }
+  }
+  pthread_mutex_unlock(&s->engine_lock);
+  return ret;
+}
+
+size_t sbr_sender_block_payload_size(const sbr_sender *s)
+{
+  return sbr__block_capacity(s->block_size);
+}
+
+/* ---------------------------------------------------------- fill API */
+
+/* Waits for n free blocks per the backpressure policy.  0, -EAGAIN (none in
+ * time: the caller counts a drop) or -ENOTCONN. */
+static int wait_free_locked(struct sbr_sender *s, uint32_t n)
+{
+  if (n > s->n_blocks)
+    return -EMSGSIZE;
+  struct timespec deadline;
+  bool have_deadline = false;
+  while (s->connected && !s->stopping && s->n_free < n) {
+    if (s->cfg.backpressure == SBR_BACKPRESSURE_DROP)
+      return -EAGAIN;
+    if (s->cfg.wait_timeout_ms < 0) {
+      pthread_cond_wait(&s->free_cond, &s->lock);
+      continue;
+    }
+    if (!have_deadline) {
+      deadline_after_ms(&deadline, s->cfg.wait_timeout_ms);
+      have_deadline = true;
+    }
+    if (pthread_cond_timedwait(&s->free_cond, &s->lock, &deadline) == ETIMEDOUT)
+      return s->n_free >= n ? 0 : -EAGAIN;
+  }
+  if (!s->connected || s->stopping)
+    return -ENOTCONN;
+  return 0;
+}
+
+static struct sbr_send_block *pop_free_locked(struct sbr_sender *s)
+{
+  struct sbr_send_block *b = s->free_list;
+  s->free_list = b->next;
+  s->n_free--;
+  b->next = NULL;
+  b->state = SBR__SEND_FILLING;
+  return b;
+}
+
+static void count_backpressure_drop_locked(struct sbr_sender *s, uint8_t device)
+{
+  s->dev_stats[device].drops++;
+  s->stats.drops++;
+}
+
+int sbr_sender_acquire(sbr_sender *s, uint8_t device, sbr_send_block **out)
+{
+  pthread_mutex_lock(&s->lock);
+  int ret = wait_free_locked(s, 1);
+  if (ret == 0)
+    *out = pop_free_locked(s);
+  else if (ret == -EAGAIN)
+    count_backpressure_drop_locked(s, device);
+  pthread_mutex_unlock(&s->lock);
+  return ret;
+}
+
+void *sbr_send_block_payload(sbr_send_block *b, size_t *capacity)
+{
+  if (capacity)
+    *capacity = b->capacity;
+  return b->mem + SBR__HEADER_SIZE;
+}
+
+/* Stamps header + trailer and appends to the queue.  Under s->lock. */
+static void enqueue_locked(struct sbr_sender *s, struct sbr_send_block *b,
+                           const struct sbr_block_meta *meta,
+                           uint32_t payload_len)
+{
+  struct sbr__header *h = &b->header;
+  h->kind = meta->kind;
+  h->device = meta->device;
+  h->flags = meta->flags;
+  h->packet = s->next_packet[meta->device]++;
+  h->epoch = s->lane.epoch;
+  h->payload_len = payload_len;
+  h->seq = s->next_seq++;
+  h->pts = meta->pts;
+  h->dts = meta->dts;
+  h->duration = meta->duration;
+  h->capture_time = meta->capture_time;
+  h->frame_offset = meta->frame_offset;
+  h->frame_size = meta->frame_size;
+  b->wire_len = (uint32_t)sbr__block_encode(b->mem, s->block_size, h);
+  b->state = SBR__SEND_QUEUED;
+  b->next = NULL;
+  if (s->queue_tail)
+    s->queue_tail->next = b;
+  else
+    s->queue_head = b;
+  s->queue_tail = b;
+  s->n_queued++;
+}
+
+int sbr_sender_submit(sbr_sender *s, sbr_send_block *b,
+                      const struct sbr_block_meta *meta, size_t payload_len)
+{
+  if (payload_len > sbr__block_capacity(s->block_size) ||
+      b->state != SBR__SEND_FILLING)
+    return -EINVAL;
+  struct sbr_block_meta m = *meta;
+  if (m.kind == SBR_KIND_DATA && (m.flags & SBR_FLAG_FIRST) &&
+      (m.flags & SBR_FLAG_LAST)) {
+    m.frame_offset = 0;
+    m.frame_size = (uint32_t)payload_len;
+  }
+  pthread_mutex_lock(&s->lock);
+  if (!s->connected) {
+    count_drop_locked(
+        s,
+        &(struct sbr_send_block){
+            .header = {.kind = m.kind, .device = m.device, .flags = m.flags}});
+    push_free_locked(s, b);
+    pthread_mutex_unlock(&s->lock);
+    return -ENOTCONN;
+  }
+  enqueue_locked(s, b, &m, (uint32_t)payload_len);
+  pthread_cond_signal(&s->work_cond);
+  pthread_mutex_unlock(&s->lock);
+  return 0;
+}
+
+void sbr_sender_abandon(sbr_sender *s, sbr_send_block *b)
+{
+  pthread_mutex_lock(&s->lock);
+  if (b->state == SBR__SEND_FILLING)
+    push_free_locked(s, b);
+  pthread_mutex_unlock(&s->lock);
+}
+
+int sbr_sender_send(sbr_sender *s, const struct sbr_block_meta *meta,
+                    const void *payload, size_t len)
+{
+  size_t cap = sbr__block_capacity(s->block_size);
+  if (len > UINT32_MAX || cap == 0)
+    return -EMSGSIZE;
+  uint32_t n = len == 0 ? 1 : (uint32_t)((len + cap - 1) / cap);
+  if (n > 1 && meta->kind != SBR_KIND_DATA)
+    return -EMSGSIZE; /* caps strings and EOS fit one block */
+
+  pthread_mutex_lock(&s->lock);
+  int ret = wait_free_locked(s, n);
+  if (ret < 0) {
+    if (ret == -EAGAIN)
+      count_backpressure_drop_locked(s, meta->device);
+    pthread_mutex_unlock(&s->lock);
+    return ret;
+  }
+  struct sbr_send_block *frag[n];
+  for (uint32_t i = 0; i < n; i++)
+    frag[i] = pop_free_locked(s);
+  pthread_mutex_unlock(&s->lock);
+
+  /* Copy outside the lock: other producers keep filling meanwhile. */
+  const uint8_t *src = payload;
+  for (uint32_t i = 0; i < n; i++) {
+    size_t off = (size_t)i * cap;
+    size_t chunk = len - off < cap ? len - off : cap;
+    if (chunk)
+      memcpy(frag[i]->mem + SBR__HEADER_SIZE, src + off, chunk);
+  }
+
+  pthread_mutex_lock(&s->lock);
+  if (!s->connected) {
+    for (uint32_t i = 0; i < n; i++)
+      push_free_locked(s, frag[i]);
+    count_backpressure_drop_locked(s, meta->device);
+    pthread_mutex_unlock(&s->lock);
+    return -ENOTCONN;
+  }
+  /* All fragments enqueue under one lock hold: consecutive packet numbers,
+   * never interleaved with another producer's blocks for the same device. */
+  for (uint32_t i = 0; i < n; i++) {
+    struct sbr_block_meta m = *meta;
+    size_t off = (size_t)i * cap;
+    size_t chunk = len - off < cap ? len - off : cap;
+    if (m.kind == SBR_KIND_DATA) {
+      m.flags &= (uint8_t) ~(SBR_FLAG_FIRST | SBR_FLAG_LAST);
+      if (i == 0)
+        m.flags |= SBR_FLAG_FIRST;
+      else
+        m.flags &= (uint8_t)~SBR_FLAG_DISCONT;
+      if (i == n - 1)
+        m.flags |= SBR_FLAG_LAST;
+      m.frame_offset = (uint32_t)off;
+      m.frame_size = (uint32_t)len;
+    }
+    enqueue_locked(s, frag[i], &m, (uint32_t)chunk);
+  }
+  pthread_cond_signal(&s->work_cond);
+  pthread_mutex_unlock(&s->lock);
+  return 0;
+}
+
+int sbr_sender_flush(sbr_sender *s, int timeout_ms)
+{
+  struct timespec deadline;
+  deadline_after_ms(&deadline, timeout_ms < 0 ? 0 : timeout_ms);
+  int ret = 0;
+  pthread_mutex_lock(&s->lock);
+  while (s->connected && (s->n_queued > 0 || s->n_posted > 0)) {
+    if (timeout_ms < 0) {
+      pthread_cond_wait(&s->idle_cond, &s->lock);
+    } else if (pthread_cond_timedwait(&s->idle_cond, &s->lock, &deadline) ==
+               ETIMEDOUT) {
+      ret = -ETIMEDOUT;
+      break;
+    }
+  }
+  if (ret == 0 && !s->connected)
+    ret = -ENOTCONN;
+  pthread_mutex_unlock(&s->lock);
+  return ret;
+}
+
+bool sbr_sender_owns(const sbr_sender *s, const void *ptr)
+{
+  const uint8_t *p = ptr;
+  return s->block_mem && p >= s->block_mem &&
+         p < s->block_mem + (size_t)s->n_blocks * s->block_size;
+}
+
+sbr_send_block *sbr_sender_block_from_payload(sbr_sender *s, void *ptr)
+{
+  if (!sbr_sender_owns(s, ptr))
+    return NULL;
+  size_t off = (size_t)((uint8_t *)ptr - s->block_mem);
+  if (off % s->block_size != SBR__HEADER_SIZE)
+    return NULL;
+  return &s->blocks[off / s->block_size];
+}
+
+/* ---------------------------------------------------- engine helpers */
+
+struct sbr_send_block *sbr__sender_take_queued(struct sbr_sender *s)
+{
+  pthread_mutex_lock(&s->lock);
+  struct sbr_send_block *b = s->queue_head;
+  if (b) {
+    s->queue_head = b->next;
+    if (!s->queue_head)
+      s->queue_tail = NULL;
+    s->n_queued--;
+    s->n_posted++;
+    b->next = NULL;
+    b->state = SBR__SEND_POSTED;
+  }
+  pthread_mutex_unlock(&s->lock);
+  return b;
+}
+
+void sbr__sender_requeue_front(struct sbr_sender *s, struct sbr_send_block *b)
+{
+  pthread_mutex_lock(&s->lock);
+  b->state = SBR__SEND_QUEUED;
+  b->next = s->queue_head;
+  s->queue_head = b;
+  if (!s->queue_tail)
+    s->queue_tail = b;
+  s->n_queued++;
+  s->n_posted--;
+  pthread_mutex_unlock(&s->lock);
+}
+
+void sbr__sender_block_done(struct sbr_sender *s, uint32_t index)
+{
+  if (index >= s->n_blocks)
+    return;
+  pthread_mutex_lock(&s->lock);
+  struct sbr_send_block *b = &s->blocks[index];
+  if (b->state == SBR__SEND_POSTED) {
+    s->n_posted--;
+    push_free_locked(s, b);
+    if (s->n_posted == 0 && s->n_queued == 0)
+      pthread_cond_broadcast(&s->idle_cond);
+  }
+  pthread_mutex_unlock(&s->lock);
+}
+
+void sbr__sender_count_post(struct sbr_sender *s,
+                            const struct sbr_send_block *b, unsigned n_wr)
+{
+  pthread_mutex_lock(&s->lock);
+  struct sbr_device_stats *d = &s->dev_stats[b->header.device];
+  d->blocks++;
+  d->bytes += b->header.payload_len;
+  if (b->header.kind == SBR_KIND_DATA && (b->header.flags & SBR_FLAG_LAST))
+    d->frames++;
+  s->stats.blocks++;
+  s->stats.bytes += b->header.payload_len;
+  s->stats.wr_posted += n_wr;
+  pthread_mutex_unlock(&s->lock);
+}
+
+/* ------------------------------------------------------------- stats */
+
+int sbr_sender_get_stats(sbr_sender *s, struct sbr_sender_stats *out)
+{
+  pthread_mutex_lock(&s->lock);
+  *out = s->stats;
+  pthread_mutex_unlock(&s->lock);
+  return 0;
+}
+
+int sbr_sender_get_device_stats(sbr_sender *s, uint8_t device,
+                                struct sbr_device_stats *out)
+{
+  pthread_mutex_lock(&s->lock);
+  *out = s->dev_stats[device];
+  pthread_mutex_unlock(&s->lock);
+  return 0;
+}

@@ -107,3 +107,36 @@ int sbr__accept_priv_decode(const void *data, size_t len,
     return -EPROTO;
   return 0;
 }
+
+const char *sbr_backend_name(enum sbr_backend backend)
+{
+  return backend == SBR_BACKEND_SHM ? "shm" : "verbs";
+}
+
+const char *sbr_mechanism_name(enum sbr_mechanism mechanism)
+{
+  return mechanism == SBR_MECH_SLIDING_WINDOW ? "sliding-window"
+                                              : "status-byte";
+}
+
+int sbr_backend_from_name(const char *name, enum sbr_backend *out)
+{
+  if (name && strcmp(name, "verbs") == 0)
+    *out = SBR_BACKEND_VERBS;
+  else if (name && strcmp(name, "shm") == 0)
+    *out = SBR_BACKEND_SHM;
+  else
+    return -EINVAL;
+  return 0;
+}
+
+int sbr_mechanism_from_name(const char *name, enum sbr_mechanism *out)
+{
+  if (name && strcmp(name, "status-byte") == 0)
+    *out = SBR_MECH_STATUS_BYTE;
+  else if (name && strcmp(name, "sliding-window") == 0)
+    *out = SBR_MECH_SLIDING_WINDOW;
+  else
+    return -EINVAL;
+  return 0;
+}

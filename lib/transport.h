@@ -25,6 +25,20 @@
  * (the engine serialises); post_recv may be called from another thread than
  * poll_cq (the sliding-window receiver does so from its own thread only).
  * Listener operations run on the receiver's thread.
+ *
+ * Queue accounting: an unsignaled WR occupies a send-queue slot until a
+ * later signaled completion is polled; max_send_wr counts those, and a post
+ * that would exceed it fails with -ENOMEM.  wr_ids of WRs in flight should be
+ * unique so an error completion is attributed to the right request.
+ *
+ * Lifetimes: accept consumes the request whether it succeeds or not (a
+ * failed accept rejects the peer).  close_listener may come before the close
+ * of connections it accepted; lane memory stays valid until that close.
+ * Lane memory starts zeroed.  accept may return before the connection is
+ * established; a peer that gave up meanwhile shows up as DISCONNECTED.
+ *
+ * Processes: verbs device contexts are per process.  A child forked after
+ * the parent used verbs can't use them; tests fork before touching verbs.
  */
 #ifndef SBR_TRANSPORT_H
 #define SBR_TRANSPORT_H
@@ -44,27 +58,27 @@
 #define SBR__PRIV_VERSION 1
 
 struct sbr__connect_priv {
-  uint32_t magic;        /* SBR__PRIV_MAGIC */
-  uint8_t version;       /* SBR__PRIV_VERSION */
-  uint8_t mechanism;     /* enum sbr_mechanism */
-  uint16_t reserved;     /* zero */
-  uint32_t block_size;   /* hint, 0 = receiver's choice */
-  uint32_t block_count;  /* hint, 0 = receiver's choice */
+  uint32_t magic;       /* SBR__PRIV_MAGIC */
+  uint8_t version;      /* SBR__PRIV_VERSION */
+  uint8_t mechanism;    /* enum sbr_mechanism */
+  uint16_t reserved;    /* zero */
+  uint32_t block_size;  /* hint, 0 = receiver's choice */
+  uint32_t block_count; /* hint, 0 = receiver's choice */
 };
 
 struct sbr__accept_priv {
-  uint32_t magic;        /* SBR__PRIV_MAGIC */
-  uint8_t version;       /* SBR__PRIV_VERSION */
-  uint8_t mechanism;     /* echoed, must equal the request */
-  uint16_t epoch;        /* lane epoch, written into every block header */
-  uint32_t block_size;   /* bytes per receive block, header+payload+trailer */
-  uint32_t block_count;  /* N */
-  uint64_t blocks_addr;  /* remote address of block 0 */
-  uint64_t status_addr;  /* remote address of the N status bytes */
-  uint32_t blocks_rkey;  /* REMOTE_WRITE only (rule 8) */
-  uint32_t status_rkey;  /* REMOTE_READ | REMOTE_WRITE */
-  uint32_t lane_id;      /* receiver's lane number, for logs and stats */
-  uint32_t reserved;     /* zero */
+  uint32_t magic;       /* SBR__PRIV_MAGIC */
+  uint8_t version;      /* SBR__PRIV_VERSION */
+  uint8_t mechanism;    /* echoed, must equal the request */
+  uint16_t epoch;       /* lane epoch, written into every block header */
+  uint32_t block_size;  /* bytes per receive block, header+payload+trailer */
+  uint32_t block_count; /* N */
+  uint64_t blocks_addr; /* remote address of block 0 */
+  uint64_t status_addr; /* remote address of the N status bytes */
+  uint32_t blocks_rkey; /* REMOTE_WRITE only (rule 8) */
+  uint32_t status_rkey; /* REMOTE_READ | REMOTE_WRITE */
+  uint32_t lane_id;     /* receiver's lane number, for logs and stats */
+  uint32_t reserved;    /* zero */
 };
 
 /* Host-endian view of the lane a sender writes into. */
@@ -101,11 +115,11 @@ enum {
 };
 
 struct sbr__mr {
-  void *addr;     /* start of the registered range */
-  size_t length;  /* bytes */
-  uint32_t lkey;  /* local key, for sge.lkey */
-  uint32_t rkey;  /* remote key */
-  void *impl;     /* back end's own handle (struct ibv_mr *, ...) */
+  void *addr;    /* start of the registered range */
+  size_t length; /* bytes */
+  uint32_t lkey; /* local key, for sge.lkey */
+  uint32_t rkey; /* remote key */
+  void *impl;    /* back end's own handle (struct ibv_mr *, ...) */
 };
 
 enum sbr__opcode {
@@ -120,30 +134,30 @@ enum sbr__opcode {
 struct sbr__wr {
   uint64_t wr_id;
   enum sbr__opcode opcode;
-  void *local_addr;        /* source (WRITE/SEND) or destination (READ) */
+  void *local_addr; /* source (WRITE/SEND) or destination (READ) */
   uint32_t length;
-  uint32_t lkey;           /* ignored for inline sends */
-  uint64_t remote_addr;    /* WRITE/WRITE_IMM/READ */
+  uint32_t lkey;        /* ignored for inline sends */
+  uint64_t remote_addr; /* WRITE/WRITE_IMM/READ */
   uint32_t rkey;
-  uint32_t imm_data;       /* WRITE_IMM/SEND with immediate: host order */
-  bool signaled;           /* generate a completion */
-  bool inline_data;        /* copy the source at post time (<= max_inline) */
+  uint32_t imm_data; /* WRITE_IMM only: host order */
+  bool signaled;     /* generate a completion */
+  bool inline_data;  /* copy the source at post time (<= max_inline) */
 };
 
 enum sbr__wc_status {
   SBR__WC_SUCCESS = 0,
-  SBR__WC_FLUSH = 1,  /* QP went to error; request not executed */
-  SBR__WC_ERROR = 2,  /* request failed; the QP is now in error */
+  SBR__WC_FLUSH = 1, /* QP went to error; request not executed */
+  SBR__WC_ERROR = 2, /* request failed; the QP is now in error */
 };
 
 struct sbr__wc {
   uint64_t wr_id;
   enum sbr__opcode opcode;
   enum sbr__wc_status status;
-  uint32_t byte_len;  /* RECV: bytes received */
-  uint32_t imm_data;  /* RECV after WRITE_IMM / SEND with imm: host order */
+  uint32_t byte_len; /* RECV: bytes received */
+  uint32_t imm_data; /* RECV after WRITE_IMM / SEND with imm: host order */
   bool has_imm;
-  int vendor_err;     /* back end's detail, for logs */
+  int vendor_err; /* back end's detail, for logs */
 };
 
 struct sbr__conn;
@@ -158,11 +172,11 @@ struct sbr__lane_mem {
 
 /* A pending connection request on a listener. */
 struct sbr__conn_request {
-  void *impl;               /* back end's handle (struct rdma_cm_id *, fd) */
-  uint8_t mechanism;        /* from the connect private data */
-  uint32_t block_size;      /* hint from the sender, 0 = none */
-  uint32_t block_count;     /* hint from the sender, 0 = none */
-  char peer[64];            /* "ip:port" or "shm:pid" for logs */
+  void *impl;           /* back end's handle (struct rdma_cm_id *, fd) */
+  uint8_t mechanism;    /* from the connect private data */
+  uint32_t block_size;  /* hint from the sender, 0 = none */
+  uint32_t block_count; /* hint from the sender, 0 = none */
+  char peer[64];        /* "ip:port" or "shm:pid" for logs */
 };
 
 /* Listener events the receiver engine reacts to. */
@@ -184,7 +198,7 @@ struct sbr__listen_event {
 struct sbr__queue_caps {
   uint32_t max_send_wr;
   uint32_t max_recv_wr;
-  uint32_t max_inline;      /* bytes the engine may post inline */
+  uint32_t max_inline; /* bytes the engine may post inline */
 };
 
 struct sbr__transport_ops {
@@ -220,8 +234,9 @@ struct sbr__transport_ops {
   int (*reg_mr)(struct sbr__conn *c, void *addr, size_t len, int access,
                 struct sbr__mr **out);
   void (*dereg_mr)(struct sbr__mr *mr);
-  /* Post n WRs as one chain, in order.  Returns 0 or negative errno (nothing
-   * posted on error). */
+  /* Post n WRs as one chain, in order (one doorbell).  Returns 0 or negative
+   * errno; the chain is checked first, so only a provider failure can leave
+   * its front posted (then logged; those WRs complete normally). */
   int (*post_send)(struct sbr__conn *c, const struct sbr__wr *wrs, int n);
   int (*post_recv)(struct sbr__conn *c, uint64_t wr_id, void *addr,
                    uint32_t len, const struct sbr__mr *mr);

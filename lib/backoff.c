@@ -1,1 +1,0 @@
-/* SPDX-License-Identifier: LGPL-2.1-or-later */

@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * block.h - the block format on the wire (docs/protocol.md, DESIGN §3).
+ *
+ * A block is exactly block_size bytes in the receiver's lane:
+ *
+ *   offset  size  field
+ *        0     4  magic         "SBRB" (0x42524253 little-endian)
+ *        4     1  version       1
+ *        5     1  kind          enum sbr_kind: DATA, CAPS, EOS
+ *        6     1  device        0..255
+ *        7     1  flags         enum sbr_flags: FIRST, LAST, DISCONT, DELTA
+ *        8     2  packet        per-device packet number, wraps
+ *       10     2  epoch         lane epoch from the accept private data
+ *       12     4  payload_len   bytes of payload after the header
+ *       16     8  seq           per-connection block sequence number
+ *       24     8  pts           ns, UINT64_MAX = none
+ *       32     8  dts           ns, UINT64_MAX = none
+ *       40     8  duration      ns, UINT64_MAX = none
+ *       48     8  capture_time  sender's wall clock (CLOCK_REALTIME) ns
+ *       56     4  frame_offset  this fragment's offset in its frame
+ *       60     4  frame_size    whole frame's payload size
+ *       64     n  payload
+ *     64+n     8  seq           trailer: must equal the header's seq
+ *
+ * All fields little-endian.  The trailer lets the receiver reject a torn or
+ * forged block (rule 3): header and trailer were written by one WRITE, so
+ * they agree unless the block is not what the sender wrote.
+ */
+#ifndef SBR_BLOCK_H
+#define SBR_BLOCK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sbr.h"
+
+#define SBR__BLOCK_MAGIC 0x42524253u
+#define SBR__BLOCK_VERSION 1
+#define SBR__HEADER_SIZE 64
+#define SBR__TRAILER_SIZE 8
+#define SBR__BLOCK_OVERHEAD (SBR__HEADER_SIZE + SBR__TRAILER_SIZE)
+
+/* Status byte values (DESIGN §1). */
+enum {
+  SBR__STATUS_EMPTY = 0,
+  SBR__STATUS_DATA = 1,
+  SBR__STATUS_HELD = 2,
+};
+
+/* The decoded, host-order header. */
+struct sbr__header {
+  uint8_t kind, device, flags;
+  uint16_t packet, epoch;
+  uint32_t payload_len;
+  uint64_t seq, pts, dts, duration, capture_time;
+  uint32_t frame_offset, frame_size;
+};
+
+/* The wire header, for size and offset checks only; encode/decode go field
+ * by field through byteorder.h so host endianness never matters. */
+struct sbr__wire_header {
+  uint32_t magic;
+  uint8_t version, kind, device, flags;
+  uint16_t packet, epoch;
+  uint32_t payload_len;
+  uint64_t seq, pts, dts, duration, capture_time;
+  uint32_t frame_offset, frame_size;
+};
+_Static_assert(sizeof(struct sbr__wire_header) == SBR__HEADER_SIZE,
+               "block header must be 64 bytes");
+_Static_assert(offsetof(struct sbr__wire_header, seq) == 16, "seq at 16");
+_Static_assert(offsetof(struct sbr__wire_header, frame_size) == 60,
+               "frame_size at 60");
+
+static inline size_t sbr__block_capacity(uint32_t block_size)
+{
+  return block_size > SBR__BLOCK_OVERHEAD ? block_size - SBR__BLOCK_OVERHEAD
+                                          : 0;
+}
+
+/* Writes header and trailer around a payload that is already in place at
+ * block + SBR__HEADER_SIZE.  Returns the bytes to WRITE (header + payload +
+ * trailer), or 0 if payload_len does not fit block_size. */
+size_t sbr__block_encode(uint8_t *block, uint32_t block_size,
+                         const struct sbr__header *h);
+
+/* Why a block was rejected, for counters and logs. */
+enum sbr__block_error {
+  SBR__BLOCK_OK = 0,
+  SBR__BLOCK_BAD_MAGIC,
+  SBR__BLOCK_BAD_VERSION,
+  SBR__BLOCK_BAD_KIND,
+  SBR__BLOCK_BAD_LENGTH,
+  SBR__BLOCK_BAD_TRAILER,
+  SBR__BLOCK_BAD_FRAGMENT,
+  SBR__BLOCK_UNKNOWN_DEVICE,
+  SBR__BLOCK_BAD_EPOCH,
+};
+const char *sbr__block_error_str(enum sbr__block_error e);
+
+/* Validates a received block (rule 3, rule 8): every field in range, the
+ * payload inside the block, the trailer equal to the header's seq, the
+ * device accepted by device_mask (NULL = all), the epoch the lane's.
+ * Reads the block only within block_size. */
+enum sbr__block_error sbr__block_decode(const uint8_t *block,
+                                        uint32_t block_size,
+                                        const uint8_t *device_mask,
+                                        uint16_t epoch,
+                                        struct sbr__header *out);
+
+#endif

@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* clock.c - time helpers and the polling back-off schedule. */
+#include <errno.h>
+#include <time.h>
+
+#include "clock.h"
+
+static uint64_t ns_of(clockid_t id)
+{
+  struct timespec ts;
+  clock_gettime(id, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t sbr__now_ns(void)
+{
+  return ns_of(CLOCK_MONOTONIC);
+}
+
+uint64_t sbr__realtime_ns(void)
+{
+  return ns_of(CLOCK_REALTIME);
+}
+
+void sbr__sleep_us(uint32_t us)
+{
+  struct timespec ts = {us / 1000000u, (long)(us % 1000000u) * 1000};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+    ;
+}
+
+void sbr__backoff_config_fill(struct sbr_backoff_config *cfg)
+{
+  /* Zero fields take the defaults documented in sbr.h. */
+  if (cfg->spin_us == 0)
+    cfg->spin_us = 20;
+  if (cfg->min_sleep_us == 0)
+    cfg->min_sleep_us = 10;
+  if (cfg->max_sleep_us == 0)
+    cfg->max_sleep_us = 500;
+  if (cfg->max_sleep_us < cfg->min_sleep_us)
+    cfg->max_sleep_us = cfg->min_sleep_us;
+}
+
+void sbr__backoff_init(struct sbr__backoff *b,
+                       const struct sbr_backoff_config *cfg)
+{
+  b->cfg = *cfg;
+  sbr__backoff_config_fill(&b->cfg);
+  sbr__backoff_reset(b);
+}
+
+void sbr__backoff_reset(struct sbr__backoff *b)
+{
+  b->idle_since_ns = 0;
+  b->sleep_us = b->cfg.min_sleep_us;
+}
+
+void sbr__backoff_wait(struct sbr__backoff *b)
+{
+  uint64_t now = sbr__now_ns();
+  if (b->idle_since_ns == 0)
+    b->idle_since_ns = now;
+  if (now - b->idle_since_ns < (uint64_t)b->cfg.spin_us * 1000u) {
+    sbr__cpu_relax();
+    return;
+  }
+  sbr__sleep_us(b->sleep_us);
+  b->sleep_us *= 2;
+  if (b->sleep_us > b->cfg.max_sleep_us)
+    b->sleep_us = b->cfg.max_sleep_us;
+}

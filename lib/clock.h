@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* clock.h - monotonic time and the polling back-off (DESIGN: the passive
+ * receiver has no completion to wake on, so it polls; this keeps an idle
+ * poller nearly free and bounds the delay a busy one adds). */
+#ifndef SBR_CLOCK_H
+#define SBR_CLOCK_H
+
+#include <stdint.h>
+
+#include "sbr.h"
+
+uint64_t sbr__now_ns(void);      /* CLOCK_MONOTONIC */
+uint64_t sbr__realtime_ns(void); /* CLOCK_REALTIME, for capture times */
+void sbr__sleep_us(uint32_t us);
+
+void sbr__backoff_config_fill(struct sbr_backoff_config *cfg);
+
+struct sbr__backoff {
+  struct sbr_backoff_config cfg;
+  uint64_t idle_since_ns; /* 0 = not idle: the next wait starts spinning */
+  uint32_t sleep_us;      /* next sleep length once spinning is over */
+};
+
+void sbr__backoff_init(struct sbr__backoff *b,
+                       const struct sbr_backoff_config *cfg);
+/* Something happened: the next wait spins again. */
+void sbr__backoff_reset(struct sbr__backoff *b);
+/* Nothing happened: spin (cpu relax) or sleep, per the schedule. */
+void sbr__backoff_wait(struct sbr__backoff *b);
+
+/* Tell the CPU we are spinning (pause on x86, yield on arm64). */
+static inline void sbr__cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+/* Rule 2: after seeing a status byte the NIC wrote, order later loads of the
+ * block after it (rdma-core's udma_from_device_barrier). */
+static inline void sbr__from_device_barrier(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+  __asm__ __volatile__("lfence" ::: "memory");
+#elif defined(__aarch64__)
+  __asm__ __volatile__("dmb oshld" ::: "memory");
+#else
+  __atomic_thread_fence(__ATOMIC_ACQUIRE);
+#endif
+}
+
+#endif

@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * receiver-internal.h - what receiver.c (listening, lanes, validation,
+ * ordering, frames, stats) shares with the mechanism-specific halves
+ * (receiver-status-byte.c, receiver-sliding-window.c).
+ *
+ * Lifetimes: a lane is referenced by the receiver while its sender is
+ * connected and by every block the application has not released.  The lane
+ * (and its QP and memory) goes when the last reference does, whichever
+ * thread drops it.  The receiver object is referenced by itself and by every
+ * lane, so blocks outliving sbr_receiver_free stay valid.
+ */
+#ifndef SBR_RECEIVER_INTERNAL_H
+#define SBR_RECEIVER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "block.h"
+#include "clock.h"
+#include "transport.h"
+
+enum sbr__recv_state {
+  SBR__RECV_FREE,      /* empty or being written by the sender */
+  SBR__RECV_PENDING,   /* validated, waiting for its turn */
+  SBR__RECV_DELIVERED, /* with the application (status 1 or 2) */
+};
+
+struct sbr_block {
+  struct sbr__lane *lane;     /* owner */
+  uint32_t index;             /* in the lane */
+  int state;                  /* enum sbr__recv_state, atomic: release
+                                 runs on any thread */
+  uint64_t found_scan;        /* scan generation that found it */
+  struct sbr_block_info info; /* decoded header */
+};
+
+struct sbr__lane;
+
+/* Mechanism half of the receiver. */
+struct sbr__receiver_engine {
+  const char *name;
+  int (*start)(struct sbr__lane *lane); /* after accept */
+  void (*stop)(struct sbr__lane *lane); /* before close */
+  /* Receiver thread: mark blocks that arrived since the last call by
+   * calling sbr__lane_arrived(lane, index) for each, in arrival order when
+   * the mechanism knows it.  <0 when the lane's connection failed. */
+  int (*scan)(struct sbr__lane *lane);
+  /* Any thread: the application is done with the block (or it was
+   * rejected): hand it back to the sender. */
+  void (*release)(struct sbr__lane *lane, uint32_t index);
+  /* Any thread: the application keeps the block for a while. */
+  void (*hold)(struct sbr__lane *lane, uint32_t index);
+};
+
+extern const struct sbr__receiver_engine sbr__receiver_status_byte;
+extern const struct sbr__receiver_engine sbr__receiver_sliding_window;
+
+/* Per device, per lane: where its stream stands. */
+struct sbr__device_track {
+  bool seen;            /* a block of this device was delivered */
+  uint16_t next_packet; /* expected packet number */
+  /* Frame being reassembled (next_frame). */
+  struct sbr_frame partial;
+  bool partial_active;
+};
+
+struct sbr__lane {
+  struct sbr_receiver *rx;    /* owner (referenced) */
+  atomic_int refs;            /* receiver + blocks out */
+  uint32_t id;                /* lane number, in logs and blocks */
+  struct sbr__conn *conn;     /* this sender's connection */
+  struct sbr__lane_desc desc; /* geometry as sent to the sender */
+  struct sbr__lane_mem mem;   /* blocks and status bytes */
+  struct sbr_block *blocks;   /* desc.block_count handles */
+  const struct sbr__receiver_engine *engine;
+  void *engine_state;
+  pthread_mutex_t lock; /* engine's release vs scan */
+  atomic_bool closed;   /* sender gone: release = no-op */
+  uint64_t scan_gen;    /* completed scans */
+  uint64_t next_seq;    /* next block sequence to deliver */
+  bool seq_known;       /* next_seq is valid */
+  uint32_t n_pending;
+  uint32_t n_partial_blocks; /* blocks held by partial frames */
+  struct sbr__device_track dev[SBR_MAX_DEVICES];
+  struct sbr__lane *next; /* receiver's list of open lanes */
+};
+
+struct sbr_receiver {
+  struct sbr_receiver_config cfg;
+  char address[256];
+  const struct sbr__transport_ops *ops;
+  const struct sbr__receiver_engine *engine;
+  struct sbr__listener *listener;
+  atomic_int refs;         /* self + lanes */
+  struct sbr__lane *lanes; /* open lanes (receiver thread) */
+  uint32_t next_lane_id;
+  uint16_t next_epoch;
+  atomic_bool wakeup;
+  struct sbr__backoff backoff;
+  uint64_t last_event_check_ns;
+
+  pthread_mutex_t stats_lock;
+  struct sbr_receiver_stats stats;
+  struct sbr_device_stats dev_stats[SBR_MAX_DEVICES];
+  uint64_t recv_wr_closed_lanes; /* posted receives of gone lanes */
+};
+
+/* A block arrived (status 1 seen / WRITE_IMM completion). */
+void sbr__lane_arrived(struct sbr__lane *lane, uint32_t index);
+
+#endif

@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * sender-internal.h - what sender.c (fill API, queue, thread, connection)
+ * shares with the posting engines (sender-status-byte.c,
+ * sender-sliding-window.c).
+ *
+ * Locking: s->lock guards the free list, the queue, the per-device counters
+ * and the stats.  The engine runs on the sender thread (and, for the sliding
+ * window, its ACK thread) and takes s->lock only through the helpers below.
+ */
+#ifndef SBR_SENDER_INTERNAL_H
+#define SBR_SENDER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "block.h"
+#include "clock.h"
+#include "transport.h"
+
+enum sbr__send_state {
+  SBR__SEND_FREE,    /* on the free list */
+  SBR__SEND_FILLING, /* a producer has it */
+  SBR__SEND_QUEUED,  /* submitted, waiting for the sender thread */
+  SBR__SEND_POSTED,  /* posted; reusable after its completion (rule 6) */
+};
+
+struct sbr_send_block {
+  uint32_t index;    /* in s->blocks; also the WR id */
+  uint8_t *mem;      /* block_size bytes of registered memory */
+  uint32_t capacity; /* payload bytes it can carry */
+  enum sbr__send_state state;
+  struct sbr__header header;   /* as encoded at submit */
+  uint32_t wire_len;           /* header + payload + trailer */
+  struct sbr_send_block *next; /* free list / queue link */
+};
+
+/* A posting engine: one per mechanism. */
+struct sbr__sender_engine {
+  const char *name;
+  /* After (re)connect: set up state for s->lane, e.g. invalidate the remote
+   * status cache (rule 7), post receives, start an ACK thread. */
+  int (*start)(struct sbr_sender *s);
+  /* On the sender thread: reap completions, post queued blocks.  Returns >0
+   * when it made progress, 0 when it had nothing to do, <0 when the
+   * connection failed. */
+  int (*progress)(struct sbr_sender *s);
+  /* Before the connection closes: stop threads, free state. */
+  void (*stop)(struct sbr_sender *s);
+};
+
+extern const struct sbr__sender_engine sbr__sender_status_byte;
+extern const struct sbr__sender_engine sbr__sender_sliding_window;
+
+struct sbr_sender {
+  struct sbr_sender_config cfg;            /* copy; cfg.host points at host */
+  char host[256];                          /* receiver host */
+  const struct sbr__transport_ops *ops;    /* back end */
+  const struct sbr__sender_engine *engine; /* mechanism */
+
+  /* Connection (changed only with engine_lock held, thread parked). */
+  struct sbr__conn *conn;     /* NULL when disconnected */
+  struct sbr__lane_desc lane; /* the receiver's lane for us */
+  struct sbr__mr *blocks_mr;  /* registration of block_mem */
+  void *engine_state;         /* engine's private data */
+
+  /* Send blocks: one allocation, registered once per connection. */
+  uint8_t *block_mem;  /* n_blocks * block_size */
+  uint32_t block_size; /* fixed at first connect */
+  uint32_t n_blocks;
+  struct sbr_send_block *blocks;
+
+  pthread_mutex_t lock;     /* fill side, see above */
+  pthread_cond_t free_cond; /* a block was freed */
+  pthread_cond_t work_cond; /* something queued / state change */
+  pthread_cond_t idle_cond; /* queue and in-flight drained */
+  struct sbr_send_block *free_list;
+  uint32_t n_free;
+  struct sbr_send_block *queue_head, *queue_tail;
+  uint32_t n_queued;
+  uint32_t n_posted; /* posted, completion pending */
+  uint16_t next_packet[SBR_MAX_DEVICES];
+  uint64_t next_seq;
+  bool connected;
+  bool stopping;
+
+  pthread_mutex_t engine_lock; /* held while the engine runs */
+  pthread_t thread;
+  bool thread_started;
+  struct sbr__backoff backoff; /* sender thread's idle schedule */
+
+  struct sbr_sender_stats stats;
+  struct sbr_device_stats dev_stats[SBR_MAX_DEVICES];
+};
+
+/* Engine helpers (sender.c). */
+
+/* The oldest queued block, or NULL. Marks it POSTED and takes it off the
+ * queue; the engine must post it or give it back with requeue_front. */
+struct sbr_send_block *sbr__sender_take_queued(struct sbr_sender *s);
+void sbr__sender_requeue_front(struct sbr_sender *s, struct sbr_send_block *b);
+/* Completion of the WR that carried block index: back on the free list. */
+void sbr__sender_block_done(struct sbr_sender *s, uint32_t index);
+/* Add to stats under the lock. */
+void sbr__sender_count_post(struct sbr_sender *s,
+                            const struct sbr_send_block *b, unsigned n_wr);
+
+static inline uint64_t sbr__send_block_remote(const struct sbr_sender *s,
+                                              uint32_t remote_index)
+{
+  return s->lane.blocks_addr + (uint64_t)remote_index * s->lane.block_size;
+}
+
+#endif

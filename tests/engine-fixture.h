@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * engine-fixture.h - sender + receiver in one process over the shm back end.
+ *
+ * The receiver accepts connections only while someone calls
+ * sbr_receiver_next, so connecting runs on a helper thread while the test
+ * thread pumps the receiver.
+ */
+#ifndef SBR_ENGINE_FIXTURE_H
+#define SBR_ENGINE_FIXTURE_H
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include "sbr.h"
+#include "test.h"
+
+static inline uint16_t fixture_port(void)
+{
+  /* Unique per process and per call: tests may run in parallel. */
+  static uint16_t n;
+  return (uint16_t)(20000 + (getpid() % 2000) * 8 + (n++ % 8));
+}
+
+static inline void fixture_receiver_config(struct sbr_receiver_config *cfg,
+                                           uint16_t port, uint32_t blocks,
+                                           uint32_t block_size)
+{
+  sbr_receiver_config_init(cfg);
+  cfg->backend = SBR_BACKEND_SHM;
+  cfg->port = port;
+  cfg->block_count = blocks;
+  cfg->block_size = block_size;
+}
+
+static inline void fixture_sender_config(struct sbr_sender_config *cfg,
+                                         uint16_t port)
+{
+  sbr_sender_config_init(cfg);
+  cfg->backend = SBR_BACKEND_SHM;
+  cfg->port = port;
+  cfg->connect_timeout_ms = 3000;
+}
+
+struct connect_job {
+  const struct sbr_sender_config *cfg;
+  sbr_sender *sender;
+  int ret;
+  char err[256];
+  volatile int done;
+};
+
+static inline void *connect_thread(void *arg)
+{
+  struct connect_job *j = arg;
+  j->ret = sbr_sender_new(j->cfg, &j->sender, j->err, sizeof j->err);
+  __atomic_store_n(&j->done, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+/* Connects a sender while pumping r; returns the sender's result. */
+static inline int fixture_connect(sbr_receiver *r,
+                                  const struct sbr_sender_config *cfg,
+                                  sbr_sender **out, char *err, size_t errlen)
+{
+  struct connect_job j = {.cfg = cfg};
+  pthread_t t;
+  ASSERT(pthread_create(&t, NULL, connect_thread, &j) == 0);
+  while (!__atomic_load_n(&j.done, __ATOMIC_ACQUIRE)) {
+    sbr_block *b;
+    if (sbr_receiver_next(r, 5, &b) == 0)
+      FAIL("a block arrived before any sender connected");
+  }
+  pthread_join(t, NULL);
+  if (err)
+    snprintf(err, errlen, "%s", j.err);
+  *out = j.sender;
+  return j.ret;
+}
+
+static inline sbr_sender *fixture_sender(sbr_receiver *r,
+                                         const struct sbr_sender_config *cfg)
+{
+  sbr_sender *s = NULL;
+  char err[256];
+  int ret = fixture_connect(r, cfg, &s, err, sizeof err);
+  ASSERT_MSG(ret == 0, "sender could not connect: %d %s", ret, err);
+  return s;
+}
+
+/* Deterministic payload byte for (device, frame, offset). */
+static inline uint8_t fixture_byte(unsigned device, unsigned frame,
+                                   size_t offset)
+{
+  return (uint8_t)(device * 31u + frame * 7u + offset * 13u + (offset >> 8));
+}
+
+static inline void fixture_fill(uint8_t *p, size_t len, unsigned device,
+                                unsigned frame)
+{
+  for (size_t i = 0; i < len; i++)
+    p[i] = fixture_byte(device, frame, i);
+}
+
+/* Sends one frame: pts = frame * 40 ms, pattern payload. */
+static inline int fixture_send(sbr_sender *s, unsigned device, unsigned frame,
+                               size_t len)
+{
+  uint8_t *p = malloc(len ? len : 1);
+  fixture_fill(p, len, device, frame);
+  struct sbr_block_meta m;
+  sbr_block_meta_init(&m, (uint8_t)device);
+  m.pts = (uint64_t)frame * 40000000u;
+  int ret = sbr_sender_send(s, &m, p, len);
+  free(p);
+  return ret;
+}
+
+/* Frame number and pattern check of a received frame. */
+static inline unsigned fixture_check_frame(const struct sbr_frame *f)
+{
+  unsigned frame = (unsigned)(f->info.pts / 40000000u);
+  uint32_t off = 0;
+  if (f->copy) {
+    for (uint32_t i = 0; i < f->size; i++)
+      ASSERT_MSG(f->copy[i] == fixture_byte(f->info.device, frame, i),
+                 "device %u frame %u byte %u wrong (copied frame)",
+                 f->info.device, frame, i);
+    return frame;
+  }
+  for (uint32_t k = 0; k < f->n_blocks; k++) {
+    const struct sbr_block_info *bi = sbr_block_get_info(f->blocks[k]);
+    ASSERT_EQ(bi->frame_offset, off);
+    for (uint32_t i = 0; i < bi->payload_len; i++)
+      ASSERT_MSG(bi->payload[i] == fixture_byte(f->info.device, frame, off + i),
+                 "device %u frame %u byte %u wrong (fragment %u)",
+                 f->info.device, frame, off + i, k);
+    off += bi->payload_len;
+  }
+  ASSERT_EQ(off, f->size);
+  return frame;
+}
+
+#endif
