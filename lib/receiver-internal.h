@@ -76,7 +76,8 @@ struct sbr__lane {
   const struct sbr__receiver_engine *engine;
   void *engine_state;
   pthread_mutex_t lock; /* engine's release vs scan */
-  atomic_bool closed;   /* sender gone: release = no-op */
+  atomic_bool closed;   /* lane closed: release = no-op */
+  bool disconnected;    /* sender gone; deliver what landed */
   uint64_t scan_gen;    /* completed scans */
   uint64_t next_seq;    /* next block sequence to deliver */
   bool seq_known;       /* next_seq is valid */

@@ -210,6 +210,17 @@ out_reject:
   r->ops->reject(r->listener, req);
 }
 
+/* The sender left.  What it wrote before it went has landed (its writes
+ * completed before it could see them complete), so one last scan takes it
+ * in; the lane closes once that is delivered. */
+static void lane_disconnected(struct sbr__lane *lane)
+{
+  SBR_INFO("receiver: lane %u: sender disconnected", lane->id);
+  if (lane->engine->scan(lane) == 0)
+    lane->scan_gen++;
+  lane->disconnected = true;
+}
+
 /* Connects and disconnects; non-blocking. */
 static void handle_events(struct sbr_receiver *r)
 {
@@ -223,10 +234,8 @@ static void handle_events(struct sbr_receiver *r)
       lane_open(r, &ev.req);
     } else if (ev.type == SBR__EV_DISCONNECTED) {
       for (struct sbr__lane *l = r->lanes; l; l = l->next) {
-        if (l->conn == ev.conn) {
-          lane_close(r, l);
-          break;
-        }
+        if (l->conn == ev.conn && !l->disconnected)
+          lane_disconnected(l);
       }
     }
   }
@@ -367,7 +376,8 @@ static struct sbr_block *lane_pick(struct sbr__lane *lane)
   }
   if (!best)
     return NULL;
-  if (lane->seq_known && best->info.seq == lane->next_seq)
+  if ((lane->seq_known && best->info.seq == lane->next_seq) ||
+      lane->disconnected)
     return best;
   /* A predecessor is missing (or this is the lane's first block): wait for
    * one full scan that started after this block was found. */
@@ -439,6 +449,11 @@ int sbr_receiver_next(sbr_receiver *r, int timeout_ms, sbr_block **out)
     }
     for (struct sbr__lane *l = r->lanes, *next; l; l = next) {
       next = l->next;
+      if (l->disconnected) {
+        if (l->n_pending == 0)
+          lane_close(r, l);
+        continue; /* nothing new can land */
+      }
       if (l->engine->scan(l) < 0) {
         SBR_WARN("receiver: lane %u failed", l->id);
         lane_close(r, l);

@@ -214,8 +214,9 @@ struct sbr_sender_stats {
   uint64_t sync_reads;         /* status-array READs (status-byte) */
   uint64_t sync_read_ns_total; /* READ post to completion */
   uint64_t sync_read_ns_max;
-  uint64_t held_skipped;  /* receive blocks skipped because held (2) */
-  uint64_t busy_skipped;  /* skipped because not yet consumed (1) */
+  uint64_t held_skipped;  /* held (2) blocks a status READ found: the
+                             sender skips them until the next READ */
+  uint64_t busy_skipped;  /* not-yet-consumed (1) blocks a READ found */
   uint64_t no_free_waits; /* syncs that found no free block */
   uint64_t drops;         /* all devices */
   uint64_t reconnects;

@@ -170,15 +170,16 @@ static int sw_progress(struct sbr_sender *s)
         .imm_data = slot,
         .signaled = true,
     };
+    /* Counted before posting: once posted, the ACK thread may recycle b. */
+    sbr__sender_count_post(s, b, 1);
     pthread_mutex_lock(&st->conn_lock);
     int ret = s->ops->post_send(s->conn, &wr, 1);
     pthread_mutex_unlock(&st->conn_lock);
     if (ret < 0) {
       sbr__sender_requeue_front(s, b);
-      return ret;
+      return ret; /* the connection fails; the stats don't matter now */
     }
     st->posted++;
-    sbr__sender_count_post(s, b, 1);
     progress++;
   }
   return progress;

@@ -77,31 +77,17 @@ static void sb_stop(struct sbr_sender *s)
   s->engine_state = NULL;
 }
 
-/* A free receive block after the cursor, or -1.  Counts what it skips. */
-static int find_free(struct sbr_sender *s, struct status_byte_state *st)
+/* A free receive block at or after the cursor (round robin), or -1. */
+static int find_free(const struct sbr_sender *s,
+                     const struct status_byte_state *st)
 {
   uint32_t n = s->lane.block_count;
-  uint32_t held = 0, busy = 0;
-  int found = -1;
   for (uint32_t k = 0; k < n; k++) {
     uint32_t i = (st->cursor + k) % n;
-    uint8_t v = st->cache[i];
-    if (v == SBR__STATUS_EMPTY) {
-      found = (int)i;
-      break;
-    }
-    if (v == SBR__STATUS_HELD)
-      held++;
-    else
-      busy++;
+    if (st->cache[i] == SBR__STATUS_EMPTY)
+      return (int)i;
   }
-  if (held || busy) {
-    pthread_mutex_lock(&s->lock);
-    s->stats.held_skipped += held;
-    s->stats.busy_skipped += busy;
-    pthread_mutex_unlock(&s->lock);
-  }
-  return found;
+  return -1;
 }
 
 static int post_status_read(struct sbr_sender *s, struct status_byte_state *st)
@@ -129,7 +115,14 @@ static void read_completed(struct sbr_sender *s, struct status_byte_state *st)
   uint64_t now = sbr__now_ns();
   uint64_t took = now - st->read_posted_ns;
   st->read_in_flight = false;
-  bool any_free = memchr(st->cache, SBR__STATUS_EMPTY, s->lane.block_count);
+  /* What the sync found: held (2) and unconsumed (1) blocks are skipped
+   * until the next one. */
+  uint32_t held = 0, busy = 0;
+  for (uint32_t i = 0; i < s->lane.block_count; i++) {
+    held += st->cache[i] == SBR__STATUS_HELD;
+    busy += st->cache[i] == SBR__STATUS_DATA;
+  }
+  bool any_free = held + busy < s->lane.block_count;
   if (any_free) {
     st->retry_us = s->cfg.backoff.min_sleep_us;
     st->next_read_ns = 0;
@@ -146,6 +139,8 @@ static void read_completed(struct sbr_sender *s, struct status_byte_state *st)
     s->stats.sync_read_ns_max = took;
   if (!any_free)
     s->stats.no_free_waits++;
+  s->stats.held_skipped += held;
+  s->stats.busy_skipped += busy;
   pthread_mutex_unlock(&s->lock);
 }
 
@@ -223,12 +218,12 @@ static int sb_progress(struct sbr_sender *s)
       }
       break;
     }
+    sbr__sender_count_post(s, b, 2);
     int ret = post_block(s, st, b, (uint32_t)i);
     if (ret < 0) {
       sbr__sender_requeue_front(s, b);
       return ret;
     }
-    sbr__sender_count_post(s, b, 2);
     progress++;
   }
   return progress;

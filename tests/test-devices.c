@@ -1,0 +1,522 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * test-devices.c - twelve cameras in one sender process, one receiver
+ * process, over a real back end (shm on the host, verbs in the Soft-RoCE VM).
+ *
+ *   test-devices [options] stream   12 producer threads x N frames of mixed
+ *                                   sizes (64 B .. max, so some fragment);
+ *                                   every byte and every device's order
+ *                                   verified; status-byte: the receiver
+ *                                   posted no receive WR; verbs: exactly one
+ *                                   RC QP in the sender process.
+ *   test-devices [options] hold     the same while the receiver holds one
+ *                                   frame for 300 ms: others keep flowing and
+ *                                   the sender counts held blocks skipped.
+ *   test-devices [options] kill     a sender is SIGKILLed mid-stream: the
+ *                                   receiver frees its lane, keeps running,
+ *                                   and a new sender gets a fresh lane and
+ *                                   delivers verified data.
+ *
+ * Options: --backend shm|verbs, --mechanism status-byte|sliding-window,
+ * --frames N (per device), --max-size BYTES, --block-size BYTES.
+ * The address comes from SBR_RDMA_ADDR (default 127.0.0.1).
+ *
+ * The coordinating process forks the receiver and the senders before it
+ * touches any verbs (a child can't use verbs its parent opened).
+ */
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sbr.h"
+#include "test.h"
+
+#define DEVICES 12
+#define HOLD_MS 300
+
+static struct {
+  enum sbr_backend backend;
+  enum sbr_mechanism mechanism;
+  unsigned frames;
+  uint32_t max_size;
+  uint32_t block_size;
+  const char *addr;
+  uint16_t port;
+} opt = {SBR_BACKEND_SHM, SBR_MECH_STATUS_BYTE, 500, 2u << 20,
+         1u << 20,        "127.0.0.1",          0};
+
+/* ------------------------------------------------------------ payload */
+
+static uint64_t mix(uint64_t x)
+{
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  return x;
+}
+
+/* Log-uniform between 64 B and max_size: as many frames of 64-127 B as of
+ * 1-2 MiB, so small frames dominate the count and big ones fragment. */
+static uint32_t frame_size(unsigned device, unsigned frame)
+{
+  uint64_t h = mix(((uint64_t)device << 32) | frame);
+  unsigned octaves = 0;
+  while ((64u << (octaves + 1)) <= opt.max_size)
+    octaves++;
+  uint32_t size = 64u << (h % (octaves + 1));
+  size += (uint32_t)((h >> 16) % size);
+  return size > opt.max_size ? opt.max_size : size;
+}
+
+static uint64_t word(unsigned device, unsigned frame, size_t i)
+{
+  return ((uint64_t)device << 56) ^ ((uint64_t)frame << 28) ^ (i * 0x9e37u);
+}
+
+static void fill(uint8_t *p, size_t len, unsigned device, unsigned frame)
+{
+  size_t i = 0;
+  for (; i + 8 <= len; i += 8) {
+    uint64_t w = word(device, frame, i / 8);
+    memcpy(p + i, &w, 8);
+  }
+  uint64_t w = word(device, frame, i / 8);
+  memcpy(p + i, &w, len - i);
+}
+
+/* Compares [off, off+len) of frame (device, frame) with what fill wrote. */
+static bool check_range(const uint8_t *p, size_t off, size_t len,
+                        unsigned device, unsigned frame)
+{
+  uint8_t tmp[8];
+  for (size_t i = 0; i < len;) {
+    size_t abs = off + i;
+    uint64_t w = word(device, frame, abs / 8);
+    memcpy(tmp, &w, 8);
+    size_t in = abs % 8, n = 8 - in < len - i ? 8 - in : len - i;
+    if (memcmp(p + i, tmp + in, n) != 0)
+      return false;
+    i += n;
+  }
+  return true;
+}
+
+static void log_to_stderr(void *data, enum sbr_log_level level, const char *msg)
+{
+  (void)data;
+  if (level <= SBR_LOG_WARNING || getenv("SBR_TEST_VERBOSE"))
+    fprintf(stderr, "[%d] sbr: %s\n", (int)getpid(), msg);
+}
+
+/* -------------------------------------------------------------- sender */
+
+struct producer {
+  sbr_sender *s;
+  unsigned device;
+  unsigned frames; /* 0 = until killed */
+};
+
+static void *producer_main(void *arg)
+{
+  struct producer *p = arg;
+  uint8_t *buf = malloc(opt.max_size);
+  for (unsigned f = 0; p->frames == 0 || f < p->frames; f++) {
+    uint32_t len = frame_size(p->device, f);
+    fill(buf, len, p->device, f);
+    struct sbr_block_meta m;
+    sbr_block_meta_init(&m, (uint8_t)p->device);
+    m.pts = (uint64_t)f * 40000000u;
+    int ret = sbr_sender_send(p->s, &m, buf, len);
+    ASSERT_MSG(ret == 0, "device %u frame %u: send failed: %d (%s)", p->device,
+               f, ret, strerror(-ret));
+  }
+  struct sbr_block_meta m;
+  sbr_block_meta_init(&m, (uint8_t)p->device);
+  m.kind = SBR_KIND_EOS;
+  ASSERT_OK(sbr_sender_send(p->s, &m, NULL, 0));
+  free(buf);
+  return NULL;
+}
+
+/* Runs DEVICES producers; then waits for a byte on hold_fd (if >= 0)
+ * before disconnecting, so the coordinator can count QPs meanwhile. */
+static int sender_main(unsigned frames, int hold_fd, bool expect_held)
+{
+  struct sbr_sender_config cfg;
+  sbr_sender_config_init(&cfg);
+  cfg.backend = opt.backend;
+  cfg.mechanism = opt.mechanism;
+  cfg.host = opt.addr;
+  cfg.port = opt.port;
+  cfg.wait_timeout_ms = 30000;
+  cfg.connect_timeout_ms = 10000;
+  sbr_sender *s;
+  char err[256];
+  int ret = sbr_sender_new(&cfg, &s, err, sizeof err);
+  ASSERT_MSG(ret == 0, "sender: cannot connect: %d %s", ret, err);
+  pthread_t t[DEVICES];
+  struct producer p[DEVICES];
+  for (unsigned d = 0; d < DEVICES; d++) {
+    p[d] = (struct producer){s, d, frames};
+    ASSERT(pthread_create(&t[d], NULL, producer_main, &p[d]) == 0);
+  }
+  for (unsigned d = 0; d < DEVICES; d++)
+    pthread_join(t[d], NULL);
+  ASSERT_OK(sbr_sender_flush(s, 30000));
+  struct sbr_sender_stats st;
+  sbr_sender_get_stats(s, &st);
+  fprintf(stderr,
+          "sender: %llu blocks, %llu bytes, %llu sync reads, %llu held "
+          "skipped, %llu drops\n",
+          (unsigned long long)st.blocks, (unsigned long long)st.bytes,
+          (unsigned long long)st.sync_reads,
+          (unsigned long long)st.held_skipped, (unsigned long long)st.drops);
+  ASSERT_EQ(st.drops, 0);
+  if (expect_held)
+    ASSERT_MSG(st.held_skipped > 0, "the sender never skipped the held block");
+  if (hold_fd >= 0) {
+    char c;
+    ASSERT(read(hold_fd, &c, 1) == 1);
+  }
+  sbr_sender_free(s);
+  return 0;
+}
+
+/* ------------------------------------------------------------ receiver */
+
+struct rx_result {
+  unsigned frames[DEVICES];
+  bool eos[DEVICES];
+};
+
+static sbr_receiver *receiver_open(void)
+{
+  struct sbr_receiver_config cfg;
+  sbr_receiver_config_init(&cfg);
+  cfg.backend = opt.backend;
+  cfg.mechanism = opt.mechanism;
+  cfg.address = opt.addr;
+  cfg.port = opt.port;
+  cfg.block_size = opt.block_size;
+  cfg.block_count = 16;
+  sbr_receiver *r;
+  char err[256];
+  int ret = sbr_receiver_new(&cfg, &r, err, sizeof err);
+  ASSERT_MSG(ret == 0, "receiver: cannot listen: %d %s", ret, err);
+  return r;
+}
+
+/* Verifies one frame (bytes, order on its lane); returns its frame number. */
+static unsigned verify_frame(const struct sbr_frame *f, unsigned expect)
+{
+  unsigned dev = f->info.device;
+  unsigned frame = (unsigned)(f->info.pts / 40000000u);
+  ASSERT_MSG(dev < DEVICES, "unknown device %u", dev);
+  ASSERT_MSG(frame == expect, "device %u: frame %u arrived, expected %u", dev,
+             frame, expect);
+  ASSERT_MSG(f->size == frame_size(dev, frame),
+             "device %u frame %u: %u bytes, expected %u", dev, frame, f->size,
+             frame_size(dev, frame));
+  if (f->copy) {
+    ASSERT_MSG(check_range(f->copy, 0, f->size, dev, frame),
+               "device %u frame %u: bytes differ (copied)", dev, frame);
+  } else {
+    size_t off = 0;
+    for (uint32_t k = 0; k < f->n_blocks; k++) {
+      const struct sbr_block_info *bi = sbr_block_get_info(f->blocks[k]);
+      ASSERT_MSG(check_range(bi->payload, off, bi->payload_len, dev, frame),
+                 "device %u frame %u: bytes differ in fragment %u", dev, frame,
+                 k);
+      off += bi->payload_len;
+    }
+  }
+  return frame;
+}
+
+static void hold_frame(struct sbr_frame *f)
+{
+  for (uint32_t k = 0; k < f->n_blocks; k++)
+    sbr_block_hold(f->blocks[k]);
+}
+
+static uint64_t now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Receives one sender's DEVICES streams to their EOS on lane `lane`
+ * (UINT32_MAX = the first lane seen).  hold: keep device 0's first
+ * zero-copy frame for HOLD_MS and check others flow meanwhile. */
+static void receive_streams(sbr_receiver *r, uint32_t lane, bool hold)
+{
+  struct rx_result res = {0};
+  unsigned eos = 0, total = 0, during_hold = 0;
+  struct sbr_frame held = {0};
+  uint64_t hold_until = 0;
+  while (eos < DEVICES) {
+    struct sbr_frame f;
+    int ret = sbr_receiver_next_frame(r, 20000, &f);
+    ASSERT_MSG(ret == 0, "receiver: nothing for 20 s (%u frames so far): %d",
+               total, ret);
+    if (lane != UINT32_MAX && f.info.lane_id != lane) {
+      sbr_frame_release(&f); /* a previous sender's leftovers */
+      continue;
+    }
+    lane = f.info.lane_id;
+    unsigned dev = f.info.device;
+    if (f.info.kind == SBR_KIND_EOS) {
+      ASSERT_MSG(!res.eos[dev], "device %u: second EOS", dev);
+      ASSERT_MSG(res.frames[dev] == opt.frames,
+                 "device %u: EOS after %u of %u frames", dev, res.frames[dev],
+                 opt.frames);
+      res.eos[dev] = true;
+      eos++;
+      sbr_frame_release(&f);
+      continue;
+    }
+    res.frames[dev] = verify_frame(&f, res.frames[dev]) + 1;
+    total++;
+    if (hold && !held.n_blocks && !hold_until && dev == 0 && f.n_blocks) {
+      hold_frame(&f);
+      held = f;
+      hold_until = now_ms() + HOLD_MS;
+      continue;
+    }
+    if (hold_until && held.n_blocks) {
+      during_hold++;
+      if (now_ms() >= hold_until) {
+        sbr_frame_release(&held);
+        held.n_blocks = 0;
+      }
+    }
+    sbr_frame_release(&f);
+  }
+  if (held.n_blocks)
+    sbr_frame_release(&held);
+  if (hold)
+    ASSERT_MSG(during_hold > 0, "nothing flowed while a frame was held");
+  fprintf(stderr, "receiver: lane %u: %u frames verified%s\n", lane, total,
+          hold ? " (one held meanwhile)" : "");
+}
+
+static void check_receiver_stats(sbr_receiver *r)
+{
+  struct sbr_receiver_stats st;
+  sbr_receiver_get_stats(r, &st);
+  ASSERT_EQ(st.rejected, 0);
+  if (opt.mechanism == SBR_MECH_STATUS_BYTE)
+    ASSERT_MSG(st.recv_wr_posted == 0,
+               "the status-byte receiver posted %llu receive WRs",
+               (unsigned long long)st.recv_wr_posted);
+  for (unsigned d = 0; d < DEVICES; d++) {
+    struct sbr_device_stats ds;
+    sbr_receiver_get_device_stats(r, (uint8_t)d, &ds);
+    ASSERT_MSG(ds.gaps == 0 && ds.drops == 0,
+               "device %u: %llu gaps, %llu drops", d,
+               (unsigned long long)ds.gaps, (unsigned long long)ds.drops);
+  }
+}
+
+/* ---------------------------------------------------------- processes */
+
+static pid_t spawn(int (*fn)(void *), void *arg)
+{
+  pid_t pid = fork();
+  ASSERT(pid >= 0);
+  if (pid == 0)
+    _exit(fn(arg));
+  return pid;
+}
+
+static void expect_exit_ok(pid_t pid, const char *who)
+{
+  int status;
+  ASSERT(waitpid(pid, &status, 0) == pid);
+  ASSERT_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+             "%s failed (status 0x%x)", who, status);
+}
+
+/* Counts RC QPs owned by pid, from the kernel's RDMA resource tracking. */
+static int count_qps(pid_t pid)
+{
+  FILE *p = popen("rdma resource show qp 2>&1", "r");
+  ASSERT(p);
+  char line[512], needle[32];
+  snprintf(needle, sizeof needle, " pid %d ", (int)pid);
+  int n = 0;
+  while (fgets(line, sizeof line, p)) {
+    if (strstr(line, "type RC") && strstr(line, needle))
+      n++;
+  }
+  pclose(p);
+  return n;
+}
+
+struct pipes {
+  int to_parent[2];
+  int to_sender[2];
+  const char *scenario;
+};
+
+/* Kill scenario, first sender: verify what comes until the coordinator
+ * has killed it (told after notify_after frames) and the lane is freed. */
+static void receive_until_killed(sbr_receiver *r, int notify_fd)
+{
+  unsigned next[DEVICES] = {0}, total = 0;
+  bool notified = false;
+  for (;;) {
+    struct sbr_frame f;
+    int ret = sbr_receiver_next_frame(r, 200, &f);
+    struct sbr_receiver_stats st;
+    sbr_receiver_get_stats(r, &st);
+    if (ret == -ETIMEDOUT && notified && st.lanes_closed >= 1)
+      break;
+    if (ret == -ETIMEDOUT)
+      continue;
+    ASSERT_OK(ret);
+    unsigned dev = f.info.device;
+    ASSERT_MSG(f.info.kind == SBR_KIND_DATA, "killed sender sent kind %u",
+               f.info.kind);
+    next[dev] = verify_frame(&f, next[dev]) + 1;
+    sbr_frame_release(&f);
+    if (++total == 100) {
+      ASSERT(write(notify_fd, "N", 1) == 1);
+      notified = true;
+    }
+  }
+  struct sbr_receiver_stats st;
+  sbr_receiver_get_stats(r, &st);
+  ASSERT_EQ(st.lanes_active, 0);
+  fprintf(stderr,
+          "receiver: killed sender's lane freed after %u verified frames\n",
+          total);
+}
+
+static int receiver_child(void *arg)
+{
+  struct pipes *pp = arg;
+  sbr_receiver *r = receiver_open();
+  ASSERT(write(pp->to_parent[1], "L", 1) == 1);
+  if (strcmp(pp->scenario, "kill") == 0) {
+    /* First sender: verified until it dies; the lane must then close. */
+    receive_until_killed(r, pp->to_parent[1]);
+    ASSERT(write(pp->to_parent[1], "C", 1) == 1);
+    receive_streams(r, UINT32_MAX, false);
+  } else {
+    receive_streams(r, UINT32_MAX, strcmp(pp->scenario, "hold") == 0);
+  }
+  check_receiver_stats(r);
+  ASSERT(write(pp->to_parent[1], "D", 1) == 1);
+  sbr_receiver_free(r);
+  return 0;
+}
+
+struct sender_args {
+  unsigned frames;
+  int hold_fd;
+  bool expect_held;
+};
+
+static int sender_child(void *arg)
+{
+  struct sender_args *a = arg;
+  return sender_main(a->frames, a->hold_fd, a->expect_held);
+}
+
+static char wait_byte(int fd, const char *what)
+{
+  char c = 0;
+  ASSERT_MSG(read(fd, &c, 1) == 1, "%s: the receiver process died", what);
+  return c;
+}
+
+static int run(const char *scenario)
+{
+  struct pipes pp = {.scenario = scenario};
+  ASSERT(pipe(pp.to_parent) == 0 && pipe(pp.to_sender) == 0);
+  pid_t rx = spawn(receiver_child, &pp);
+  close(pp.to_parent[1]);
+  ASSERT_MSG(wait_byte(pp.to_parent[0], "listen") == 'L', "no listener");
+
+  if (strcmp(scenario, "kill") == 0) {
+    struct sender_args a = {0, -1, false}; /* streams until killed */
+    pid_t victim = spawn(sender_child, &a);
+    ASSERT_MSG(wait_byte(pp.to_parent[0], "first frames") == 'N',
+               "the first sender's frames never came");
+    kill(victim, SIGKILL);
+    int status;
+    ASSERT(waitpid(victim, &status, 0) == victim);
+    ASSERT_MSG(wait_byte(pp.to_parent[0], "lane freed") == 'C',
+               "the receiver did not free the killed sender's lane");
+    struct sender_args b = {opt.frames, -1, false};
+    pid_t tx = spawn(sender_child, &b);
+    expect_exit_ok(tx, "second sender");
+  } else {
+    struct sender_args a = {opt.frames, pp.to_sender[0],
+                            strcmp(scenario, "hold") == 0};
+    pid_t tx = spawn(sender_child, &a);
+    ASSERT_MSG(wait_byte(pp.to_parent[0], "all data") == 'D',
+               "the receiver did not get all data");
+    if (opt.backend == SBR_BACKEND_VERBS) {
+      /* The sender is still connected: all twelve devices on one QP. */
+      int n = count_qps(tx);
+      fprintf(stderr, "sender process %d owns %d RC QP(s)\n", (int)tx, n);
+      ASSERT_MSG(n == 1, "sender process owns %d RC QPs, want exactly 1", n);
+    }
+    ASSERT(write(pp.to_sender[1], "x", 1) == 1);
+    expect_exit_ok(tx, "sender");
+  }
+  expect_exit_ok(rx, "receiver");
+  fprintf(stderr, "%s over %s (%s): ok\n", scenario,
+          sbr_backend_name(opt.backend), sbr_mechanism_name(opt.mechanism));
+  return 0;
+}
+
+int main(int argc, char **argv)
+{
+  static const struct option longopts[] = {
+      {"backend", required_argument, NULL, 'b'},
+      {"mechanism", required_argument, NULL, 'm'},
+      {"frames", required_argument, NULL, 'f'},
+      {"max-size", required_argument, NULL, 's'},
+      {"block-size", required_argument, NULL, 'B'},
+      {NULL, 0, NULL, 0},
+  };
+  int c;
+  while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+    switch (c) {
+    case 'b':
+      ASSERT_OK(sbr_backend_from_name(optarg, &opt.backend));
+      break;
+    case 'm':
+      ASSERT_OK(sbr_mechanism_from_name(optarg, &opt.mechanism));
+      break;
+    case 'f':
+      opt.frames = (unsigned)strtoul(optarg, NULL, 0);
+      break;
+    case 's':
+      opt.max_size = (uint32_t)strtoul(optarg, NULL, 0);
+      break;
+    case 'B':
+      opt.block_size = (uint32_t)strtoul(optarg, NULL, 0);
+      break;
+    default:
+      return 2;
+    }
+  }
+  if (optind != argc - 1 || opt.max_size < 64) {
+    fprintf(stderr, "usage: test-devices [options] stream|hold|kill\n");
+    return 2;
+  }
+  if (getenv("SBR_RDMA_ADDR"))
+    opt.addr = getenv("SBR_RDMA_ADDR");
+  opt.port = (uint16_t)(30000 + getpid() % 20000);
+  sbr_set_log_handler(log_to_stderr, NULL);
+  setvbuf(stderr, NULL, _IOLBF, 0);
+  return run(argv[optind]);
+}
