@@ -965,6 +965,9 @@ static void receiver_leaves_rx(const struct link *lk)
   struct rx_end rx;
   rx_listen(&rx, lk);
   rx_accept(&rx);
+  /* On verbs, closing before the connection is established is a failed
+   * connect, not a departure: wait until the sender is connected. */
+  step_wait(lk, 'C', "the sender to connect");
   ops->close(rx.c);
   step_send(lk, 'X');
   step_wait(lk, 'D', "the sender to notice");
@@ -976,6 +979,7 @@ static void receiver_leaves_tx(const struct link *lk)
   struct tx_end tx;
   step_wait(lk, 'L', "the receiver to listen");
   tx_connect(&tx, lk, SBR_MECH_STATUS_BYTE, NULL);
+  step_send(lk, 'C');
   step_wait(lk, 'X', "the receiver to close its lane");
   uint64_t t0 = now_ns();
   struct sbr__wc wc;

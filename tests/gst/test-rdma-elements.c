@@ -1,0 +1,1513 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * test-rdma-elements.c - rdmasink and rdmasrc, end to end in one process.
+ *
+ * Every test builds real pipelines: appsrc (or videotestsrc) ! rdmasink on
+ * one side, rdmasrc ! appsink on the other, over the transport named by
+ * SBR_TEST_TRANSPORT (default "shm"; "verbs" inside the Soft-RoCE VM) and the
+ * address SBR_RDMA_ADDR (default 127.0.0.1).  Frames carry a header (device,
+ * frame index, size) and a byte pattern derived from both, so a receiver
+ * checks every byte, the device each pad delivers and the per-device order.
+ *
+ * Each test runs in its own forked process (libcheck) and takes ports from a
+ * pid-derived range, so runs and tests don't meet on a port.
+ */
+#include <gst/app/gstappsink.h>
+#include <gst/app/gstappsrc.h>
+#include <gst/check/gstcheck.h>
+#include <gst/check/gstharness.h>
+
+#include <string.h>
+#include <unistd.h>
+
+#define N_CAMERAS 12
+#define MAX_DEVICES 256
+#define HEADER_SIZE 16
+#define WAIT (8 * GST_SECOND)
+
+static const gchar *transport; /* SBR_TEST_TRANSPORT */
+static const gchar *rdma_addr; /* SBR_RDMA_ADDR */
+
+static guint test_port(void)
+{
+  /* 50000..64999: clear of the core tests' ranges; 10 per test process. */
+  static guint seq;
+  return 50000 + (guint)(getpid() % 1500) * 10 + (seq++ % 10);
+}
+
+/* ------------------------------------------------------------- frames */
+
+/* Byte i of frame f of device d (past the header). */
+static guint8 pattern_byte(guint device, guint frame, gsize i)
+{
+  return (guint8)(device * 31u + frame * 7u + (guint)i * 13u + (guint)(i >> 8));
+}
+
+static GstBuffer *make_frame(guint device, guint frame, gsize size)
+{
+  GstBuffer *buf;
+  GstMapInfo map;
+
+  g_assert(size >= HEADER_SIZE);
+  buf = gst_buffer_new_allocate(NULL, size, NULL);
+  gst_buffer_map(buf, &map, GST_MAP_WRITE);
+  memcpy(map.data, "RDMT", 4);
+  GST_WRITE_UINT32_LE(map.data + 4, device);
+  GST_WRITE_UINT32_LE(map.data + 8, frame);
+  GST_WRITE_UINT32_LE(map.data + 12, (guint32)size);
+  for (gsize i = HEADER_SIZE; i < size; i++)
+    map.data[i] = pattern_byte(device, frame, i);
+  gst_buffer_unmap(buf, &map);
+  return buf;
+}
+
+/* Fills an already allocated buffer (from the sink's allocator). */
+static void fill_frame(GstBuffer *buf, guint device, guint frame)
+{
+  GstMapInfo map;
+
+  fail_unless(gst_buffer_map(buf, &map, GST_MAP_WRITE));
+  memcpy(map.data, "RDMT", 4);
+  GST_WRITE_UINT32_LE(map.data + 4, device);
+  GST_WRITE_UINT32_LE(map.data + 8, frame);
+  GST_WRITE_UINT32_LE(map.data + 12, (guint32)map.size);
+  for (gsize i = HEADER_SIZE; i < map.size; i++)
+    map.data[i] = pattern_byte(device, frame, i);
+  gst_buffer_unmap(buf, &map);
+}
+
+/* Checks header and every byte; returns FALSE on any mismatch. */
+static gboolean check_frame(GstBuffer *buf, guint *device, guint *frame)
+{
+  GstMapInfo map;
+  gboolean ok;
+
+  if (!gst_buffer_map(buf, &map, GST_MAP_READ))
+    return FALSE;
+  ok = map.size >= HEADER_SIZE && memcmp(map.data, "RDMT", 4) == 0 &&
+       GST_READ_UINT32_LE(map.data + 12) == map.size;
+  if (ok) {
+    *device = GST_READ_UINT32_LE(map.data + 4);
+    *frame = GST_READ_UINT32_LE(map.data + 8);
+    for (gsize i = HEADER_SIZE; i < map.size && ok; i++)
+      ok = map.data[i] == pattern_byte(*device, *frame, i);
+  }
+  gst_buffer_unmap(buf, &map);
+  return ok;
+}
+
+/* Frame sizes: mostly small, every fifth larger than a 16 KiB block. */
+static gsize mixed_size(guint device, guint frame)
+{
+  if (frame % 5 == 4)
+    return 40000 + device * 100;
+  return 200 + (frame * 97 + device * 13) % 3000;
+}
+
+static gsize small_size(guint device, guint frame)
+{
+  return 64 + (frame * 31 + device) % 1000;
+}
+
+/* ---------------------------------------------------------- collector */
+
+/* What the appsinks of a receiver saw, per device. */
+typedef struct {
+  GMutex lock;
+  GCond cond;
+  guint frames[MAX_DEVICES];
+  guint next[MAX_DEVICES]; /* expected frame index */
+  guint bad;               /* corrupt bytes, wrong pad or wrong order */
+  guint multi_memory;      /* buffers made of several memories */
+  gboolean eos[MAX_DEVICES];
+  gboolean hold;       /* keep every sample (a consumer that holds) */
+  GPtrArray *held;     /* samples kept */
+  GPtrArray *buffers;  /* with keep_buffers: a ref to each buffer */
+  gboolean keep_buffers;
+} Collector;
+
+static void collector_init(Collector *c)
+{
+  memset(c, 0, sizeof *c);
+  g_mutex_init(&c->lock);
+  g_cond_init(&c->cond);
+  c->held = g_ptr_array_new_with_free_func((GDestroyNotify)gst_sample_unref);
+  c->buffers =
+      g_ptr_array_new_with_free_func((GDestroyNotify)gst_buffer_unref);
+}
+
+static void collector_clear(Collector *c)
+{
+  g_ptr_array_unref(c->held);
+  g_ptr_array_unref(c->buffers);
+  g_mutex_clear(&c->lock);
+  g_cond_clear(&c->cond);
+}
+
+static GstFlowReturn on_new_sample(GstAppSink *sink, gpointer user_data)
+{
+  Collector *c = user_data;
+  guint pad_device = GPOINTER_TO_UINT(g_object_get_data(G_OBJECT(sink), "device"));
+  GstSample *sample = gst_app_sink_pull_sample(sink);
+  GstBuffer *buf = gst_sample_get_buffer(sample);
+  guint device = 0, frame = 0;
+  gboolean ok = check_frame(buf, &device, &frame);
+
+  g_mutex_lock(&c->lock);
+  if (!ok || device != pad_device || frame != c->next[pad_device]) {
+    GST_ERROR("device %u: bad frame (ok %d, device %u, frame %u, expected %u)",
+              pad_device, ok, device, frame, c->next[pad_device]);
+    c->bad++;
+  }
+  c->next[pad_device] = frame + 1;
+  c->frames[pad_device]++;
+  if (gst_buffer_n_memory(buf) > 1)
+    c->multi_memory++;
+  if (c->keep_buffers)
+    g_ptr_array_add(c->buffers, gst_buffer_ref(buf));
+  if (c->hold)
+    g_ptr_array_add(c->held, gst_sample_ref(sample));
+  g_cond_broadcast(&c->cond);
+  g_mutex_unlock(&c->lock);
+  gst_sample_unref(sample);
+  return GST_FLOW_OK;
+}
+
+static void on_eos(GstAppSink *sink, gpointer user_data)
+{
+  Collector *c = user_data;
+  guint device = GPOINTER_TO_UINT(g_object_get_data(G_OBJECT(sink), "device"));
+
+  g_mutex_lock(&c->lock);
+  c->eos[device] = TRUE;
+  g_cond_broadcast(&c->cond);
+  g_mutex_unlock(&c->lock);
+}
+
+/* Waits until device has at least count frames. */
+static gboolean collector_wait_frames(Collector *c, guint device, guint count,
+                                      GstClockTime timeout)
+{
+  gint64 end = g_get_monotonic_time() + (gint64)(timeout / GST_USECOND);
+  gboolean ok;
+
+  g_mutex_lock(&c->lock);
+  while (c->frames[device] < count)
+    if (!g_cond_wait_until(&c->cond, &c->lock, end))
+      break;
+  ok = c->frames[device] >= count;
+  g_mutex_unlock(&c->lock);
+  return ok;
+}
+
+static gboolean collector_wait_eos(Collector *c, guint device,
+                                   GstClockTime timeout)
+{
+  gint64 end = g_get_monotonic_time() + (gint64)(timeout / GST_USECOND);
+  gboolean ok;
+
+  g_mutex_lock(&c->lock);
+  while (!c->eos[device])
+    if (!g_cond_wait_until(&c->cond, &c->lock, end))
+      break;
+  ok = c->eos[device];
+  g_mutex_unlock(&c->lock);
+  return ok;
+}
+
+static guint collector_frames(Collector *c, guint device)
+{
+  guint n;
+
+  g_mutex_lock(&c->lock);
+  n = c->frames[device];
+  g_mutex_unlock(&c->lock);
+  return n;
+}
+
+/* ---------------------------------------------------------- pipelines */
+
+/* rdmasrc name=r plus one appsink "out<d>" on r.src_<d> for each device. */
+static void append_receiver(GString *desc, guint port, const guint *devices,
+                            guint n, const gchar *src_props)
+{
+  g_string_append_printf(desc,
+                         " rdmasrc name=r transport=%s address=%s port=%u "
+                         "stats-interval=0 %s",
+                         transport, rdma_addr, port, src_props);
+  for (guint i = 0; i < n; i++)
+    g_string_append_printf(desc,
+                           " r.src_%u ! appsink name=out%u sync=false "
+                           "async=false",
+                           devices[i], devices[i]);
+}
+
+/* appsrc "in<d>" ! rdmasink "tx<d>". */
+static void append_sender(GString *desc, guint port, guint device,
+                          const gchar *sink_props)
+{
+  g_string_append_printf(desc,
+                         " appsrc name=in%u format=time "
+                         "caps=application/x-rdma-test,device=(int)%u ! "
+                         "rdmasink name=tx%u transport=%s host=%s port=%u "
+                         "device-id=%u sync=false stats-interval=0 %s",
+                         device, device, device, transport, rdma_addr, port,
+                         device, sink_props);
+}
+
+static GstElement *parse(const gchar *desc)
+{
+  GError *err = NULL;
+  GstElement *pipeline = gst_parse_launch(desc, &err);
+
+  fail_unless(pipeline != NULL && err == NULL, "parse \"%s\": %s", desc,
+              err ? err->message : "?");
+  return pipeline;
+}
+
+static void attach_collector(GstElement *pipeline, const guint *devices,
+                             guint n, Collector *c)
+{
+  GstAppSinkCallbacks cb = {.eos = on_eos, .new_sample = on_new_sample};
+
+  for (guint i = 0; i < n; i++) {
+    gchar *name = g_strdup_printf("out%u", devices[i]);
+    GstElement *sink = gst_bin_get_by_name(GST_BIN(pipeline), name);
+
+    fail_unless(sink != NULL);
+    g_object_set_data(G_OBJECT(sink), "device", GUINT_TO_POINTER(devices[i]));
+    gst_app_sink_set_callbacks(GST_APP_SINK(sink), &cb, c, NULL);
+    gst_object_unref(sink);
+    g_free(name);
+  }
+}
+
+static GstElement *receiver_new(guint port, const guint *devices, guint n,
+                                const gchar *src_props, Collector *c)
+{
+  GString *desc = g_string_new(NULL);
+  GstElement *pipeline;
+
+  append_receiver(desc, port, devices, n, src_props);
+  pipeline = parse(desc->str);
+  g_string_free(desc, TRUE);
+  attach_collector(pipeline, devices, n, c);
+  return pipeline;
+}
+
+static GstElement *sender_new(guint port, guint device, const gchar *props)
+{
+  GString *desc = g_string_new(NULL);
+  GstElement *pipeline;
+
+  append_sender(desc, port, device, props);
+  pipeline = parse(desc->str);
+  g_string_free(desc, TRUE);
+  return pipeline;
+}
+
+static GstElement *get(GstElement *bin, const gchar *name)
+{
+  GstElement *e = gst_bin_get_by_name(GST_BIN(bin), name);
+
+  fail_unless(e != NULL, "no element %s", name);
+  return e;
+}
+
+/* The element named prefix followed by n ("tx3"). */
+static GstElement *get_n(GstElement *bin, const gchar *prefix, guint n)
+{
+  gchar *name = g_strdup_printf("%s%u", prefix, n);
+  GstElement *e = get(bin, name);
+
+  g_free(name);
+  return e;
+}
+
+static void push_frames(GstElement *bin, guint device, guint from, guint count,
+                        gsize (*size_of)(guint, guint))
+{
+  GstElement *src = get_n(bin, "in", device);
+
+  for (guint f = from; f < from + count; f++) {
+    GstBuffer *buf = make_frame(device, f, size_of(device, f));
+    GST_BUFFER_PTS(buf) = f * 40 * GST_MSECOND;
+    GST_BUFFER_DURATION(buf) = 40 * GST_MSECOND;
+    fail_unless_equals_int(gst_app_src_push_buffer(GST_APP_SRC(src), buf),
+                           GST_FLOW_OK);
+  }
+  gst_object_unref(src);
+}
+
+static void end_stream(GstElement *bin, guint device)
+{
+  GstElement *src = get_n(bin, "in", device);
+
+  fail_unless_equals_int(gst_app_src_end_of_stream(GST_APP_SRC(src)),
+                         GST_FLOW_OK);
+  gst_object_unref(src);
+}
+
+static void set_state(GstElement *pipeline, GstState state)
+{
+  fail_if(gst_element_set_state(pipeline, state) ==
+          GST_STATE_CHANGE_FAILURE);
+}
+
+static void stop(GstElement *pipeline)
+{
+  fail_unless_equals_int(gst_element_set_state(pipeline, GST_STATE_NULL),
+                         GST_STATE_CHANGE_SUCCESS);
+  gst_object_unref(pipeline);
+}
+
+/* Pops the first message of the given types; an ERROR (when not asked for)
+ * fails the test with its text. */
+static GstMessage *wait_message(GstElement *pipeline, GstMessageType types,
+                                GstClockTime timeout)
+{
+  GstBus *bus = gst_element_get_bus(pipeline);
+  GstMessage *msg = gst_bus_timed_pop_filtered(bus, timeout,
+                                               types | GST_MESSAGE_ERROR);
+
+  gst_object_unref(bus);
+  if (msg && GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ERROR &&
+      !(types & GST_MESSAGE_ERROR)) {
+    GError *err = NULL;
+    gchar *dbg = NULL;
+    gst_message_parse_error(msg, &err, &dbg);
+    fail("error from %s: %s (%s)", GST_OBJECT_NAME(msg->src), err->message,
+         dbg);
+  }
+  return msg;
+}
+
+static void expect_eos(GstElement *pipeline)
+{
+  GstMessage *msg = wait_message(pipeline, GST_MESSAGE_EOS, WAIT);
+
+  fail_unless(msg != NULL, "no EOS within %" GST_TIME_FORMAT,
+              GST_TIME_ARGS(WAIT));
+  gst_message_unref(msg);
+}
+
+static GstStructure *stats_of(GstElement *element)
+{
+  GstStructure *s = NULL;
+
+  g_object_get(element, "stats", &s, NULL);
+  fail_unless(s != NULL);
+  return s;
+}
+
+/* Stats of the element named name in bin. */
+static GstStructure *stats_named(GstElement *bin, const gchar *name)
+{
+  GstElement *e = get(bin, name);
+  GstStructure *s = stats_of(e);
+
+  gst_object_unref(e);
+  return s;
+}
+
+static GstStructure *stats_n(GstElement *bin, const gchar *prefix, guint n)
+{
+  GstElement *e = get_n(bin, prefix, n);
+  GstStructure *s = NULL;
+
+  g_object_get(e, "stats", &s, NULL);
+  gst_object_unref(e);
+  fail_unless(s != NULL);
+  return s;
+}
+
+static guint64 u64(const GstStructure *s, const gchar *field)
+{
+  guint64 v = 0;
+
+  fail_unless(gst_structure_get_uint64(s, field, &v), "no %s in %" GST_PTR_FORMAT,
+              field, s);
+  return v;
+}
+
+static guint uint_field(const GstStructure *s, const gchar *field)
+{
+  guint v = 0;
+
+  fail_unless(gst_structure_get_uint(s, field, &v), "no %s in %" GST_PTR_FORMAT,
+              field, s);
+  return v;
+}
+
+/* The per-device structure of an rdmasrc stats structure. */
+static const GstStructure *device_stats(const GstStructure *s, guint device)
+{
+  const GValue *devices = gst_structure_get_value(s, "devices");
+
+  fail_unless(devices != NULL);
+  for (guint i = 0; i < gst_value_array_get_size(devices); i++) {
+    const GstStructure *d =
+        gst_value_get_structure(gst_value_array_get_value(devices, i));
+    if (uint_field(d, "device-id") == device)
+      return d;
+  }
+  fail("no stats for device %u in %" GST_PTR_FORMAT, device, s);
+  return NULL;
+}
+
+/* ---------------------------------------------- twelve cameras, one QP */
+
+#define FRAMES 25
+
+static void check_twelve(GstElement *rx_bin, GstElement **tx_bins,
+                         Collector *c, guint *connection_id)
+{
+  GstStructure *s;
+
+  for (guint d = 0; d < N_CAMERAS; d++) {
+    fail_unless_equals_int(c->frames[d], FRAMES);
+    fail_unless(c->eos[d], "device %u: no EOS", d);
+  }
+  fail_unless_equals_int(c->bad, 0);
+  /* Every fifth frame spans three 16 KiB blocks and came out zero-copy as
+   * one buffer of several memories. */
+  fail_unless(c->multi_memory > 0);
+
+  /* One shared sender: every sink sees the same connection, used by all
+   * twelve. */
+  for (guint d = 0; d < N_CAMERAS; d++) {
+    s = stats_n(tx_bins[d], "tx", d);
+    fail_unless_equals_int(uint_field(s, "connection-users"), N_CAMERAS);
+    if (d == 0) {
+      *connection_id = uint_field(s, "connection-id");
+    }
+    fail_unless_equals_int(uint_field(s, "connection-id"), *connection_id);
+    fail_unless_equals_int(u64(s, "frames"), FRAMES);
+    fail_unless_equals_int(u64(s, "drops"), 0);
+    /* appsrc buffers are plain system memory: the copying path. */
+    fail_unless_equals_int(u64(s, "copied-buffers"), FRAMES);
+    gst_structure_free(s);
+  }
+  /* ... and the receiver saw exactly one connection (lane). */
+  s = stats_named(rx_bin, "r");
+  fail_unless_equals_int(u64(s, "lanes-opened"), 1);
+  for (guint d = 0; d < N_CAMERAS; d++) {
+    const GstStructure *ds = device_stats(s, d);
+    fail_unless_equals_int(u64(ds, "frames"), FRAMES);
+    fail_unless_equals_int(u64(ds, "gaps"), 0);
+    fail_unless_equals_int(u64(ds, "drops"), 0);
+  }
+  gst_structure_free(s);
+}
+
+static const guint cameras[N_CAMERAS] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+
+GST_START_TEST(test_twelve_sinks_one_pipeline)
+{
+  guint port = test_port();
+  GString *desc = g_string_new(NULL);
+  GstElement *pipeline, *tx_bins[N_CAMERAS];
+  guint connection_id;
+  Collector c;
+
+  collector_init(&c);
+  append_receiver(desc, port, cameras, N_CAMERAS, "block-size=16384");
+  for (guint d = 0; d < N_CAMERAS; d++)
+    append_sender(desc, port, d, "");
+  pipeline = parse(desc->str);
+  g_string_free(desc, TRUE);
+  attach_collector(pipeline, cameras, N_CAMERAS, &c);
+  set_state(pipeline, GST_STATE_PLAYING);
+
+  /* Interleaved, as twelve cameras would deliver. */
+  for (guint f = 0; f < FRAMES; f++)
+    for (guint d = 0; d < N_CAMERAS; d++)
+      push_frames(pipeline, d, f, 1, mixed_size);
+  for (guint d = 0; d < N_CAMERAS; d++)
+    end_stream(pipeline, d);
+  /* The pipeline's EOS needs every rdmasink and every appsink (so every
+   * src_N pad) to have had EOS. */
+  expect_eos(pipeline);
+
+  for (guint d = 0; d < N_CAMERAS; d++)
+    tx_bins[d] = pipeline;
+  check_twelve(pipeline, tx_bins, &c, &connection_id);
+  stop(pipeline);
+  collector_clear(&c);
+}
+
+GST_END_TEST;
+
+GST_START_TEST(test_twelve_sinks_twelve_pipelines)
+{
+  guint port = test_port();
+  GstElement *rx, *tx[N_CAMERAS];
+  guint connection_id;
+  GstStructure *s;
+  Collector c;
+
+  collector_init(&c);
+  rx = receiver_new(port, cameras, N_CAMERAS, "block-size=16384", &c);
+  set_state(rx, GST_STATE_PLAYING);
+  for (guint d = 0; d < N_CAMERAS; d++) {
+    tx[d] = sender_new(port, d, "");
+    set_state(tx[d], GST_STATE_PLAYING);
+  }
+  for (guint f = 0; f < FRAMES; f++)
+    for (guint d = 0; d < N_CAMERAS; d++)
+      push_frames(tx[d], d, f, 1, mixed_size);
+  for (guint d = 0; d < N_CAMERAS; d++)
+    end_stream(tx[d], d);
+  for (guint d = 0; d < N_CAMERAS; d++)
+    expect_eos(tx[d]);
+  /* rdmasrc ends once every pad that appeared had EOS. */
+  expect_eos(rx);
+  check_twelve(rx, tx, &c, &connection_id);
+
+  /* Refcounted: each stop leaves the others on the connection ... */
+  for (guint d = 0; d < N_CAMERAS - 1; d++)
+    stop(tx[d]);
+  s = stats_n(tx[N_CAMERAS - 1], "tx", N_CAMERAS - 1);
+  fail_unless_equals_int(uint_field(s, "connection-users"), 1);
+  fail_unless_equals_int(uint_field(s, "connection-id"), connection_id);
+  gst_structure_free(s);
+  stop(tx[N_CAMERAS - 1]);
+
+  /* ... and the last one closed it: a new sink opens a new one. */
+  tx[0] = sender_new(port, 0, "");
+  set_state(tx[0], GST_STATE_PLAYING);
+  s = stats_n(tx[0], "tx", 0);
+  fail_if(uint_field(s, "connection-id") == connection_id);
+  fail_unless_equals_int(uint_field(s, "connection-users"), 1);
+  gst_structure_free(s);
+  stop(tx[0]);
+
+  stop(rx);
+  collector_clear(&c);
+}
+
+GST_END_TEST;
+
+/* ------------------------------------------------------ zero copy */
+
+GST_START_TEST(test_allocation_query_and_both_paths)
+{
+  guint port = test_port();
+  const guint devices[] = {5};
+  GstElement *rx, *sink;
+  GstHarness *h;
+  GstQuery *query;
+  GstAllocator *allocator = NULL;
+  GstAllocationParams params;
+  GstBuffer *buf, *kept;
+  GstMapInfo map;
+  GstStructure *s;
+  GstCaps *caps;
+  guint64 payload;
+  gchar *desc;
+  Collector c;
+
+  collector_init(&c);
+  rx = receiver_new(port, devices, 1, "block-size=65536", &c);
+  set_state(rx, GST_STATE_PLAYING);
+
+  /* Properties on the launch line: the harness starts the element. */
+  desc = g_strdup_printf("rdmasink transport=%s host=%s port=%u device-id=5 "
+                         "sync=false stats-interval=0",
+                         transport, rdma_addr, port);
+  h = gst_harness_new_parse(desc);
+  g_free(desc);
+  gst_harness_play(h);
+  gst_harness_set_src_caps_str(h, "application/x-rdma-test,device=(int)5");
+
+  /* The sink offers its allocator over registered send blocks. */
+  caps = gst_pad_get_current_caps(h->srcpad);
+  query = gst_query_new_allocation(caps, FALSE);
+  gst_caps_unref(caps);
+  fail_unless(gst_pad_peer_query(h->srcpad, query));
+  fail_unless(gst_query_get_n_allocation_params(query) >= 1);
+  gst_query_parse_nth_allocation_param(query, 0, &allocator, &params);
+  fail_unless(allocator != NULL);
+  fail_unless_equals_string(G_OBJECT_TYPE_NAME(allocator), "GstRdmaAllocator");
+  fail_unless_equals_string(allocator->mem_type, "RdmaSendBlock");
+  gst_query_unref(query);
+
+  /* A buffer from that allocator goes without a copy ... */
+  buf = gst_buffer_new_allocate(allocator, 5000, &params);
+  fill_frame(buf, 5, 0);
+  kept = gst_buffer_ref(buf);
+  fail_unless_equals_int(gst_harness_push(h, buf), GST_FLOW_OK);
+  /* ... and its memory is spent: the block already belongs to the sender
+   * (a pool would discard the buffer, not recycle it). */
+  fail_if(gst_buffer_map(kept, &map, GST_MAP_READ));
+  fail_unless(GST_BUFFER_FLAG_IS_SET(kept, GST_BUFFER_FLAG_TAG_MEMORY));
+  gst_buffer_unref(kept);
+
+  /* A buffer from elsewhere is copied once. */
+  fail_unless_equals_int(gst_harness_push(h, make_frame(5, 1, 3000)),
+                         GST_FLOW_OK);
+
+  /* Larger than one block's payload: the allocator hands out plain memory
+   * and the frame goes the copying, fragmenting way. */
+  sink = gst_harness_find_element(h, "rdmasink");
+  s = stats_of(sink);
+  payload = u64(s, "block-payload-size");
+  fail_unless_equals_int(u64(s, "zero-copy-buffers"), 1);
+  fail_unless_equals_int(u64(s, "copied-buffers"), 1);
+  gst_structure_free(s);
+  buf = gst_buffer_new_allocate(allocator, payload + 1000, &params);
+  fail_if(GST_IS_OBJECT(gst_buffer_peek_memory(buf, 0)->allocator) &&
+          g_str_equal(gst_buffer_peek_memory(buf, 0)->allocator->mem_type,
+                      "RdmaSendBlock"));
+  fill_frame(buf, 5, 2);
+  fail_unless_equals_int(gst_harness_push(h, buf), GST_FLOW_OK);
+
+  fail_unless(collector_wait_frames(&c, 5, 3, WAIT));
+  fail_unless_equals_int(c.bad, 0);
+  fail_unless(c.multi_memory > 0); /* the large one, in two blocks */
+  s = stats_of(sink);
+  fail_unless_equals_int(u64(s, "zero-copy-buffers"), 1);
+  fail_unless_equals_int(u64(s, "copied-buffers"), 2);
+  fail_unless_equals_int(u64(s, "frames"), 3);
+  gst_structure_free(s);
+
+  gst_object_unref(sink);
+  gst_object_unref(allocator);
+  gst_harness_teardown(h);
+  stop(rx);
+  collector_clear(&c);
+}
+
+GST_END_TEST;
+
+static GstFlowReturn count_sample(GstAppSink *sink, gpointer user_data)
+{
+  Collector *c = user_data;
+  GstSample *sample = gst_app_sink_pull_sample(sink);
+
+  g_mutex_lock(&c->lock);
+  c->frames[0]++;
+  if (c->keep_buffers)
+    g_ptr_array_add(c->buffers, gst_buffer_ref(gst_sample_get_buffer(sample)));
+  g_cond_broadcast(&c->cond);
+  g_mutex_unlock(&c->lock);
+  gst_sample_unref(sample);
+  return GST_FLOW_OK;
+}
+
+/* The bytes videotestsrc makes for one frame of these caps. */
+static GstBuffer *reference_frame(const gchar *caps)
+{
+  gchar *desc = g_strdup_printf(
+      "videotestsrc num-buffers=1 ! %s ! appsink name=ref sync=false", caps);
+  GstElement *pipeline = parse(desc);
+  GstElement *sink = gst_bin_get_by_name(GST_BIN(pipeline), "ref");
+  GstSample *sample;
+  GstBuffer *buf;
+
+  g_free(desc);
+  set_state(pipeline, GST_STATE_PLAYING);
+  sample = gst_app_sink_try_pull_sample(GST_APP_SINK(sink), WAIT);
+  fail_unless(sample != NULL);
+  buf = gst_buffer_copy_deep(gst_sample_get_buffer(sample));
+  gst_sample_unref(sample);
+  gst_object_unref(sink);
+  stop(pipeline);
+  return buf;
+}
+
+GST_START_TEST(test_videotestsrc_zero_copy)
+{
+  const gchar *caps = "video/x-raw,format=I420,width=160,height=120";
+  guint port = test_port();
+  GstAppSinkCallbacks cb = {.new_sample = count_sample};
+  GstElement *rx, *tx, *sink;
+  GstBuffer *ref = reference_frame(caps);
+  GstStructure *s;
+  gchar *desc;
+  Collector c;
+
+  collector_init(&c);
+  c.keep_buffers = TRUE;
+  desc = g_strdup_printf("rdmasrc name=r transport=%s address=%s port=%u "
+                         "max-held=0 r.src_2 ! appsink name=out sync=false",
+                         transport, rdma_addr, port);
+  rx = parse(desc);
+  g_free(desc);
+  sink = gst_bin_get_by_name(GST_BIN(rx), "out");
+  gst_app_sink_set_callbacks(GST_APP_SINK(sink), &cb, &c, NULL);
+  gst_object_unref(sink);
+  set_state(rx, GST_STATE_PLAYING);
+
+  desc = g_strdup_printf("videotestsrc num-buffers=20 ! %s ! rdmasink "
+                         "name=tx transport=%s host=%s port=%u device-id=2 "
+                         "sync=false",
+                         caps, transport, rdma_addr, port);
+  tx = parse(desc);
+  g_free(desc);
+  set_state(tx, GST_STATE_PLAYING);
+  expect_eos(tx);
+  expect_eos(rx);
+
+  /* Every frame went zero-copy (rendered by videotestsrc into send blocks
+   * through its pool) ... */
+  s = stats_named(tx, "tx");
+  fail_unless_equals_int(u64(s, "zero-copy-buffers"), 20);
+  fail_unless_equals_int(u64(s, "copied-buffers"), 0);
+  fail_unless_equals_int(u64(s, "unmappable-drops"), 0);
+  gst_structure_free(s);
+  /* ... and arrived intact: each is the reference picture (smpte bars). */
+  fail_unless_equals_int(c.buffers->len, 20);
+  for (guint i = 0; i < c.buffers->len; i++) {
+    GstBuffer *got = g_ptr_array_index(c.buffers, i);
+    GstMapInfo a, b;
+    fail_unless(gst_buffer_map(got, &a, GST_MAP_READ));
+    fail_unless(gst_buffer_map(ref, &b, GST_MAP_READ));
+    fail_unless_equals_int(a.size, b.size);
+    fail_unless(memcmp(a.data, b.data, a.size) == 0, "frame %u differs", i);
+    gst_buffer_unmap(ref, &b);
+    gst_buffer_unmap(got, &a);
+  }
+  /* max-held=0: the receiver copied every frame (its copy path). */
+  s = stats_named(rx, "r");
+  fail_unless_equals_int(u64(s, "copies"), 20);
+  gst_structure_free(s);
+
+  gst_buffer_unref(ref);
+  stop(tx);
+  g_ptr_array_set_size(c.buffers, 0);
+  stop(rx);
+  collector_clear(&c);
+}
+
+GST_END_TEST;
+
+/* ------------------------------------------------- caps and EOS */
+
+typedef struct {
+  GMutex lock;
+  GPtrArray *caps;      /* caps events seen on the appsink pad */
+  GArray *buffers_before; /* buffers seen before each caps event */
+  guint buffers;
+} CapsLog;
+
+static GstPadProbeReturn log_caps(GstPad *pad, GstPadProbeInfo *info,
+                                  gpointer user_data)
+{
+  CapsLog *log = user_data;
+
+  (void)pad;
+  g_mutex_lock(&log->lock);
+  if (info->type & GST_PAD_PROBE_TYPE_BUFFER) {
+    log->buffers++;
+  } else {
+    GstEvent *event = GST_PAD_PROBE_INFO_EVENT(info);
+    if (GST_EVENT_TYPE(event) == GST_EVENT_CAPS) {
+      GstCaps *caps;
+      gst_event_parse_caps(event, &caps);
+      g_ptr_array_add(log->caps, gst_caps_ref(caps));
+      g_array_append_val(log->buffers_before, log->buffers);
+    }
+  }
+  g_mutex_unlock(&log->lock);
+  return GST_PAD_PROBE_OK;
+}
+
+static void caps_log_attach(CapsLog *log, GstElement *bin, guint device)
+{
+  GstElement *sink = get_n(bin, "out", device);
+  GstPad *pad = gst_element_get_static_pad(sink, "sink");
+
+  memset(log, 0, sizeof *log);
+  g_mutex_init(&log->lock);
+  log->caps = g_ptr_array_new_with_free_func((GDestroyNotify)gst_caps_unref);
+  log->buffers_before = g_array_new(FALSE, FALSE, sizeof(guint));
+  gst_pad_add_probe(pad,
+                    GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM |
+                        GST_PAD_PROBE_TYPE_BUFFER,
+                    log_caps, log, NULL);
+  gst_object_unref(pad);
+  gst_object_unref(sink);
+}
+
+static void caps_log_clear(CapsLog *log)
+{
+  g_ptr_array_unref(log->caps);
+  g_array_unref(log->buffers_before);
+  g_mutex_clear(&log->lock);
+}
+
+static void set_caps(GstElement *bin, guint device, const gchar *caps_str)
+{
+  GstElement *src = get_n(bin, "in", device);
+  GstCaps *caps = gst_caps_from_string(caps_str);
+
+  gst_app_src_set_caps(GST_APP_SRC(src), caps);
+  gst_caps_unref(caps);
+  gst_object_unref(src);
+}
+
+GST_START_TEST(test_caps_renegotiation_reaches_its_pad)
+{
+  const gchar *caps_a = "application/x-rdma-test, device=(int)2, phase=(int)1";
+  const gchar *caps_b = "application/x-rdma-test, device=(int)2, phase=(int)2";
+  const gchar *caps_c = "application/x-rdma-test, device=(int)1, phase=(int)7";
+  const guint devices[] = {1, 2};
+  guint port = test_port();
+  GstElement *rx, *tx1, *tx2;
+  CapsLog log1, log2;
+  GstCaps *expect;
+  Collector c;
+
+  collector_init(&c);
+  rx = receiver_new(port, devices, 2, "", &c);
+  caps_log_attach(&log1, rx, 1);
+  caps_log_attach(&log2, rx, 2);
+  set_state(rx, GST_STATE_PLAYING);
+  tx1 = sender_new(port, 1, "");
+  tx2 = sender_new(port, 2, "");
+  set_caps(tx1, 1, caps_c);
+  set_caps(tx2, 2, caps_a);
+  set_state(tx1, GST_STATE_PLAYING);
+  set_state(tx2, GST_STATE_PLAYING);
+
+  push_frames(tx2, 2, 0, 3, small_size);
+  push_frames(tx1, 1, 0, 3, small_size);
+  fail_unless(collector_wait_frames(&c, 2, 3, WAIT));
+  /* Renegotiate device 2 mid-stream. */
+  set_caps(tx2, 2, caps_b);
+  push_frames(tx2, 2, 3, 3, small_size);
+  push_frames(tx1, 1, 3, 3, small_size);
+  fail_unless(collector_wait_frames(&c, 2, 6, WAIT));
+  fail_unless(collector_wait_frames(&c, 1, 6, WAIT));
+  fail_unless_equals_int(c.bad, 0);
+
+  /* src_2 got A before its first buffer and B before the fourth. */
+  g_mutex_lock(&log2.lock);
+  fail_unless_equals_int(log2.caps->len, 2);
+  expect = gst_caps_from_string(caps_a);
+  fail_unless(gst_caps_is_equal(g_ptr_array_index(log2.caps, 0), expect));
+  gst_caps_unref(expect);
+  expect = gst_caps_from_string(caps_b);
+  fail_unless(gst_caps_is_equal(g_ptr_array_index(log2.caps, 1), expect));
+  gst_caps_unref(expect);
+  fail_unless_equals_int(g_array_index(log2.buffers_before, guint, 0), 0);
+  fail_unless_equals_int(g_array_index(log2.buffers_before, guint, 1), 3);
+  g_mutex_unlock(&log2.lock);
+  /* src_1 saw only its own caps, once. */
+  g_mutex_lock(&log1.lock);
+  fail_unless_equals_int(log1.caps->len, 1);
+  expect = gst_caps_from_string(caps_c);
+  fail_unless(gst_caps_is_equal(g_ptr_array_index(log1.caps, 0), expect));
+  gst_caps_unref(expect);
+  g_mutex_unlock(&log1.lock);
+
+  stop(tx1);
+  stop(tx2);
+  stop(rx);
+  caps_log_clear(&log1);
+  caps_log_clear(&log2);
+  collector_clear(&c);
+}
+
+GST_END_TEST;
+
+GST_START_TEST(test_per_device_eos)
+{
+  const guint devices[] = {0, 1};
+  guint port = test_port();
+  GstElement *rx, *tx0, *tx1;
+  GstMessage *msg;
+  GstStructure *s;
+  gboolean eos0 = FALSE, eos1 = TRUE;
+  Collector c;
+
+  collector_init(&c);
+  rx = receiver_new(port, devices, 2, "", &c);
+  set_state(rx, GST_STATE_PLAYING);
+  tx0 = sender_new(port, 0, "");
+  tx1 = sender_new(port, 1, "");
+  set_state(tx0, GST_STATE_PLAYING);
+  set_state(tx1, GST_STATE_PLAYING);
+
+  push_frames(tx0, 0, 0, 5, small_size);
+  push_frames(tx1, 1, 0, 5, small_size);
+  end_stream(tx0, 0);
+  /* Device 0 ends: its pad gets EOS ... */
+  fail_unless(collector_wait_eos(&c, 0, WAIT));
+  fail_unless_equals_int(collector_frames(&c, 0), 5);
+  /* ... device 1 keeps flowing, and the element has not ended. */
+  push_frames(tx1, 1, 5, 5, small_size);
+  fail_unless(collector_wait_frames(&c, 1, 10, WAIT));
+  fail_if(c.eos[1]);
+  msg = wait_message(rx, GST_MESSAGE_EOS, 300 * GST_MSECOND);
+  fail_unless(msg == NULL, "EOS while device 1 still streams");
+  s = stats_named(rx, "r");
+  fail_unless(gst_structure_get_boolean(device_stats(s, 0), "eos", &eos0));
+  fail_unless(eos0);
+  fail_unless(gst_structure_get_boolean(device_stats(s, 1), "eos", &eos1));
+  fail_if(eos1);
+  gst_structure_free(s);
+
+  /* Device 1 ends too: every pad had EOS, so the pipeline has. */
+  end_stream(tx1, 1);
+  expect_eos(rx);
+  fail_unless(c.eos[1]);
+  fail_unless_equals_int(c.bad, 0);
+
+  stop(tx0);
+  stop(tx1);
+  stop(rx);
+  collector_clear(&c);
+}
+
+GST_END_TEST;
+
+/* ----------------------------------------------- a consumer that holds */
+
+GST_START_TEST(test_held_buffers_and_max_held)
+{
+  const guint devices[] = {3};
+  const guint n = 40;
+  guint port = test_port();
+  GstElement *rx, *tx;
+  GstStructure *s;
+  Collector c;
+
+  collector_init(&c);
+  c.hold = TRUE; /* downstream keeps every buffer */
+  rx = receiver_new(port, devices, 1, "blocks=8 max-held=3", &c);
+  set_state(rx, GST_STATE_PLAYING);
+  tx = sender_new(port, 3, "wait-timeout=2000");
+  set_state(tx, GST_STATE_PLAYING);
+
+  /* Five times the receive blocks: without max-held the sender would stall
+   * behind held blocks after eight frames. */
+  push_frames(tx, 3, 0, n, small_size);
+  fail_unless(collector_wait_frames(&c, 3, n, WAIT), "only %u of %u frames",
+              collector_frames(&c, 3), n);
+  fail_unless_equals_int(c.bad, 0);
+
+  s = stats_named(rx, "r");
+  /* Three blocks are held zero-copy; everything after was copied. */
+  fail_unless_equals_int(uint_field(s, "held"), 3);
+  fail_unless_equals_int(u64(s, "copies"), n - 3);
+  gst_structure_free(s);
+  s = stats_n(tx, "tx", 3);
+  /* The sender saw the held blocks (status 2) and wrote around them. */
+  fail_unless(u64(s, "held-skipped") > 0);
+  fail_unless_equals_int(u64(s, "drops"), 0);
+  fail_unless_equals_int(u64(s, "frames"), n);
+  gst_structure_free(s);
+
+  /* Released downstream, the blocks go back (status 0). */
+  g_mutex_lock(&c.lock);
+  g_ptr_array_set_size(c.held, 0);
+  g_mutex_unlock(&c.lock);
+  s = stats_named(rx, "r");
+  fail_unless_equals_int(uint_field(s, "held"), 0);
+  fail_unless_equals_int(u64(s, "blocks-held"), 0);
+  gst_structure_free(s);
+
+  stop(tx);
+  stop(rx);
+  collector_clear(&c);
+}
+
+GST_END_TEST;
+
+/* ---------------------------------------------------- timestamps */
+
+typedef struct {
+  GMutex lock;
+  GArray *pts, *dts, *duration, *capture;
+  GArray *flags;
+} TimeLog;
+
+static GstFlowReturn log_times(GstAppSink *sink, gpointer user_data)
+{
+  TimeLog *log = user_data;
+  GstSample *sample = gst_app_sink_pull_sample(sink);
+  GstBuffer *buf = gst_sample_get_buffer(sample);
+  GstCaps *unix_caps = gst_caps_new_empty_simple("timestamp/x-unix");
+  GstReferenceTimestampMeta *meta =
+      gst_buffer_get_reference_timestamp_meta(buf, unix_caps);
+  GstClockTime capture = meta ? meta->timestamp : GST_CLOCK_TIME_NONE;
+  guint flags = GST_BUFFER_FLAGS(buf);
+
+  g_mutex_lock(&log->lock);
+  g_array_append_val(log->pts, GST_BUFFER_PTS(buf));
+  g_array_append_val(log->dts, GST_BUFFER_DTS(buf));
+  g_array_append_val(log->duration, GST_BUFFER_DURATION(buf));
+  g_array_append_val(log->capture, capture);
+  g_array_append_val(log->flags, flags);
+  g_mutex_unlock(&log->lock);
+  gst_caps_unref(unix_caps);
+  gst_sample_unref(sample);
+  return GST_FLOW_OK;
+}
+
+GST_START_TEST(test_timestamps_meta_and_latency)
+{
+  /* Irregular on purpose: relative times must survive to the nanosecond. */
+  const GstClockTime pts[] = {
+      10 * GST_SECOND,
+      10 * GST_SECOND + 40 * GST_MSECOND,
+      10 * GST_SECOND + 80 * GST_MSECOND + 1,
+      10 * GST_SECOND + 200 * GST_MSECOND,
+      10 * GST_SECOND + 240 * GST_MSECOND + 7,
+      11 * GST_SECOND + 3,
+  };
+  const guint n = G_N_ELEMENTS(pts);
+  const GstClockTime given_capture = 1700000000123456789ull;
+  GstAppSinkCallbacks cb = {.new_sample = log_times};
+  GstCaps *unix_caps = gst_caps_new_empty_simple("timestamp/x-unix");
+  guint port = test_port();
+  GstElement *rx, *tx, *src, *sink, *element;
+  GstPad *pad;
+  GstClockTime min, max, rt, wall_before;
+  GstQuery *query;
+  gboolean live;
+  TimeLog log;
+  gchar *desc;
+
+  g_mutex_init(&log.lock);
+  log.pts = g_array_new(FALSE, FALSE, sizeof(GstClockTime));
+  log.dts = g_array_new(FALSE, FALSE, sizeof(GstClockTime));
+  log.duration = g_array_new(FALSE, FALSE, sizeof(GstClockTime));
+  log.capture = g_array_new(FALSE, FALSE, sizeof(GstClockTime));
+  log.flags = g_array_new(FALSE, FALSE, sizeof(guint));
+
+  desc = g_strdup_printf("rdmasrc name=r transport=%s address=%s port=%u "
+                         "r.src_6 ! appsink name=out sync=false async=false",
+                         transport, rdma_addr, port);
+  rx = parse(desc);
+  g_free(desc);
+  sink = gst_bin_get_by_name(GST_BIN(rx), "out");
+  gst_app_sink_set_callbacks(GST_APP_SINK(sink), &cb, &log, NULL);
+  set_state(rx, GST_STATE_PLAYING);
+
+  desc = g_strdup_printf(
+      "appsrc name=in format=time caps=video/x-raw,format=GRAY8,width=16,"
+      "height=16,framerate=25/1 ! rdmasink name=tx transport=%s host=%s "
+      "port=%u device-id=6 sync=false",
+      transport, rdma_addr, port);
+  tx = parse(desc);
+  g_free(desc);
+  set_state(tx, GST_STATE_PLAYING);
+  src = gst_bin_get_by_name(GST_BIN(tx), "in");
+
+  wall_before = (GstClockTime)g_get_real_time() * GST_USECOND;
+  for (guint i = 0; i < n; i++) {
+    GstBuffer *buf = gst_buffer_new_allocate(NULL, 256, NULL);
+    gst_buffer_memset(buf, 0, (guint8)i, 256);
+    GST_BUFFER_PTS(buf) = pts[i];
+    GST_BUFFER_DTS(buf) = pts[i] - 5 * GST_MSECOND;
+    GST_BUFFER_DURATION(buf) = (i + 1) * GST_MSECOND;
+    if (i % 2)
+      GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DELTA_UNIT);
+    if (i == 2)
+      gst_buffer_add_reference_timestamp_meta(buf, unix_caps, given_capture,
+                                              GST_CLOCK_TIME_NONE);
+    fail_unless_equals_int(gst_app_src_push_buffer(GST_APP_SRC(src), buf),
+                           GST_FLOW_OK);
+  }
+  gst_app_src_end_of_stream(GST_APP_SRC(src));
+  expect_eos(rx);
+
+  g_mutex_lock(&log.lock);
+  fail_unless_equals_int(log.pts->len, n);
+  rt = gst_clock_get_time(GST_ELEMENT_CLOCK(rx)) - gst_element_get_base_time(rx);
+  for (guint i = 0; i < n; i++) {
+    GstClockTime p = g_array_index(log.pts, GstClockTime, i);
+    GstClockTime d = g_array_index(log.dts, GstClockTime, i);
+    GstClockTime p0 = g_array_index(log.pts, GstClockTime, 0);
+    guint flags = g_array_index(log.flags, guint, i);
+    GstClockTime cap = g_array_index(log.capture, GstClockTime, i);
+
+    /* Exactly the sender's distances, PTS and DTS alike. */
+    fail_unless_equals_uint64(p - p0, pts[i] - pts[0]);
+    fail_unless_equals_uint64(p - d, 5 * GST_MSECOND);
+    fail_unless_equals_uint64(g_array_index(log.duration, GstClockTime, i),
+                              (i + 1) * GST_MSECOND);
+    fail_unless_equals_int(!!(flags & GST_BUFFER_FLAG_DELTA_UNIT), i % 2);
+    if (i == 0) {
+      fail_unless(flags & GST_BUFFER_FLAG_DISCONT);
+    }
+    /* The capture time: the sender's own meta, else its wall clock. */
+    if (i == 2) {
+      fail_unless_equals_uint64(cap, given_capture);
+    } else {
+      fail_unless(cap >= wall_before - GST_SECOND &&
+                      cap <= wall_before + 10 * GST_SECOND,
+                  "capture time %" G_GUINT64_FORMAT " not near now", cap);
+    }
+  }
+  /* The first buffer started near this pipeline's running time (the
+   * sender's 10 s did not carry over). */
+  fail_unless(g_array_index(log.pts, GstClockTime, 0) <= rt);
+  fail_unless(rt - g_array_index(log.pts, GstClockTime, 0) < 5 * GST_SECOND);
+  g_mutex_unlock(&log.lock);
+
+  /* Live, one frame (25/1) of minimum latency; on the pad and the element. */
+  query = gst_query_new_latency();
+  element = get(rx, "r");
+  fail_unless(gst_element_query(element, query));
+  gst_object_unref(element);
+  gst_query_parse_latency(query, &live, &min, &max);
+  fail_unless(live);
+  fail_unless_equals_uint64(min, 40 * GST_MSECOND);
+  gst_query_unref(query);
+  query = gst_query_new_latency();
+  pad = gst_element_get_static_pad(sink, "sink");
+  fail_unless(gst_pad_peer_query(pad, query));
+  gst_object_unref(pad);
+  gst_query_parse_latency(query, &live, &min, &max);
+  fail_unless(live);
+  fail_unless_equals_uint64(min, 40 * GST_MSECOND);
+  gst_query_unref(query);
+
+  gst_object_unref(src);
+  gst_object_unref(sink);
+  gst_caps_unref(unix_caps);
+  stop(tx);
+  stop(rx);
+  g_array_unref(log.pts);
+  g_array_unref(log.dts);
+  g_array_unref(log.duration);
+  g_array_unref(log.capture);
+  g_array_unref(log.flags);
+  g_mutex_clear(&log.lock);
+}
+
+GST_END_TEST;
+
+/* ------------------------------------------------------- failures */
+
+typedef struct {
+  GstElement *pipeline;
+  guint device;
+  gint stop;
+} Pusher;
+
+/* Pushes a frame every 10 ms until told to stop, like a live camera. */
+static gpointer pusher_thread(gpointer data)
+{
+  Pusher *p = data;
+  GstElement *src = get_n(p->pipeline, "in", p->device);
+
+  for (guint f = 0; !g_atomic_int_get(&p->stop); f++) {
+    GstBuffer *buf = make_frame(p->device, f, small_size(p->device, f));
+    GST_BUFFER_PTS(buf) = f * 10 * GST_MSECOND;
+    gst_app_src_push_buffer(GST_APP_SRC(src), buf);
+    g_usleep(10000);
+  }
+  gst_object_unref(src);
+  return NULL;
+}
+
+/* Frames arrive in order but not from frame 0 (the new receiver joins
+ * mid-stream): only bytes and order matter. */
+static GstFlowReturn count_any(GstAppSink *sink, gpointer user_data)
+{
+  Collector *c = user_data;
+  GstSample *sample = gst_app_sink_pull_sample(sink);
+  guint device = 0, frame = 0;
+  gboolean ok = check_frame(gst_sample_get_buffer(sample), &device, &frame);
+
+  g_mutex_lock(&c->lock);
+  if (!ok || (c->frames[device] > 0 && frame < c->next[device]))
+    c->bad++;
+  c->next[device] = frame + 1;
+  c->frames[device]++;
+  g_cond_broadcast(&c->cond);
+  g_mutex_unlock(&c->lock);
+  gst_sample_unref(sample);
+  return GST_FLOW_OK;
+}
+
+static GstElement *restartable_receiver(guint port, guint device, Collector *c)
+{
+  GstAppSinkCallbacks cb = {.new_sample = count_any};
+  gchar *desc = g_strdup_printf("rdmasrc name=r transport=%s address=%s "
+                                "port=%u r.src_%u ! appsink name=out "
+                                "sync=false async=false",
+                                transport, rdma_addr, port, device);
+  GstElement *rx = parse(desc);
+  GstElement *sink = gst_bin_get_by_name(GST_BIN(rx), "out");
+
+  gst_app_sink_set_callbacks(GST_APP_SINK(sink), &cb, c, NULL);
+  gst_object_unref(sink);
+  g_free(desc);
+  return rx;
+}
+
+GST_START_TEST(test_receiver_restart_reconnects)
+{
+  guint port = test_port();
+  GstElement *rx, *tx;
+  GstMessage *msg;
+  GstStructure *s;
+  Pusher pusher;
+  GThread *thread;
+  Collector a, b;
+  GError *err = NULL;
+  gchar *dbg = NULL;
+
+  collector_init(&a);
+  collector_init(&b);
+  rx = restartable_receiver(port, 4, &a);
+  set_state(rx, GST_STATE_PLAYING);
+  tx = sender_new(port, 4, "reconnect=true");
+  set_state(tx, GST_STATE_PLAYING);
+  pusher = (Pusher){.pipeline = tx, .device = 4};
+  thread = g_thread_new("pusher", pusher_thread, &pusher);
+  fail_unless(collector_wait_frames(&a, 4, 10, WAIT));
+
+  /* The receiver goes away mid-stream ... */
+  stop(rx);
+  msg = wait_message(tx, GST_MESSAGE_WARNING, WAIT);
+  fail_unless(msg != NULL, "no warning from the sink");
+  gst_message_parse_warning(msg, &err, &dbg);
+  fail_unless(strstr(err->message, "reconnecting") != NULL, "%s", err->message);
+  g_clear_error(&err);
+  g_free(dbg);
+  gst_message_unref(msg);
+  g_usleep(200000); /* frames keep coming meanwhile: dropped, counted */
+
+  /* ... and a new one takes its port: frames resume there, with caps. */
+  rx = restartable_receiver(port, 4, &b);
+  set_state(rx, GST_STATE_PLAYING);
+  fail_unless(collector_wait_frames(&b, 4, 10, WAIT),
+              "no frames at the new receiver");
+  fail_unless_equals_int(a.bad + b.bad, 0);
+
+  g_atomic_int_set(&pusher.stop, 1);
+  g_thread_join(thread);
+  s = stats_n(tx, "tx", 4);
+  fail_unless(u64(s, "reconnects") >= 1);
+  fail_unless(u64(s, "reconnect-drops") > 0);
+  fail_unless(gst_structure_has_field(s, "connected"));
+  gst_structure_free(s);
+  /* No error anywhere. */
+  msg = wait_message(tx, GST_MESSAGE_ERROR, 0);
+  fail_unless(msg == NULL);
+
+  stop(tx);
+  stop(rx);
+  collector_clear(&a);
+  collector_clear(&b);
+}
+
+GST_END_TEST;
+
+GST_START_TEST(test_receiver_gone_without_reconnect_is_an_error)
+{
+  guint port = test_port();
+  GstElement *rx, *tx;
+  GstMessage *msg;
+  Pusher pusher;
+  GThread *thread;
+  GError *err = NULL;
+  Collector a;
+
+  collector_init(&a);
+  rx = restartable_receiver(port, 4, &a);
+  set_state(rx, GST_STATE_PLAYING);
+  tx = sender_new(port, 4, "reconnect=false");
+  set_state(tx, GST_STATE_PLAYING);
+  pusher = (Pusher){.pipeline = tx, .device = 4};
+  thread = g_thread_new("pusher", pusher_thread, &pusher);
+  fail_unless(collector_wait_frames(&a, 4, 5, WAIT));
+
+  stop(rx);
+  msg = wait_message(tx, GST_MESSAGE_ERROR, WAIT);
+  fail_unless(msg != NULL, "no error after the receiver left");
+  gst_message_parse_error(msg, &err, NULL);
+  fail_unless(g_error_matches(err, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_WRITE),
+              "%s", err->message);
+  g_clear_error(&err);
+  gst_message_unref(msg);
+
+  g_atomic_int_set(&pusher.stop, 1);
+  g_thread_join(thread);
+  stop(tx);
+  collector_clear(&a);
+}
+
+GST_END_TEST;
+
+GST_START_TEST(test_no_receiver_at_start)
+{
+  guint port = test_port();
+  gchar *address = g_strdup_printf("%s:%u", rdma_addr, port);
+  GstElement *tx = sender_new(port, 0, "connect-timeout=1000");
+  GstMessage *msg;
+  GError *err = NULL;
+  gchar *dbg = NULL;
+  gint64 t0 = g_get_monotonic_time(), ms;
+
+  /* Nobody listens on the port, and no data flows: the error still comes,
+   * from the connection's own thread, once connect-timeout is over. */
+  set_state(tx, GST_STATE_PLAYING);
+  msg = wait_message(tx, GST_MESSAGE_ERROR, WAIT);
+  ms = (g_get_monotonic_time() - t0) / 1000;
+  fail_unless(msg != NULL, "no error without a receiver");
+  gst_message_parse_error(msg, &err, &dbg);
+  fail_unless(
+      g_error_matches(err, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_OPEN_WRITE),
+      "%s", err->message);
+  fail_unless(strstr(err->message, address) != NULL, "%s", err->message);
+  fail_unless(dbg && strstr(dbg, address) != NULL, "%s", dbg);
+  /* The debug text carries what the transport said. */
+  if (g_str_equal(transport, "shm")) {
+    fail_unless(strstr(dbg, "no receiver listening") != NULL, "%s", dbg);
+  }
+  fail_unless(ms >= 900 && ms < 4000, "error after %" G_GINT64_FORMAT " ms",
+              ms);
+  g_clear_error(&err);
+  g_free(dbg);
+  gst_message_unref(msg);
+  stop(tx);
+  g_free(address);
+}
+
+GST_END_TEST;
+
+GST_START_TEST(test_same_device_twice_is_busy)
+{
+  guint port = test_port();
+  GString *desc = g_string_new(NULL);
+  gchar *address = g_strdup_printf("%s:%u", rdma_addr, port);
+  GstElement *pipeline;
+  GstMessage *msg;
+  GError *err = NULL;
+
+  /* Two sinks, one connection, one device number: the second can't start. */
+  g_string_append_printf(desc,
+                         "appsrc ! rdmasink name=a transport=%s host=%s "
+                         "port=%u device-id=7 connect-timeout=500 "
+                         "appsrc ! rdmasink name=b transport=%s host=%s "
+                         "port=%u device-id=7 connect-timeout=500",
+                         transport, rdma_addr, port, transport, rdma_addr,
+                         port);
+  pipeline = parse(desc->str);
+  g_string_free(desc, TRUE);
+  fail_unless_equals_int(gst_element_set_state(pipeline, GST_STATE_PAUSED),
+                         GST_STATE_CHANGE_FAILURE);
+  msg = wait_message(pipeline, GST_MESSAGE_ERROR, WAIT);
+  fail_unless(msg != NULL);
+  gst_message_parse_error(msg, &err, NULL);
+  fail_unless(g_error_matches(err, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_BUSY),
+              "%s", err->message);
+  fail_unless(strstr(err->message, "Device 7") != NULL, "%s", err->message);
+  fail_unless(strstr(err->message, address) != NULL, "%s", err->message);
+  g_clear_error(&err);
+  gst_message_unref(msg);
+  stop(pipeline);
+  g_free(address);
+}
+
+GST_END_TEST;
+
+/* ------------------------------------------------- bad properties */
+
+GST_START_TEST(test_bad_properties)
+{
+  GstElement *sink = gst_element_factory_make("rdmasink", NULL);
+  GstElement *src = gst_element_factory_make("rdmasrc", NULL);
+  GstElement *pipeline, *sink2;
+  GError *err = NULL;
+  guint device;
+  gint value;
+
+  fail_unless(sink != NULL && src != NULL);
+
+  /* device-id 300 is outside the spec's range: GObject warns and keeps the
+   * old value. */
+  g_object_set(sink, "device-id", 5, NULL);
+  ASSERT_WARNING(g_object_set(sink, "device-id", 300, NULL));
+  g_object_get(sink, "device-id", &device, NULL);
+  fail_unless_equals_int(device, 5);
+
+  /* Enum properties take their nicks ... */
+  gst_util_set_object_arg(G_OBJECT(sink), "transport", "shm");
+  g_object_get(sink, "transport", &value, NULL);
+  fail_unless_equals_int(value, 1);
+  gst_util_set_object_arg(G_OBJECT(sink), "mechanism", "sliding-window");
+  g_object_get(sink, "mechanism", &value, NULL);
+  fail_unless_equals_int(value, 1);
+  /* ... and nothing else: an unknown one doesn't parse, the value stays. */
+  gst_util_set_object_arg(G_OBJECT(sink), "transport", "infiniband-magic");
+  g_object_get(sink, "transport", &value, NULL);
+  fail_unless_equals_int(value, 1);
+  gst_util_set_object_arg(G_OBJECT(src), "transport", "tcp");
+  g_object_get(src, "transport", &value, NULL);
+  fail_unless_equals_int(value, 0);
+
+  /* On a launch line it is a clear error naming property and value. */
+  pipeline = gst_parse_launch("fakesrc ! rdmasink transport=infiniband-magic",
+                              &err);
+  fail_unless(err != NULL);
+  fail_unless(strstr(err->message, "transport") != NULL, "%s", err->message);
+  fail_unless(strstr(err->message, "infiniband-magic") != NULL, "%s",
+              err->message);
+  g_clear_error(&err);
+  if (pipeline)
+    gst_object_unref(pipeline);
+  pipeline = gst_parse_launch("rdmasrc mechanism=round-robin ! fakesink", &err);
+  fail_unless(err != NULL);
+  fail_unless(strstr(err->message, "mechanism") != NULL, "%s", err->message);
+  g_clear_error(&err);
+  if (pipeline)
+    gst_object_unref(pipeline);
+  /* An out-of-range number deserializes, so the launch line gets GObject's
+   * range warning and the element keeps its default. */
+  ASSERT_WARNING(pipeline = gst_parse_launch(
+                     "fakesrc ! rdmasink name=s device-id=300", &err));
+  fail_unless(pipeline != NULL);
+  g_clear_error(&err);
+  sink2 = gst_bin_get_by_name(GST_BIN(pipeline), "s");
+  g_object_get(sink2, "device-id", &device, NULL);
+  fail_unless_equals_int(device, 0);
+  gst_object_unref(sink2);
+  gst_object_unref(pipeline);
+
+  gst_object_unref(sink);
+  gst_object_unref(src);
+}
+
+GST_END_TEST;
+
+static Suite *rdma_elements_suite(void)
+{
+  Suite *s = suite_create("rdma-elements");
+  TCase *tc = tcase_create("general");
+
+  transport = g_getenv("SBR_TEST_TRANSPORT");
+  if (!transport || !*transport)
+    transport = "shm";
+  rdma_addr = g_getenv("SBR_RDMA_ADDR");
+  if (!rdma_addr || !*rdma_addr)
+    rdma_addr = "127.0.0.1";
+
+  /* Each test takes well under 10 s over shm; Soft-RoCE is slower. */
+  tcase_set_timeout(tc, 60);
+  suite_add_tcase(s, tc);
+  tcase_add_test(tc, test_bad_properties);
+  tcase_add_test(tc, test_twelve_sinks_one_pipeline);
+  tcase_add_test(tc, test_twelve_sinks_twelve_pipelines);
+  tcase_add_test(tc, test_allocation_query_and_both_paths);
+  tcase_add_test(tc, test_videotestsrc_zero_copy);
+  tcase_add_test(tc, test_caps_renegotiation_reaches_its_pad);
+  tcase_add_test(tc, test_per_device_eos);
+  tcase_add_test(tc, test_held_buffers_and_max_held);
+  tcase_add_test(tc, test_timestamps_meta_and_latency);
+  tcase_add_test(tc, test_receiver_restart_reconnects);
+  tcase_add_test(tc, test_receiver_gone_without_reconnect_is_an_error);
+  tcase_add_test(tc, test_no_receiver_at_start);
+  tcase_add_test(tc, test_same_device_twice_is_busy);
+  return s;
+}
+
+GST_CHECK_MAIN(rdma_elements);
