@@ -37,7 +37,7 @@ void sbr__backoff_config_fill(struct sbr_backoff_config *cfg)
   if (cfg->min_sleep_us == 0)
     cfg->min_sleep_us = 10;
   if (cfg->max_sleep_us == 0)
-    cfg->max_sleep_us = 500;
+    cfg->max_sleep_us = 1000;
   if (cfg->max_sleep_us < cfg->min_sleep_us)
     cfg->max_sleep_us = cfg->min_sleep_us;
 }

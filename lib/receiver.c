@@ -25,8 +25,11 @@
 #define DEFAULT_BLOCK_COUNT 16
 #define DEFAULT_BLOCK_SIZE (1u << 20)
 #define DEFAULT_MAX_LANES 8
-/* While busy, look for connects/disconnects this often. */
-#define EVENT_CHECK_NS 1000000u
+/* While serving senders, look for connects/disconnects this often. */
+#define EVENT_CHECK_NS 10000000u
+/* With no sender at all, wait for one in slices this long (ms): the bound
+ * on how late a wakeup or timeout is noticed while idle. */
+#define IDLE_LISTEN_MS 10
 
 void sbr_receiver_config_init(struct sbr_receiver_config *cfg)
 {
@@ -221,13 +224,15 @@ static void lane_disconnected(struct sbr__lane *lane)
   lane->disconnected = true;
 }
 
-/* Connects and disconnects; non-blocking. */
-static void handle_events(struct sbr_receiver *r)
+/* Connects and disconnects.  The first look may wait wait_ms: a receiver
+ * with no sender sleeps in the listener's poll instead of spinning. */
+static void handle_events(struct sbr_receiver *r, int wait_ms)
 {
   for (;;) {
     struct sbr__listen_event ev;
     memset(&ev, 0, sizeof ev);
-    int ret = r->ops->get_event(r->listener, 0, &ev);
+    int ret = r->ops->get_event(r->listener, wait_ms, &ev);
+    wait_ms = 0;
     if (ret < 0 || ev.type == SBR__EV_NONE)
       return;
     if (ev.type == SBR__EV_CONNECT_REQUEST) {
@@ -443,9 +448,15 @@ int sbr_receiver_next(sbr_receiver *r, int timeout_ms, sbr_block **out)
     if (atomic_exchange(&r->wakeup, false))
       return -EINTR;
     uint64_t now = sbr__now_ns();
-    if (now - r->last_event_check_ns >= EVENT_CHECK_NS || !r->lanes) {
+    if (!r->lanes) {
+      /* Nobody connected: block on the listener, in short slices so a
+       * wakeup or the deadline is noticed soon. */
+      int wait = now >= deadline ? 0 : (int)((deadline - now) / 1000000u);
+      handle_events(r, wait < IDLE_LISTEN_MS ? wait : IDLE_LISTEN_MS);
+      r->last_event_check_ns = sbr__now_ns();
+    } else if (now - r->last_event_check_ns >= EVENT_CHECK_NS) {
       r->last_event_check_ns = now;
-      handle_events(r);
+      handle_events(r, 0);
     }
     for (struct sbr__lane *l = r->lanes, *next; l; l = next) {
       next = l->next;

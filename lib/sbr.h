@@ -113,7 +113,7 @@ int sbr_mechanism_from_name(const char *name, enum sbr_mechanism *out);
 struct sbr_backoff_config {
   uint32_t spin_us;      /* default 20 */
   uint32_t min_sleep_us; /* default 10 */
-  uint32_t max_sleep_us; /* default 500 */
+  uint32_t max_sleep_us; /* default 1000 */
 };
 
 /* Fault injection, honoured by the shm back end only (tests, studies). */
