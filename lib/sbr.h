@@ -136,6 +136,10 @@ struct sbr_sender_config {
   uint32_t block_size_hint;  /* asked of the receiver, 0 = its choice */
   uint32_t block_count_hint; /* asked of the receiver, 0 = its choice */
   int connect_timeout_ms;    /* default 5000 */
+  /* Status-byte: issue the status READ as soon as this many or fewer
+   * receive blocks are known free, overlapped with writes.  0 = only when
+   * none is (the paper's sync-when-empty). */
+  uint32_t read_ahead;
   enum sbr_backpressure backpressure;
   int wait_timeout_ms; /* WAIT: give up after this, default 1000 */
   struct sbr_backoff_config backoff;

@@ -14,11 +14,17 @@
  * signaled status WRITE's completion covers the data WRITE before it, so the
  * send block is reused only after it (rule 6).
  *
- * When the cache has no 0, one RDMA READ copies the receiver's whole status
- * array into the cache.  Nothing is posted while it is in flight.  A READ
- * that finds no free block is repeated only after a back-off, so a stalled
- * receiver isn't hammered.  After (re)connect the cache starts all-busy, so
- * the first post is preceded by a READ (rule 7).
+ * When the cache has no 0, one RDMA READ fetches the receiver's whole status
+ * array (the paper's sync-when-empty).  With read_ahead = k > 0 the READ is
+ * issued as soon as k or fewer cached blocks are free, and writes go on
+ * while it is in flight (the CoNEXT '24 observation: a READ round trip
+ * hurts more than writes as RTT grows, so hide it).  The READ lands in its
+ * own buffer; when it completes, the result replaces the cache except for
+ * blocks written after the READ was posted: RC executes the READ after the
+ * writes posted before it but says nothing of later ones, so those stay 1.
+ * A READ that finds no free block is repeated only after a back-off, so a
+ * stalled receiver isn't hammered.  After (re)connect the cache starts
+ * all-busy, so the first post is preceded by a READ (rule 7).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -31,10 +37,13 @@
 #define POLL_BATCH 32
 
 struct status_byte_state {
-  uint8_t *cache;           /* cached receiver status array, READ target */
-  struct sbr__mr *cache_mr; /* its registration */
+  uint8_t *cache;           /* cached receiver status array */
+  uint32_t cache_free;      /* zeros in cache */
+  uint8_t *read_buf;        /* status READ target, block_count bytes */
+  struct sbr__mr *read_mr;  /* its registration */
+  bool *written_since_read; /* posted after the READ in flight was */
   uint32_t cursor;          /* next receive block to try */
-  bool read_in_flight;      /* a status READ is posted, cache is the NIC's */
+  bool read_in_flight;      /* a status READ is posted */
   uint64_t read_posted_ns;  /* for sync latency */
   uint64_t next_read_ns;    /* earliest next READ after a fruitless one */
   uint32_t retry_us;        /* current back-off between fruitless READs */
@@ -42,23 +51,36 @@ struct status_byte_state {
 
 static const uint8_t status_data = SBR__STATUS_DATA;
 
+static void free_state(struct sbr_sender *s, struct status_byte_state *st)
+{
+  if (st->read_mr)
+    s->ops->dereg_mr(st->read_mr);
+  free(st->read_buf);
+  free(st->written_since_read);
+  free(st->cache);
+  free(st);
+}
+
 static int sb_start(struct sbr_sender *s)
 {
+  uint32_t n = s->lane.block_count;
   struct status_byte_state *st = calloc(1, sizeof *st);
   if (!st)
     return -ENOMEM;
-  st->cache = malloc(s->lane.block_count);
-  if (!st->cache) {
-    free(st);
+  st->cache = malloc(n);
+  st->read_buf = malloc(n);
+  st->written_since_read = calloc(n, sizeof *st->written_since_read);
+  if (!st->cache || !st->read_buf || !st->written_since_read) {
+    free_state(s, st);
     return -ENOMEM;
   }
   /* Rule 7: nothing is known about the lane until a READ says so. */
-  memset(st->cache, SBR__STATUS_DATA, s->lane.block_count);
-  int ret = s->ops->reg_mr(s->conn, st->cache, s->lane.block_count,
-                           SBR__ACCESS_LOCAL_WRITE, &st->cache_mr);
+  memset(st->cache, SBR__STATUS_DATA, n);
+  st->cache_free = 0;
+  int ret = s->ops->reg_mr(s->conn, st->read_buf, n, SBR__ACCESS_LOCAL_WRITE,
+                           &st->read_mr);
   if (ret < 0) {
-    free(st->cache);
-    free(st);
+    free_state(s, st);
     return ret;
   }
   st->retry_us = s->cfg.backoff.min_sleep_us;
@@ -71,9 +93,7 @@ static void sb_stop(struct sbr_sender *s)
   struct status_byte_state *st = s->engine_state;
   if (!st)
     return;
-  s->ops->dereg_mr(st->cache_mr);
-  free(st->cache);
-  free(st);
+  free_state(s, st);
   s->engine_state = NULL;
 }
 
@@ -95,9 +115,9 @@ static int post_status_read(struct sbr_sender *s, struct status_byte_state *st)
   struct sbr__wr wr = {
       .wr_id = READ_WR_ID,
       .opcode = SBR__OP_READ,
-      .local_addr = st->cache,
+      .local_addr = st->read_buf,
       .length = s->lane.block_count,
-      .lkey = st->cache_mr->lkey,
+      .lkey = st->read_mr->lkey,
       .remote_addr = s->lane.status_addr,
       .rkey = s->lane.status_rkey,
       .signaled = true,
@@ -107,6 +127,11 @@ static int post_status_read(struct sbr_sender *s, struct status_byte_state *st)
     return ret;
   st->read_in_flight = true;
   st->read_posted_ns = sbr__now_ns();
+  memset(st->written_since_read, 0,
+         s->lane.block_count * sizeof *st->written_since_read);
+  pthread_mutex_lock(&s->lock);
+  s->stats.wr_posted++;
+  pthread_mutex_unlock(&s->lock);
   return 0;
 }
 
@@ -118,11 +143,15 @@ static void read_completed(struct sbr_sender *s, struct status_byte_state *st)
   /* What the sync found: held (2) and unconsumed (1) blocks are skipped
    * until the next one. */
   uint32_t held = 0, busy = 0;
+  st->cache_free = 0;
   for (uint32_t i = 0; i < s->lane.block_count; i++) {
+    if (!st->written_since_read[i])
+      st->cache[i] = st->read_buf[i];
     held += st->cache[i] == SBR__STATUS_HELD;
     busy += st->cache[i] == SBR__STATUS_DATA;
+    st->cache_free += st->cache[i] == SBR__STATUS_EMPTY;
   }
-  bool any_free = held + busy < s->lane.block_count;
+  bool any_free = st->cache_free > 0;
   if (any_free) {
     st->retry_us = s->cfg.backoff.min_sleep_us;
     st->next_read_ns = 0;
@@ -172,6 +201,9 @@ static int post_block(struct sbr_sender *s, struct status_byte_state *st,
   if (ret < 0)
     return ret;
   st->cache[i] = SBR__STATUS_DATA; /* at post time, as the design says */
+  st->cache_free--;
+  if (st->read_in_flight)
+    st->written_since_read[i] = true;
   st->cursor = (i + 1) % s->lane.block_count;
   return 0;
 }
@@ -199,23 +231,14 @@ static int sb_progress(struct sbr_sender *s)
       sbr__sender_block_done(s, (uint32_t)wc[k].wr_id);
     progress++;
   }
-  if (st->read_in_flight)
-    return progress;
-
   struct sbr_send_block *b;
+  bool waiting = false; /* a block is queued and no free one is known */
+  int posted = 0;
   while ((b = sbr__sender_take_queued(s)) != NULL) {
     int i = find_free(s, st);
     if (i < 0) {
       sbr__sender_requeue_front(s, b);
-      if (sbr__now_ns() >= st->next_read_ns) {
-        int ret = post_status_read(s, st);
-        if (ret < 0)
-          return ret;
-        pthread_mutex_lock(&s->lock);
-        s->stats.wr_posted++;
-        pthread_mutex_unlock(&s->lock);
-        progress++;
-      }
+      waiting = true;
       break;
     }
     sbr__sender_count_post(s, b, 2);
@@ -224,6 +247,16 @@ static int sb_progress(struct sbr_sender *s)
       sbr__sender_requeue_front(s, b);
       return ret;
     }
+    posted++;
+  }
+  progress += posted;
+  /* Sync when a block waits for a free one, or early when read-ahead asks
+   * for it while blocks are flowing. */
+  bool want = waiting || (posted > 0 && st->cache_free <= s->cfg.read_ahead);
+  if (want && !st->read_in_flight && sbr__now_ns() >= st->next_read_ns) {
+    int ret = post_status_read(s, st);
+    if (ret < 0)
+      return ret;
     progress++;
   }
   return progress;

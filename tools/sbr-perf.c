@@ -116,6 +116,7 @@ struct options {
   double timeout_s; /* 0: wait forever */
   uint32_t delay_us;
   uint32_t fail_after;
+  uint32_t read_ahead;
   bool json;
   int verbose;
 };
@@ -329,6 +330,7 @@ enum {
   OPT_TIMEOUT,
   OPT_DELAY_US,
   OPT_FAIL_AFTER,
+  OPT_READ_AHEAD,
   OPT_JSON,
   OPT_HELP,
   OPT_VERSION,
@@ -355,6 +357,7 @@ static const struct option long_options[] = {
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"delay-us", required_argument, NULL, OPT_DELAY_US},
     {"fail-after", required_argument, NULL, OPT_FAIL_AFTER},
+    {"read-ahead", required_argument, NULL, OPT_READ_AHEAD},
     {"json", no_argument, NULL, OPT_JSON},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, OPT_HELP},
@@ -384,6 +387,7 @@ static const unsigned option_modes[OPT_END - OPT_BACKEND] = {
     [OPT_TIMEOUT - OPT_BACKEND] = MODE_RECEIVE,
     [OPT_DELAY_US - OPT_BACKEND] = MODE_SEND,
     [OPT_FAIL_AFTER - OPT_BACKEND] = MODE_SEND,
+    [OPT_READ_AHEAD - OPT_BACKEND] = MODE_SEND,
     [OPT_JSON - OPT_BACKEND] = MODE_BOTH,
     [OPT_HELP - OPT_BACKEND] = MODE_BOTH,
     [OPT_VERSION - OPT_BACKEND] = MODE_BOTH,
@@ -443,6 +447,8 @@ static void usage(FILE *f)
           "block\n"
           "  --drop                       drop at once when no block is free\n"
           "  --delay-us N, --fail-after N shm fault injection\n"
+          "  --read-ahead N               status READ when <= N blocks are\n"
+          "                               known free (0: when none) [0]\n"
           "\n"
           "BYTES take a k, M or G suffix (powers of 1024).  Exit status: 0 "
           "success,\n"
@@ -605,6 +611,10 @@ static void parse_option(struct options *o, int c, const char *arg)
   case OPT_FAIL_AFTER:
     o->fail_after =
         (uint32_t)parse_uint("--fail-after", arg, 0, UINT32_MAX, false);
+    break;
+  case OPT_READ_AHEAD:
+    o->read_ahead =
+        (uint32_t)parse_uint("--read-ahead", arg, 0, UINT32_MAX, false);
     break;
   case OPT_JSON:
     o->json = true;
@@ -796,6 +806,7 @@ static int connect_sender(const struct options *o, sbr_sender **out)
   cfg.backpressure = o->drop ? SBR_BACKPRESSURE_DROP : SBR_BACKPRESSURE_WAIT;
   cfg.faults.delay_us = o->delay_us;
   cfg.faults.fail_after_wrs = o->fail_after;
+  cfg.read_ahead = o->read_ahead;
 
   char errbuf[256];
   uint64_t give_up = mono_ns() + CONNECT_RETRY_MS * 1000000ull;
