@@ -156,6 +156,48 @@ static void devices_arrive_in_order(void)
   sbr_receiver_free(r);
 }
 
+/* One frame every 100 us: the queue is mostly empty, so blocks get posted
+ * one by one while a READ is in flight. */
+static void *paced_producer_thread(void *arg)
+{
+  struct producer *p = arg;
+  for (unsigned i = 0; i < p->frames; i++) {
+    ASSERT_OK(fixture_send(p->s, p->device, i, p->len));
+    usleep(100);
+  }
+  return NULL;
+}
+
+static void read_ahead_sync_overlaps_writes_without_overwriting(void)
+{
+  /* A READ issued while writes are in flight must not hand back, as free,
+   * a block written after it was posted: every frame is verified. */
+  uint16_t port = fixture_port();
+  sbr_receiver *r = new_receiver(port, 4, 4 * KIB, SBR_MECH_STATUS_BYTE);
+  struct sbr_sender_config sc;
+  fixture_sender_config(&sc, port);
+  sc.read_ahead = 3;
+  sc.send_blocks = 8;
+  sc.faults.delay_us = 200; /* READs and writes overlap for real */
+  sbr_sender *s = fixture_sender(r, &sc);
+  struct producer p = {s, 0, 200, 1500};
+  pthread_t t;
+  ASSERT(pthread_create(&t, NULL, paced_producer_thread, &p) == 0);
+  for (unsigned i = 0; i < p.frames; i++) {
+    struct sbr_frame f;
+    next_frame_ok(r, &f);
+    ASSERT_EQ(fixture_check_frame(&f), i);
+    usleep(300); /* a slow consumer: blocks stay busy across READs */
+    sbr_frame_release(&f);
+  }
+  pthread_join(t, NULL);
+  struct sbr_sender_stats ss;
+  sbr_sender_get_stats(s, &ss);
+  ASSERT(ss.sync_reads > 10);
+  sbr_sender_free(s);
+  sbr_receiver_free(r);
+}
+
 static void held_block_is_skipped_and_reused_after_release(void)
 {
   uint16_t port = fixture_port();
@@ -670,6 +712,8 @@ int main(int argc, char **argv)
       {"frame_larger_than_half_the_lane_is_copied",
        frame_larger_than_half_the_lane_is_copied},
       {"devices_arrive_in_order", devices_arrive_in_order},
+      {"read_ahead_sync_overlaps_writes_without_overwriting",
+       read_ahead_sync_overlaps_writes_without_overwriting},
       {"held_block_is_skipped_and_reused_after_release",
        held_block_is_skipped_and_reused_after_release},
       {"backpressure_drop_counts_what_it_drops",
