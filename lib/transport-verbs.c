@@ -199,6 +199,33 @@ static int set_nonblocking(int fd)
   return 0;
 }
 
+/* A new event channel whose fd never blocks: every wait here polls it with
+ * a deadline, and nothing may sleep in rdma_get_cm_event.  Returns 0 or a
+ * negative errno with errbuf naming where. */
+static int open_channel(const char *hostport, struct rdma_event_channel **out,
+                        char *errbuf, size_t errlen)
+{
+  struct rdma_event_channel *ch = rdma_create_event_channel();
+  if (!ch) {
+    int ret = neg_errno(ENODEV);
+    sbr__errf(errbuf, errlen,
+              "rdma_cm: %s: cannot open the RDMA connection manager: %s (no "
+              "RDMA device, or rdma_ucm not loaded?)",
+              hostport, strerror(-ret));
+    return ret;
+  }
+  int ret = set_nonblocking(ch->fd);
+  if (ret) {
+    sbr__errf(errbuf, errlen,
+              "rdma_cm: %s: cannot make the channel non-blocking: %s", hostport,
+              strerror(-ret));
+    rdma_destroy_event_channel(ch);
+    return ret;
+  }
+  *out = ch;
+  return 0;
+}
+
 static void listener_unref(struct sbr__listener *l)
 {
   if (atomic_fetch_sub(&l->refs, 1) != 1)
@@ -530,24 +557,10 @@ static int verbs_connect(const char *host, uint16_t port, const uint8_t *priv,
   }
   snprintf(c->peer, sizeof c->peer, "%s", hostport);
 
-  c->channel = rdma_create_event_channel();
-  if (!c->channel) {
-    ret = neg_errno(ENODEV);
-    sbr__errf(errbuf, errlen,
-              "rdma_cm: cannot open the RDMA connection manager: %s (no "
-              "RDMA device, or rdma_ucm not loaded?)",
-              strerror(-ret));
+  /* poll_cq later looks for DISCONNECTED on it without blocking. */
+  ret = open_channel(hostport, &c->channel, errbuf, errlen);
+  if (ret)
     goto out_free_conn;
-  }
-  /* Non-blocking: the waits below poll with a deadline, and poll_cq later
-   * looks for DISCONNECTED without blocking. */
-  ret = set_nonblocking(c->channel->fd);
-  if (ret) {
-    sbr__errf(errbuf, errlen,
-              "rdma_cm: cannot make the channel non-blocking: %s",
-              strerror(-ret));
-    goto out_free_conn;
-  }
   if (rdma_create_id(c->channel, &c->id, c, RDMA_PS_TCP)) {
     ret = neg_errno(ENOMEM);
     sbr__errf(errbuf, errlen, "rdma_cm: rdma_create_id failed: %s",
@@ -685,24 +698,9 @@ static int verbs_listen(const char *addr, uint16_t port,
   atomic_init(&l->refs, 1);
   format_hostport(l->name, sizeof l->name, addr, port);
 
-  l->channel = rdma_create_event_channel();
-  if (!l->channel) {
-    ret = neg_errno(ENODEV);
-    sbr__errf(errbuf, errlen,
-              "rdma_cm: cannot open the RDMA connection manager: %s (no "
-              "RDMA device, or rdma_ucm not loaded?)",
-              strerror(-ret));
+  ret = open_channel(l->name, &l->channel, errbuf, errlen);
+  if (ret)
     goto out_free_listener;
-  }
-  /* get_event polls with the caller's timeout and must never block past
-   * it in rdma_get_cm_event. */
-  ret = set_nonblocking(l->channel->fd);
-  if (ret) {
-    sbr__errf(errbuf, errlen,
-              "rdma_cm: cannot make the channel non-blocking: %s",
-              strerror(-ret));
-    goto out_destroy_channel;
-  }
   /* Context NULL: accepted ids inherit it, and NULL means "not a lane
    * (yet)" to get_event. */
   if (rdma_create_id(l->channel, &l->id, NULL, RDMA_PS_TCP)) {
