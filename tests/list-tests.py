@@ -1,0 +1,16 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Prints the test names registered in a C test file's table, one per line,
+so meson can register each as a test of its own (and CI counts them).
+
+Table rows look like {"name", func} or {{"name", func}, shm_only}.
+With --no-shm-only, rows marked `true` (shm only) are left out."""
+import re
+import sys
+
+path = sys.argv[-1]
+skip_shm_only = "--no-shm-only" in sys.argv
+for m in re.finditer(r'\{\{?"(\w+)",\s*\w+\}(?:,\s*(true|false)\})?', open(path).read()):
+    if skip_shm_only and m.group(2) == "true":
+        continue
+    print(m.group(1))
