@@ -3,8 +3,9 @@
 #
 # The one test command (README "Testing", and what .ci/run calls):
 #   1. installs missing dependencies,
-#   2. builds with warnings as errors and runs the unit and shm suites,
-#   3. builds with ASan + UBSan and runs the same suites again,
+#   2. builds with warnings as errors and runs the unit, shm and element
+#      (gst) suites,
+#   3. builds the core with ASan + UBSan and runs its unit and shm suites,
 #   4. boots the Soft-RoCE VM once and runs the verbs suite on real verbs,
 # then prints "N passed, M failed" and exits non-zero if anything failed.
 #
@@ -60,9 +61,9 @@ scripts/install-deps.sh || step_failed "install-deps failed"
 note "build (werror)"
 if { [ -d build-ci ] || meson setup build-ci -Dwerror=true >/dev/null; } &&
   ninja -C build-ci; then
-  note "unit + shm tests"
-  meson test -C build-ci --suite unit --suite shm --print-errorlogs
-  tally build-ci/meson-logs/testlog.json "host (unit, shm)"
+  note "unit + shm + element tests"
+  meson test -C build-ci --suite unit --suite shm --suite gst --print-errorlogs
+  tally build-ci/meson-logs/testlog.json "host (unit, shm, gst)"
 else
   step_failed "build failed"
 fi

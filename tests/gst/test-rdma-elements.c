@@ -120,9 +120,9 @@ typedef struct {
   guint bad;               /* corrupt bytes, wrong pad or wrong order */
   guint multi_memory;      /* buffers made of several memories */
   gboolean eos[MAX_DEVICES];
-  gboolean hold;       /* keep every sample (a consumer that holds) */
-  GPtrArray *held;     /* samples kept */
-  GPtrArray *buffers;  /* with keep_buffers: a ref to each buffer */
+  gboolean hold;      /* keep every sample (a consumer that holds) */
+  GPtrArray *held;    /* samples kept */
+  GPtrArray *buffers; /* with keep_buffers: a ref to each buffer */
   gboolean keep_buffers;
 } Collector;
 
@@ -132,8 +132,7 @@ static void collector_init(Collector *c)
   g_mutex_init(&c->lock);
   g_cond_init(&c->cond);
   c->held = g_ptr_array_new_with_free_func((GDestroyNotify)gst_sample_unref);
-  c->buffers =
-      g_ptr_array_new_with_free_func((GDestroyNotify)gst_buffer_unref);
+  c->buffers = g_ptr_array_new_with_free_func((GDestroyNotify)gst_buffer_unref);
 }
 
 static void collector_clear(Collector *c)
@@ -147,7 +146,8 @@ static void collector_clear(Collector *c)
 static GstFlowReturn on_new_sample(GstAppSink *sink, gpointer user_data)
 {
   Collector *c = user_data;
-  guint pad_device = GPOINTER_TO_UINT(g_object_get_data(G_OBJECT(sink), "device"));
+  guint pad_device =
+      GPOINTER_TO_UINT(g_object_get_data(G_OBJECT(sink), "device"));
   GstSample *sample = gst_app_sink_pull_sample(sink);
   GstBuffer *buf = gst_sample_get_buffer(sample);
   guint device = 0, frame = 0;
@@ -350,8 +350,7 @@ static void end_stream(GstElement *bin, guint device)
 
 static void set_state(GstElement *pipeline, GstState state)
 {
-  fail_if(gst_element_set_state(pipeline, state) ==
-          GST_STATE_CHANGE_FAILURE);
+  fail_if(gst_element_set_state(pipeline, state) == GST_STATE_CHANGE_FAILURE);
 }
 
 static void stop(GstElement *pipeline)
@@ -367,8 +366,8 @@ static GstMessage *wait_message(GstElement *pipeline, GstMessageType types,
                                 GstClockTime timeout)
 {
   GstBus *bus = gst_element_get_bus(pipeline);
-  GstMessage *msg = gst_bus_timed_pop_filtered(bus, timeout,
-                                               types | GST_MESSAGE_ERROR);
+  GstMessage *msg =
+      gst_bus_timed_pop_filtered(bus, timeout, types | GST_MESSAGE_ERROR);
 
   gst_object_unref(bus);
   if (msg && GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ERROR &&
@@ -425,8 +424,8 @@ static guint64 u64(const GstStructure *s, const gchar *field)
 {
   guint64 v = 0;
 
-  fail_unless(gst_structure_get_uint64(s, field, &v), "no %s in %" GST_PTR_FORMAT,
-              field, s);
+  fail_unless(gst_structure_get_uint64(s, field, &v),
+              "no %s in %" GST_PTR_FORMAT, field, s);
   return v;
 }
 
@@ -459,8 +458,8 @@ static const GstStructure *device_stats(const GstStructure *s, guint device)
 
 #define FRAMES 25
 
-static void check_twelve(GstElement *rx_bin, GstElement **tx_bins,
-                         Collector *c, guint *connection_id)
+static void check_twelve(GstElement *rx_bin, GstElement **tx_bins, Collector *c,
+                         guint *connection_id)
 {
   GstStructure *s;
 
@@ -523,6 +522,10 @@ GST_START_TEST(test_twelve_sinks_one_pipeline)
   for (guint f = 0; f < FRAMES; f++)
     for (guint d = 0; d < N_CAMERAS; d++)
       push_frames(pipeline, d, f, 1, mixed_size);
+  /* rdmasrc ends when every pad that appeared had EOS: let every camera
+   * appear (here: deliver everything) before the first EOS. */
+  for (guint d = 0; d < N_CAMERAS; d++)
+    fail_unless(collector_wait_frames(&c, d, FRAMES, WAIT));
   for (guint d = 0; d < N_CAMERAS; d++)
     end_stream(pipeline, d);
   /* The pipeline's EOS needs every rdmasink and every appsink (so every
@@ -556,6 +559,8 @@ GST_START_TEST(test_twelve_sinks_twelve_pipelines)
   for (guint f = 0; f < FRAMES; f++)
     for (guint d = 0; d < N_CAMERAS; d++)
       push_frames(tx[d], d, f, 1, mixed_size);
+  for (guint d = 0; d < N_CAMERAS; d++)
+    fail_unless(collector_wait_frames(&c, d, FRAMES, WAIT));
   for (guint d = 0; d < N_CAMERAS; d++)
     end_stream(tx[d], d);
   for (guint d = 0; d < N_CAMERAS; d++)
@@ -695,25 +700,30 @@ static GstFlowReturn count_sample(GstAppSink *sink, gpointer user_data)
   return GST_FLOW_OK;
 }
 
-/* The bytes videotestsrc makes for one frame of these caps. */
-static GstBuffer *reference_frame(const gchar *caps)
+/* The frames videotestsrc makes for these caps: deterministic per frame
+ * index (the smpte pattern's noise area changes from frame to frame). */
+static GPtrArray *reference_frames(const gchar *caps, guint n)
 {
   gchar *desc = g_strdup_printf(
-      "videotestsrc num-buffers=1 ! %s ! appsink name=ref sync=false", caps);
+      "videotestsrc num-buffers=%u ! %s ! appsink name=ref sync=false", n,
+      caps);
   GstElement *pipeline = parse(desc);
   GstElement *sink = gst_bin_get_by_name(GST_BIN(pipeline), "ref");
-  GstSample *sample;
-  GstBuffer *buf;
+  GPtrArray *frames =
+      g_ptr_array_new_with_free_func((GDestroyNotify)gst_buffer_unref);
 
   g_free(desc);
   set_state(pipeline, GST_STATE_PLAYING);
-  sample = gst_app_sink_try_pull_sample(GST_APP_SINK(sink), WAIT);
-  fail_unless(sample != NULL);
-  buf = gst_buffer_copy_deep(gst_sample_get_buffer(sample));
-  gst_sample_unref(sample);
+  for (guint i = 0; i < n; i++) {
+    GstSample *sample = gst_app_sink_try_pull_sample(GST_APP_SINK(sink), WAIT);
+    fail_unless(sample != NULL);
+    g_ptr_array_add(frames,
+                    gst_buffer_copy_deep(gst_sample_get_buffer(sample)));
+    gst_sample_unref(sample);
+  }
   gst_object_unref(sink);
   stop(pipeline);
-  return buf;
+  return frames;
 }
 
 GST_START_TEST(test_videotestsrc_zero_copy)
@@ -722,7 +732,7 @@ GST_START_TEST(test_videotestsrc_zero_copy)
   guint port = test_port();
   GstAppSinkCallbacks cb = {.new_sample = count_sample};
   GstElement *rx, *tx, *sink;
-  GstBuffer *ref = reference_frame(caps);
+  GPtrArray *refs = reference_frames(caps, 20);
   GstStructure *s;
   gchar *desc;
   Collector c;
@@ -756,10 +766,11 @@ GST_START_TEST(test_videotestsrc_zero_copy)
   fail_unless_equals_int(u64(s, "copied-buffers"), 0);
   fail_unless_equals_int(u64(s, "unmappable-drops"), 0);
   gst_structure_free(s);
-  /* ... and arrived intact: each is the reference picture (smpte bars). */
+  /* ... and arrived intact, in order: each is videotestsrc's frame i. */
   fail_unless_equals_int(c.buffers->len, 20);
   for (guint i = 0; i < c.buffers->len; i++) {
     GstBuffer *got = g_ptr_array_index(c.buffers, i);
+    GstBuffer *ref = g_ptr_array_index(refs, i);
     GstMapInfo a, b;
     fail_unless(gst_buffer_map(got, &a, GST_MAP_READ));
     fail_unless(gst_buffer_map(ref, &b, GST_MAP_READ));
@@ -773,7 +784,7 @@ GST_START_TEST(test_videotestsrc_zero_copy)
   fail_unless_equals_int(u64(s, "copies"), 20);
   gst_structure_free(s);
 
-  gst_buffer_unref(ref);
+  g_ptr_array_unref(refs);
   stop(tx);
   g_ptr_array_set_size(c.buffers, 0);
   stop(rx);
@@ -786,7 +797,7 @@ GST_END_TEST;
 
 typedef struct {
   GMutex lock;
-  GPtrArray *caps;      /* caps events seen on the appsink pad */
+  GPtrArray *caps;        /* caps events seen on the appsink pad */
   GArray *buffers_before; /* buffers seen before each caps event */
   guint buffers;
 } CapsLog;
@@ -822,10 +833,9 @@ static void caps_log_attach(CapsLog *log, GstElement *bin, guint device)
   g_mutex_init(&log->lock);
   log->caps = g_ptr_array_new_with_free_func((GDestroyNotify)gst_caps_unref);
   log->buffers_before = g_array_new(FALSE, FALSE, sizeof(guint));
-  gst_pad_add_probe(pad,
-                    GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM |
-                        GST_PAD_PROBE_TYPE_BUFFER,
-                    log_caps, log, NULL);
+  gst_pad_add_probe(
+      pad, GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM | GST_PAD_PROBE_TYPE_BUFFER,
+      log_caps, log, NULL);
   gst_object_unref(pad);
   gst_object_unref(sink);
 }
@@ -932,6 +942,9 @@ GST_START_TEST(test_per_device_eos)
 
   push_frames(tx0, 0, 0, 5, small_size);
   push_frames(tx1, 1, 0, 5, small_size);
+  /* Both pads exist before the first EOS. */
+  fail_unless(collector_wait_frames(&c, 0, 5, WAIT));
+  fail_unless(collector_wait_frames(&c, 1, 5, WAIT));
   end_stream(tx0, 0);
   /* Device 0 ends: its pad gets EOS ... */
   fail_unless(collector_wait_eos(&c, 0, WAIT));
@@ -1117,7 +1130,8 @@ GST_START_TEST(test_timestamps_meta_and_latency)
 
   g_mutex_lock(&log.lock);
   fail_unless_equals_int(log.pts->len, n);
-  rt = gst_clock_get_time(GST_ELEMENT_CLOCK(rx)) - gst_element_get_base_time(rx);
+  rt =
+      gst_clock_get_time(GST_ELEMENT_CLOCK(rx)) - gst_element_get_base_time(rx);
   for (guint i = 0; i < n; i++) {
     GstClockTime p = g_array_index(log.pts, GstClockTime, i);
     GstClockTime d = g_array_index(log.dts, GstClockTime, i);
@@ -1324,8 +1338,9 @@ GST_START_TEST(test_receiver_gone_without_reconnect_is_an_error)
   msg = wait_message(tx, GST_MESSAGE_ERROR, WAIT);
   fail_unless(msg != NULL, "no error after the receiver left");
   gst_message_parse_error(msg, &err, NULL);
-  fail_unless(g_error_matches(err, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_WRITE),
-              "%s", err->message);
+  fail_unless(
+      g_error_matches(err, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_WRITE), "%s",
+      err->message);
   g_clear_error(&err);
   gst_message_unref(msg);
 
@@ -1341,11 +1356,18 @@ GST_START_TEST(test_no_receiver_at_start)
 {
   guint port = test_port();
   gchar *address = g_strdup_printf("%s:%u", rdma_addr, port);
-  GstElement *tx = sender_new(port, 0, "connect-timeout=1000");
+  /* A sink with nothing upstream: no caps, no allocation query, no data
+   * ever reach it. */
+  gchar *desc = g_strdup_printf("rdmasink transport=%s host=%s port=%u "
+                                "connect-timeout=1000",
+                                transport, rdma_addr, port);
+  GstElement *tx = gst_pipeline_new(NULL);
   GstMessage *msg;
   GError *err = NULL;
   gchar *dbg = NULL;
   gint64 t0 = g_get_monotonic_time(), ms;
+
+  gst_bin_add(GST_BIN(tx), parse(desc));
 
   /* Nobody listens on the port, and no data flows: the error still comes,
    * from the connection's own thread, once connect-timeout is over. */
@@ -1370,6 +1392,7 @@ GST_START_TEST(test_no_receiver_at_start)
   gst_message_unref(msg);
   stop(tx);
   g_free(address);
+  g_free(desc);
 }
 
 GST_END_TEST;
@@ -1410,6 +1433,57 @@ GST_START_TEST(test_same_device_twice_is_busy)
 
 GST_END_TEST;
 
+/* Pops element messages until one named name comes (others are skipped). */
+static gboolean wait_element_message(GstElement *pipeline, const gchar *name,
+                                     GstClockTime timeout)
+{
+  gint64 end = g_get_monotonic_time() + (gint64)(timeout / GST_USECOND);
+  gboolean found = FALSE;
+
+  while (!found) {
+    gint64 left = end - g_get_monotonic_time();
+    GstMessage *msg;
+
+    if (left <= 0)
+      break;
+    msg = wait_message(pipeline, GST_MESSAGE_ELEMENT,
+                       (GstClockTime)left * GST_USECOND);
+    if (!msg)
+      break;
+    found = gst_message_has_name(msg, name);
+    gst_message_unref(msg);
+  }
+  return found;
+}
+
+GST_START_TEST(test_stats_and_timeout_messages)
+{
+  const guint devices[] = {9};
+  guint port = test_port();
+  GstElement *rx, *tx;
+  Collector c;
+
+  collector_init(&c);
+  /* receiver_new turns the periodic stats off; this test wants them. */
+  rx = receiver_new(port, devices, 1, "stats-interval=100 timeout=200", &c);
+  set_state(rx, GST_STATE_PLAYING);
+  /* Nobody sends: the receiver says so, and keeps posting its stats. */
+  fail_unless(wait_element_message(rx, "rdmasrc-timeout", WAIT));
+  fail_unless(wait_element_message(rx, "rdmasrc-stats", WAIT));
+
+  tx = sender_new(port, 9, "stats-interval=100");
+  set_state(tx, GST_STATE_PLAYING);
+  push_frames(tx, 9, 0, 3, small_size);
+  fail_unless(collector_wait_frames(&c, 9, 3, WAIT));
+  fail_unless(wait_element_message(tx, "rdmasink-stats", WAIT));
+
+  stop(tx);
+  stop(rx);
+  collector_clear(&c);
+}
+
+GST_END_TEST;
+
 /* ------------------------------------------------- bad properties */
 
 GST_START_TEST(test_bad_properties)
@@ -1446,8 +1520,8 @@ GST_START_TEST(test_bad_properties)
   fail_unless_equals_int(value, 0);
 
   /* On a launch line it is a clear error naming property and value. */
-  pipeline = gst_parse_launch("fakesrc ! rdmasink transport=infiniband-magic",
-                              &err);
+  pipeline =
+      gst_parse_launch("fakesrc ! rdmasink transport=infiniband-magic", &err);
   fail_unless(err != NULL);
   fail_unless(strstr(err->message, "transport") != NULL, "%s", err->message);
   fail_unless(strstr(err->message, "infiniband-magic") != NULL, "%s",
@@ -1507,6 +1581,7 @@ static Suite *rdma_elements_suite(void)
   tcase_add_test(tc, test_receiver_gone_without_reconnect_is_an_error);
   tcase_add_test(tc, test_no_receiver_at_start);
   tcase_add_test(tc, test_same_device_twice_is_busy);
+  tcase_add_test(tc, test_stats_and_timeout_messages);
   return s;
 }
 

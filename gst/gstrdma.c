@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * gstrdma.c - the "rdma" plugin: registers rdmasink and rdmasrc, nothing
+ * else (one-time setup lives in gstrdmalog.c, run by each element's
+ * registration).
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstrdmaelements.h"
+
+static gboolean plugin_init(GstPlugin *plugin)
+{
+  gboolean ret = FALSE;
+
+  ret |= GST_ELEMENT_REGISTER(rdmasink, plugin);
+  ret |= GST_ELEMENT_REGISTER(rdmasrc, plugin);
+  return ret;
+}
+
+GST_PLUGIN_DEFINE(GST_VERSION_MAJOR, GST_VERSION_MINOR, rdma,
+                  "Live video between hosts over one-sided RDMA (status-byte "
+                  "block transport)",
+                  plugin_init, PACKAGE_VERSION, GST_LICENSE, GST_PACKAGE_NAME,
+                  GST_PACKAGE_ORIGIN)

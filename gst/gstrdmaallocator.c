@@ -1,0 +1,264 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * gstrdmaallocator.c - memories over registered send blocks (see the
+ * header for the life of a memory).
+ */
+#include "gstrdmaallocator.h"
+
+GST_DEBUG_CATEGORY_STATIC(gst_rdma_allocator_debug);
+#define GST_CAT_DEFAULT gst_rdma_allocator_debug
+
+/* Send block payloads start 64 bytes into page-aligned, 64-byte-multiple
+ * blocks: any alignment up to 64 holds. */
+#define PAYLOAD_ALIGN_MASK 63
+
+typedef struct {
+  GstMemory mem;
+  GstRdmaConnection *conn; /* referenced: the block memory lives in it */
+  sbr_send_block *block;   /* NULL for heap memory */
+  guint8 *data;            /* payload (block) or aligned heap pointer */
+  gpointer heap;           /* g_malloc'd, for heap memory */
+  gboolean dropped;        /* heap: backpressure refused a block */
+  gint claimed;            /* atomic: rendered; the block is the library's */
+} GstRdmaMemory;
+
+struct _GstRdmaAllocator {
+  GstAllocator parent;
+  GstRdmaConnection *conn; /* referenced */
+  guint8 device;
+};
+
+G_DEFINE_TYPE(GstRdmaAllocator, gst_rdma_allocator, GST_TYPE_ALLOCATOR);
+
+static GstRdmaMemory *memory_new(GstRdmaAllocator *self, gsize maxsize,
+                                 gsize align, gsize size)
+{
+  GstRdmaMemory *m = g_new0(GstRdmaMemory, 1);
+
+  /* NO_SHARE: a sub-memory would point into a block that rendering hands to
+   * the library; sharing copies instead (mem_copy). */
+  gst_memory_init(GST_MEMORY_CAST(m), GST_MEMORY_FLAG_NO_SHARE,
+                  GST_ALLOCATOR_CAST(self), NULL, maxsize, align, 0, size);
+  m->conn = gst_rdma_connection_ref(self->conn);
+  return m;
+}
+
+static GstMemory *heap_memory_new(GstRdmaAllocator *self, gsize size,
+                                  const GstAllocationParams *params,
+                                  gboolean dropped)
+{
+  gsize align = params->align | PAYLOAD_ALIGN_MASK;
+  gsize maxsize = size + params->prefix + params->padding;
+  GstRdmaMemory *m = memory_new(self, maxsize, align, size);
+
+  m->heap = g_malloc(maxsize + align);
+  m->data = (guint8 *)(((guintptr)m->heap + align) & ~(guintptr)align);
+  m->dropped = dropped;
+  if (params->prefix) {
+    GST_MEMORY_CAST(m)->offset = params->prefix;
+    if (params->flags & GST_MEMORY_FLAG_ZERO_PREFIXED)
+      memset(m->data, 0, params->prefix);
+  }
+  if (params->padding && (params->flags & GST_MEMORY_FLAG_ZERO_PADDED))
+    memset(m->data + params->prefix + size, 0, params->padding);
+  return GST_MEMORY_CAST(m);
+}
+
+static GstMemory *gst_rdma_allocator_alloc(GstAllocator *allocator, gsize size,
+                                           GstAllocationParams *params)
+{
+  GstRdmaAllocator *self = GST_RDMA_ALLOCATOR(allocator);
+  sbr_sender *sender = gst_rdma_connection_get_sender(self->conn);
+  GstAllocationParams defaults;
+  sbr_send_block *block;
+  size_t capacity;
+  void *payload;
+  int ret;
+
+  if (!params) {
+    gst_allocation_params_init(&defaults);
+    params = &defaults;
+  }
+  if (!sender || gst_rdma_connection_get_state(self->conn, NULL) !=
+                     GST_RDMA_CONNECTION_CONNECTED) {
+    GST_LOG_OBJECT(self, "not connected: heap memory of %" G_GSIZE_FORMAT,
+                   size);
+    return heap_memory_new(self, size, params, FALSE);
+  }
+  /* The payload must start exactly at the memory's data, and fit one block:
+   * otherwise the frame goes the copying (and fragmenting) way. */
+  if (size + params->prefix + params->padding >
+          sbr_sender_block_payload_size(sender) ||
+      params->prefix != 0 || params->align > PAYLOAD_ALIGN_MASK) {
+    GST_LOG_OBJECT(self,
+                   "%" G_GSIZE_FORMAT " bytes (prefix %" G_GSIZE_FORMAT
+                   ", align %" G_GSIZE_FORMAT ") don't fit a %" G_GSIZE_FORMAT
+                   "-byte payload: system memory",
+                   size, params->prefix, params->align,
+                   sbr_sender_block_payload_size(sender));
+    return gst_allocator_alloc(NULL, size, params);
+  }
+
+  ret = sbr_sender_acquire(sender, self->device, &block);
+  if (ret < 0) {
+    GST_DEBUG_OBJECT(self, "no send block for device %u: %s", self->device,
+                     g_strerror(-ret));
+    return heap_memory_new(self, size, params, ret == -EAGAIN);
+  }
+  payload = sbr_send_block_payload(block, &capacity);
+  GstRdmaMemory *m =
+      memory_new(self, capacity - params->padding, PAYLOAD_ALIGN_MASK, size);
+  m->block = block;
+  m->data = payload;
+  if (params->padding && (params->flags & GST_MEMORY_FLAG_ZERO_PADDED))
+    memset(m->data + size, 0, params->padding);
+  return GST_MEMORY_CAST(m);
+}
+
+static void gst_rdma_allocator_free(GstAllocator *allocator, GstMemory *mem)
+{
+  GstRdmaMemory *m = (GstRdmaMemory *)mem;
+
+  (void)allocator;
+  if (m->block && !g_atomic_int_get(&m->claimed)) {
+    /* Never rendered: the block goes back to the free list unsent. */
+    sbr_sender_abandon(gst_rdma_connection_get_sender(m->conn), m->block);
+  }
+  g_free(m->heap);
+  gst_rdma_connection_unref(m->conn);
+  g_free(m);
+}
+
+static gpointer rdma_mem_map(GstMemory *mem, gsize maxsize, GstMapFlags flags)
+{
+  GstRdmaMemory *m = (GstRdmaMemory *)mem;
+
+  (void)maxsize;
+  (void)flags;
+  /* After render the block may already carry another frame: refuse rather
+   * than show its bytes. */
+  if (m->block && g_atomic_int_get(&m->claimed))
+    return NULL;
+  return m->data;
+}
+
+static void rdma_mem_unmap(GstMemory *mem)
+{
+  (void)mem;
+}
+
+static GstMemory *rdma_mem_copy(GstMemory *mem, gssize offset, gssize size)
+{
+  GstMapInfo in;
+  GstMemory *copy;
+
+  if (size == -1)
+    size = (gssize)mem->size > offset ? (gssize)mem->size - offset : 0;
+  if (!gst_memory_map(mem, &in, GST_MAP_READ))
+    return NULL;
+  copy = gst_allocator_alloc(NULL, (gsize)size, NULL);
+  if (copy) {
+    GstMapInfo out;
+    if (gst_memory_map(copy, &out, GST_MAP_WRITE)) {
+      memcpy(out.data, in.data + offset, (gsize)size);
+      gst_memory_unmap(copy, &out);
+    }
+  }
+  gst_memory_unmap(mem, &in);
+  return copy;
+}
+
+static GstMemory *rdma_mem_share(GstMemory *mem, gssize offset, gssize size)
+{
+  /* GST_MEMORY_FLAG_NO_SHARE makes GStreamer copy instead of calling this. */
+  (void)mem;
+  (void)offset;
+  (void)size;
+  return NULL;
+}
+
+static void gst_rdma_allocator_finalize(GObject *object)
+{
+  GstRdmaAllocator *self = GST_RDMA_ALLOCATOR(object);
+
+  gst_rdma_connection_unref(self->conn);
+  G_OBJECT_CLASS(gst_rdma_allocator_parent_class)->finalize(object);
+}
+
+static void gst_rdma_allocator_class_init(GstRdmaAllocatorClass *klass)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
+  GstAllocatorClass *allocator_class = GST_ALLOCATOR_CLASS(klass);
+
+  gobject_class->finalize = gst_rdma_allocator_finalize;
+  allocator_class->alloc = gst_rdma_allocator_alloc;
+  allocator_class->free = gst_rdma_allocator_free;
+  GST_DEBUG_CATEGORY_INIT(gst_rdma_allocator_debug, "rdmaallocator", 0,
+                          "Memories over RDMA send blocks");
+}
+
+static void gst_rdma_allocator_init(GstRdmaAllocator *self)
+{
+  GstAllocator *allocator = GST_ALLOCATOR_CAST(self);
+
+  allocator->mem_type = GST_RDMA_ALLOCATOR_NAME;
+  allocator->mem_map = rdma_mem_map;
+  allocator->mem_unmap = rdma_mem_unmap;
+  allocator->mem_copy = rdma_mem_copy;
+  allocator->mem_share = rdma_mem_share;
+  /* Not a default allocator: gst_allocator_alloc(NULL) never lands here. */
+  GST_OBJECT_FLAG_SET(self, GST_ALLOCATOR_FLAG_CUSTOM_ALLOC);
+}
+
+GstAllocator *gst_rdma_allocator_new(GstRdmaConnection *conn, guint8 device)
+{
+  GstRdmaAllocator *self = g_object_new(GST_TYPE_RDMA_ALLOCATOR, NULL);
+
+  gst_object_ref_sink(self);
+  self->conn = gst_rdma_connection_ref(conn);
+  self->device = device;
+  return GST_ALLOCATOR_CAST(self);
+}
+
+static void retire(GstBuffer *buffer, GstMemory *mem)
+{
+  /* The memory is spent: nobody may write into it again (READONLY), and a
+   * pool must not recycle the buffer with it (TAG_MEMORY survives the
+   * pool's reset_buffer and makes release_buffer discard the buffer).  The
+   * buffer isn't ours to change in general, but these flags only say what
+   * render just did to its memory. */
+  GST_MINI_OBJECT_FLAG_SET(mem, GST_MEMORY_FLAG_READONLY);
+  GST_BUFFER_FLAG_SET(buffer, GST_BUFFER_FLAG_TAG_MEMORY);
+}
+
+GstRdmaMemoryKind gst_rdma_buffer_claim(GstBuffer *buffer,
+                                        GstRdmaConnection *conn,
+                                        sbr_send_block **block)
+{
+  GstMemory *mem;
+  GstRdmaMemory *m;
+  sbr_sender *sender;
+
+  *block = NULL;
+  if (gst_buffer_n_memory(buffer) != 1)
+    return GST_RDMA_MEMORY_FOREIGN;
+  mem = gst_buffer_peek_memory(buffer, 0);
+  m = (GstRdmaMemory *)mem;
+  if (!GST_IS_RDMA_ALLOCATOR(mem->allocator) || mem->parent)
+    return GST_RDMA_MEMORY_FOREIGN;
+  if (!m->block) {
+    retire(buffer, mem);
+    return m->dropped ? GST_RDMA_MEMORY_DROPPED : GST_RDMA_MEMORY_HEAP;
+  }
+  /* A block of another connection's sender, or a memory someone resized to
+   * start past the payload start, can't be submitted as it is. */
+  sender = gst_rdma_connection_get_sender(conn);
+  if (m->conn != conn || mem->offset != 0 || !sender ||
+      sbr_sender_block_from_payload(sender, m->data) != m->block)
+    return GST_RDMA_MEMORY_FOREIGN;
+  if (!g_atomic_int_compare_and_exchange(&m->claimed, 0, 1))
+    return GST_RDMA_MEMORY_FOREIGN; /* rendered before (or racing a tee) */
+  retire(buffer, mem);
+  *block = m->block;
+  return GST_RDMA_MEMORY_BLOCK;
+}

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * gstrdmacommon.h - what rdmasink and rdmasrc share: the property specs
+ * both expose (so the two document them identically), the periodic stats
+ * message, and small helpers.
+ */
+#ifndef __GST_RDMA_COMMON_H__
+#define __GST_RDMA_COMMON_H__
+
+#include <gst/gst.h>
+
+#include "gstrdmaenums.h"
+
+G_BEGIN_DECLS
+
+#define GST_RDMA_DEFAULT_PORT 7471
+#define GST_RDMA_DEFAULT_TRANSPORT GST_RDMA_TRANSPORT_VERBS
+#define GST_RDMA_DEFAULT_MECHANISM GST_RDMA_MECHANISM_STATUS_BYTE
+#define GST_RDMA_DEFAULT_STATS_INTERVAL 1000
+
+/* Property specs both elements install (G_PARAM_STATIC_STRINGS, and
+ * GST_PARAM_MUTABLE_READY where the value is only read at start). */
+GParamSpec *gst_rdma_param_spec_port(const gchar *blurb);
+GParamSpec *gst_rdma_param_spec_transport(void);
+GParamSpec *gst_rdma_param_spec_mechanism(void);
+GParamSpec *gst_rdma_param_spec_stats(const gchar *blurb);
+GParamSpec *gst_rdma_param_spec_stats_interval(const gchar *message_name);
+
+/* Builds an element's stats structure; called from the ticker's thread. */
+typedef GstStructure *(*GstRdmaStatsFunc)(GstElement *element);
+
+/* Posts func(element) as an element message every interval_ms on the system
+ * clock's thread, so stats keep coming while no data flows.  The ticker holds
+ * a reference to the element until it is stopped. */
+typedef struct _GstRdmaStatsTicker GstRdmaStatsTicker;
+GstRdmaStatsTicker *gst_rdma_stats_ticker_start(GstElement *element,
+                                                guint interval_ms,
+                                                GstRdmaStatsFunc func);
+void gst_rdma_stats_ticker_stop(GstRdmaStatsTicker *ticker);
+
+/* CLOCK_REALTIME in ns: the capture time the sender stamps on a frame. */
+guint64 gst_rdma_realtime_ns(void);
+
+/* The reference-timestamp caps for capture times ("timestamp/x-unix"). */
+GstCaps *gst_rdma_unix_timestamp_caps(void);
+
+G_END_DECLS
+
+#endif /* __GST_RDMA_COMMON_H__ */

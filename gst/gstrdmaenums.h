@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * gstrdmaenums.h - the GEnums behind the transport, mechanism and
+ * backpressure properties, and their mapping onto libsbr's enums.
+ *
+ * The GEnum values equal the library's wire-independent enum values, but the
+ * conversion goes through explicit functions so a change on either side
+ * can't silently reinterpret a property.
+ */
+#ifndef __GST_RDMA_ENUMS_H__
+#define __GST_RDMA_ENUMS_H__
+
+#include <gst/gst.h>
+#include <sbr.h>
+
+G_BEGIN_DECLS
+
+/**
+ * GstRdmaTransport:
+ * @GST_RDMA_TRANSPORT_VERBS: rdma-core (RoCE, InfiniBand, Soft-RoCE)
+ * @GST_RDMA_TRANSPORT_SHM: same host, through shared memory (tests, demos)
+ */
+typedef enum {
+  GST_RDMA_TRANSPORT_VERBS = 0,
+  GST_RDMA_TRANSPORT_SHM = 1,
+} GstRdmaTransport;
+
+/**
+ * GstRdmaMechanism:
+ * @GST_RDMA_MECHANISM_STATUS_BYTE: one-sided WRITEs plus a status byte
+ * @GST_RDMA_MECHANISM_SLIDING_WINDOW: WRITE WITH IMMEDIATE and ACKs (baseline)
+ */
+typedef enum {
+  GST_RDMA_MECHANISM_STATUS_BYTE = 0,
+  GST_RDMA_MECHANISM_SLIDING_WINDOW = 1,
+} GstRdmaMechanism;
+
+/**
+ * GstRdmaBackpressure:
+ * @GST_RDMA_BACKPRESSURE_WAIT: wait up to wait-timeout for a free send block
+ * @GST_RDMA_BACKPRESSURE_DROP: drop the frame at once
+ */
+typedef enum {
+  GST_RDMA_BACKPRESSURE_WAIT = 0,
+  GST_RDMA_BACKPRESSURE_DROP = 1,
+} GstRdmaBackpressure;
+
+#define GST_TYPE_RDMA_TRANSPORT (gst_rdma_transport_get_type())
+GType gst_rdma_transport_get_type(void);
+#define GST_TYPE_RDMA_MECHANISM (gst_rdma_mechanism_get_type())
+GType gst_rdma_mechanism_get_type(void);
+#define GST_TYPE_RDMA_BACKPRESSURE (gst_rdma_backpressure_get_type())
+GType gst_rdma_backpressure_get_type(void);
+
+enum sbr_backend gst_rdma_transport_to_sbr(GstRdmaTransport transport);
+enum sbr_mechanism gst_rdma_mechanism_to_sbr(GstRdmaMechanism mechanism);
+enum sbr_backpressure
+gst_rdma_backpressure_to_sbr(GstRdmaBackpressure backpressure);
+
+/* The property nick of a value ("verbs", "status-byte", ...). */
+const gchar *gst_rdma_transport_nick(GstRdmaTransport transport);
+const gchar *gst_rdma_mechanism_nick(GstRdmaMechanism mechanism);
+
+G_END_DECLS
+
+#endif /* __GST_RDMA_ENUMS_H__ */

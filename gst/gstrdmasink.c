@@ -1,0 +1,960 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/**
+ * SECTION:element-rdmasink
+ * @title: rdmasink
+ * @see_also: rdmasrc
+ *
+ * rdmasink sends one stream ("device") to an rdmasrc on another host over
+ * RDMA, with the status-byte block transport of libsbr: one-sided WRITEs
+ * into the receiver's blocks, no receive posted, no message back.
+ *
+ * Every rdmasink in a process that names the same #GstRdmaSink:transport,
+ * #GstRdmaSink:mechanism, #GstRdmaSink:host and #GstRdmaSink:port shares one
+ * connection (one queue pair, one sender thread), in one pipeline or in many;
+ * each needs its own #GstRdmaSink:device-id (0-255) on it.  The first sink to
+ * start opens the connection and its connection-wide settings
+ * (#GstRdmaSink:send-blocks, #GstRdmaSink:block-size,
+ * #GstRdmaSink:connect-timeout, #GstRdmaSink:backpressure,
+ * #GstRdmaSink:wait-timeout) apply to all; the last to stop closes it.
+ *
+ * Connecting happens in the background from start: an rdmasrc in the same
+ * pipeline only accepts once it is PLAYING.  The sink waits for the outcome
+ * where it needs the connection (allocation query, first buffer, EOS) and
+ * fails with a resource error naming host:port and what the transport said
+ * when the receiver did not answer within #GstRdmaSink:connect-timeout.
+ *
+ * Zero copy: the sink proposes an allocator whose memories are registered
+ * send blocks, so an upstream element that allocates from it (videotestsrc,
+ * most sources with a buffer pool) renders straight into the memory the NIC
+ * reads; such a buffer is submitted without a copy.  Any other buffer is
+ * copied once into send blocks, fragmented when larger than one block.  The
+ * stats count both paths (zero-copy-buffers, copied-buffers).  A buffer
+ * submitted without a copy can't be mapped afterwards: its block already
+ * carries the next frames.
+ *
+ * Caps travel in-band (a CAPS block before the first buffer, after every
+ * renegotiation and after a reconnect), so rdmasrc needs no caps on its
+ * launch line.  Buffers carry their running time (PTS/DTS), duration,
+ * DISCONT/DELTA_UNIT flags and the capture time: a "timestamp/x-unix"
+ * #GstReferenceTimestampMeta when the buffer has one, else the wall clock
+ * at render.  EOS is sent in-band for this device only.
+ *
+ * When the receiver goes away mid-stream and #GstRdmaSink:reconnect is set,
+ * the shared connection reconnects in the background with a back-off, the
+ * sink posts a warning, drops (and counts) the frames meanwhile and carries
+ * on; without it the sink posts an error.
+ *
+ * ## Example launch lines
+ * |[
+ * gst-launch-1.0 videotestsrc is-live=true ! video/x-raw,width=1280,height=720
+ * ! rdmasink host=192.168.1.20 device-id=3
+ * ]| Sends a test pattern as device 3 to the rdmasrc on 192.168.1.20.
+ * |[
+ * gst-launch-1.0 videotestsrc num-buffers=100 !
+ * video/x-raw,width=320,height=240 ! rdmasink transport=shm device-id=3
+ * ]| The same on one host through shared memory (the receiver:
+ * `gst-launch-1.0 rdmasrc transport=shm name=r r.src_3 ! videoconvert !
+ * autovideosink`).
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstrdmasink.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include <sbr.h>
+
+#include "gstrdmaallocator.h"
+#include "gstrdmacommon.h"
+#include "gstrdmaconnection.h"
+#include "gstrdmaelements.h"
+#include "gstrdmaenums.h"
+
+enum {
+  PROP_0,
+  PROP_HOST,
+  PROP_PORT,
+  PROP_DEVICE_ID,
+  PROP_TRANSPORT,
+  PROP_MECHANISM,
+  PROP_BACKPRESSURE,
+  PROP_WAIT_TIMEOUT,
+  PROP_RECONNECT,
+  PROP_CONNECT_TIMEOUT,
+  PROP_SEND_BLOCKS,
+  PROP_BLOCK_SIZE,
+  PROP_STATS,
+  PROP_STATS_INTERVAL,
+  N_PROPERTIES
+};
+
+#define DEFAULT_HOST "127.0.0.1"
+#define DEFAULT_DEVICE_ID 0
+#define DEFAULT_BACKPRESSURE GST_RDMA_BACKPRESSURE_WAIT
+#define DEFAULT_WAIT_TIMEOUT 1000
+#define DEFAULT_RECONNECT TRUE
+#define DEFAULT_CONNECT_TIMEOUT 5000
+/* Twelve cameras share them; each may hold one while upstream renders. */
+#define DEFAULT_SEND_BLOCKS 32
+#define DEFAULT_BLOCK_SIZE 0
+/* Bounded so a state change never waits long on a full sender: libsbr has
+ * no way to interrupt an acquire or send that waits for a free block, so
+ * unlock() can't cut that wait short (see gst_rdma_sink_unlock). */
+#define MAX_WAIT_TIMEOUT 60000
+#define EOS_FLUSH_TIMEOUT_MS 2000
+
+GST_DEBUG_CATEGORY_STATIC(gst_rdma_sink_debug);
+#define GST_CAT_DEFAULT gst_rdma_sink_debug
+
+static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE(
+    "sink", GST_PAD_SINK, GST_PAD_ALWAYS, GST_STATIC_CAPS_ANY);
+
+struct _GstRdmaSink {
+  GstBaseSink parent;
+
+  /* Properties (object lock). */
+  gchar *host;
+  guint port;
+  guint device_id;
+  GstRdmaTransport transport;
+  GstRdmaMechanism mechanism;
+  GstRdmaBackpressure backpressure;
+  gint wait_timeout;
+  gboolean reconnect;
+  gint connect_timeout;
+  guint send_blocks;
+  guint block_size;
+  guint stats_interval;
+
+  /* From start to stop; conn and allocator set/cleared under the object
+   * lock because the stats thread reads them. */
+  GstRdmaConnection *conn;
+  GstAllocator *allocator;
+  GstRdmaStatsTicker *ticker;
+  guint8 device;              /* device_id as started */
+  gboolean reconnect_enabled; /* reconnect as started */
+  gint flushing;              /* atomic: unlock() in progress */
+  gint error_posted;          /* atomic: the connect error went out once */
+
+  /* Streaming thread only. */
+  gchar *caps_str;          /* negotiated caps, for the CAPS block */
+  gboolean caps_pending;    /* caps_str not sent yet */
+  guint caps_generation;    /* connection generation they were sent on */
+  gboolean discont_pending; /* next frame starts a new stream */
+  guint warned_generation;  /* outage already warned about (+1) */
+
+  /* Counters (object lock). */
+  guint64 zero_copy_buffers;
+  guint64 copied_buffers;
+  guint64 reconnect_drops;
+  guint64 unmappable_drops;
+};
+
+#define gst_rdma_sink_parent_class parent_class
+G_DEFINE_TYPE(GstRdmaSink, gst_rdma_sink, GST_TYPE_BASE_SINK);
+GST_ELEMENT_REGISTER_DEFINE_WITH_CODE(rdmasink, "rdmasink", GST_RANK_NONE,
+                                      GST_TYPE_RDMA_SINK,
+                                      gst_rdma_element_init(plugin));
+
+static GParamSpec *properties[N_PROPERTIES];
+
+static void gst_rdma_sink_finalize(GObject *object);
+static void gst_rdma_sink_set_property(GObject *object, guint prop_id,
+                                       const GValue *value, GParamSpec *pspec);
+static void gst_rdma_sink_get_property(GObject *object, guint prop_id,
+                                       GValue *value, GParamSpec *pspec);
+static gboolean gst_rdma_sink_start(GstBaseSink *bsink);
+static gboolean gst_rdma_sink_stop(GstBaseSink *bsink);
+static gboolean gst_rdma_sink_unlock(GstBaseSink *bsink);
+static gboolean gst_rdma_sink_unlock_stop(GstBaseSink *bsink);
+static gboolean gst_rdma_sink_set_caps(GstBaseSink *bsink, GstCaps *caps);
+static gboolean gst_rdma_sink_propose_allocation(GstBaseSink *bsink,
+                                                 GstQuery *query);
+static gboolean gst_rdma_sink_event(GstBaseSink *bsink, GstEvent *event);
+static GstFlowReturn gst_rdma_sink_render(GstBaseSink *bsink, GstBuffer *buf);
+static GstStructure *gst_rdma_sink_get_stats(GstElement *element);
+
+static void gst_rdma_sink_class_init(GstRdmaSinkClass *klass)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
+  GstElementClass *element_class = GST_ELEMENT_CLASS(klass);
+  GstBaseSinkClass *basesink_class = GST_BASE_SINK_CLASS(klass);
+
+  gobject_class->finalize = gst_rdma_sink_finalize;
+  gobject_class->set_property = gst_rdma_sink_set_property;
+  gobject_class->get_property = gst_rdma_sink_get_property;
+
+  properties[PROP_HOST] = g_param_spec_string(
+      "host", "Host",
+      "Address of the receiver (rdmasrc) to connect to; ignored by the shm "
+      "transport, where the port alone names the receiver",
+      DEFAULT_HOST,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_PORT] =
+      gst_rdma_param_spec_port("Port of the receiver to connect to");
+  properties[PROP_DEVICE_ID] = g_param_spec_uint(
+      "device-id", "Device ID",
+      "Stream number on the connection (0-255): the receiver exposes it as "
+      "pad src_<device-id>; unique among the rdmasinks sharing a connection",
+      0, SBR_MAX_DEVICES - 1, DEFAULT_DEVICE_ID,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_TRANSPORT] = gst_rdma_param_spec_transport();
+  properties[PROP_MECHANISM] = gst_rdma_param_spec_mechanism();
+  properties[PROP_BACKPRESSURE] = g_param_spec_enum(
+      "backpressure", "Backpressure",
+      "What to do when no send block is free: wait up to wait-timeout, or "
+      "drop the frame at once (either way a dropped frame is counted).  "
+      "Connection-wide: the first rdmasink to start sets it",
+      GST_TYPE_RDMA_BACKPRESSURE, DEFAULT_BACKPRESSURE,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_WAIT_TIMEOUT] = g_param_spec_int(
+      "wait-timeout", "Wait timeout",
+      "With backpressure=wait: milliseconds to wait for a free send block "
+      "before the frame is dropped.  Connection-wide",
+      0, MAX_WAIT_TIMEOUT, DEFAULT_WAIT_TIMEOUT,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_RECONNECT] = g_param_spec_boolean(
+      "reconnect", "Reconnect",
+      "When the receiver goes away mid-stream: reconnect in the background, "
+      "post a warning and drop (and count) frames meanwhile; if false, post "
+      "an error",
+      DEFAULT_RECONNECT,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_CONNECT_TIMEOUT] = g_param_spec_int(
+      "connect-timeout", "Connect timeout",
+      "Milliseconds to keep trying to reach the receiver after start before "
+      "posting an error.  Connection-wide",
+      1, G_MAXINT, DEFAULT_CONNECT_TIMEOUT,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_SEND_BLOCKS] = g_param_spec_uint(
+      "send-blocks", "Send blocks",
+      "Registered send blocks of the connection, shared by all its "
+      "rdmasinks; a frame larger than this many blocks can't be sent.  "
+      "Connection-wide",
+      1, 4096, DEFAULT_SEND_BLOCKS,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_BLOCK_SIZE] = g_param_spec_uint(
+      "block-size", "Block size",
+      "Block size in bytes to ask the receiver for (0 = the receiver's "
+      "choice); the receiver decides, and its rdmasrc block-size is what "
+      "counts.  Connection-wide",
+      0, 64 << 20, DEFAULT_BLOCK_SIZE,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_STATS] = gst_rdma_param_spec_stats(
+      "Statistics (\"rdmasink-stats\"): this device's frames, bytes, drops, "
+      "zero-copy-buffers, copied-buffers, reconnect-drops; the shared "
+      "connection's connection-id, connection-users, connected, reconnects, "
+      "sync-reads, held-skipped, busy-skipped, no-free-waits, "
+      "connection-drops, block-payload-size, ...");
+  properties[PROP_STATS_INTERVAL] =
+      gst_rdma_param_spec_stats_interval("rdmasink-stats");
+  g_object_class_install_properties(gobject_class, N_PROPERTIES, properties);
+
+  gst_element_class_add_static_pad_template(element_class, &sink_template);
+  gst_element_class_set_static_metadata(
+      element_class, "RDMA sink", "Sink/Network",
+      "Sends a stream as one device of a shared one-sided RDMA connection "
+      "(status-byte block transport), zero-copy from upstream",
+      "gst-rdma project");
+  /* gst-inspect-1.0 prints every metadata key: show how to use it. */
+  gst_element_class_add_static_metadata(
+      element_class, "example",
+      "gst-launch-1.0 videotestsrc is-live=true ! "
+      "video/x-raw,width=640,height=480 ! rdmasink host=192.168.1.20 "
+      "device-id=3  (same host: transport=shm)");
+
+  basesink_class->start = GST_DEBUG_FUNCPTR(gst_rdma_sink_start);
+  basesink_class->stop = GST_DEBUG_FUNCPTR(gst_rdma_sink_stop);
+  basesink_class->unlock = GST_DEBUG_FUNCPTR(gst_rdma_sink_unlock);
+  basesink_class->unlock_stop = GST_DEBUG_FUNCPTR(gst_rdma_sink_unlock_stop);
+  basesink_class->set_caps = GST_DEBUG_FUNCPTR(gst_rdma_sink_set_caps);
+  basesink_class->propose_allocation =
+      GST_DEBUG_FUNCPTR(gst_rdma_sink_propose_allocation);
+  basesink_class->event = GST_DEBUG_FUNCPTR(gst_rdma_sink_event);
+  basesink_class->render = GST_DEBUG_FUNCPTR(gst_rdma_sink_render);
+
+  GST_DEBUG_CATEGORY_INIT(gst_rdma_sink_debug, "rdmasink", 0, "RDMA sink");
+}
+
+static void gst_rdma_sink_init(GstRdmaSink *self)
+{
+  self->host = g_strdup(DEFAULT_HOST);
+  self->port = GST_RDMA_DEFAULT_PORT;
+  self->device_id = DEFAULT_DEVICE_ID;
+  self->transport = GST_RDMA_DEFAULT_TRANSPORT;
+  self->mechanism = GST_RDMA_DEFAULT_MECHANISM;
+  self->backpressure = DEFAULT_BACKPRESSURE;
+  self->wait_timeout = DEFAULT_WAIT_TIMEOUT;
+  self->reconnect = DEFAULT_RECONNECT;
+  self->connect_timeout = DEFAULT_CONNECT_TIMEOUT;
+  self->send_blocks = DEFAULT_SEND_BLOCKS;
+  self->block_size = DEFAULT_BLOCK_SIZE;
+  self->stats_interval = GST_RDMA_DEFAULT_STATS_INTERVAL;
+  /* The last sample would pin a buffer whose block, once submitted without
+   * a copy, already carries later frames: it could not be mapped anyway. */
+  gst_base_sink_set_last_sample_enabled(GST_BASE_SINK(self), FALSE);
+}
+
+static void gst_rdma_sink_finalize(GObject *object)
+{
+  GstRdmaSink *self = GST_RDMA_SINK(object);
+
+  g_free(self->host);
+  g_free(self->caps_str);
+  G_OBJECT_CLASS(parent_class)->finalize(object);
+}
+
+static void gst_rdma_sink_set_property(GObject *object, guint prop_id,
+                                       const GValue *value, GParamSpec *pspec)
+{
+  GstRdmaSink *self = GST_RDMA_SINK(object);
+
+  GST_OBJECT_LOCK(self);
+  switch (prop_id) {
+  case PROP_HOST:
+    g_free(self->host);
+    self->host = g_value_dup_string(value);
+    if (!self->host)
+      self->host = g_strdup(DEFAULT_HOST);
+    break;
+  case PROP_PORT:
+    self->port = g_value_get_uint(value);
+    break;
+  case PROP_DEVICE_ID:
+    self->device_id = g_value_get_uint(value);
+    break;
+  case PROP_TRANSPORT:
+    self->transport = g_value_get_enum(value);
+    break;
+  case PROP_MECHANISM:
+    self->mechanism = g_value_get_enum(value);
+    break;
+  case PROP_BACKPRESSURE:
+    self->backpressure = g_value_get_enum(value);
+    break;
+  case PROP_WAIT_TIMEOUT:
+    self->wait_timeout = g_value_get_int(value);
+    break;
+  case PROP_RECONNECT:
+    self->reconnect = g_value_get_boolean(value);
+    break;
+  case PROP_CONNECT_TIMEOUT:
+    self->connect_timeout = g_value_get_int(value);
+    break;
+  case PROP_SEND_BLOCKS:
+    self->send_blocks = g_value_get_uint(value);
+    break;
+  case PROP_BLOCK_SIZE:
+    self->block_size = g_value_get_uint(value);
+    break;
+  case PROP_STATS_INTERVAL:
+    self->stats_interval = g_value_get_uint(value);
+    break;
+  default:
+    G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+    break;
+  }
+  GST_OBJECT_UNLOCK(self);
+}
+
+static void gst_rdma_sink_get_property(GObject *object, guint prop_id,
+                                       GValue *value, GParamSpec *pspec)
+{
+  GstRdmaSink *self = GST_RDMA_SINK(object);
+
+  if (prop_id == PROP_STATS) {
+    /* Takes the object lock itself. */
+    g_value_take_boxed(value, gst_rdma_sink_get_stats(GST_ELEMENT(self)));
+    return;
+  }
+  GST_OBJECT_LOCK(self);
+  switch (prop_id) {
+  case PROP_HOST:
+    g_value_set_string(value, self->host);
+    break;
+  case PROP_PORT:
+    g_value_set_uint(value, self->port);
+    break;
+  case PROP_DEVICE_ID:
+    g_value_set_uint(value, self->device_id);
+    break;
+  case PROP_TRANSPORT:
+    g_value_set_enum(value, self->transport);
+    break;
+  case PROP_MECHANISM:
+    g_value_set_enum(value, self->mechanism);
+    break;
+  case PROP_BACKPRESSURE:
+    g_value_set_enum(value, self->backpressure);
+    break;
+  case PROP_WAIT_TIMEOUT:
+    g_value_set_int(value, self->wait_timeout);
+    break;
+  case PROP_RECONNECT:
+    g_value_set_boolean(value, self->reconnect);
+    break;
+  case PROP_CONNECT_TIMEOUT:
+    g_value_set_int(value, self->connect_timeout);
+    break;
+  case PROP_SEND_BLOCKS:
+    g_value_set_uint(value, self->send_blocks);
+    break;
+  case PROP_BLOCK_SIZE:
+    g_value_set_uint(value, self->block_size);
+    break;
+  case PROP_STATS_INTERVAL:
+    g_value_set_uint(value, self->stats_interval);
+    break;
+  default:
+    G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+    break;
+  }
+  GST_OBJECT_UNLOCK(self);
+}
+
+/* ------------------------------------------------------------ stats */
+
+static GstStructure *gst_rdma_sink_get_stats(GstElement *element)
+{
+  GstRdmaSink *self = GST_RDMA_SINK(element);
+  struct sbr_device_stats ds;
+  GstRdmaConnection *conn;
+  GstStructure *s;
+  sbr_sender *sender = NULL;
+  guint device;
+
+  GST_OBJECT_LOCK(self);
+  conn = self->conn ? gst_rdma_connection_ref(self->conn) : NULL;
+  device = conn ? self->device : self->device_id;
+  s = gst_structure_new(
+      "rdmasink-stats", "device-id", G_TYPE_UINT, device, "zero-copy-buffers",
+      G_TYPE_UINT64, self->zero_copy_buffers, "copied-buffers", G_TYPE_UINT64,
+      self->copied_buffers, "reconnect-drops", G_TYPE_UINT64,
+      self->reconnect_drops, "unmappable-drops", G_TYPE_UINT64,
+      self->unmappable_drops, NULL);
+  GST_OBJECT_UNLOCK(self);
+
+  memset(&ds, 0, sizeof ds);
+  if (conn)
+    sender = gst_rdma_connection_get_sender(conn);
+  if (sender)
+    sbr_sender_get_device_stats(sender, (uint8_t)device, &ds);
+  gst_structure_set(s, "frames", G_TYPE_UINT64, (guint64)ds.frames, "blocks",
+                    G_TYPE_UINT64, (guint64)ds.blocks, "bytes", G_TYPE_UINT64,
+                    (guint64)ds.bytes, "drops", G_TYPE_UINT64,
+                    (guint64)ds.drops, NULL);
+  if (conn) {
+    gst_rdma_connection_fill_stats(conn, s);
+    gst_rdma_connection_unref(conn);
+  }
+  return s;
+}
+
+/* ------------------------------------------------------- start/stop */
+
+/* Connecting failed: called on the connection's thread, or by the
+ * streaming thread that finds it failed; the error goes out once. */
+static void gst_rdma_sink_post_connect_error(GstRdmaSink *self,
+                                             GstRdmaConnection *conn,
+                                             const gchar *error)
+{
+  if (!g_atomic_int_compare_and_exchange(&self->error_posted, 0, 1))
+    return;
+  GST_ELEMENT_ERROR(self, RESOURCE, OPEN_WRITE,
+                    ("Could not connect to the RDMA receiver at %s.",
+                     gst_rdma_connection_get_address(conn)),
+                    ("%s (%s): %s", gst_rdma_connection_get_address(conn),
+                     gst_rdma_connection_get_description(conn), error));
+}
+
+static void gst_rdma_sink_connect_failed(GstElement *element,
+                                         const gchar *error)
+{
+  GstRdmaSink *self = GST_RDMA_SINK(element);
+  GstRdmaConnection *conn;
+
+  GST_OBJECT_LOCK(self);
+  conn = self->conn ? gst_rdma_connection_ref(self->conn) : NULL;
+  GST_OBJECT_UNLOCK(self);
+  if (conn) {
+    gst_rdma_sink_post_connect_error(self, conn, error);
+    gst_rdma_connection_unref(conn);
+  }
+}
+
+static gboolean gst_rdma_sink_start(GstBaseSink *bsink)
+{
+  GstRdmaSink *self = GST_RDMA_SINK(bsink);
+  GstRdmaConnectionConfig cfg;
+  GstRdmaConnection *conn;
+  GError *error = NULL;
+  gboolean differs = FALSE;
+  guint stats_interval;
+  gchar *host;
+
+  GST_OBJECT_LOCK(self);
+  host = g_strdup(self->host);
+  cfg.transport = self->transport;
+  cfg.mechanism = self->mechanism;
+  cfg.host = host;
+  cfg.port = self->port;
+  cfg.send_blocks = self->send_blocks;
+  cfg.block_size = self->block_size;
+  cfg.connect_timeout_ms = self->connect_timeout;
+  cfg.backpressure = self->backpressure;
+  cfg.wait_timeout_ms = self->wait_timeout;
+  self->device = (guint8)self->device_id;
+  self->reconnect_enabled = self->reconnect;
+  stats_interval = self->stats_interval;
+  GST_OBJECT_UNLOCK(self);
+
+  g_atomic_int_set(&self->flushing, 0);
+  g_atomic_int_set(&self->error_posted, 0);
+  self->caps_pending = self->caps_str != NULL;
+  self->caps_generation = 0;
+  self->discont_pending = TRUE;
+  self->warned_generation = 0;
+  GST_OBJECT_LOCK(self);
+  self->zero_copy_buffers = self->copied_buffers = 0;
+  self->reconnect_drops = self->unmappable_drops = 0;
+  GST_OBJECT_UNLOCK(self);
+
+  conn =
+      gst_rdma_connection_open(&cfg, self->device, GST_ELEMENT(self),
+                               gst_rdma_sink_connect_failed, &differs, &error);
+  if (!conn) {
+    GST_ELEMENT_ERROR(self, RESOURCE, BUSY, ("%s", error->message),
+                      ("device-id %u, %s:%u", self->device, host, cfg.port));
+    g_clear_error(&error);
+    g_free(host);
+    return FALSE;
+  }
+  if (differs)
+    GST_ELEMENT_WARNING(
+        self, RESOURCE, SETTINGS,
+        ("The connection to %s is shared with an rdmasink that started with "
+         "other settings; its settings apply.",
+         gst_rdma_connection_get_address(conn)),
+        ("send-blocks, block-size, connect-timeout, backpressure and "
+         "wait-timeout are connection-wide"));
+  g_free(host);
+
+  GST_OBJECT_LOCK(self);
+  self->conn = conn;
+  self->allocator = gst_rdma_allocator_new(conn, self->device);
+  GST_OBJECT_UNLOCK(self);
+
+  /* Connecting may already have failed on its thread before self->conn was
+   * set (so the callback found nothing to report): report it now. */
+  {
+    gchar *err = NULL;
+    if (gst_rdma_connection_get_state(conn, NULL) ==
+        GST_RDMA_CONNECTION_FAILED) {
+      gst_rdma_connection_wait(conn, &self->flushing, NULL, &err);
+      gst_rdma_sink_post_connect_error(self, conn, err ? err : "failed");
+      g_free(err);
+    }
+  }
+
+  self->ticker = gst_rdma_stats_ticker_start(GST_ELEMENT(self), stats_interval,
+                                             gst_rdma_sink_get_stats);
+  GST_DEBUG_OBJECT(self, "started: device %u on %s (%s)", self->device,
+                   gst_rdma_connection_get_address(conn),
+                   gst_rdma_connection_get_description(conn));
+  return TRUE;
+}
+
+static gboolean gst_rdma_sink_stop(GstBaseSink *bsink)
+{
+  GstRdmaSink *self = GST_RDMA_SINK(bsink);
+  GstRdmaConnection *conn;
+  GstAllocator *allocator;
+
+  gst_rdma_stats_ticker_stop(self->ticker);
+  self->ticker = NULL;
+
+  GST_OBJECT_LOCK(self);
+  conn = self->conn;
+  allocator = self->allocator;
+  self->conn = NULL;
+  self->allocator = NULL;
+  GST_OBJECT_UNLOCK(self);
+
+  /* Memories upstream still holds keep the connection (and their blocks)
+   * alive through their own references. */
+  if (allocator)
+    gst_object_unref(allocator);
+  if (conn)
+    gst_rdma_connection_close(conn, self->device);
+  GST_DEBUG_OBJECT(self, "stopped");
+  return TRUE;
+}
+
+static gboolean gst_rdma_sink_unlock(GstBaseSink *bsink)
+{
+  GstRdmaSink *self = GST_RDMA_SINK(bsink);
+  GstRdmaConnection *conn;
+
+  g_atomic_int_set(&self->flushing, 1);
+  GST_OBJECT_LOCK(self);
+  conn = self->conn ? gst_rdma_connection_ref(self->conn) : NULL;
+  GST_OBJECT_UNLOCK(self);
+  /* Wakes a wait for the connection.  A wait for a free send block inside
+   * the library can't be interrupted; wait-timeout bounds it. */
+  if (conn) {
+    gst_rdma_connection_wake(conn);
+    gst_rdma_connection_unref(conn);
+  }
+  return TRUE;
+}
+
+static gboolean gst_rdma_sink_unlock_stop(GstBaseSink *bsink)
+{
+  GstRdmaSink *self = GST_RDMA_SINK(bsink);
+
+  g_atomic_int_set(&self->flushing, 0);
+  return TRUE;
+}
+
+/* ------------------------------------------------------- connection */
+
+typedef enum {
+  READY_SEND, /* connected: *sender is usable */
+  READY_LOST, /* reconnecting: drop the frame */
+  READY_FLUSHING,
+  READY_FAILED,
+} ReadyResult;
+
+/* Waits for the first connect if it is still in progress. */
+static ReadyResult gst_rdma_sink_wait_ready(GstRdmaSink *self,
+                                            sbr_sender **sender,
+                                            guint *generation)
+{
+  gchar *error = NULL;
+  GstRdmaConnectionState state;
+
+  state =
+      gst_rdma_connection_wait(self->conn, &self->flushing, generation, &error);
+  switch (state) {
+  case GST_RDMA_CONNECTION_CONNECTED:
+    *sender = gst_rdma_connection_get_sender(self->conn);
+    return READY_SEND;
+  case GST_RDMA_CONNECTION_RECONNECTING:
+    return READY_LOST;
+  case GST_RDMA_CONNECTION_FAILED:
+    gst_rdma_sink_post_connect_error(self, self->conn, error);
+    g_free(error);
+    return READY_FAILED;
+  case GST_RDMA_CONNECTION_CONNECTING:
+  default:
+    return READY_FLUSHING;
+  }
+}
+
+/* The connection is down: with reconnect, make sure it is being
+ * re-established, warn once per outage, drop the frame; else fail. */
+static GstFlowReturn gst_rdma_sink_connection_lost(GstRdmaSink *self,
+                                                   guint generation)
+{
+  const gchar *address = gst_rdma_connection_get_address(self->conn);
+
+  if (!self->reconnect_enabled) {
+    GST_ELEMENT_ERROR(
+        self, RESOURCE, WRITE,
+        ("Lost the connection to the RDMA receiver at %s.", address),
+        ("%s (%s); reconnect=false", address,
+         gst_rdma_connection_get_description(self->conn)));
+    return GST_FLOW_ERROR;
+  }
+  gst_rdma_connection_lost(self->conn);
+  GST_OBJECT_LOCK(self);
+  self->reconnect_drops++;
+  GST_OBJECT_UNLOCK(self);
+  if (self->warned_generation != generation + 1) {
+    self->warned_generation = generation + 1;
+    GST_ELEMENT_WARNING(
+        self, RESOURCE, WRITE,
+        ("Lost the connection to the RDMA receiver at %s, reconnecting.",
+         address),
+        ("%s (%s): frames of device %u are dropped and counted "
+         "(reconnect-drops) until the receiver is back",
+         address, gst_rdma_connection_get_description(self->conn),
+         self->device));
+  }
+  return GST_FLOW_OK;
+}
+
+/* What a fill call's result means for the stream. */
+static GstFlowReturn gst_rdma_sink_handle_result(GstRdmaSink *self, int ret,
+                                                 gsize size, sbr_sender *sender,
+                                                 guint generation)
+{
+  switch (ret) {
+  case 0:
+    return GST_FLOW_OK;
+  case -EAGAIN:
+    /* Backpressure: the library counted the drop. */
+    GST_LOG_OBJECT(self, "no send block free: frame dropped");
+    return GST_FLOW_OK;
+  case -ENOTCONN:
+    return gst_rdma_sink_connection_lost(self, generation);
+  case -EMSGSIZE:
+    GST_ELEMENT_ERROR(self, RESOURCE, WRITE,
+                      ("A frame of %" G_GSIZE_FORMAT
+                       " bytes does not fit the send blocks.",
+                       size),
+                      ("%" G_GSIZE_FORMAT
+                       " payload bytes per block; raise send-blocks on the "
+                       "sink or block-size on the receiver",
+                       sbr_sender_block_payload_size(sender)));
+    return GST_FLOW_ERROR;
+  default:
+    GST_ELEMENT_ERROR(self, RESOURCE, WRITE,
+                      ("Could not send to the RDMA receiver at %s.",
+                       gst_rdma_connection_get_address(self->conn)),
+                      ("%s", g_strerror(-ret)));
+    return GST_FLOW_ERROR;
+  }
+}
+
+/* Sends the CAPS block if this connection hasn't had it (first buffer,
+ * renegotiation, reconnect: a new receiver knows nothing). */
+static GstFlowReturn gst_rdma_sink_send_caps(GstRdmaSink *self,
+                                             sbr_sender *sender,
+                                             guint generation, gboolean *sent)
+{
+  struct sbr_block_meta meta;
+  int ret;
+
+  *sent = TRUE;
+  if (!self->caps_str ||
+      (!self->caps_pending && self->caps_generation == generation))
+    return GST_FLOW_OK;
+  sbr_block_meta_init(&meta, self->device);
+  meta.kind = SBR_KIND_CAPS;
+  ret = sbr_sender_send(sender, &meta, self->caps_str, strlen(self->caps_str));
+  if (ret == 0) {
+    GST_DEBUG_OBJECT(self, "sent caps %s", self->caps_str);
+    self->caps_pending = FALSE;
+    self->caps_generation = generation;
+    /* A new receiver (or new caps) starts a new stream over there. */
+    self->discont_pending = TRUE;
+    return GST_FLOW_OK;
+  }
+  *sent = FALSE;
+  if (ret == -EMSGSIZE) {
+    GST_ELEMENT_ERROR(self, STREAM, FORMAT, ("The caps don't fit one block."),
+                      ("%" G_GSIZE_FORMAT " bytes of caps, %" G_GSIZE_FORMAT
+                       " payload bytes per block",
+                       strlen(self->caps_str),
+                       sbr_sender_block_payload_size(sender)));
+    return GST_FLOW_ERROR;
+  }
+  return gst_rdma_sink_handle_result(self, ret, 0, sender, generation);
+}
+
+/* ----------------------------------------------------------- stream */
+
+static gboolean gst_rdma_sink_set_caps(GstBaseSink *bsink, GstCaps *caps)
+{
+  GstRdmaSink *self = GST_RDMA_SINK(bsink);
+
+  g_free(self->caps_str);
+  self->caps_str = gst_caps_to_string(caps);
+  self->caps_pending = TRUE;
+  GST_DEBUG_OBJECT(self, "caps %s: sent before the next buffer",
+                   self->caps_str);
+  return TRUE;
+}
+
+static gboolean gst_rdma_sink_propose_allocation(GstBaseSink *bsink,
+                                                 GstQuery *query)
+{
+  GstRdmaSink *self = GST_RDMA_SINK(bsink);
+  GstAllocationParams params;
+  sbr_sender *sender = NULL;
+  guint generation;
+  GstAllocator *allocator;
+
+  /* The payload size comes from the receiver: without the connection there
+   * is nothing to offer. */
+  if (gst_rdma_sink_wait_ready(self, &sender, &generation) != READY_SEND)
+    return FALSE;
+  GST_OBJECT_LOCK(self);
+  allocator = self->allocator ? gst_object_ref(self->allocator) : NULL;
+  GST_OBJECT_UNLOCK(self);
+  if (!allocator)
+    return FALSE;
+  gst_allocation_params_init(&params);
+  /* Block payloads are 64-byte aligned; ask for no more. */
+  params.align = 63;
+  gst_query_add_allocation_param(query, allocator, &params);
+  gst_object_unref(allocator);
+  GST_DEBUG_OBJECT(self,
+                   "offered the send-block allocator (%" G_GSIZE_FORMAT
+                   " payload bytes per block)",
+                   sbr_sender_block_payload_size(sender));
+  return TRUE;
+}
+
+static void gst_rdma_sink_send_eos(GstRdmaSink *self)
+{
+  struct sbr_block_meta meta;
+  sbr_sender *sender = NULL;
+  guint generation;
+  int ret;
+
+  if (gst_rdma_sink_wait_ready(self, &sender, &generation) != READY_SEND) {
+    GST_WARNING_OBJECT(self, "not connected: EOS not sent");
+    return;
+  }
+  sbr_block_meta_init(&meta, self->device);
+  meta.kind = SBR_KIND_EOS;
+  ret = sbr_sender_send(sender, &meta, NULL, 0);
+  if (ret < 0) {
+    GST_WARNING_OBJECT(self, "EOS not sent: %s", g_strerror(-ret));
+    return;
+  }
+  /* EOS means everything before it was delivered. */
+  ret = sbr_sender_flush(sender, EOS_FLUSH_TIMEOUT_MS);
+  GST_DEBUG_OBJECT(self, "EOS sent for device %u, flush: %s", self->device,
+                   ret == 0 ? "done" : g_strerror(-ret));
+}
+
+static gboolean gst_rdma_sink_event(GstBaseSink *bsink, GstEvent *event)
+{
+  GstRdmaSink *self = GST_RDMA_SINK(bsink);
+
+  switch (GST_EVENT_TYPE(event)) {
+  case GST_EVENT_EOS:
+    gst_rdma_sink_send_eos(self);
+    break;
+  case GST_EVENT_STREAM_START:
+  case GST_EVENT_FLUSH_STOP:
+    self->discont_pending = TRUE;
+    break;
+  default:
+    break;
+  }
+  return GST_BASE_SINK_CLASS(parent_class)->event(bsink, event);
+}
+
+static guint64 to_running_time(GstSegment *segment, GstClockTime t)
+{
+  guint64 rt;
+
+  if (!GST_CLOCK_TIME_IS_VALID(t) || segment->format != GST_FORMAT_TIME)
+    return SBR_TIME_NONE;
+  rt = gst_segment_to_running_time(segment, GST_FORMAT_TIME, t);
+  return GST_CLOCK_TIME_IS_VALID(rt) ? rt : SBR_TIME_NONE;
+}
+
+static void gst_rdma_sink_fill_meta(GstRdmaSink *self, GstBuffer *buf,
+                                    struct sbr_block_meta *meta)
+{
+  GstSegment *segment = &GST_BASE_SINK(self)->segment;
+  GstReferenceTimestampMeta *ts;
+  GstCaps *unix_caps = gst_rdma_unix_timestamp_caps();
+
+  sbr_block_meta_init(meta, self->device);
+  /* The receiver rebuilds a live timeline from running times: their
+   * differences are what the stream means, whatever the segment. */
+  meta->pts = to_running_time(segment, GST_BUFFER_PTS(buf));
+  meta->dts = to_running_time(segment, GST_BUFFER_DTS(buf));
+  if (GST_BUFFER_DURATION_IS_VALID(buf))
+    meta->duration = GST_BUFFER_DURATION(buf);
+  if (GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_DISCONT) ||
+      self->discont_pending)
+    meta->flags |= SBR_FLAG_DISCONT;
+  if (GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_DELTA_UNIT))
+    meta->flags |= SBR_FLAG_DELTA;
+  ts = gst_buffer_get_reference_timestamp_meta(buf, unix_caps);
+  meta->capture_time = ts ? ts->timestamp : gst_rdma_realtime_ns();
+  gst_caps_unref(unix_caps);
+}
+
+static GstFlowReturn gst_rdma_sink_render(GstBaseSink *bsink, GstBuffer *buf)
+{
+  GstRdmaSink *self = GST_RDMA_SINK(bsink);
+  struct sbr_block_meta meta;
+  sbr_send_block *block = NULL;
+  GstRdmaMemoryKind kind;
+  sbr_sender *sender = NULL;
+  guint generation = 0;
+  gsize size = gst_buffer_get_size(buf);
+  gboolean caps_sent;
+  GstFlowReturn flow;
+  GstMapInfo map;
+  int ret;
+
+  switch (gst_rdma_sink_wait_ready(self, &sender, &generation)) {
+  case READY_SEND:
+    if (self->warned_generation != 0 &&
+        self->warned_generation != generation + 1) {
+      /* Back after an outage this sink warned about. */
+      self->warned_generation = 0;
+      GST_ELEMENT_INFO(self, RESOURCE, WRITE,
+                       ("Reconnected to the RDMA receiver at %s.",
+                        gst_rdma_connection_get_address(self->conn)),
+                       (NULL));
+    }
+    break;
+  case READY_LOST:
+    return gst_rdma_sink_connection_lost(self, generation);
+  case READY_FAILED:
+    return GST_FLOW_ERROR;
+  case READY_FLUSHING:
+  default:
+    return GST_FLOW_FLUSHING;
+  }
+
+  flow = gst_rdma_sink_send_caps(self, sender, generation, &caps_sent);
+  if (flow != GST_FLOW_OK || !caps_sent)
+    return flow; /* without its caps the receiver can't use the frame */
+
+  gst_rdma_sink_fill_meta(self, buf, &meta);
+  kind = gst_rdma_buffer_claim(buf, self->conn, &block);
+
+  switch (kind) {
+  case GST_RDMA_MEMORY_BLOCK:
+    ret = sbr_sender_submit(sender, block, &meta, size);
+    if (ret == -EINVAL)
+      sbr_sender_abandon(sender, block);
+    if (ret == 0) {
+      GST_OBJECT_LOCK(self);
+      self->zero_copy_buffers++;
+      GST_OBJECT_UNLOCK(self);
+    }
+    break;
+  case GST_RDMA_MEMORY_DROPPED:
+    GST_LOG_OBJECT(self, "no send block came for this buffer: dropped");
+    return GST_FLOW_OK;
+  case GST_RDMA_MEMORY_HEAP:
+  case GST_RDMA_MEMORY_FOREIGN:
+  default:
+    if (!gst_buffer_map(buf, &map, GST_MAP_READ)) {
+      /* Only a buffer this sink (or another on the connection) already
+       * submitted without a copy: its block carries other frames now. */
+      GST_WARNING_OBJECT(self, "buffer can't be mapped (already sent?)");
+      GST_OBJECT_LOCK(self);
+      self->unmappable_drops++;
+      GST_OBJECT_UNLOCK(self);
+      return GST_FLOW_OK;
+    }
+    ret = sbr_sender_send(sender, &meta, map.data, map.size);
+    gst_buffer_unmap(buf, &map);
+    if (ret == 0) {
+      GST_OBJECT_LOCK(self);
+      self->copied_buffers++;
+      GST_OBJECT_UNLOCK(self);
+    }
+    break;
+  }
+
+  if (ret == 0)
+    self->discont_pending = FALSE;
+  return gst_rdma_sink_handle_result(self, ret, size, sender, generation);
+}

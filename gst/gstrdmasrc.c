@@ -1,0 +1,1142 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/**
+ * SECTION:element-rdmasrc
+ * @title: rdmasrc
+ * @see_also: rdmasink
+ *
+ * rdmasrc listens on a port for rdmasinks (any number of sender processes,
+ * each one connection with any number of devices) and exposes one
+ * sometimes pad per device, `src_<device>` (src_0 ... src_255), added with
+ * the caps that device's sink sent in-band, before its first buffer.
+ * Devices may appear at any time, so there is no no-more-pads.  A pad pushes
+ * stream-start, caps, a TIME segment, then buffers; it gets EOS when its
+ * sink sent EOS, and the element is done (its task pauses) once every pad
+ * that appeared has had EOS and nothing more arrived for 100 ms (so a device
+ * whose first blocks were already on their way still gets its pad).  When a
+ * sender goes away rdmasrc keeps listening, accepts the next one and keeps
+ * its pads.
+ *
+ * rdmasrc is a #GstElement with its own streaming task, like a demuxer, not
+ * a #GstPushSrc: one thread takes whole frames of every device from the
+ * receiver (sbr_receiver_next_frame, in per-device packet order) and pushes
+ * each on its device's pad, and pads come and go with the devices.  Flow
+ * returns are combined with a #GstFlowCombiner: a device nobody linked
+ * (NOT_LINKED) doesn't stop the others.  As after any demuxer, a branch
+ * that blocks (a full queue, a slow element) holds up the other devices:
+ * put a queue after each src pad you link.  It is a live source: it only reads
+ * while PLAYING (senders wait, or drop by their backpressure setting,
+ * meanwhile) and answers the LATENCY query with live=TRUE and, unless
+ * #GstRdmaSrc:latency says otherwise, one frame duration as the minimum.
+ *
+ * Zero copy: a buffer wraps the receive blocks its frame landed in, one
+ * memory per block (a fragmented frame is one buffer of several memories).
+ * The blocks are marked held while downstream has the buffer, so the
+ * sender skips them, and are handed back when the buffer is freed.  A slow
+ * or buffering consumer can't starve the sender: once more than
+ * #GstRdmaSrc:max-held blocks are out downstream, frames are copied and
+ * their blocks released at once (counted as "copies" in the stats).
+ *
+ * Timestamps: the sender sends running times.  For each device the first
+ * buffer (and the first after the sender reconnected, or after a
+ * discontinuity that goes back in time, i.e. a restarted sender pipeline)
+ * is stamped with this pipeline's running time at its arrival; every later
+ * PTS/DTS is that plus its distance from the first one in the sender's
+ * timeline, so relative timestamps are kept exactly.  Duration and the
+ * DISCONT/DELTA_UNIT flags are kept.  The sender's capture time (its wall
+ * clock) comes as a "timestamp/x-unix" #GstReferenceTimestampMeta.
+ *
+ * ## Example launch lines
+ * |[
+ * gst-launch-1.0 rdmasrc name=r r.src_3 ! videoconvert ! autovideosink
+ * ]| Shows device 3 of whatever rdmasinks connect to port 7471 over verbs.
+ * |[
+ * gst-launch-1.0 rdmasrc transport=shm name=r r.src_0 ! queue ! videoconvert !
+ * comp.sink_0 r.src_1 ! queue ! videoconvert ! comp.sink_1 compositor name=comp
+ * sink_1::xpos=320 ! videoconvert ! autovideosink
+ * ]| Two cameras side by side, from senders on the same host.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstrdmasrc.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include <gst/base/gstflowcombiner.h>
+#include <sbr.h>
+
+#include "gstrdmacommon.h"
+#include "gstrdmaelements.h"
+#include "gstrdmaenums.h"
+
+enum {
+  PROP_0,
+  PROP_ADDRESS,
+  PROP_PORT,
+  PROP_TRANSPORT,
+  PROP_MECHANISM,
+  PROP_BLOCKS,
+  PROP_BLOCK_SIZE,
+  PROP_MAX_HELD,
+  PROP_MAX_SENDERS,
+  PROP_LATENCY,
+  PROP_TIMEOUT,
+  PROP_STATS,
+  PROP_STATS_INTERVAL,
+  N_PROPERTIES
+};
+
+#define DEFAULT_ADDRESS "0.0.0.0"
+#define DEFAULT_BLOCKS 16
+#define DEFAULT_BLOCK_SIZE (1u << 20)
+#define DEFAULT_MAX_HELD 8
+#define DEFAULT_MAX_SENDERS 8
+#define DEFAULT_LATENCY (-1)
+#define DEFAULT_TIMEOUT 0
+/* The task re-checks flushing and the idle timeout at least this often even
+ * if a wakeup were lost; after the last EOS, this much quiet ends it. */
+#define LOOP_TIMEOUT_MS 100
+
+GST_DEBUG_CATEGORY_STATIC(gst_rdma_src_debug);
+#define GST_CAT_DEFAULT gst_rdma_src_debug
+
+static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
+    "src_%u", GST_PAD_SRC, GST_PAD_SOMETIMES, GST_STATIC_CAPS_ANY);
+
+/* Blocks out downstream, shared with the memories' free callbacks, which
+ * may run after the element is gone. */
+typedef struct {
+  gint count; /* atomic */
+} HeldCounter;
+
+/* One wrapped receive block. */
+typedef struct {
+  sbr_block *block;
+  HeldCounter *held; /* referenced (g_atomic_rc_box) */
+} HeldBlock;
+
+/* One device's stream.  Streaming thread, except frame_duration (object
+ * lock, read by latency queries). */
+typedef struct {
+  guint device;
+  GstPad *pad;
+  GstCaps *caps;
+  gboolean eos;
+  /* Timestamp mapping, see the SECTION. */
+  gboolean have_base;
+  guint32 lane_id;
+  guint16 epoch;
+  guint64 base_in;       /* sender running time of the base frame */
+  GstClockTime base_out; /* our running time at its arrival */
+  guint64 last_in;       /* last sender time seen (DTS, else PTS) */
+  GstClockTime frame_duration;
+  guint64 buffers;
+} RdmaSrcDevice;
+
+struct _GstRdmaSrc {
+  GstElement parent;
+
+  /* Properties (object lock). */
+  gchar *address;
+  guint port;
+  GstRdmaTransport transport;
+  GstRdmaMechanism mechanism;
+  guint blocks;
+  guint block_size;
+  guint max_held;
+  guint max_senders;
+  gint latency;
+  guint timeout;
+  guint stats_interval;
+
+  GstTask *task;
+  GRecMutex task_lock;
+  gboolean task_running;  /* object lock: the loop may pause the task */
+  sbr_receiver *receiver; /* READY->PAUSED to PAUSED->READY; object lock */
+  gint flushing;          /* atomic: leave the loop */
+  GstRdmaStatsTicker *ticker;
+  HeldCounter *held;
+
+  /* Streaming thread (and state changes while the task is stopped). */
+  GstFlowCombiner *combiner;
+  RdmaSrcDevice *devices[SBR_MAX_DEVICES];
+  guint n_pads, n_eos;
+  guint group_id;
+  guint max_held_now; /* max_held as started, clamped */
+  guint timeout_now;
+  gint64 last_activity; /* monotonic us of the last frame */
+  gboolean timeout_posted;
+  gboolean draining; /* every pad had EOS: stop at the first quiet spell */
+
+  /* Counters (object lock). */
+  guint64 pushed;
+  guint64 copies;
+  guint64 no_caps_drops;
+};
+
+#define gst_rdma_src_parent_class parent_class
+G_DEFINE_TYPE(GstRdmaSrc, gst_rdma_src, GST_TYPE_ELEMENT);
+GST_ELEMENT_REGISTER_DEFINE_WITH_CODE(rdmasrc, "rdmasrc", GST_RANK_NONE,
+                                      GST_TYPE_RDMA_SRC,
+                                      gst_rdma_element_init(plugin));
+
+static GParamSpec *properties[N_PROPERTIES];
+
+static void gst_rdma_src_finalize(GObject *object);
+static void gst_rdma_src_set_property(GObject *object, guint prop_id,
+                                      const GValue *value, GParamSpec *pspec);
+static void gst_rdma_src_get_property(GObject *object, guint prop_id,
+                                      GValue *value, GParamSpec *pspec);
+static GstStateChangeReturn
+gst_rdma_src_change_state(GstElement *element, GstStateChange transition);
+static gboolean gst_rdma_src_query(GstElement *element, GstQuery *query);
+static void gst_rdma_src_loop(gpointer data);
+static GstStructure *gst_rdma_src_get_stats(GstElement *element);
+
+static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
+  GstElementClass *element_class = GST_ELEMENT_CLASS(klass);
+
+  gobject_class->finalize = gst_rdma_src_finalize;
+  gobject_class->set_property = gst_rdma_src_set_property;
+  gobject_class->get_property = gst_rdma_src_get_property;
+
+  properties[PROP_ADDRESS] = g_param_spec_string(
+      "address", "Address",
+      "Local address to listen on (verbs); ignored by the shm transport",
+      DEFAULT_ADDRESS,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_PORT] = gst_rdma_param_spec_port("Port to listen on");
+  properties[PROP_TRANSPORT] = gst_rdma_param_spec_transport();
+  properties[PROP_MECHANISM] = gst_rdma_param_spec_mechanism();
+  properties[PROP_BLOCKS] = g_param_spec_uint(
+      "blocks", "Blocks",
+      "Receive blocks per sender connection (lane); the sender writes into "
+      "any free one",
+      2, 65536, DEFAULT_BLOCKS,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_BLOCK_SIZE] = g_param_spec_uint(
+      "block-size", "Block size",
+      "Bytes per receive block including the 72 bytes of header and "
+      "trailer; larger frames arrive in several blocks and come out as one "
+      "buffer of several memories",
+      128, 64u << 20, DEFAULT_BLOCK_SIZE,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_MAX_HELD] = g_param_spec_uint(
+      "max-held", "Max held",
+      "Most receive blocks downstream may hold (over all pads) before frames "
+      "are copied and their blocks released at once, so a slow consumer "
+      "can't starve the sender; at most blocks-1 takes effect, 0 always "
+      "copies",
+      0, 65536, DEFAULT_MAX_HELD,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_MAX_SENDERS] = g_param_spec_uint(
+      "max-senders", "Max senders",
+      "Sender connections (lanes) accepted at once; each sending process "
+      "needs one per receiver",
+      1, 1024, DEFAULT_MAX_SENDERS,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_LATENCY] = g_param_spec_int(
+      "latency", "Latency",
+      "Minimum latency reported in milliseconds (-1 = one frame duration of "
+      "the stream, from its framerate or buffer durations)",
+      -1, G_MAXINT, DEFAULT_LATENCY,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING);
+  properties[PROP_TIMEOUT] = g_param_spec_uint(
+      "timeout", "Timeout",
+      "Post an element message \"rdmasrc-timeout\" after this many "
+      "milliseconds without a frame (0 = never); once per idle spell",
+      0, G_MAXUINT, DEFAULT_TIMEOUT,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_STATS] = gst_rdma_param_spec_stats(
+      "Statistics (\"rdmasrc-stats\"): lanes-opened, lanes-closed, "
+      "lanes-active, blocks, bytes, rejected, frames-copied (reassembled by "
+      "copy), recv-wr-posted, copies (max-held), pushed, held, "
+      "no-caps-drops, and \"devices\", an array of per-device structures "
+      "(device-id, frames, bytes, drops, gaps, rejected, eos)");
+  properties[PROP_STATS_INTERVAL] =
+      gst_rdma_param_spec_stats_interval("rdmasrc-stats");
+  g_object_class_install_properties(gobject_class, N_PROPERTIES, properties);
+
+  gst_element_class_add_static_pad_template(element_class, &src_template);
+  gst_element_class_set_static_metadata(
+      element_class, "RDMA source", "Source/Network",
+      "Receives the devices of rdmasinks over one-sided RDMA (status-byte "
+      "block transport), one pad per device, zero-copy",
+      "gst-rdma project");
+  /* gst-inspect-1.0 prints every metadata key: show how to use it. */
+  gst_element_class_add_static_metadata(
+      element_class, "example",
+      "gst-launch-1.0 rdmasrc name=r r.src_3 ! videoconvert ! autovideosink  "
+      "(pad src_N carries the rdmasink with device-id=N; same host: "
+      "transport=shm)");
+
+  element_class->change_state = GST_DEBUG_FUNCPTR(gst_rdma_src_change_state);
+  element_class->query = GST_DEBUG_FUNCPTR(gst_rdma_src_query);
+
+  GST_DEBUG_CATEGORY_INIT(gst_rdma_src_debug, "rdmasrc", 0, "RDMA source");
+}
+
+static void gst_rdma_src_init(GstRdmaSrc *self)
+{
+  self->address = g_strdup(DEFAULT_ADDRESS);
+  self->port = GST_RDMA_DEFAULT_PORT;
+  self->transport = GST_RDMA_DEFAULT_TRANSPORT;
+  self->mechanism = GST_RDMA_DEFAULT_MECHANISM;
+  self->blocks = DEFAULT_BLOCKS;
+  self->block_size = DEFAULT_BLOCK_SIZE;
+  self->max_held = DEFAULT_MAX_HELD;
+  self->max_senders = DEFAULT_MAX_SENDERS;
+  self->latency = DEFAULT_LATENCY;
+  self->timeout = DEFAULT_TIMEOUT;
+  self->stats_interval = GST_RDMA_DEFAULT_STATS_INTERVAL;
+
+  g_rec_mutex_init(&self->task_lock);
+  self->task = gst_task_new(gst_rdma_src_loop, self, NULL);
+  gst_object_set_name(GST_OBJECT(self->task), "rdmasrc:loop");
+  gst_task_set_lock(self->task, &self->task_lock);
+  self->combiner = gst_flow_combiner_new();
+  /* A live source: it never prerolls. */
+  GST_OBJECT_FLAG_SET(self, GST_ELEMENT_FLAG_SOURCE);
+}
+
+static void gst_rdma_src_finalize(GObject *object)
+{
+  GstRdmaSrc *self = GST_RDMA_SRC(object);
+
+  gst_object_unref(self->task);
+  g_rec_mutex_clear(&self->task_lock);
+  gst_flow_combiner_free(self->combiner);
+  g_free(self->address);
+  G_OBJECT_CLASS(parent_class)->finalize(object);
+}
+
+static void gst_rdma_src_set_property(GObject *object, guint prop_id,
+                                      const GValue *value, GParamSpec *pspec)
+{
+  GstRdmaSrc *self = GST_RDMA_SRC(object);
+
+  GST_OBJECT_LOCK(self);
+  switch (prop_id) {
+  case PROP_ADDRESS:
+    g_free(self->address);
+    self->address = g_value_dup_string(value);
+    if (!self->address)
+      self->address = g_strdup(DEFAULT_ADDRESS);
+    break;
+  case PROP_PORT:
+    self->port = g_value_get_uint(value);
+    break;
+  case PROP_TRANSPORT:
+    self->transport = g_value_get_enum(value);
+    break;
+  case PROP_MECHANISM:
+    self->mechanism = g_value_get_enum(value);
+    break;
+  case PROP_BLOCKS:
+    self->blocks = g_value_get_uint(value);
+    break;
+  case PROP_BLOCK_SIZE:
+    self->block_size = g_value_get_uint(value);
+    break;
+  case PROP_MAX_HELD:
+    self->max_held = g_value_get_uint(value);
+    break;
+  case PROP_MAX_SENDERS:
+    self->max_senders = g_value_get_uint(value);
+    break;
+  case PROP_LATENCY:
+    self->latency = g_value_get_int(value);
+    break;
+  case PROP_TIMEOUT:
+    self->timeout = g_value_get_uint(value);
+    break;
+  case PROP_STATS_INTERVAL:
+    self->stats_interval = g_value_get_uint(value);
+    break;
+  default:
+    G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+    break;
+  }
+  GST_OBJECT_UNLOCK(self);
+}
+
+static void gst_rdma_src_get_property(GObject *object, guint prop_id,
+                                      GValue *value, GParamSpec *pspec)
+{
+  GstRdmaSrc *self = GST_RDMA_SRC(object);
+
+  if (prop_id == PROP_STATS) {
+    /* Takes the object lock itself. */
+    g_value_take_boxed(value, gst_rdma_src_get_stats(GST_ELEMENT(self)));
+    return;
+  }
+  GST_OBJECT_LOCK(self);
+  switch (prop_id) {
+  case PROP_ADDRESS:
+    g_value_set_string(value, self->address);
+    break;
+  case PROP_PORT:
+    g_value_set_uint(value, self->port);
+    break;
+  case PROP_TRANSPORT:
+    g_value_set_enum(value, self->transport);
+    break;
+  case PROP_MECHANISM:
+    g_value_set_enum(value, self->mechanism);
+    break;
+  case PROP_BLOCKS:
+    g_value_set_uint(value, self->blocks);
+    break;
+  case PROP_BLOCK_SIZE:
+    g_value_set_uint(value, self->block_size);
+    break;
+  case PROP_MAX_HELD:
+    g_value_set_uint(value, self->max_held);
+    break;
+  case PROP_MAX_SENDERS:
+    g_value_set_uint(value, self->max_senders);
+    break;
+  case PROP_LATENCY:
+    g_value_set_int(value, self->latency);
+    break;
+  case PROP_TIMEOUT:
+    g_value_set_uint(value, self->timeout);
+    break;
+  case PROP_STATS_INTERVAL:
+    g_value_set_uint(value, self->stats_interval);
+    break;
+  default:
+    G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+    break;
+  }
+  GST_OBJECT_UNLOCK(self);
+}
+
+/* ------------------------------------------------------------ stats */
+
+static GstStructure *gst_rdma_src_get_stats(GstElement *element)
+{
+  GstRdmaSrc *self = GST_RDMA_SRC(element);
+  struct sbr_receiver_stats rs;
+  GValue devices = G_VALUE_INIT;
+  GstStructure *s;
+
+  memset(&rs, 0, sizeof rs);
+  g_value_init(&devices, GST_TYPE_ARRAY);
+
+  GST_OBJECT_LOCK(self);
+  if (self->receiver)
+    sbr_receiver_get_stats(self->receiver, &rs);
+  s = gst_structure_new(
+      "rdmasrc-stats", "lanes-opened", G_TYPE_UINT64, (guint64)rs.lanes_opened,
+      "lanes-closed", G_TYPE_UINT64, (guint64)rs.lanes_closed, "lanes-active",
+      G_TYPE_UINT, (guint)rs.lanes_active, "blocks", G_TYPE_UINT64,
+      (guint64)rs.blocks, "bytes", G_TYPE_UINT64, (guint64)rs.bytes, "rejected",
+      G_TYPE_UINT64, (guint64)rs.rejected, "blocks-held", G_TYPE_UINT64,
+      (guint64)rs.blocks_held, "frames-copied", G_TYPE_UINT64,
+      (guint64)rs.frames_copied, "recv-wr-posted", G_TYPE_UINT64,
+      (guint64)rs.recv_wr_posted, "copies", G_TYPE_UINT64, self->copies,
+      "pushed", G_TYPE_UINT64, self->pushed, "held", G_TYPE_UINT,
+      (guint)(self->held ? g_atomic_int_get(&self->held->count) : 0),
+      "no-caps-drops", G_TYPE_UINT64, self->no_caps_drops, NULL);
+  /* The device table only changes under the object lock too. */
+  for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
+    RdmaSrcDevice *dev = self->devices[d];
+    struct sbr_device_stats ds;
+    GValue v = G_VALUE_INIT;
+
+    if (!dev || !self->receiver)
+      continue;
+    sbr_receiver_get_device_stats(self->receiver, (uint8_t)d, &ds);
+    g_value_init(&v, GST_TYPE_STRUCTURE);
+    g_value_take_boxed(
+        &v, gst_structure_new(
+                "device", "device-id", G_TYPE_UINT, d, "frames", G_TYPE_UINT64,
+                (guint64)ds.frames, "blocks", G_TYPE_UINT64, (guint64)ds.blocks,
+                "bytes", G_TYPE_UINT64, (guint64)ds.bytes, "drops",
+                G_TYPE_UINT64, (guint64)ds.drops, "gaps", G_TYPE_UINT64,
+                (guint64)ds.gaps, "rejected", G_TYPE_UINT64,
+                (guint64)ds.rejected, "pushed", G_TYPE_UINT64, dev->buffers,
+                "eos", G_TYPE_BOOLEAN, dev->eos, NULL));
+    gst_value_array_append_and_take_value(&devices, &v);
+  }
+  GST_OBJECT_UNLOCK(self);
+  gst_structure_take_value(s, "devices", &devices);
+  return s;
+}
+
+/* ------------------------------------------------------------- pads */
+
+static gboolean gst_rdma_src_pad_query(GstPad *pad, GstObject *parent,
+                                       GstQuery *query)
+{
+  GstRdmaSrc *self = GST_RDMA_SRC(parent);
+
+  if (GST_QUERY_TYPE(query) == GST_QUERY_LATENCY) {
+    GstClockTime min = 0;
+    RdmaSrcDevice *dev;
+
+    /* The device goes away under the object lock (remove_pads). */
+    GST_OBJECT_LOCK(self);
+    dev = gst_pad_get_element_private(pad);
+    if (self->latency >= 0)
+      min = (GstClockTime)self->latency * GST_MSECOND;
+    else if (dev && GST_CLOCK_TIME_IS_VALID(dev->frame_duration))
+      min = dev->frame_duration;
+    GST_OBJECT_UNLOCK(self);
+    /* Live; the sender, not we, decides how much it buffers: no maximum. */
+    gst_query_set_latency(query, TRUE, min, GST_CLOCK_TIME_NONE);
+    GST_LOG_OBJECT(pad, "latency: min %" GST_TIME_FORMAT, GST_TIME_ARGS(min));
+    return TRUE;
+  }
+  return gst_pad_query_default(pad, parent, query);
+}
+
+static gboolean gst_rdma_src_pad_event(GstPad *pad, GstObject *parent,
+                                       GstEvent *event)
+{
+  switch (GST_EVENT_TYPE(event)) {
+  case GST_EVENT_SEEK:
+    /* Live: nothing to seek in. */
+    gst_event_unref(event);
+    return FALSE;
+  case GST_EVENT_QOS:
+  case GST_EVENT_RECONFIGURE:
+  case GST_EVENT_LATENCY:
+    gst_event_unref(event);
+    return TRUE;
+  default:
+    return gst_pad_event_default(pad, parent, event);
+  }
+}
+
+static gboolean gst_rdma_src_query(GstElement *element, GstQuery *query)
+{
+  GstRdmaSrc *self = GST_RDMA_SRC(element);
+
+  if (GST_QUERY_TYPE(query) == GST_QUERY_LATENCY) {
+    GstClockTime min = 0;
+
+    /* The element as a whole: the largest of its pads' answers. */
+    GST_OBJECT_LOCK(self);
+    if (self->latency >= 0) {
+      min = (GstClockTime)self->latency * GST_MSECOND;
+    } else {
+      for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
+        RdmaSrcDevice *dev = self->devices[d];
+        if (dev && GST_CLOCK_TIME_IS_VALID(dev->frame_duration))
+          min = MAX(min, dev->frame_duration);
+      }
+    }
+    GST_OBJECT_UNLOCK(self);
+    gst_query_set_latency(query, TRUE, min, GST_CLOCK_TIME_NONE);
+    return TRUE;
+  }
+  return GST_ELEMENT_CLASS(parent_class)->query(element, query);
+}
+
+/* Frame duration from the caps' framerate, if any. */
+static GstClockTime caps_frame_duration(GstCaps *caps)
+{
+  GstStructure *s = gst_caps_get_structure(caps, 0);
+  gint n, d;
+
+  if (s && gst_structure_get_fraction(s, "framerate", &n, &d) && n > 0 && d > 0)
+    return gst_util_uint64_scale_int(GST_SECOND, d, n);
+  return GST_CLOCK_TIME_NONE;
+}
+
+/* Opens a stream on dev's pad: stream-start, caps, segment. */
+static void gst_rdma_src_start_stream(GstRdmaSrc *self, RdmaSrcDevice *dev,
+                                      GstCaps *caps)
+{
+  GstEvent *event;
+  GstSegment segment;
+  gchar *stream_id;
+
+  stream_id = gst_pad_create_stream_id_printf(dev->pad, GST_ELEMENT(self),
+                                              "device-%u", dev->device);
+  event = gst_event_new_stream_start(stream_id);
+  gst_event_set_group_id(event, self->group_id);
+  gst_pad_push_event(dev->pad, event);
+  g_free(stream_id);
+  gst_pad_push_event(dev->pad, gst_event_new_caps(caps));
+  /* Buffers carry running times (see the SECTION): a plain TIME segment. */
+  gst_segment_init(&segment, GST_FORMAT_TIME);
+  gst_pad_push_event(dev->pad, gst_event_new_segment(&segment));
+  dev->have_base = FALSE;
+}
+
+static RdmaSrcDevice *gst_rdma_src_add_pad(GstRdmaSrc *self, guint device,
+                                           GstCaps *caps)
+{
+  RdmaSrcDevice *dev = g_new0(RdmaSrcDevice, 1);
+  gchar *name = g_strdup_printf("src_%u", device);
+  GstPad *pad = gst_pad_new_from_static_template(&src_template, name);
+
+  g_free(name);
+  dev->device = device;
+  dev->pad = pad;
+  /* Before the pad shows: the latency message below makes sinks ask. */
+  dev->frame_duration = caps_frame_duration(caps);
+  gst_pad_set_element_private(pad, dev);
+  gst_pad_set_query_function(pad, gst_rdma_src_pad_query);
+  gst_pad_set_event_function(pad, gst_rdma_src_pad_event);
+  gst_pad_use_fixed_caps(pad);
+  gst_pad_set_active(pad, TRUE);
+  /* Sticky events go on before the pad is exposed, so whoever links it in
+   * pad-added finds the caps there. */
+  gst_rdma_src_start_stream(self, dev, caps);
+
+  GST_OBJECT_LOCK(self);
+  self->devices[device] = dev;
+  GST_OBJECT_UNLOCK(self);
+  self->n_pads++;
+  gst_flow_combiner_add_pad(self->combiner, pad);
+  GST_INFO_OBJECT(self, "device %u: adding pad with caps %" GST_PTR_FORMAT,
+                  device, caps);
+  gst_element_add_pad(GST_ELEMENT(self), pad);
+  /* A new stream may raise the latency. */
+  gst_element_post_message(GST_ELEMENT(self),
+                           gst_message_new_latency(GST_OBJECT(self)));
+  return dev;
+}
+
+static void gst_rdma_src_remove_pads(GstRdmaSrc *self)
+{
+  for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
+    RdmaSrcDevice *dev = self->devices[d];
+
+    if (!dev)
+      continue;
+    GST_OBJECT_LOCK(self);
+    self->devices[d] = NULL;
+    gst_pad_set_element_private(dev->pad, NULL);
+    GST_OBJECT_UNLOCK(self);
+    gst_flow_combiner_remove_pad(self->combiner, dev->pad);
+    gst_pad_set_active(dev->pad, FALSE);
+    gst_element_remove_pad(GST_ELEMENT(self), dev->pad);
+    gst_caps_replace(&dev->caps, NULL);
+    g_free(dev);
+  }
+  self->n_pads = self->n_eos = 0;
+}
+
+/* ----------------------------------------------------------- frames */
+
+static void gst_rdma_src_handle_caps(GstRdmaSrc *self,
+                                     const struct sbr_frame *frame)
+{
+  guint device = frame->info.device;
+  RdmaSrcDevice *dev = self->devices[device];
+  gchar *str =
+      g_strndup((const gchar *)frame->info.payload, frame->info.payload_len);
+  GstCaps *caps = gst_caps_from_string(str);
+
+  if (!caps || !gst_caps_is_fixed(caps)) {
+    GST_ELEMENT_WARNING(self, STREAM, FORMAT,
+                        ("Device %u sent caps that can't be used.", device),
+                        ("\"%s\"", str));
+    if (caps)
+      gst_caps_unref(caps);
+    g_free(str);
+    return;
+  }
+  g_free(str);
+
+  if (!dev) {
+    dev = gst_rdma_src_add_pad(self, device, caps);
+    self->draining = FALSE;
+  } else if (dev->eos) {
+    /* The device's sender started a new stream after its EOS. */
+    GST_INFO_OBJECT(self, "device %u: new stream after EOS", device);
+    GST_OBJECT_LOCK(self);
+    dev->eos = FALSE;
+    GST_OBJECT_UNLOCK(self);
+    self->n_eos--;
+    self->draining = FALSE;
+    gst_flow_combiner_update_pad_flow(self->combiner, dev->pad, GST_FLOW_OK);
+    gst_rdma_src_start_stream(self, dev, caps);
+  } else if (!dev->caps || !gst_caps_is_equal(caps, dev->caps)) {
+    GST_INFO_OBJECT(self, "device %u: new caps %" GST_PTR_FORMAT, device, caps);
+    gst_pad_push_event(dev->pad, gst_event_new_caps(caps));
+  }
+  gst_caps_replace(&dev->caps, caps);
+  {
+    GstClockTime d = caps_frame_duration(caps);
+    if (GST_CLOCK_TIME_IS_VALID(d) && d != dev->frame_duration) {
+      GST_OBJECT_LOCK(self);
+      dev->frame_duration = d;
+      GST_OBJECT_UNLOCK(self);
+      /* A new framerate changes what a LATENCY query answers. */
+      gst_element_post_message(GST_ELEMENT(self),
+                               gst_message_new_latency(GST_OBJECT(self)));
+    }
+  }
+  gst_caps_unref(caps);
+}
+
+/* The loop pauses its own task (all devices ended, or an error), unless a
+ * state change already stopped it: pausing a stopped task would restart it
+ * into PAUSED and gst_task_join would wait forever (as gst_pad_pause_task
+ * guards with GST_PAD_TASK). */
+static void gst_rdma_src_pause_task(GstRdmaSrc *self)
+{
+  GST_OBJECT_LOCK(self);
+  if (self->task_running)
+    gst_task_pause(self->task);
+  GST_OBJECT_UNLOCK(self);
+}
+
+/* Pushes EOS on dev's pad; the element is done when every pad had it. */
+static void gst_rdma_src_device_eos(GstRdmaSrc *self, RdmaSrcDevice *dev)
+{
+  if (dev->eos)
+    return;
+  GST_INFO_OBJECT(self, "device %u: EOS", dev->device);
+  GST_OBJECT_LOCK(self);
+  dev->eos = TRUE;
+  GST_OBJECT_UNLOCK(self);
+  self->n_eos++;
+  gst_pad_push_event(dev->pad, gst_event_new_eos());
+  gst_flow_combiner_update_pad_flow(self->combiner, dev->pad, GST_FLOW_EOS);
+  if (self->n_eos == self->n_pads) {
+    /* Not at once: a device whose first blocks are already in the lane
+     * behind this EOS would never get its pad.  The loop pauses when the
+     * receiver has had nothing for LOOP_TIMEOUT_MS. */
+    GST_INFO_OBJECT(self, "all %u device(s) ended: draining", self->n_pads);
+    self->draining = TRUE;
+  }
+}
+
+static void held_block_free(gpointer data)
+{
+  HeldBlock *hb = data;
+
+  /* Status 0: the sender may write the block again. */
+  sbr_block_release(hb->block);
+  g_atomic_int_add(&hb->held->count, -1);
+  g_atomic_rc_box_release(hb->held);
+  g_free(hb);
+}
+
+static void copied_frame_free(gpointer data)
+{
+  struct sbr_frame *frame = data;
+
+  sbr_frame_release(frame);
+  g_free(frame);
+}
+
+/* Makes the buffer of a frame; takes the frame. */
+static GstBuffer *gst_rdma_src_wrap_frame(GstRdmaSrc *self,
+                                          struct sbr_frame *frame)
+{
+  GstBuffer *buf;
+
+  if (frame->n_blocks == 0) {
+    /* The library already reassembled it into a heap copy: wrap that. */
+    struct sbr_frame *owned = g_memdup2(frame, sizeof *frame);
+    return gst_buffer_new_wrapped_full(GST_MEMORY_FLAG_READONLY, owned->copy,
+                                       owned->size, 0, owned->size, owned,
+                                       copied_frame_free);
+  }
+
+  if ((guint)g_atomic_int_get(&self->held->count) + frame->n_blocks >
+      self->max_held_now) {
+    /* Downstream holds enough: copy, and give the blocks back now. */
+    GstMapInfo map;
+    gsize off = 0;
+
+    buf = gst_buffer_new_allocate(NULL, frame->size, NULL);
+    gst_buffer_map(buf, &map, GST_MAP_WRITE);
+    for (guint i = 0; i < frame->n_blocks; i++) {
+      const struct sbr_block_info *bi = sbr_block_get_info(frame->blocks[i]);
+      memcpy(map.data + off, bi->payload, bi->payload_len);
+      off += bi->payload_len;
+    }
+    gst_buffer_unmap(buf, &map);
+    sbr_frame_release(frame);
+    GST_OBJECT_LOCK(self);
+    self->copies++;
+    GST_OBJECT_UNLOCK(self);
+    return buf;
+  }
+
+  buf = gst_buffer_new();
+  for (guint i = 0; i < frame->n_blocks; i++) {
+    sbr_block *b = frame->blocks[i];
+    const struct sbr_block_info *bi = sbr_block_get_info(b);
+    HeldBlock *hb = g_new(HeldBlock, 1);
+
+    hb->block = b;
+    hb->held = g_atomic_rc_box_acquire(self->held);
+    g_atomic_int_inc(&self->held->count);
+    /* Status 2 while downstream has it: the sender skips the block. */
+    sbr_block_hold(b);
+    gst_buffer_append_memory(
+        buf, gst_memory_new_wrapped(GST_MEMORY_FLAG_READONLY,
+                                    (gpointer)bi->payload, bi->payload_len, 0,
+                                    bi->payload_len, hb, held_block_free));
+  }
+  return buf;
+}
+
+static GstClockTime gst_rdma_src_running_time(GstRdmaSrc *self)
+{
+  GstClock *clock = gst_element_get_clock(GST_ELEMENT(self));
+  GstClockTime now, base;
+
+  if (!clock)
+    return 0;
+  now = gst_clock_get_time(clock);
+  base = gst_element_get_base_time(GST_ELEMENT(self));
+  gst_object_unref(clock);
+  return now > base ? now - base : 0;
+}
+
+/* The sender's time t on our timeline (see the SECTION). */
+static GstClockTime map_time(const RdmaSrcDevice *dev, guint64 t)
+{
+  if (t == SBR_TIME_NONE)
+    return GST_CLOCK_TIME_NONE;
+  if (t >= dev->base_in)
+    return dev->base_out + (t - dev->base_in);
+  return dev->base_in - t > dev->base_out ? 0
+                                          : dev->base_out - (dev->base_in - t);
+}
+
+static void gst_rdma_src_timestamp(GstRdmaSrc *self, RdmaSrcDevice *dev,
+                                   const struct sbr_block_info *info,
+                                   GstBuffer *buf)
+{
+  guint64 order = info->dts != SBR_TIME_NONE ? info->dts : info->pts;
+  gboolean rebase;
+
+  rebase = !dev->have_base || dev->lane_id != info->lane_id ||
+           dev->epoch != info->epoch ||
+           ((info->flags & SBR_FLAG_DISCONT) && order != SBR_TIME_NONE &&
+            dev->last_in != SBR_TIME_NONE && order < dev->last_in);
+  if (rebase && info->pts != SBR_TIME_NONE) {
+    dev->have_base = TRUE;
+    dev->lane_id = info->lane_id;
+    dev->epoch = info->epoch;
+    dev->base_in = info->pts;
+    dev->base_out = gst_rdma_src_running_time(self);
+    GST_DEBUG_OBJECT(self,
+                     "device %u: sender time %" GST_TIME_FORMAT
+                     " is running time %" GST_TIME_FORMAT " here",
+                     dev->device, GST_TIME_ARGS(dev->base_in),
+                     GST_TIME_ARGS(dev->base_out));
+    GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DISCONT);
+  }
+  dev->last_in = order;
+
+  if (dev->have_base && info->pts != SBR_TIME_NONE)
+    GST_BUFFER_PTS(buf) = map_time(dev, info->pts);
+  else
+    GST_BUFFER_PTS(buf) = gst_rdma_src_running_time(self);
+  if (dev->have_base)
+    GST_BUFFER_DTS(buf) = map_time(dev, info->dts);
+  if (info->duration != SBR_TIME_NONE) {
+    GST_BUFFER_DURATION(buf) = info->duration;
+    if (!GST_CLOCK_TIME_IS_VALID(dev->frame_duration)) {
+      GST_OBJECT_LOCK(self);
+      dev->frame_duration = info->duration;
+      GST_OBJECT_UNLOCK(self);
+    }
+  }
+  if (info->flags & SBR_FLAG_DISCONT)
+    GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DISCONT);
+  if (info->flags & SBR_FLAG_DELTA)
+    GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DELTA_UNIT);
+  if (info->capture_time != SBR_TIME_NONE) {
+    GstCaps *unix_caps = gst_rdma_unix_timestamp_caps();
+    gst_buffer_add_reference_timestamp_meta(buf, unix_caps, info->capture_time,
+                                            GST_CLOCK_TIME_NONE);
+    gst_caps_unref(unix_caps);
+  }
+}
+
+/* Pushes a data frame on its device's pad; takes the frame.  Returns the
+ * combined flow. */
+static GstFlowReturn gst_rdma_src_handle_data(GstRdmaSrc *self,
+                                              struct sbr_frame *frame)
+{
+  RdmaSrcDevice *dev = self->devices[frame->info.device];
+  struct sbr_block_info info = frame->info;
+  GstFlowReturn flow;
+  GstBuffer *buf;
+
+  if (!dev || dev->eos) {
+    /* No caps yet (we joined mid-stream and the sender hasn't reconnected)
+     * or data after EOS: nothing downstream could interpret it. */
+    GST_LOG_OBJECT(self, "device %u: no stream, frame dropped", info.device);
+    sbr_frame_release(frame);
+    GST_OBJECT_LOCK(self);
+    self->no_caps_drops++;
+    GST_OBJECT_UNLOCK(self);
+    return GST_FLOW_OK;
+  }
+
+  buf = gst_rdma_src_wrap_frame(self, frame);
+  gst_rdma_src_timestamp(self, dev, &info, buf);
+  GST_LOG_OBJECT(dev->pad, "pushing %" GST_PTR_FORMAT, buf);
+  GST_OBJECT_LOCK(self);
+  self->pushed++;
+  dev->buffers++;
+  GST_OBJECT_UNLOCK(self);
+
+  flow = gst_pad_push(dev->pad, buf);
+  if (flow == GST_FLOW_EOS) {
+    /* Downstream wants no more of this device. */
+    gst_rdma_src_device_eos(self, dev);
+  }
+  return gst_flow_combiner_update_pad_flow(self->combiner, dev->pad, flow);
+}
+
+static void gst_rdma_src_check_timeout(GstRdmaSrc *self)
+{
+  gint64 now = g_get_monotonic_time();
+
+  if (self->timeout_now == 0 || self->timeout_posted ||
+      now - self->last_activity <
+          (gint64)self->timeout_now * G_TIME_SPAN_MILLISECOND)
+    return;
+  self->timeout_posted = TRUE;
+  gst_element_post_message(
+      GST_ELEMENT(self),
+      gst_message_new_element(
+          GST_OBJECT(self),
+          gst_structure_new("rdmasrc-timeout", "timeout", G_TYPE_UINT64,
+                            (guint64)self->timeout_now * GST_MSECOND, NULL)));
+}
+
+static void gst_rdma_src_push_eos_all(GstRdmaSrc *self)
+{
+  for (guint d = 0; d < SBR_MAX_DEVICES; d++)
+    if (self->devices[d] && !self->devices[d]->eos)
+      gst_pad_push_event(self->devices[d]->pad, gst_event_new_eos());
+}
+
+static void gst_rdma_src_loop(gpointer data)
+{
+  GstRdmaSrc *self = GST_RDMA_SRC(data);
+  struct sbr_frame frame;
+  GstFlowReturn flow = GST_FLOW_OK;
+  int ret;
+
+  ret = sbr_receiver_next_frame(self->receiver, LOOP_TIMEOUT_MS, &frame);
+  if (g_atomic_int_get(&self->flushing)) {
+    /* A state change is pausing or stopping the task already. */
+    if (ret == 0)
+      sbr_frame_release(&frame);
+    GST_DEBUG_OBJECT(self, "flushing");
+    return;
+  }
+  if (ret == -EINTR) /* a stale wakeup from an earlier pause */
+    return;
+  if (ret == -ETIMEDOUT) {
+    if (self->draining) {
+      GST_INFO_OBJECT(self, "all %u device(s) ended: pausing", self->n_pads);
+      self->draining = FALSE;
+      gst_rdma_src_pause_task(self);
+      return;
+    }
+    gst_rdma_src_check_timeout(self);
+    return;
+  }
+  if (ret < 0) {
+    GST_ELEMENT_ERROR(self, RESOURCE, READ, ("Receiving failed."),
+                      ("sbr_receiver_next_frame: %s", g_strerror(-ret)));
+    gst_rdma_src_push_eos_all(self);
+    gst_rdma_src_pause_task(self);
+    return;
+  }
+  self->last_activity = g_get_monotonic_time();
+  self->timeout_posted = FALSE;
+  GST_LOG_OBJECT(self,
+                 "lane %u seq %" G_GUINT64_FORMAT ": device %u kind %u packet "
+                 "%u, %u bytes in %u block(s)",
+                 frame.info.lane_id, (guint64)frame.info.seq, frame.info.device,
+                 frame.info.kind, frame.info.packet, frame.size,
+                 frame.n_blocks);
+
+  switch (frame.info.kind) {
+  case SBR_KIND_CAPS:
+    gst_rdma_src_handle_caps(self, &frame);
+    sbr_frame_release(&frame);
+    break;
+  case SBR_KIND_EOS:
+    if (self->devices[frame.info.device])
+      gst_rdma_src_device_eos(self, self->devices[frame.info.device]);
+    sbr_frame_release(&frame);
+    break;
+  case SBR_KIND_DATA:
+    flow = gst_rdma_src_handle_data(self, &frame);
+    break;
+  default:
+    sbr_frame_release(&frame);
+    break;
+  }
+
+  switch (flow) {
+  case GST_FLOW_OK:
+  case GST_FLOW_NOT_LINKED:
+    /* Devices nobody links yet are dropped; others may link later. */
+  case GST_FLOW_EOS:
+    /* Every pad is EOS: device_eos already paused the task. */
+    break;
+  case GST_FLOW_FLUSHING:
+    /* One downstream branch is shutting down; unless we are too (checked
+     * at the top of the next iteration), the others go on. */
+    GST_DEBUG_OBJECT(self, "a downstream branch is flushing");
+    break;
+  default:
+    GST_ELEMENT_FLOW_ERROR(self, flow);
+    gst_rdma_src_push_eos_all(self);
+    gst_rdma_src_pause_task(self);
+    break;
+  }
+}
+
+/* ----------------------------------------------------- state changes */
+
+static gboolean gst_rdma_src_open(GstRdmaSrc *self)
+{
+  struct sbr_receiver_config cfg;
+  sbr_receiver *receiver = NULL;
+  char errbuf[256] = "";
+  guint stats_interval;
+  gchar *address;
+  int ret;
+
+  sbr_receiver_config_init(&cfg);
+  GST_OBJECT_LOCK(self);
+  address = g_strdup(self->address);
+  cfg.backend = gst_rdma_transport_to_sbr(self->transport);
+  cfg.mechanism = gst_rdma_mechanism_to_sbr(self->mechanism);
+  cfg.port = (uint16_t)self->port;
+  cfg.block_count = self->blocks;
+  cfg.block_size = self->block_size;
+  cfg.max_lanes = self->max_senders;
+  /* Never all of a lane: the sender must always find a free block. */
+  self->max_held_now = MIN(self->max_held, self->blocks - 1);
+  self->timeout_now = self->timeout;
+  stats_interval = self->stats_interval;
+  GST_OBJECT_UNLOCK(self);
+  cfg.address = address;
+
+  ret = sbr_receiver_new(&cfg, &receiver, errbuf, sizeof errbuf);
+  if (ret < 0) {
+    GST_ELEMENT_ERROR(
+        self, RESOURCE, OPEN_READ,
+        ("Could not listen on %s:%u.", address, cfg.port),
+        ("%s (%s)", errbuf[0] ? errbuf : g_strerror(-ret), g_strerror(-ret)));
+    g_free(address);
+    return FALSE;
+  }
+  GST_INFO_OBJECT(self, "listening on %s:%u (%s, %s), %u blocks of %u bytes",
+                  address, cfg.port, sbr_backend_name(cfg.backend),
+                  sbr_mechanism_name(cfg.mechanism), cfg.block_count,
+                  cfg.block_size);
+  g_free(address);
+
+  GST_OBJECT_LOCK(self);
+  self->receiver = receiver;
+  self->copies = self->pushed = self->no_caps_drops = 0;
+  GST_OBJECT_UNLOCK(self);
+  self->held = g_atomic_rc_box_new0(HeldCounter);
+  self->group_id = gst_util_group_id_next();
+  self->last_activity = g_get_monotonic_time();
+  self->timeout_posted = FALSE;
+  self->draining = FALSE;
+  gst_flow_combiner_reset(self->combiner);
+  self->ticker = gst_rdma_stats_ticker_start(GST_ELEMENT(self), stats_interval,
+                                             gst_rdma_src_get_stats);
+  return TRUE;
+}
+
+static void gst_rdma_src_close(GstRdmaSrc *self)
+{
+  sbr_receiver *receiver;
+
+  gst_rdma_stats_ticker_stop(self->ticker);
+  self->ticker = NULL;
+  gst_rdma_src_remove_pads(self);
+  GST_OBJECT_LOCK(self);
+  receiver = self->receiver;
+  self->receiver = NULL;
+  GST_OBJECT_UNLOCK(self);
+  /* Buffers still downstream keep their lanes until they are freed. */
+  sbr_receiver_free(receiver);
+  if (self->held) {
+    g_atomic_rc_box_release(self->held);
+    self->held = NULL;
+  }
+}
+
+static GstStateChangeReturn gst_rdma_src_change_state(GstElement *element,
+                                                      GstStateChange transition)
+{
+  GstRdmaSrc *self = GST_RDMA_SRC(element);
+  GstStateChangeReturn ret;
+
+  switch (transition) {
+  case GST_STATE_CHANGE_READY_TO_PAUSED:
+    if (!gst_rdma_src_open(self))
+      return GST_STATE_CHANGE_FAILURE;
+    break;
+  case GST_STATE_CHANGE_PLAYING_TO_PAUSED:
+    /* unlock: wake the loop out of sbr_receiver_next_frame.  Don't wait for
+     * it: it may be pushing into a sink that waits for PLAYING. */
+    g_atomic_int_set(&self->flushing, 1);
+    sbr_receiver_wakeup(self->receiver);
+    GST_OBJECT_LOCK(self);
+    gst_task_pause(self->task);
+    GST_OBJECT_UNLOCK(self);
+    break;
+  default:
+    break;
+  }
+
+  ret = GST_ELEMENT_CLASS(parent_class)->change_state(element, transition);
+  if (ret == GST_STATE_CHANGE_FAILURE)
+    return ret;
+
+  switch (transition) {
+  case GST_STATE_CHANGE_READY_TO_PAUSED:
+  case GST_STATE_CHANGE_PLAYING_TO_PAUSED:
+    ret = GST_STATE_CHANGE_NO_PREROLL;
+    break;
+  case GST_STATE_CHANGE_PAUSED_TO_PLAYING:
+    /* Reading only while PLAYING: buffers get running times. */
+    g_atomic_int_set(&self->flushing, 0);
+    GST_OBJECT_LOCK(self);
+    self->task_running = TRUE;
+    gst_task_start(self->task);
+    GST_OBJECT_UNLOCK(self);
+    break;
+  case GST_STATE_CHANGE_PAUSED_TO_READY:
+    g_atomic_int_set(&self->flushing, 1);
+    sbr_receiver_wakeup(self->receiver);
+    GST_OBJECT_LOCK(self);
+    self->task_running = FALSE;
+    gst_task_stop(self->task);
+    GST_OBJECT_UNLOCK(self);
+    /* Downstream is READY already, so no push blocks the loop: wait for
+     * its iteration, then for the thread. */
+    g_rec_mutex_lock(&self->task_lock);
+    g_rec_mutex_unlock(&self->task_lock);
+    gst_task_join(self->task);
+    gst_rdma_src_close(self);
+    break;
+  default:
+    break;
+  }
+  return ret;
+}

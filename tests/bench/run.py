@@ -1,0 +1,649 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""The benchmark suite: runs everything, regenerates docs/benchmarks.md.
+
+    tests/bench/run.py              # everything, ~15 min (one VM boot)
+    tests/bench/run.py --quick      # fewer points, shorter runs, ~5 min
+    tests/bench/run.py --no-vm      # host (shm) parts only
+    tests/bench/run.py --only B2,B4 # some parts (the others keep the
+                                    # figures of the last run, see --reuse)
+    tests/bench/run.py --render     # re-render the doc from the saved JSON
+
+Writes docs/benchmarks.md, docs/bench/*.png and docs/bench/results.json
+(every raw measurement).  Every figure is measured in the same run as its
+baseline and printed as a ratio next to the absolute value.  It never fails
+on a figure: this is a benchmark, not a test (the exit status is non-zero
+only when the tools could not be run at all).
+
+Parts (see docs/benchmarks.md for what each measures and how):
+  B1  throughput and latency vs block size: shm (host) and verbs on
+      Soft-RoCE (VM, emulated CPU) next to ib_write_bw / ib_write_lat
+  B2  sync control latency vs number of blocks (sbr-bench sync)
+  B3  sender CPU per GB (sbr-perf cpu_s) and engine instructions per block
+      (callgrind)
+  B4  one block held from 100 to 200 ms: throughput per 10 ms
+      (sbr-bench timeline)
+  B7  added round-trip delay (shm --delay-us) with sync-when-empty vs
+      read-ahead sync
+  B5, B6 (GStreamer elements) are placeholders until the plugin benchmarks
+      exist.
+
+Needs: a build (ninja -C build), /usr/bin/python3 with matplotlib, valgrind
+(B3), the Soft-RoCE VM runner and perftest (B1/B2 verbs parts).
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.dirname(os.path.dirname(HERE))
+HEADER = 72  # block header + trailer bytes
+KIB, MIB = 1024, 1024 * 1024
+
+# ------------------------------------------------------------- plumbing
+
+
+class Ctx:
+    def __init__(self, args):
+        self.args = args
+        self.quick = args.quick
+        self.build = os.path.abspath(args.build)
+        self.perf = os.path.join(self.build, "tools/sbr-perf")
+        self.bench = None
+        self.port = 40000 + (os.getpid() % 500) * 40
+        self.log_lines = []
+
+    def next_port(self):
+        self.port += 1
+        if self.port > 60000:
+            self.port = 40000
+        return self.port
+
+    def log(self, msg):
+        sys.stderr.write(f"[bench {time.strftime('%H:%M:%S')}] {msg}\n")
+        sys.stderr.flush()
+
+
+def size_label(n):
+    if n >= MIB and n % MIB == 0:
+        return f"{n // MIB} MiB"
+    if n >= KIB and n % KIB == 0:
+        return f"{n // KIB} KiB"
+    return f"{n} B"
+
+
+def median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def ratio(a, b):
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def fmt(v, digits=1, none="n/a"):
+    if v is None:
+        return none
+    if isinstance(v, float) and abs(v) >= 1000:
+        return f"{v:,.0f}"
+    return f"{v:.{digits}f}"
+
+
+def fmt_ratio(v):
+    return "n/a" if v is None else f"{v:.2f}"
+
+
+def build_bench(ctx):
+    """sbr-bench from the meson build if it is there, else compiled here."""
+    meson_built = os.path.join(ctx.build, "tests/bench/sbr-bench")
+    if os.path.exists(meson_built):
+        return meson_built
+    out = os.path.join(ctx.build, "bench/sbr-bench")
+    src = os.path.join(HERE, "sbr-bench.c")
+    lib = os.path.join(ctx.build, "lib")
+    if (os.path.exists(out) and os.path.getmtime(out) > os.path.getmtime(src)
+            and os.path.getmtime(out) > os.path.getmtime(os.path.join(lib, "libsbr.so"))):
+        return out
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    cmd = [os.environ.get("CC", "cc"), "-O2", "-g", "-std=c11", "-D_GNU_SOURCE", "-Wall",
+           "-I", os.path.join(TOP, "lib"), src, "-L", lib, "-lsbr", "-lpthread", "-lm",
+           f"-Wl,-rpath,{lib}", "-o", out]
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        ctx.log(f"cannot compile sbr-bench: {r.stdout[-500:]}")
+        return None
+    return out
+
+
+def perf_pair(ctx, mech, size, seconds=None, count=None, blocks=16, rate=0, read_ahead=0,
+              delay_us=0, devices=1, zero_copy=True, tx_blocks=None, hold_ms=0,
+              wrap_tx=()):
+    """One sbr-perf receiver and sender over shm; returns (tx, rx) dicts or
+    (None, None) with the error logged."""
+    port = ctx.next_port()
+    block = size + HEADER
+    common = ["--backend", "shm", "--mechanism", mech, "--port", str(port), "--json"]
+    rx_cmd = [ctx.perf, "receive", *common, "--block-size", str(block), "--blocks", str(blocks),
+              "--devices", str(devices), "--timeout", "30"]
+    if hold_ms:
+        rx_cmd += ["--hold-ms", str(hold_ms)]
+    rx = subprocess.Popen(rx_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.2)
+    tx_cmd = [*wrap_tx, ctx.perf, "send", "x", *common, "--size", str(size),
+              "--devices", str(devices), "--blocks", str(tx_blocks or blocks)]
+    if seconds:
+        tx_cmd += ["--duration", str(seconds)]
+    if count:
+        tx_cmd += ["--count", str(count)]
+    if rate:
+        tx_cmd += ["--rate", str(rate)]
+    if read_ahead:
+        tx_cmd += ["--read-ahead", str(read_ahead)]
+    if delay_us:
+        tx_cmd += ["--delay-us", str(delay_us)]
+    if zero_copy:
+        tx_cmd += ["--zero-copy"]
+    try:
+        tx = subprocess.run(tx_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            timeout=(seconds or 30) + 120)
+        out, err = rx.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        rx.kill()
+        rx.communicate()
+        ctx.log(f"sbr-perf timed out: {' '.join(tx_cmd)}")
+        return None, None
+    try:
+        txj = json.loads(tx.stdout)
+    except json.JSONDecodeError:
+        ctx.log(f"sbr-perf send failed ({' '.join(tx_cmd[-12:])}): {tx.stderr.strip()[-300:]}")
+        return None, None
+    try:
+        rxj = json.loads(out)
+    except json.JSONDecodeError:
+        ctx.log(f"sbr-perf receive failed: {err.strip()[-300:]}")
+        rxj = None
+    if not txj.get("ok", False):
+        ctx.log(f"sbr-perf send reported a failure: {txj.get('error')}")
+    return txj, rxj
+
+
+def run_bench(ctx, mode, args):
+    if not ctx.bench:
+        return None
+    cmd = [ctx.bench, mode, "--port", str(ctx.next_port()), *map(str, args)]
+    try:
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           timeout=120)
+    except subprocess.TimeoutExpired:
+        ctx.log(f"sbr-bench timed out: {' '.join(cmd)}")
+        return None
+    try:
+        return json.loads(r.stdout)
+    except json.JSONDecodeError:
+        ctx.log(f"sbr-bench failed: {r.stderr.strip()[-300:]}")
+        return None
+
+
+def machine_info():
+    info = {"date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M %Z").strip(),
+            "nproc": os.cpu_count(), "kernel": platform.release(), "host": platform.node()}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    info["cpu"] = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        with open("/proc/loadavg") as f:
+            info["loadavg_start"] = f.read().split()[:3]
+    except OSError:
+        pass
+    try:
+        info["timer_slack_ns"] = int(open("/proc/self/timerslack_ns").read())
+    except OSError:
+        pass
+    q = shutil.which("qemu-system-x86_64")
+    if q:
+        r = subprocess.run([q, "--version"], stdout=subprocess.PIPE, text=True)
+        info["qemu"] = r.stdout.splitlines()[0] if r.stdout else "?"
+    try:
+        info["git"] = subprocess.run(["git", "-C", TOP, "rev-parse", "--short", "HEAD"],
+                                     stdout=subprocess.PIPE, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", TOP, "status", "--porcelain", "lib", "tools"],
+                               stdout=subprocess.PIPE, text=True).stdout.strip()
+        info["git_dirty_lib"] = bool(dirty)
+    except OSError:
+        pass
+    return info
+
+
+# ------------------------------------------------------------------ B1
+
+
+def b1_host(ctx):
+    sizes = ([256, 4 * KIB, 64 * KIB, MIB] if ctx.quick else
+             [64, 256, KIB, 4 * KIB, 16 * KIB, 64 * KIB, 256 * KIB, MIB, 4 * MIB, 8 * MIB])
+    reps = 1 if ctx.quick else 2
+    seconds = 1 if ctx.quick else 1.5
+    rows = []
+    for size in sizes:
+        row = {"size": size, "status-byte": [], "sliding-window": [], "sb_cpu": [], "sw_cpu": []}
+        for rep in range(reps):
+            order = ["status-byte", "sliding-window"] if rep % 2 == 0 else \
+                ["sliding-window", "status-byte"]
+            for mech in order:
+                tx, rx = perf_pair(ctx, mech, size, seconds=seconds)
+                row[mech].append(tx["throughput_mbps"] if tx and tx.get("ok") else None)
+                if tx and mech == "status-byte":
+                    row.setdefault("sb_sync", []).append(
+                        (tx["sync_reads"], tx["frames"], tx["sync_read_mean_us"]))
+        row["sb"] = median(row["status-byte"])
+        row["sw"] = median(row["sliding-window"])
+        ctx.log(f"B1 shm {size_label(size)}: status-byte {fmt(row['sb'])} MB/s, "
+                f"sliding-window {fmt(row['sw'])} MB/s")
+        rows.append(row)
+    # Latency at a low rate: capture (sender's realtime clock before the
+    # block is filled) to the receiving application (same host clock).
+    lat_sizes = [64, 64 * KIB] if ctx.quick else [64, 4 * KIB, 64 * KIB, MIB]
+    lat = []
+    for size in lat_sizes:
+        row = {"size": size}
+        for mech in ["status-byte", "sliding-window"]:
+            tx, rx = perf_pair(ctx, mech, size, seconds=2 if not ctx.quick else 1, rate=100)
+            row[mech] = ({"mean_us": rx["latency_mean_us"], "max_us": rx["latency_max_us"],
+                          "frames": rx["frames"]} if rx else None)
+        ctx.log(f"B1 shm latency {size_label(size)}: {row}")
+        lat.append(row)
+    return {"throughput": rows, "latency": lat, "seconds": seconds, "reps": reps}
+
+
+def vm_jobs(ctx):
+    """Everything the VM runs, in one list (one boot)."""
+    sizes = [256, 4 * KIB, 64 * KIB] if ctx.quick else [64, 256, 4 * KIB, 64 * KIB, 256 * KIB, MIB]
+    secs = 2 if ctx.quick else 3
+    jobs = []
+    for size in sizes:
+        jobs.append({"kind": "ib_write_bw", "size": size, "seconds": secs, "part": "B1"})
+        for mech in ["status-byte", "sliding-window"]:
+            jobs.append({"kind": "sbr_perf", "mechanism": mech, "size": size, "seconds": secs,
+                         "part": "B1"})
+    for size in ([64, 4 * KIB] if ctx.quick else [64, 4 * KIB, 64 * KIB]):
+        jobs.append({"kind": "ib_write_lat", "size": size, "iters": 300, "part": "B1lat"})
+        for mech in ["status-byte", "sliding-window"]:
+            jobs.append({"kind": "sbr_perf", "mechanism": mech, "size": size, "seconds": 2,
+                         "rate": 100, "part": "B1lat"})
+    for n in ([4, 16] if ctx.quick else [3, 8, 16, 64]):
+        for mech in ["status-byte", "sliding-window"]:
+            jobs.append({"kind": "sbr_bench", "part": "B2", "mechanism": mech, "blocks": n,
+                         "args": ["sync", "--mechanism", mech, "--blocks", str(n), "--size",
+                                  "4096", "--duration-ms", "2000", "--warmup-ms", "200"]})
+    if not ctx.quick:
+        for mech in ["status-byte", "sliding-window"]:
+            jobs.append({"kind": "sbr_bench", "part": "B4", "mechanism": mech,
+                         "args": ["timeline", "--mechanism", mech, "--blocks", "16", "--size",
+                                  "4096", "--duration-ms", "400", "--interval-ms", "10",
+                                  "--hold-from-ms", "100", "--hold-to-ms", "200"]})
+    return jobs
+
+
+def run_vm(ctx):
+    runner = os.path.join(TOP, "tests/softroce/run-in-vm.sh")
+    if not os.path.exists(runner):
+        return {"error": "tests/softroce/run-in-vm.sh is missing"}
+    workdir = os.path.join(ctx.build, "bench")
+    os.makedirs(workdir, exist_ok=True)
+    jobs = vm_jobs(ctx)
+    jobs_path = os.path.join(workdir, "vm-jobs.json")
+    out_path = os.path.join(workdir, "vm-results.json")
+    with open(jobs_path, "w") as f:
+        json.dump(jobs, f, indent=1)
+    if os.path.exists(out_path):
+        os.unlink(out_path)
+    ctx.log(f"VM: {len(jobs)} jobs in one boot (emulated CPU, expect a few minutes)")
+    t0 = time.time()
+    cmd = [runner, "--timeout", "1500", "--", "/usr/bin/python3",
+           os.path.relpath(os.path.join(HERE, "vm_guest.py"), TOP),
+           os.path.relpath(jobs_path, TOP), os.path.relpath(out_path, TOP),
+           os.path.relpath(ctx.perf, TOP), os.path.relpath(ctx.bench or "/bin/false", TOP)]
+    r = subprocess.run(cmd, cwd=TOP, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wall = time.time() - t0
+    for line in r.stdout.splitlines():
+        ctx.log(line)
+    res = {"wall_s": round(wall, 1), "exit": r.returncode}
+    boot = re.search(r"VM ready in ([0-9.]+) s \((\w+)\)", r.stderr)
+    if boot:
+        res["boot_s"], res["accel"] = float(boot.group(1)), boot.group(2)
+    try:
+        with open(out_path) as f:
+            res.update(json.load(f))
+    except (OSError, json.JSONDecodeError):
+        res["error"] = f"no results from the VM (exit {r.returncode}): {r.stderr.strip()[-400:]}"
+    return res
+
+
+def vm_index(vm):
+    """(part, kind, mechanism, size/blocks) -> result."""
+    idx = {}
+    for e in vm.get("results", []):
+        j = e["job"]
+        key = (j.get("part"), j["kind"], j.get("mechanism"), j.get("size", j.get("blocks")))
+        idx[key] = e.get("result") if "error" not in e else {"error": e["error"]}
+    return idx
+
+
+# ------------------------------------------------------------------ B2
+
+
+def b2(ctx):
+    ns = [3, 8, 16, 64] if ctx.quick else [3, 4, 8, 16, 32, 64]
+    dur = 800 if ctx.quick else 1500
+    rows = []
+    for n in ns:
+        row = {"blocks": n}
+        for mech in ["status-byte", "sliding-window"]:
+            row[mech] = run_bench(ctx, "sync", ["--mechanism", mech, "--blocks", n, "--size",
+                                                4096, "--duration-ms", dur,
+                                                "--warmup-ms", 100])
+        sb, sw = row["status-byte"], row["sliding-window"]
+        ctx.log(f"B2 N={n}: READ {fmt(sb and sb['sync_read']['mean_us'])} us, "
+                f"ACK {fmt(sw and sw['ack']['mean_us'])} us")
+        rows.append(row)
+    return {"rows": rows, "size": 4096, "duration_ms": dur}
+
+
+# ------------------------------------------------------------------ B3
+
+
+def callgrind_costs(path):
+    """Inclusive Ir per function name and call counts, from callgrind_annotate."""
+    inc = {}
+    r = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100",
+                        "--auto=no", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True)
+    total = None
+    for line in r.stdout.splitlines():
+        m = re.match(r"\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+(.*)$", line)
+        if not m:
+            continue
+        ir = int(m.group(1).replace(",", ""))
+        rest = m.group(2)
+        if rest.startswith("PROGRAM TOTALS"):
+            total = ir
+            continue
+        fm = re.match(r"(\S+):(\S+)", rest)
+        if not fm:
+            continue
+        fn = fm.group(2)
+        # Each function is listed per file it has code in (inlined headers
+        # too); keep the largest, which is the function's own entry.
+        inc[fn] = max(inc.get(fn, 0), ir)
+    # Call counts from the calling tree: "* caller" then "> callee (Nx)".
+    pairs = {}
+    r = subprocess.run(["callgrind_annotate", "--tree=calling", "--threshold=100", "--auto=no",
+                        path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    caller = None
+    for line in r.stdout.splitlines():
+        m = re.match(r"\s*[\d,]+\s+\(\s*[\d.]+%\)\s+\*\s+\S+:(\S+)", line)
+        if m:
+            caller = m.group(1)
+            continue
+        m = re.match(r"\s*[\d,]+\s+\(\s*[\d.]+%\)\s+>\s+\S+:(\S+)\s+\(([\d,]+)x\)", line)
+        if m and caller:
+            key = (caller, m.group(1))
+            pairs[key] = max(pairs.get(key, 0), int(m.group(2).replace(",", "")))
+    calls = {}
+    for (_, callee), n in pairs.items():
+        calls[callee] = calls.get(callee, 0) + n
+    return total, inc, calls
+
+
+def b3(ctx):
+    sizes = [4 * KIB, 64 * KIB, MIB]
+    secs = 1 if ctx.quick else 2
+    cpu = []
+    for size in sizes:
+        row = {"size": size}
+        for mech in ["status-byte", "sliding-window"]:
+            tx, rx = perf_pair(ctx, mech, size, seconds=secs)
+            if tx and tx["bytes"]:
+                gb = tx["bytes"] / 1e9
+                row[mech] = {"tx_cpu_s_per_gb": tx["cpu_s"] / gb,
+                             "rx_cpu_s_per_gb": rx["cpu_s"] / gb if rx else None,
+                             "throughput_mbps": tx["throughput_mbps"]}
+            else:
+                row[mech] = None
+        ctx.log(f"B3 cpu {size_label(size)}: {row}")
+        cpu.append(row)
+    cg = {}
+    if shutil.which("valgrind") and shutil.which("callgrind_annotate"):
+        count = 5000 if ctx.quick else 20000
+        outdir = os.path.join(ctx.build, "bench")
+        os.makedirs(outdir, exist_ok=True)
+        for size in [256, 4 * KIB]:
+            for mech in ["status-byte", "sliding-window"]:
+                out = os.path.join(outdir, f"callgrind-{mech}-{size}.out")
+                if os.path.exists(out):
+                    os.unlink(out)
+                tx, rx = perf_pair(ctx, mech, size, count=count,
+                                   wrap_tx=["valgrind", "--tool=callgrind",
+                                            f"--callgrind-out-file={out}"])
+                if not tx or not os.path.exists(out):
+                    cg[f"{mech}/{size}"] = None
+                    continue
+                total, inc, calls = callgrind_costs(out)
+                blocks = count + 1  # + EOS
+                engine_fns = (["sb_progress"] if mech == "status-byte"
+                              else ["sw_progress", "ack_thread"])
+                engine = sum(inc.get(f, 0) for f in engine_fns)
+                memcpy_in_engine = 0  # the payload is copied by the shm NIC thread only
+                res = {
+                    "blocks": blocks, "total_ir": total,
+                    "engine_ir_per_block": (engine - memcpy_in_engine) / blocks,
+                    "engine_fns": engine_fns,
+                    "sender_thread_ir_per_block": inc.get("sender_thread", 0) / blocks,
+                    "ack_thread_ir_per_block": inc.get("ack_thread", 0) / blocks,
+                    "progress_calls_per_block":
+                        calls.get(engine_fns[0], 0) / blocks,
+                    "fill_ir_per_block": (inc.get("sbr_sender_acquire", 0) +
+                                          inc.get("sbr_sender_submit", 0)) / blocks,
+                    "block_encode_ir_per_block": inc.get("sbr__block_encode", 0) / blocks,
+                    "nic_ir_per_block": inc.get("shm_nic_main", 0) / blocks,
+                    "memcpy_ir_per_block": inc.get("__memcpy_avx_unaligned_erms", 0) / blocks,
+                    "poll_cq_ir_per_block": inc.get("shm_poll_cq", 0) / blocks,
+                    "post_send_ir_per_block": inc.get("shm_post_send", 0) / blocks,
+                    "mutex_lock_ir_per_block":
+                        inc.get("pthread_mutex_lock@@GLIBC_2.2.5", 0) / blocks,
+                }
+                cg[f"{mech}/{size}"] = res
+                ctx.log(f"B3 callgrind {mech} {size_label(size)}: engine "
+                        f"{res['engine_ir_per_block']:.0f} Ir/block")
+    else:
+        cg["error"] = "valgrind not installed"
+    return {"cpu": cpu, "callgrind": cg, "seconds": secs}
+
+
+# ------------------------------------------------------------------ B4
+
+
+def timeline_stats(d):
+    """Dip and stall of one timeline run."""
+    iv = d["interval_ms"]
+    rates = [b / (iv / 1e3) / 1e6 for b in d["interval_bytes"]]  # MB/s
+    lo, hi = d["hold_from_ms"] or 100, d["hold_to_ms"] or 200
+    base = [r for k, r in enumerate(rates) if 20 <= k * iv < lo]
+    hold = [r for k, r in enumerate(rates) if lo <= k * iv < hi]
+    after = [r for k, r in enumerate(rates) if hi + 20 <= k * iv < hi + 100]
+    b = statistics.mean(base) if base else 0
+    h = statistics.mean(hold) if hold else 0
+    run, longest = 0, 0
+    for r in rates[2:]:
+        run = run + 1 if r == 0 else 0
+        longest = max(longest, run)
+    return {"baseline_mbps": b, "hold_mbps": h,
+            "after_mbps": statistics.mean(after) if after else 0,
+            "dip": 1 - h / b if b else None,
+            "worst_interval_dip": 1 - min(hold) / b if b and hold else None,
+            "longest_zero_ms": longest * iv, "rates": rates}
+
+
+def b4(ctx):
+    reps = 2 if ctx.quick else 3
+    res = {"size": 4096, "blocks": 16, "runs": {}}
+    for variant in ["hold", "control"]:
+        for mech in ["status-byte", "sliding-window"]:
+            res["runs"][f"{mech}/{variant}"] = []
+    for rep in range(reps):
+        for mech in ["status-byte", "sliding-window"]:
+            for variant in ["hold", "control"]:
+                args = ["--mechanism", mech, "--blocks", 16, "--size", 4096, "--duration-ms",
+                        400, "--interval-ms", 10]
+                if variant == "hold":
+                    args += ["--hold-from-ms", 100, "--hold-to-ms", 200]
+                d = run_bench(ctx, "timeline", args)
+                if d:
+                    d["stats"] = timeline_stats(d)
+                    res["runs"][f"{mech}/{variant}"].append(d)
+    for key, runs in res["runs"].items():
+        dips = [r["stats"]["dip"] for r in runs if r["stats"]["dip"] is not None]
+        ctx.log(f"B4 {key}: dips {[round(x, 3) for x in dips]}, zero runs "
+                f"{[r['stats']['longest_zero_ms'] for r in runs]} ms")
+    return res
+
+
+# ------------------------------------------------------------------ B7
+
+
+def b7(ctx):
+    delays = [0, 100, 500, 1000, 2000]
+    sizes = [4 * KIB, 64 * KIB, MIB]
+    secs = 1 if ctx.quick else 1.5
+    blocks = 16
+    rows = []
+    for size in sizes:
+        for delay in delays:
+            row = {"size": size, "delay_us": delay, "blocks": blocks}
+            for mode, ra in [("sync_when_empty", 0), ("read_ahead", blocks // 2)]:
+                tx, rx = perf_pair(ctx, "status-byte", size, seconds=secs, delay_us=delay,
+                                   read_ahead=ra, blocks=blocks)
+                row[mode] = ({"throughput_mbps": tx["throughput_mbps"],
+                              "sync_reads": tx["sync_reads"],
+                              "sync_read_mean_us": tx["sync_read_mean_us"],
+                              "no_free_waits": tx["no_free_waits"],
+                              "frames": tx["frames"]} if tx else None)
+            ctx.log(f"B7 {size_label(size)} +{delay} us: "
+                    f"{fmt(row['sync_when_empty'] and row['sync_when_empty']['throughput_mbps'])}"
+                    f" / {fmt(row['read_ahead'] and row['read_ahead']['throughput_mbps'])} MB/s")
+            rows.append(row)
+    # What helps at 1 ms: more blocks (the bandwidth-delay product).
+    more = []
+    for size in [4 * KIB, 64 * KIB]:
+        for n in ([64, 256] if not ctx.quick else [128]):
+            row = {"size": size, "delay_us": 1000, "blocks": n}
+            for mode, ra in [("sync_when_empty", 0), ("read_ahead", n // 2)]:
+                tx, rx = perf_pair(ctx, "status-byte", size, seconds=secs, delay_us=1000,
+                                   read_ahead=ra, blocks=n)
+                row[mode] = {"throughput_mbps": tx["throughput_mbps"]} if tx else None
+            ctx.log(f"B7 more blocks {size_label(size)} N={n}: {row}")
+            more.append(row)
+    return {"rows": rows, "more_blocks": more, "seconds": secs}
+
+
+# ------------------------------------------------------------- B5 / B6
+
+
+def gst_status(ctx):
+    so = os.path.join(ctx.build, "gst/libgstrdma.so")
+    if not os.path.exists(so):
+        return {"plugin": False}
+    r = subprocess.run(["gst-inspect-1.0", "--gst-plugin-path", os.path.dirname(so), "rdma"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) \
+        if shutil.which("gst-inspect-1.0") else None
+    return {"plugin": True, "inspect_ok": bool(r and r.returncode == 0)}
+
+
+# ------------------------------------------------------------ rendering
+
+import render  # noqa: E402  (tests/bench/render.py)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default=os.path.join(TOP, "build"))
+    ap.add_argument("--quick", action="store_true", help="fewer points, shorter runs")
+    ap.add_argument("--no-vm", action="store_true", help="skip the Soft-RoCE VM part")
+    ap.add_argument("--only", default="", help="comma-separated parts: B1,B2,B3,B4,B7,VM")
+    ap.add_argument("--render", action="store_true",
+                    help="only re-render docs/benchmarks.md from docs/bench/results.json")
+    ap.add_argument("--out", default=os.path.join(TOP, "docs/benchmarks.md"))
+    args = ap.parse_args()
+    results_path = os.path.join(os.path.dirname(args.out), "bench", "results.json")
+    os.makedirs(os.path.dirname(results_path), exist_ok=True)
+
+    if args.render:
+        with open(results_path) as f:
+            results = json.load(f)
+        render.render(results, args.out)
+        return 0
+
+    ctx = Ctx(args)
+    if not os.path.exists(ctx.perf):
+        sys.exit(f"{ctx.perf} is missing: build first (ninja -C build tools/sbr-perf)")
+    ctx.bench = build_bench(ctx)
+    only = {p.strip().upper() for p in args.only.split(",") if p.strip()}
+    want = lambda p: not only or p in only  # noqa: E731
+
+    results = {}
+    if only and os.path.exists(results_path):
+        with open(results_path) as f:
+            results = json.load(f)  # keep the parts not re-run
+    t_start = time.time()
+    results["machine"] = machine_info()
+    results["quick"] = args.quick
+    results["timings"] = results.get("timings", {})
+
+    def part(name, fn):
+        if not want(name):
+            return
+        t0 = time.time()
+        ctx.log(f"{name} ...")
+        try:
+            results[name] = fn(ctx)
+        except Exception as e:  # a broken part is reported, the rest goes on
+            import traceback
+            traceback.print_exc()
+            results[name] = {"error": f"{type(e).__name__}: {e}"}
+        results["timings"][name] = round(time.time() - t0, 1)
+
+    part("B1", b1_host)
+    part("B2", b2)
+    part("B3", b3)
+    part("B4", b4)
+    part("B7", b7)
+    if not args.no_vm:
+        part("VM", run_vm)
+    elif "VM" not in results:
+        results["VM"] = {"skipped": "--no-vm"}
+    results["gst"] = gst_status(ctx)
+    results["total_s"] = round(time.time() - t_start, 1)
+    with open(results_path, "w") as f:
+        json.dump(results, f, indent=1)
+    render.render(results, args.out)
+    ctx.log(f"done in {results['total_s']:.0f} s: {os.path.relpath(args.out, TOP)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, HERE)
+    sys.exit(main())
