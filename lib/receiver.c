@@ -198,9 +198,10 @@ static void lane_open(struct sbr_receiver *r, struct sbr__conn_request *req)
   r->stats.lanes_opened++;
   r->stats.lanes_active++;
   pthread_mutex_unlock(&r->stats_lock);
-  SBR_INFO("receiver: lane %u for %s: %u blocks of %u bytes, epoch %u",
+  SBR_INFO("receiver: lane %u for %s: %u blocks of %u bytes, epoch %u "
+           "(sender hinted %u x %u; this receiver's configuration decides)",
            lane->id, req->peer, lane->desc.block_count, lane->desc.block_size,
-           lane->desc.epoch);
+           lane->desc.epoch, req->block_count, req->block_size);
   return;
 
 out_destroy:

@@ -194,6 +194,10 @@ void sbr_sender_abandon(sbr_sender *s, sbr_send_block *b);
 int sbr_sender_send(sbr_sender *s, const struct sbr_block_meta *meta,
                     const void *payload, size_t len);
 
+/* Makes every acquire/send now waiting for a free block return -EINTR
+ * (a GStreamer sink's unlock).  Calls that start later wait as usual. */
+void sbr_sender_wakeup(sbr_sender *s);
+
 /* Blocks until everything submitted so far has completed, or timeout_ms. */
 int sbr_sender_flush(sbr_sender *s, int timeout_ms);
 
@@ -252,6 +256,9 @@ struct sbr_receiver_config {
 };
 void sbr_receiver_config_init(struct sbr_receiver_config *cfg);
 
+/* Starts listening.  Connections are accepted (and departures noticed) only
+ * while a thread is inside sbr_receiver_next / _next_frame: a sender
+ * connecting to a receiver nobody reads waits until its connect timeout. */
 int sbr_receiver_new(const struct sbr_receiver_config *cfg, sbr_receiver **out,
                      char *errbuf, size_t errlen);
 /* Stops listening and disconnects senders.  Blocks still held by the caller

@@ -83,6 +83,7 @@ struct sbr_sender {
   uint64_t next_seq;
   bool connected;
   bool stopping;
+  uint64_t wakeups; /* sbr_sender_wakeup calls */
 
   pthread_mutex_t engine_lock; /* held while the engine runs */
   pthread_t thread;

@@ -171,15 +171,21 @@ static int connect_locked(struct sbr_sender *s, char *errbuf, size_t errlen)
               strerror(-ret));
     goto out_close;
   }
+  /* Producers read the lane (epoch) under s->lock; the engine reads conn
+   * and lane with engine_lock held, which the caller holds. */
+  pthread_mutex_lock(&s->lock);
   s->conn = conn;
   s->lane = lane;
+  pthread_mutex_unlock(&s->lock);
   ret = s->engine->start(s);
   if (ret < 0) {
     sbr__errf(errbuf, errlen, "%s engine failed to start: %s", s->engine->name,
               strerror(-ret));
     goto out_dereg;
   }
+  pthread_mutex_lock(&s->lock);
   s->connected = true;
+  pthread_mutex_unlock(&s->lock);
   SBR_INFO("sender: connected to %s:%u over %s, lane %u: %u blocks of %u "
            "bytes, epoch %u",
            s->host, s->cfg.port, s->ops->name, lane.lane_id, lane.block_count,
@@ -399,6 +405,14 @@ int sbr_sender_reconnect(sbr_sender *s, char *errbuf, size_t errlen)
   return ret;
 }
 
+void sbr_sender_wakeup(sbr_sender *s)
+{
+  pthread_mutex_lock(&s->lock);
+  s->wakeups++;
+  pthread_cond_broadcast(&s->free_cond);
+  pthread_mutex_unlock(&s->lock);
+}
+
 size_t sbr_sender_block_payload_size(const sbr_sender *s)
 {
   return sbr__block_capacity(s->block_size);
@@ -414,9 +428,12 @@ static int wait_free_locked(struct sbr_sender *s, uint32_t n)
     return -EMSGSIZE;
   struct timespec deadline;
   bool have_deadline = false;
+  uint64_t wakeups = s->wakeups;
   while (s->connected && !s->stopping && s->n_free < n) {
     if (s->cfg.backpressure == SBR_BACKPRESSURE_DROP)
       return -EAGAIN;
+    if (s->wakeups != wakeups)
+      return -EINTR;
     if (s->cfg.wait_timeout_ms < 0) {
       pthread_cond_wait(&s->free_cond, &s->lock);
       continue;

@@ -344,6 +344,37 @@ static void backpressure_wait_times_out_then_proceeds(void)
   sbr_receiver_free(r);
 }
 
+static void *wake_after_100ms(void *arg)
+{
+  usleep(100000);
+  sbr_sender_wakeup(arg);
+  return NULL;
+}
+
+static void wakeup_interrupts_a_waiting_send(void)
+{
+  uint16_t port = fixture_port();
+  sbr_receiver *r = new_receiver(port, 2, 4 * KIB, SBR_MECH_STATUS_BYTE);
+  struct sbr_sender_config sc;
+  fixture_sender_config(&sc, port);
+  sc.send_blocks = 2;
+  sc.wait_timeout_ms = 20000;
+  sbr_sender *s = fixture_sender(r, &sc);
+  /* Nobody reads: 2 receive + 2 send blocks fill, the fifth send waits. */
+  for (unsigned i = 0; i < 4; i++)
+    ASSERT_OK(fixture_send(s, 0, i, 100));
+  usleep(20000);
+  pthread_t t;
+  ASSERT(pthread_create(&t, NULL, wake_after_100ms, s) == 0);
+  uint64_t t0 = now_ns();
+  ASSERT_EQ(fixture_send(s, 0, 4, 100), -EINTR);
+  ASSERT_MSG(ms_since(t0) < 5000, "the wakeup took %llu ms",
+             (unsigned long long)ms_since(t0));
+  pthread_join(t, NULL);
+  sbr_sender_free(s);
+  sbr_receiver_free(r);
+}
+
 static void two_senders_get_separate_lanes(void)
 {
   uint16_t port = fixture_port();
@@ -720,6 +751,7 @@ int main(int argc, char **argv)
        backpressure_drop_counts_what_it_drops},
       {"backpressure_wait_times_out_then_proceeds",
        backpressure_wait_times_out_then_proceeds},
+      {"wakeup_interrupts_a_waiting_send", wakeup_interrupts_a_waiting_send},
       {"two_senders_get_separate_lanes", two_senders_get_separate_lanes},
       {"forged_and_torn_blocks_are_dropped_and_counted",
        forged_and_torn_blocks_are_dropped_and_counted},
