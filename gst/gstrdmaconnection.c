@@ -420,6 +420,8 @@ void gst_rdma_connection_wake(GstRdmaConnection *conn)
 {
   g_mutex_lock(&conn->lock);
   g_cond_broadcast(&conn->cond);
+  if (conn->sender)
+    sbr_sender_wakeup(conn->sender);
   g_mutex_unlock(&conn->lock);
 }
 

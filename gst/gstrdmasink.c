@@ -100,9 +100,8 @@ enum {
 /* Twelve cameras share them; each may hold one while upstream renders. */
 #define DEFAULT_SEND_BLOCKS 32
 #define DEFAULT_BLOCK_SIZE 0
-/* Bounded so a state change never waits long on a full sender: libsbr has
- * no way to interrupt an acquire or send that waits for a free block, so
- * unlock() can't cut that wait short (see gst_rdma_sink_unlock). */
+/* A wait for a free send block longer than a minute is a stuck receiver,
+ * not backpressure. */
 #define MAX_WAIT_TIMEOUT 60000
 #define EOS_FLUSH_TIMEOUT_MS 2000
 
@@ -602,8 +601,8 @@ static gboolean gst_rdma_sink_unlock(GstBaseSink *bsink)
   GST_OBJECT_LOCK(self);
   conn = self->conn ? gst_rdma_connection_ref(self->conn) : NULL;
   GST_OBJECT_UNLOCK(self);
-  /* Wakes a wait for the connection.  A wait for a free send block inside
-   * the library can't be interrupted; wait-timeout bounds it. */
+  /* Wakes a wait for the connection and, through sbr_sender_wakeup, a wait
+   * for a free send block (other sinks on the connection retry theirs). */
   if (conn) {
     gst_rdma_connection_wake(conn);
     gst_rdma_connection_unref(conn);
@@ -687,6 +686,20 @@ static GstFlowReturn gst_rdma_sink_connection_lost(GstRdmaSink *self,
   return GST_FLOW_OK;
 }
 
+/* sbr_sender_send that retries when another sink's unlock interrupted it
+ * (the wakeup reaches every waiter on the shared sender). */
+static int gst_rdma_sink_send(GstRdmaSink *self, sbr_sender *sender,
+                              const struct sbr_block_meta *meta,
+                              const void *data, gsize size)
+{
+  int ret;
+
+  do {
+    ret = sbr_sender_send(sender, meta, data, size);
+  } while (ret == -EINTR && !g_atomic_int_get(&self->flushing));
+  return ret;
+}
+
 /* What a fill call's result means for the stream. */
 static GstFlowReturn gst_rdma_sink_handle_result(GstRdmaSink *self, int ret,
                                                  gsize size, sbr_sender *sender,
@@ -699,6 +712,8 @@ static GstFlowReturn gst_rdma_sink_handle_result(GstRdmaSink *self, int ret,
     /* Backpressure: the library counted the drop. */
     GST_LOG_OBJECT(self, "no send block free: frame dropped");
     return GST_FLOW_OK;
+  case -EINTR:
+    return GST_FLOW_FLUSHING; /* unlock() while waiting for a block */
   case -ENOTCONN:
     return gst_rdma_sink_connection_lost(self, generation);
   case -EMSGSIZE:
@@ -735,7 +750,8 @@ static GstFlowReturn gst_rdma_sink_send_caps(GstRdmaSink *self,
     return GST_FLOW_OK;
   sbr_block_meta_init(&meta, self->device);
   meta.kind = SBR_KIND_CAPS;
-  ret = sbr_sender_send(sender, &meta, self->caps_str, strlen(self->caps_str));
+  ret = gst_rdma_sink_send(self, sender, &meta, self->caps_str,
+                           strlen(self->caps_str));
   if (ret == 0) {
     GST_DEBUG_OBJECT(self, "sent caps %s", self->caps_str);
     self->caps_pending = FALSE;
@@ -813,7 +829,7 @@ static void gst_rdma_sink_send_eos(GstRdmaSink *self)
   }
   sbr_block_meta_init(&meta, self->device);
   meta.kind = SBR_KIND_EOS;
-  ret = sbr_sender_send(sender, &meta, NULL, 0);
+  ret = gst_rdma_sink_send(self, sender, &meta, NULL, 0);
   if (ret < 0) {
     GST_WARNING_OBJECT(self, "EOS not sent: %s", g_strerror(-ret));
     return;
@@ -944,7 +960,7 @@ static GstFlowReturn gst_rdma_sink_render(GstBaseSink *bsink, GstBuffer *buf)
       GST_OBJECT_UNLOCK(self);
       return GST_FLOW_OK;
     }
-    ret = sbr_sender_send(sender, &meta, map.data, map.size);
+    ret = gst_rdma_sink_send(self, sender, &meta, map.data, map.size);
     gst_buffer_unmap(buf, &map);
     if (ret == 0) {
       GST_OBJECT_LOCK(self);

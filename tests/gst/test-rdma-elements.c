@@ -1256,6 +1256,43 @@ static GstElement *restartable_receiver(guint port, guint device, Collector *c)
   return rx;
 }
 
+/* A sink waiting for a free send block (the receiver stopped reading) must
+ * leave PLAYING at once: unlock() wakes the wait instead of letting it sit
+ * out wait-timeout (60 s here). */
+GST_START_TEST(test_unlock_interrupts_a_full_sender)
+{
+  guint port = test_port();
+  gchar *desc = g_strdup_printf(
+      "rdmasrc name=r transport=%s address=%s port=%u blocks=2 "
+      "stats-interval=0 r.src_0 ! appsink name=out sync=false async=false "
+      "max-buffers=1",
+      transport, rdma_addr, port);
+  GstElement *rx = parse(desc);
+  g_free(desc);
+  GstElement *tx = sender_new(port, 0, "send-blocks=2 wait-timeout=60000");
+  Pusher pusher = {tx, 0, 0};
+  GThread *thread;
+  gint64 t0, took;
+
+  set_state(rx, GST_STATE_PLAYING);
+  set_state(tx, GST_STATE_PLAYING);
+  /* Nobody pulls from the appsink: rdmasrc blocks, the lane and then the
+   * sender's blocks fill, and the sink's render waits. */
+  thread = g_thread_new("pusher", pusher_thread, &pusher);
+  g_usleep(G_USEC_PER_SEC);
+  t0 = g_get_monotonic_time();
+  fail_unless_equals_int(gst_element_set_state(tx, GST_STATE_NULL),
+                         GST_STATE_CHANGE_SUCCESS);
+  took = (g_get_monotonic_time() - t0) / 1000;
+  g_atomic_int_set(&pusher.stop, 1);
+  g_thread_join(thread);
+  fail_unless(took < 5000,
+              "stopping a waiting sink took %" G_GINT64_FORMAT " ms", took);
+  gst_object_unref(tx);
+  stop(rx);
+}
+GST_END_TEST;
+
 GST_START_TEST(test_receiver_restart_reconnects)
 {
   guint port = test_port();
@@ -1577,6 +1614,7 @@ static Suite *rdma_elements_suite(void)
   tcase_add_test(tc, test_per_device_eos);
   tcase_add_test(tc, test_held_buffers_and_max_held);
   tcase_add_test(tc, test_timestamps_meta_and_latency);
+  tcase_add_test(tc, test_unlock_interrupts_a_full_sender);
   tcase_add_test(tc, test_receiver_restart_reconnects);
   tcase_add_test(tc, test_receiver_gone_without_reconnect_is_an_error);
   tcase_add_test(tc, test_no_receiver_at_start);
