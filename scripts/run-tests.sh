@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 #
 # The one test command (README "Testing", and what .ci/run calls):
-#   1. installs missing dependencies,
+#   1. installs missing dependencies and checks the C formatting,
 #   2. builds with warnings as errors and runs the unit, shm and element
 #      (gst) suites,
 #   3. builds the core with ASan + UBSan and runs its unit and shm suites,
@@ -57,6 +57,15 @@ step_failed() {
 
 note "dependencies"
 scripts/install-deps.sh || step_failed "install-deps failed"
+
+note "format (.clang-format)"
+# shellcheck disable=SC2046
+if clang-format --dry-run -Werror $(git ls-files '*.c' '*.h'); then
+  passed=$((passed + 1))
+  summary+=("format: every C file follows .clang-format")
+else
+  step_failed "format: clang-format would change the files above"
+fi
 
 note "build (werror)"
 if { [ -d build-ci ] || meson setup build-ci -Dwerror=true >/dev/null; } &&
