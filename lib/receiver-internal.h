@@ -78,11 +78,13 @@ struct sbr__lane {
   pthread_mutex_t lock; /* engine's release vs scan */
   atomic_bool closed;   /* lane closed: release = no-op */
   bool disconnected;    /* sender gone; deliver what landed */
+  bool final_scan_done; /* after disconnect: what landed is taken in */
   uint64_t scan_gen;    /* completed scans */
   uint64_t next_seq;    /* next block sequence to deliver */
   bool seq_known;       /* next_seq is valid */
   uint32_t n_pending;
-  uint32_t n_partial_blocks; /* blocks held by partial frames */
+  atomic_uint n_out;    /* delivered, not yet released (any thread) */
+  atomic_int releasing; /* releases between status 0 and state FREE */
   struct sbr__device_track dev[SBR_MAX_DEVICES];
   struct sbr__lane *next; /* receiver's list of open lanes */
 };

@@ -73,21 +73,25 @@ static int sw_scan(struct sbr__lane *lane)
   pthread_mutex_unlock(&lane->lock);
   if (n < 0)
     return n;
-  for (int k = 0; k < n; k++) {
+  /* Arrivals before an error in the same batch are real blocks (a sender
+   * that left flushes the receives behind its last writes): take them in
+   * and report the error after. */
+  int err = 0;
+  for (int k = 0; k < n && !err; k++) {
     if (wc[k].status != SBR__WC_SUCCESS) {
       SBR_WARN("receiver: lane %u: %s failed (vendor error 0x%x)", lane->id,
                wc[k].opcode == SBR__OP_RECV ? "receive" : "ACK send",
                wc[k].vendor_err);
-      return -EIO;
-    }
-    if (wc[k].opcode != SBR__OP_RECV)
+      err = -EIO;
+    } else if (wc[k].opcode != SBR__OP_RECV) {
       continue; /* an ACK went out */
-    if (!wc[k].has_imm || wc[k].imm_data >= lane->desc.block_count) {
+    } else if (!wc[k].has_imm || wc[k].imm_data >= lane->desc.block_count) {
       SBR_WARN("receiver: lane %u: immediate %u names no slot", lane->id,
                wc[k].imm_data);
-      return -EPROTO;
+      err = -EPROTO;
+    } else {
+      st->arrived[wc[k].imm_data] = true;
     }
-    st->arrived[wc[k].imm_data] = true;
   }
   /* A slot's completion may come before the thread that released the
    * slot's previous block has marked it free: take it in when it is. */
@@ -98,7 +102,7 @@ static int sw_scan(struct sbr__lane *lane)
       sbr__lane_arrived(lane, i);
     }
   }
-  return 0;
+  return err;
 }
 
 static void sw_release(struct sbr__lane *lane, uint32_t index)

@@ -30,6 +30,8 @@
 /* With no sender at all, wait for one in slices this long (ms): the bound
  * on how late a wakeup or timeout is noticed while idle. */
 #define IDLE_LISTEN_MS 10
+/* The largest frame reassembled by copying (a 4K RGBA frame is 33 MB). */
+#define SBR__MAX_COPIED_FRAME (256u << 20)
 
 void sbr_receiver_config_init(struct sbr_receiver_config *cfg)
 {
@@ -106,7 +108,6 @@ static void drop_partial(struct sbr__lane *lane, struct sbr__device_track *t)
 {
   if (!t->partial_active)
     return;
-  lane->n_partial_blocks -= t->partial.n_blocks;
   t->partial_active = false;
   count_frame_drop(lane->rx, t->partial.info.device);
   release_frame_blocks(&t->partial);
@@ -128,6 +129,9 @@ static void lane_close(struct sbr_receiver *r, struct sbr__lane *lane)
   for (int d = 0; d < SBR_MAX_DEVICES; d++)
     drop_partial(lane, &lane->dev[d]);
   atomic_store(&lane->closed, true);
+  /* The sender learns now, not when the application releases the last
+   * block it holds (that keeps only the memory). */
+  r->ops->disconnect(lane->conn);
   SBR_INFO("receiver: lane %u closed", lane->id);
   lane_unref(lane);
 }
@@ -216,12 +220,10 @@ out_reject:
 
 /* The sender left.  What it wrote before it went has landed (its writes
  * completed before it could see them complete), so one last scan takes it
- * in; the lane closes once that is delivered. */
+ * in (see sbr_receiver_next); the lane closes once that is delivered. */
 static void lane_disconnected(struct sbr__lane *lane)
 {
   SBR_INFO("receiver: lane %u: sender disconnected", lane->id);
-  if (lane->engine->scan(lane) == 0)
-    lane->scan_gen++;
   lane->disconnected = true;
 }
 
@@ -278,6 +280,14 @@ int sbr_receiver_new(const struct sbr_receiver_config *cfg, sbr_receiver **out,
     r->cfg.port = SBR_DEFAULT_PORT;
   if (r->cfg.block_count == 0)
     r->cfg.block_count = DEFAULT_BLOCK_COUNT;
+  if (r->cfg.block_count < 2 || r->cfg.block_count > 65536) {
+    /* One block could never hold a frame's next fragment while the first
+     * is kept; senders refuse more than 65536. */
+    sbr__errf(errbuf, errlen, "block count %u out of range (2..65536)",
+              r->cfg.block_count);
+    free(r);
+    return -EINVAL;
+  }
   if (r->cfg.block_size == 0)
     r->cfg.block_size = DEFAULT_BLOCK_SIZE;
   if (r->cfg.max_lanes == 0)
@@ -383,7 +393,7 @@ static struct sbr_block *lane_pick(struct sbr__lane *lane)
   if (!best)
     return NULL;
   if ((lane->seq_known && best->info.seq == lane->next_seq) ||
-      lane->disconnected)
+      lane->final_scan_done)
     return best;
   /* A predecessor is missing (or this is the lane's first block): wait for
    * one full scan that started after this block was found. */
@@ -405,6 +415,7 @@ static void deliver(struct sbr_receiver *r, struct sbr__lane *lane,
   lane->n_pending--;
   set_block_state(b, SBR__RECV_DELIVERED);
   atomic_fetch_add(&lane->refs, 1);
+  atomic_fetch_add(&lane->n_out, 1);
 
   pthread_mutex_lock(&r->stats_lock);
   struct sbr_device_stats *d = &r->dev_stats[in->device];
@@ -452,8 +463,9 @@ int sbr_receiver_next(sbr_receiver *r, int timeout_ms, sbr_block **out)
     if (!r->lanes) {
       /* Nobody connected: block on the listener, in short slices so a
        * wakeup or the deadline is noticed soon. */
-      int wait = now >= deadline ? 0 : (int)((deadline - now) / 1000000u);
-      handle_events(r, wait < IDLE_LISTEN_MS ? wait : IDLE_LISTEN_MS);
+      uint64_t left_ms = now >= deadline ? 0 : (deadline - now) / 1000000u;
+      handle_events(r,
+                    left_ms < IDLE_LISTEN_MS ? (int)left_ms : IDLE_LISTEN_MS);
       r->last_event_check_ns = sbr__now_ns();
     } else if (now - r->last_event_check_ns >= EVENT_CHECK_NS) {
       r->last_event_check_ns = now;
@@ -462,16 +474,26 @@ int sbr_receiver_next(sbr_receiver *r, int timeout_ms, sbr_block **out)
     for (struct sbr__lane *l = r->lanes, *next; l; l = next) {
       next = l->next;
       if (l->disconnected) {
+        /* Nothing new can land.  The last scan waits for releases in
+         * progress: their blocks may hold the sender's last writes. */
+        if (!l->final_scan_done) {
+          if (atomic_load(&l->releasing))
+            continue;
+          l->engine->scan(l); /* a failure now only means it's gone */
+          l->final_scan_done = true;
+        }
         if (l->n_pending == 0)
           lane_close(r, l);
-        continue; /* nothing new can land */
+        continue;
       }
+      bool quiet = atomic_load(&l->releasing) == 0;
       if (l->engine->scan(l) < 0) {
         SBR_WARN("receiver: lane %u failed", l->id);
         lane_close(r, l);
         continue;
       }
-      l->scan_gen++;
+      if (quiet)
+        l->scan_gen++; /* a complete scan, nothing skipped mid-release */
     }
     for (struct sbr__lane *l = r->lanes; l; l = l->next) {
       struct sbr_block *b = lane_pick(l);
@@ -508,10 +530,16 @@ void sbr_block_release(sbr_block *b)
   r->stats.blocks_held--;
   pthread_mutex_unlock(&r->stats_lock);
   /* Status first, state second: a scan that sees FREE then reads a status
-   * that is at least this 0 (see the status-byte scan). */
+   * that is at least this 0 (see the status-byte scan).  In between, the
+   * sender may already write the next block here while scans skip it: the
+   * releasing count stops those scans from counting towards the "one more
+   * full scan" rule, or a later block could overtake it. */
+  atomic_fetch_add(&lane->releasing, 1);
   if (!atomic_load(&lane->closed))
     lane->engine->release(lane, b->index);
   set_block_state(b, SBR__RECV_FREE);
+  atomic_fetch_sub(&lane->releasing, 1);
+  atomic_fetch_sub(&lane->n_out, 1);
   lane_unref(lane);
 }
 
@@ -526,10 +554,26 @@ static void frame_from_block(struct sbr_frame *f, struct sbr_block *b)
   f->blocks[0] = b;
 }
 
+/* Whether frame p, being assembled zero-copy, must switch to a copy: the
+ * blocks the application and partial frames hold (this fragment included)
+ * would leave the sender no block to write the rest of the frame into. */
+static bool must_copy(struct sbr__lane *lane, const struct sbr_frame *p)
+{
+  return p->n_blocks >= SBR_FRAME_MAX_BLOCKS ||
+         atomic_load(&lane->n_out) + 1 >= lane->desc.block_count;
+}
+
 /* Moves a zero-copy partial frame into one heap buffer and releases its
  * blocks, so a lane can't run out of blocks while frames assemble. */
 static int partial_to_copy(struct sbr__lane *lane, struct sbr_frame *p)
 {
+  /* frame_size comes from the wire: bound what it can make us allocate. */
+  if (p->info.frame_size > SBR__MAX_COPIED_FRAME) {
+    SBR_WARN("receiver: lane %u device %u: a %u-byte frame is too large to "
+             "reassemble",
+             lane->id, p->info.device, p->info.frame_size);
+    return -EMSGSIZE;
+  }
   uint8_t *copy = malloc(p->info.frame_size ? p->info.frame_size : 1);
   if (!copy)
     return -ENOMEM;
@@ -539,7 +583,6 @@ static int partial_to_copy(struct sbr__lane *lane, struct sbr_frame *p)
     memcpy(copy + off, bi->payload, bi->payload_len);
     off += bi->payload_len;
   }
-  lane->n_partial_blocks -= p->n_blocks;
   for (uint32_t i = 0; i < p->n_blocks; i++)
     sbr_block_release(p->blocks[i]);
   p->n_blocks = 0;
@@ -555,8 +598,7 @@ static int partial_append(struct sbr__lane *lane, struct sbr_frame *p,
                           struct sbr_block *b)
 {
   const struct sbr_block_info *bi = &b->info;
-  if (!p->copy && (p->n_blocks == SBR_FRAME_MAX_BLOCKS ||
-                   lane->n_partial_blocks + 1 > lane->desc.block_count / 2)) {
+  if (!p->copy && must_copy(lane, p)) {
     int ret = partial_to_copy(lane, p);
     if (ret < 0)
       return ret;
@@ -566,7 +608,6 @@ static int partial_append(struct sbr__lane *lane, struct sbr_frame *p,
     sbr_block_release(b);
   } else {
     p->blocks[p->n_blocks++] = b;
-    lane->n_partial_blocks++;
   }
   p->size += bi->payload_len;
   return 0;
@@ -602,14 +643,19 @@ int sbr_receiver_next_frame(sbr_receiver *r, int timeout_ms,
       drop_partial(lane, t);
       frame_from_block(&t->partial, b);
       t->partial_active = true;
-      lane->n_partial_blocks++;
+      if (must_copy(lane, &t->partial) &&
+          partial_to_copy(lane, &t->partial) < 0)
+        drop_partial(lane, t);
       continue;
     }
     if (!t->partial_active || bi->frame_offset != t->partial.size ||
         bi->frame_size != t->partial.info.frame_size) {
-      /* A fragment without its beginning: the frame is lost. */
+      /* A fragment without its beginning: the frame is lost, counted once
+       * (by drop_partial, or at its last fragment when nothing was kept). */
+      bool had_partial = t->partial_active;
       drop_partial(lane, t);
-      count_frame_drop(r, bi->device);
+      if (!had_partial && last)
+        count_frame_drop(r, bi->device);
       sbr_block_release(b);
       continue;
     }
@@ -625,7 +671,6 @@ int sbr_receiver_next_frame(sbr_receiver *r, int timeout_ms,
         out->info.payload_len = out->size;
       }
       out->info.flags |= SBR_FLAG_LAST;
-      lane->n_partial_blocks -= out->n_blocks;
       t->partial_active = false;
       memset(&t->partial, 0, sizeof t->partial);
       return 0;

@@ -141,6 +141,17 @@ static int connect_locked(struct sbr_sender *s, char *errbuf, size_t errlen)
                             &lane, errbuf, errlen);
   if (ret < 0)
     return ret;
+  if (lane.mechanism == SBR_MECH_SLIDING_WINDOW &&
+      lane.block_count + 4 > caps.max_recv_wr) {
+    /* One ACK receive per slot must be posted; the QP was sized before the
+     * lane was known. */
+    sbr__errf(errbuf, errlen,
+              "receiver at %s:%u has %u slots; this sliding-window sender "
+              "can take %u (set block_count_hint)",
+              s->host, s->cfg.port, lane.block_count, caps.max_recv_wr - 4);
+    ret = -EPROTO;
+    goto out_close;
+  }
   if (lane.mechanism != s->cfg.mechanism) {
     sbr__errf(errbuf, errlen, "receiver at %s:%u runs %s, this sender %s",
               s->host, s->cfg.port, sbr_mechanism_name(lane.mechanism),

@@ -1820,10 +1820,9 @@ static void shm_close_listener(struct sbr__listener *l)
   free(l);
 }
 
-static void shm_close(struct sbr__conn *c)
+/* Stops the listener watching c. */
+static void shm_unwatch(struct sbr__conn *c)
 {
-  if (!c)
-    return;
   pthread_mutex_lock(&shm_watch_lock);
   if (c->listener) {
     for (struct sbr__conn **p = &c->listener->lanes; *p;
@@ -1836,6 +1835,23 @@ static void shm_close(struct sbr__conn *c)
     c->listener = NULL;
   }
   pthread_mutex_unlock(&shm_watch_lock);
+}
+
+static void shm_disconnect(struct sbr__conn *c)
+{
+  if (!c)
+    return;
+  shm_unwatch(c);
+  /* The sender's NIC thread sees the hang-up and fails its requests; the
+   * mapping stays until close. */
+  shutdown(c->sock, SHUT_RDWR);
+}
+
+static void shm_close(struct sbr__conn *c)
+{
+  if (!c)
+    return;
+  shm_unwatch(c);
   shm_conn_destroy(c);
 }
 
@@ -1852,6 +1868,7 @@ const struct sbr__transport_ops sbr__transport_shm = {
     .post_send = shm_post_send,
     .post_recv = shm_post_recv,
     .poll_cq = shm_poll_cq,
+    .disconnect = shm_disconnect,
     .close = shm_close,
     .posted_recv_count = shm_posted_recv_count,
 };

@@ -1367,6 +1367,16 @@ static int verbs_poll_cq(struct sbr__conn *c, struct sbr__wc *out, int max)
   return 0;
 }
 
+static void verbs_disconnect(struct sbr__conn *c)
+{
+  if (!c)
+    return;
+  /* From here the listener no longer reports this conn. */
+  atomic_store(&c->closing, true);
+  if (c->id && c->id->verbs && rdma_disconnect(c->id))
+    SBR_DEBUG("verbs: %s: rdma_disconnect: %s", c->peer, strerror(errno));
+}
+
 static void verbs_close(struct sbr__conn *c)
 {
   if (!c)
@@ -1398,6 +1408,7 @@ const struct sbr__transport_ops sbr__transport_verbs = {
     .post_send = verbs_post_send,
     .post_recv = verbs_post_recv,
     .poll_cq = verbs_poll_cq,
+    .disconnect = verbs_disconnect,
     .close = verbs_close,
     .posted_recv_count = verbs_posted_recv_count,
 };

@@ -243,6 +243,10 @@ struct sbr__transport_ops {
   /* Non-blocking: returns the number of completions (0..max) or negative
    * errno when the connection is gone. */
   int (*poll_cq)(struct sbr__conn *c, struct sbr__wc *wc, int max);
+  /* Tells the peer this end is gone and stops its requests (the QP goes to
+   * error), but keeps lane memory valid until close: a receiver closes a
+   * lane at once even while the application still holds its blocks. */
+  void (*disconnect)(struct sbr__conn *c);
   /* Receiver lane teardown or sender disconnect; frees lane memory
    * (receiver side) -- callers must be done with it. */
   void (*close)(struct sbr__conn *c);

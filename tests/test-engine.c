@@ -10,6 +10,7 @@
 #include "block.h"
 #include "byteorder.h"
 #include "engine-fixture.h"
+#include "receiver-internal.h"
 #include "transport.h"
 
 #define KIB 1024u
@@ -735,6 +736,165 @@ static void sliding_window_stalls_behind_a_held_block(void)
   sbr_receiver_free(r);
 }
 
+/* ----------------------------------------------- found in review */
+
+/* A release that is preempted between its status 0 and its state FREE: the
+ * sender may write the next block there while scans skip it. */
+static void slow_release(struct sbr__lane *lane, uint32_t index)
+{
+  sbr__receiver_status_byte.release(lane, index);
+  usleep(300000);
+}
+
+struct releaser {
+  sbr_block *b;
+};
+
+static void *release_thread(void *arg)
+{
+  sbr_block_release(((struct releaser *)arg)->b);
+  return NULL;
+}
+
+static void block_landing_during_a_release_keeps_its_order(void)
+{
+  uint16_t port = fixture_port();
+  sbr_receiver *r = new_receiver(port, 2, 4 * KIB, SBR_MECH_STATUS_BYTE);
+  struct sbr__receiver_engine slow = sbr__receiver_status_byte;
+  slow.release = slow_release;
+  r->engine = &slow; /* lanes opened from now on release slowly */
+  struct sbr_sender_config sc;
+  fixture_sender_config(&sc, port);
+  sbr_sender *s = fixture_sender(r, &sc);
+
+  sbr_block *a, *b;
+  ASSERT_OK(fixture_send(s, 0, 0, 100));
+  ASSERT_OK(sbr_receiver_next(r, 5000, &a));
+  ASSERT_OK(fixture_send(s, 0, 1, 100));
+  ASSERT_OK(sbr_receiver_next(r, 5000, &b));
+  /* A's release stalls after its status 0: frame 2 lands in A while A is
+   * still DELIVERED to the scans; then B is released and frame 3 lands. */
+  struct releaser rel = {a};
+  pthread_t t;
+  ASSERT(pthread_create(&t, NULL, release_thread, &rel) == 0);
+  usleep(20000);
+  ASSERT_OK(fixture_send(s, 0, 2, 100));
+  usleep(50000);
+  slow.release = sbr__receiver_status_byte.release;
+  sbr_block_release(b);
+  ASSERT_OK(fixture_send(s, 0, 3, 100));
+  for (unsigned want = 2; want <= 3; want++) {
+    sbr_block *got;
+    ASSERT_OK(sbr_receiver_next(r, 5000, &got));
+    ASSERT_MSG(sbr_block_get_info(got)->pts / 40000000u == want,
+               "frame %llu delivered, expected %u",
+               (unsigned long long)(sbr_block_get_info(got)->pts / 40000000u),
+               want);
+    sbr_block_release(got);
+  }
+  pthread_join(t, NULL);
+  struct sbr_device_stats ds;
+  sbr_receiver_get_device_stats(r, 0, &ds);
+  ASSERT_EQ(ds.gaps, 0);
+  sbr_sender_free(s);
+  sbr_receiver_free(r);
+}
+
+struct waiter {
+  sbr_receiver *r;
+  int ret;
+};
+
+static void *wait_forever(void *arg)
+{
+  struct waiter *w = arg;
+  sbr_block *b;
+  w->ret = sbr_receiver_next(w->r, -1, &b);
+  return NULL;
+}
+
+static void wakeup_reaches_an_endless_wait_with_no_sender(void)
+{
+  uint16_t port = fixture_port();
+  sbr_receiver *r = new_receiver(port, 2, 4 * KIB, SBR_MECH_STATUS_BYTE);
+  struct waiter w = {r, 0};
+  pthread_t t;
+  ASSERT(pthread_create(&t, NULL, wait_forever, &w) == 0);
+  usleep(100000);
+  uint64_t t0 = now_ns();
+  sbr_receiver_wakeup(r);
+  pthread_join(t, NULL);
+  ASSERT_EQ(w.ret, -EINTR);
+  ASSERT_MSG(ms_since(t0) < 2000, "the wakeup took %llu ms",
+             (unsigned long long)ms_since(t0));
+  sbr_receiver_free(r);
+}
+
+static void held_frame_does_not_starve_the_next_fragmented_one(void)
+{
+  /* 8 blocks: the application keeps a 4-block frame; the next frame needs
+   * 6 blocks, more than are left, so it must be copied as it arrives. */
+  uint16_t port = fixture_port();
+  sbr_receiver *r = new_receiver(port, 8, 4 * KIB, SBR_MECH_STATUS_BYTE);
+  struct sbr_sender_config sc;
+  fixture_sender_config(&sc, port);
+  sbr_sender *s = fixture_sender(r, &sc);
+  size_t cap = sbr_sender_block_payload_size(s);
+  ASSERT_OK(fixture_send(s, 0, 0, 4 * cap));
+  struct sbr_frame kept, next;
+  next_frame_ok(r, &kept);
+  ASSERT_EQ(kept.n_blocks, 4);
+  ASSERT_OK(fixture_send(s, 0, 1, 6 * cap));
+  next_frame_ok(r, &next);
+  ASSERT_EQ(fixture_check_frame(&next), 1);
+  ASSERT(next.copy != NULL);
+  sbr_frame_release(&next);
+  sbr_frame_release(&kept);
+  sbr_sender_free(s);
+  sbr_receiver_free(r);
+}
+
+static void receiver_free_disconnects_while_blocks_are_held(void)
+{
+  uint16_t port = fixture_port();
+  sbr_receiver *r = new_receiver(port, 4, 4 * KIB, SBR_MECH_STATUS_BYTE);
+  struct sbr_sender_config sc;
+  fixture_sender_config(&sc, port);
+  sc.wait_timeout_ms = 100;
+  sbr_sender *s = fixture_sender(r, &sc);
+  ASSERT_OK(fixture_send(s, 0, 0, 100));
+  sbr_block *held;
+  ASSERT_OK(sbr_receiver_next(r, 5000, &held));
+  sbr_receiver_free(r);
+  /* The application still holds a block; the sender must learn anyway. */
+  int ret = 0;
+  for (int i = 0; i < 200 && ret != -ENOTCONN; i++) {
+    ret = fixture_send(s, 0, 1, 100);
+    usleep(10000);
+  }
+  ASSERT_EQ(ret, -ENOTCONN);
+  /* The held block stayed intact and can still be released. */
+  ASSERT_EQ(sbr_block_get_info(held)->payload[5], fixture_byte(0, 0, 5));
+  sbr_block_release(held);
+  sbr_sender_free(s);
+}
+
+static void sliding_window_refuses_more_slots_than_it_can_ack(void)
+{
+  uint16_t port = fixture_port();
+  sbr_receiver *r = new_receiver(port, 16, 4 * KIB, SBR_MECH_SLIDING_WINDOW);
+  struct sbr_sender_config sc;
+  fixture_sender_config(&sc, port);
+  sc.mechanism = SBR_MECH_SLIDING_WINDOW;
+  sc.block_count_hint = 8; /* sized for 8 ACK receives, the lane has 16 */
+  sbr_sender *s = NULL;
+  char err[256] = "";
+  int ret = fixture_connect(r, &sc, &s, err, sizeof err);
+  ASSERT_EQ(ret, -EPROTO);
+  ASSERT_MSG(strstr(err, "16 slots") != NULL, "unclear error: %s", err);
+  sbr_receiver_free(r);
+}
+
 int main(int argc, char **argv)
 {
   static const struct test_entry tests[] = {
@@ -767,6 +927,16 @@ int main(int argc, char **argv)
        sliding_window_delivers_devices_in_order},
       {"sliding_window_stalls_behind_a_held_block",
        sliding_window_stalls_behind_a_held_block},
+      {"block_landing_during_a_release_keeps_its_order",
+       block_landing_during_a_release_keeps_its_order},
+      {"wakeup_reaches_an_endless_wait_with_no_sender",
+       wakeup_reaches_an_endless_wait_with_no_sender},
+      {"held_frame_does_not_starve_the_next_fragmented_one",
+       held_frame_does_not_starve_the_next_fragmented_one},
+      {"receiver_free_disconnects_while_blocks_are_held",
+       receiver_free_disconnects_while_blocks_are_held},
+      {"sliding_window_refuses_more_slots_than_it_can_ack",
+       sliding_window_refuses_more_slots_than_it_can_ack},
       {NULL, NULL},
   };
   return test_main(tests, argc, argv);
