@@ -183,7 +183,9 @@ void sbr_block_meta_init(struct sbr_block_meta *meta, uint8_t device);
 int sbr_sender_acquire(sbr_sender *s, uint8_t device, sbr_send_block **out);
 void *sbr_send_block_payload(sbr_send_block *b, size_t *capacity);
 /* Queues the block for posting; assigns the device's next packet number.
- * After this the block belongs to the library. */
+ * On 0 and on -ENOTCONN (the block is taken back, the frame counted as
+ * dropped) the block belongs to the library; on -EINVAL (bad length, kind
+ * or fragment fields, or a block not acquired) it is still the caller's. */
 int sbr_sender_submit(sbr_sender *s, sbr_send_block *b,
                       const struct sbr_block_meta *meta, size_t payload_len);
 void sbr_sender_abandon(sbr_sender *s, sbr_send_block *b);
@@ -198,7 +200,8 @@ int sbr_sender_send(sbr_sender *s, const struct sbr_block_meta *meta,
  * (a GStreamer sink's unlock).  Calls that start later wait as usual. */
 void sbr_sender_wakeup(sbr_sender *s);
 
-/* Blocks until everything submitted so far has completed, or timeout_ms. */
+/* Blocks until nothing is queued or in flight (including what other
+ * producers submit meanwhile), or timeout_ms. */
 int sbr_sender_flush(sbr_sender *s, int timeout_ms);
 
 /* Is ptr inside this sender's registered send blocks?  (The GStreamer sink
@@ -306,7 +309,8 @@ int sbr_receiver_next_frame(sbr_receiver *r, int timeout_ms,
                             struct sbr_frame *out);
 void sbr_frame_release(struct sbr_frame *f);
 
-/* Wakes a thread blocked in next/next_frame with -EINTR (once). */
+/* Wakes a thread blocked in next/next_frame with -EINTR (once; a wakeup
+ * with nobody waiting makes the next call return -EINTR at once). */
 void sbr_receiver_wakeup(sbr_receiver *r);
 
 struct sbr_receiver_stats {

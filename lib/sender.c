@@ -530,7 +530,8 @@ int sbr_sender_submit(sbr_sender *s, sbr_send_block *b,
                       const struct sbr_block_meta *meta, size_t payload_len)
 {
   if (payload_len > sbr__block_capacity(s->block_size) ||
-      b->state != SBR__SEND_FILLING)
+      b->state != SBR__SEND_FILLING || meta->kind < SBR_KIND_DATA ||
+      meta->kind > SBR_KIND_EOS)
     return -EINVAL;
   struct sbr_block_meta m = *meta;
   if (m.kind == SBR_KIND_DATA && (m.flags & SBR_FLAG_FIRST) &&
@@ -538,6 +539,13 @@ int sbr_sender_submit(sbr_sender *s, sbr_send_block *b,
     m.frame_offset = 0;
     m.frame_size = (uint32_t)payload_len;
   }
+  /* What the receiver would reject as a bad fragment is refused here. */
+  if (m.kind == SBR_KIND_DATA &&
+      ((uint64_t)m.frame_offset + payload_len > m.frame_size ||
+       ((m.flags & SBR_FLAG_FIRST) && m.frame_offset != 0) ||
+       ((m.flags & SBR_FLAG_LAST) &&
+        m.frame_offset + payload_len != m.frame_size)))
+    return -EINVAL;
   pthread_mutex_lock(&s->lock);
   if (!s->connected) {
     count_drop_locked(
@@ -571,6 +579,15 @@ int sbr_sender_send(sbr_sender *s, const struct sbr_block_meta *meta,
   uint32_t n = len == 0 ? 1 : (uint32_t)((len + cap - 1) / cap);
   if (n > 1 && meta->kind != SBR_KIND_DATA)
     return -EMSGSIZE; /* caps strings and EOS fit one block */
+  if (n > s->n_blocks)
+    return -EMSGSIZE; /* all fragments are taken at once */
+
+  /* n is at most the send block count, which a user may set large. */
+  struct sbr_send_block *frag_small[16];
+  struct sbr_send_block **frag =
+      n <= 16 ? frag_small : malloc(n * sizeof *frag);
+  if (!frag)
+    return -ENOMEM;
 
   pthread_mutex_lock(&s->lock);
   int ret = wait_free_locked(s, n);
@@ -578,9 +595,8 @@ int sbr_sender_send(sbr_sender *s, const struct sbr_block_meta *meta,
     if (ret == -EAGAIN)
       count_backpressure_drop_locked(s, meta->device);
     pthread_mutex_unlock(&s->lock);
-    return ret;
+    goto out;
   }
-  struct sbr_send_block *frag[n];
   for (uint32_t i = 0; i < n; i++)
     frag[i] = pop_free_locked(s);
   pthread_mutex_unlock(&s->lock);
@@ -600,7 +616,8 @@ int sbr_sender_send(sbr_sender *s, const struct sbr_block_meta *meta,
       push_free_locked(s, frag[i]);
     count_backpressure_drop_locked(s, meta->device);
     pthread_mutex_unlock(&s->lock);
-    return -ENOTCONN;
+    ret = -ENOTCONN;
+    goto out;
   }
   /* All fragments enqueue under one lock hold: consecutive packet numbers,
    * never interleaved with another producer's blocks for the same device. */
@@ -623,7 +640,10 @@ int sbr_sender_send(sbr_sender *s, const struct sbr_block_meta *meta,
   }
   pthread_cond_signal(&s->work_cond);
   pthread_mutex_unlock(&s->lock);
-  return 0;
+out:
+  if (frag != frag_small)
+    free(frag);
+  return ret;
 }
 
 int sbr_sender_flush(sbr_sender *s, int timeout_ms)

@@ -621,6 +621,14 @@ static void zero_copy_fill_is_delivered(void)
   fixture_fill(p, 1000, 7, 4);
   struct sbr_block_meta m;
   sbr_block_meta_init(&m, 7);
+  m.kind = 9; /* no such kind: refused, and the block stays the caller's */
+  ASSERT_EQ(sbr_sender_submit(s, blk, &m, 1000), -EINVAL);
+  sbr_block_meta_init(&m, 7);
+  m.flags = SBR_FLAG_LAST; /* a last fragment that ends before its frame */
+  m.frame_offset = 0;
+  m.frame_size = 2000;
+  ASSERT_EQ(sbr_sender_submit(s, blk, &m, 1000), -EINVAL);
+  sbr_block_meta_init(&m, 7);
   m.pts = 4 * 40000000ull;
   ASSERT_OK(sbr_sender_submit(s, blk, &m, 1000));
   struct sbr_frame f;
