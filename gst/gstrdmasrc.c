@@ -45,6 +45,13 @@
  * DISCONT/DELTA_UNIT flags are kept.  The sender's capture time (its wall
  * clock) comes as a "timestamp/x-unix" #GstReferenceTimestampMeta.
  *
+ * Offsets: GST_BUFFER_OFFSET is the sender's per-device packet number of
+ * the frame's first block (0-65535, wrapping), so a receiver can name or
+ * order each device's frames by the sender's numbering and see which ones
+ * it missed; GST_BUFFER_OFFSET_END is GST_BUFFER_OFFSET_NONE.  Packet
+ * numbers count blocks, not frames: a frame of n blocks takes n numbers,
+ * and the in-band caps take one too.
+ *
  * ## Example launch lines
  * |[
  * gst-launch-1.0 rdmasrc name=r r.src_3 ! videoconvert ! autovideosink
@@ -885,6 +892,9 @@ static GstFlowReturn gst_rdma_src_handle_data(GstRdmaSrc *self,
 
   buf = gst_rdma_src_wrap_frame(self, frame);
   gst_rdma_src_timestamp(self, dev, &info, buf);
+  /* The sender's numbering (see the SECTION). */
+  GST_BUFFER_OFFSET(buf) = info.packet;
+  GST_BUFFER_OFFSET_END(buf) = GST_BUFFER_OFFSET_NONE;
   GST_LOG_OBJECT(dev->pad, "pushing %" GST_PTR_FORMAT, buf);
   GST_OBJECT_LOCK(self);
   self->pushed++;
