@@ -163,6 +163,7 @@ struct _GstRdmaSrc {
   gboolean task_running;  /* object lock: the loop may pause the task */
   sbr_receiver *receiver; /* READY->PAUSED to PAUSED->READY; object lock */
   gint flushing;          /* atomic: leave the loop */
+  gint eos_requested;     /* atomic: an application sent EOS to us */
   GstRdmaStatsTicker *ticker;
   HeldCounter *held;
 
@@ -199,6 +200,7 @@ static void gst_rdma_src_get_property(GObject *object, guint prop_id,
 static GstStateChangeReturn
 gst_rdma_src_change_state(GstElement *element, GstStateChange transition);
 static gboolean gst_rdma_src_query(GstElement *element, GstQuery *query);
+static gboolean gst_rdma_src_send_event(GstElement *element, GstEvent *event);
 static void gst_rdma_src_loop(gpointer data);
 static GstStructure *gst_rdma_src_get_stats(GstElement *element);
 
@@ -283,6 +285,7 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
 
   element_class->change_state = GST_DEBUG_FUNCPTR(gst_rdma_src_change_state);
   element_class->query = GST_DEBUG_FUNCPTR(gst_rdma_src_query);
+  element_class->send_event = GST_DEBUG_FUNCPTR(gst_rdma_src_send_event);
 
   GST_DEBUG_CATEGORY_INIT(gst_rdma_src_debug, "rdmasrc", 0, "RDMA source");
 }
@@ -933,6 +936,25 @@ static void gst_rdma_src_push_eos_all(GstRdmaSrc *self)
       gst_pad_push_event(self->devices[d]->pad, gst_event_new_eos());
 }
 
+/* EOS sent to the element (gst-launch -e on Ctrl-C, an application
+ * ending a recording), as GstBaseSrc does: the streaming thread ends every
+ * pad's stream and stops; senders are left alone. */
+static gboolean gst_rdma_src_send_event(GstElement *element, GstEvent *event)
+{
+  GstRdmaSrc *self = GST_RDMA_SRC(element);
+
+  if (GST_EVENT_TYPE(event) != GST_EVENT_EOS)
+    return GST_ELEMENT_CLASS(parent_class)->send_event(element, event);
+  gst_event_unref(event);
+  GST_INFO_OBJECT(self, "EOS requested");
+  g_atomic_int_set(&self->eos_requested, 1);
+  GST_OBJECT_LOCK(self);
+  if (self->receiver)
+    sbr_receiver_wakeup(self->receiver);
+  GST_OBJECT_UNLOCK(self);
+  return TRUE;
+}
+
 static void gst_rdma_src_loop(gpointer data)
 {
   GstRdmaSrc *self = GST_RDMA_SRC(data);
@@ -946,6 +968,15 @@ static void gst_rdma_src_loop(gpointer data)
     if (ret == 0)
       sbr_frame_release(&frame);
     GST_DEBUG_OBJECT(self, "flushing");
+    return;
+  }
+  if (g_atomic_int_compare_and_exchange(&self->eos_requested, 1, 0)) {
+    if (ret == 0)
+      sbr_frame_release(&frame);
+    for (guint d = 0; d < SBR_MAX_DEVICES; d++)
+      if (self->devices[d])
+        gst_rdma_src_device_eos(self, self->devices[d]);
+    gst_rdma_src_pause_task(self);
     return;
   }
   if (ret == -EINTR) /* a stale wakeup from an earlier pause */

@@ -1293,6 +1293,40 @@ GST_START_TEST(test_unlock_interrupts_a_full_sender)
 }
 GST_END_TEST;
 
+/* EOS sent to rdmasrc (gst-launch -e on Ctrl-C) ends its pads' streams
+ * while the sender is still sending. */
+GST_START_TEST(test_eos_sent_to_the_source_ends_the_streams)
+{
+  guint port = test_port();
+  Collector c;
+  GstElement *rx, *tx;
+  Pusher pusher;
+  GThread *thread;
+  GstElement *src;
+  GstMessage *msg;
+
+  collector_init(&c);
+  rx = restartable_receiver(port, 0, &c);
+  tx = sender_new(port, 0, "");
+  pusher = (Pusher){tx, 0, 0};
+  set_state(rx, GST_STATE_PLAYING);
+  set_state(tx, GST_STATE_PLAYING);
+  thread = g_thread_new("pusher", pusher_thread, &pusher);
+  fail_unless(collector_wait_frames(&c, 0, 5, 5 * GST_SECOND));
+  src = get(rx, "r");
+  fail_unless(gst_element_send_event(src, gst_event_new_eos()));
+  gst_object_unref(src);
+  msg = wait_message(rx, GST_MESSAGE_EOS, 5 * GST_SECOND);
+  fail_unless(msg != NULL, "no EOS 5 s after sending EOS to rdmasrc");
+  gst_message_unref(msg);
+  g_atomic_int_set(&pusher.stop, 1);
+  g_thread_join(thread);
+  stop(tx);
+  stop(rx);
+  collector_clear(&c);
+}
+GST_END_TEST;
+
 GST_START_TEST(test_receiver_restart_reconnects)
 {
   guint port = test_port();
@@ -1615,6 +1649,7 @@ static Suite *rdma_elements_suite(void)
   tcase_add_test(tc, test_held_buffers_and_max_held);
   tcase_add_test(tc, test_timestamps_meta_and_latency);
   tcase_add_test(tc, test_unlock_interrupts_a_full_sender);
+  tcase_add_test(tc, test_eos_sent_to_the_source_ends_the_streams);
   tcase_add_test(tc, test_receiver_restart_reconnects);
   tcase_add_test(tc, test_receiver_gone_without_reconnect_is_an_error);
   tcase_add_test(tc, test_no_receiver_at_start);
