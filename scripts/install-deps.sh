@@ -14,8 +14,10 @@ packages=(
   # GStreamer plugin and its tests
   libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev gstreamer1.0-tools
   gstreamer1.0-plugins-base gstreamer1.0-plugins-good
-  # benchmarks and plots
-  python3 python3-matplotlib perftest valgrind
+  # pipelines/ and the demo: textoverlay (pango) and Python GStreamer apps
+  gstreamer1.0-x python3-gi gir1.2-gstreamer-1.0 gir1.2-gst-plugins-base-1.0
+  # benchmarks and plots (shmsink/shmsrc peers are in plugins-bad)
+  python3 python3-matplotlib perftest valgrind gstreamer1.0-plugins-bad
 )
 
 missing=()

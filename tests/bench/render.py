@@ -1,2 +1,962 @@
-def render(results, out):
-    pass
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Turns tests/bench/run.py's results into docs/benchmarks.md + docs/bench/*.png.
+
+Pure rendering: it measures nothing.  `tests/bench/run.py --render` re-runs
+it on docs/bench/results.json.  The hand-written analysis in
+tests/bench/analysis.md is appended as it is.
+"""
+import os
+import statistics
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+KIB, MIB = 1024, 1024 * 1024
+SB, SW = "status-byte", "sliding-window"
+COLORS = {SB: "tab:blue", SW: "tab:orange", "ib": "tab:green", "bound": "tab:gray"}
+
+
+def size_label(n):
+    if n >= MIB and n % MIB == 0:
+        return f"{n // MIB} MiB"
+    if n >= KIB and n % KIB == 0:
+        return f"{n // KIB} KiB"
+    return f"{n} B"
+
+
+def fmt(v, digits=1):
+    if v is None:
+        return "n/a"
+    if abs(v) >= 10000:
+        return f"{v:,.0f}"
+    if abs(v) >= 100:
+        return f"{v:.0f}"
+    return f"{v:.{digits}f}"
+
+
+def fr(v):
+    return "n/a" if v is None else f"{v:.2f}"
+
+
+def pct(v):
+    return "n/a" if v is None else f"{v * 100:.1f} %"
+
+
+def ratio(a, b):
+    if a is None or b is None or not b:
+        return None
+    return a / b
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def verdict(ok):
+    return "n/a" if ok is None else ("**met**" if ok else "**missed**")
+
+
+def vm_entries(vm, part, **match):
+    """Results of the VM jobs of one part whose job fields match."""
+    out = []
+    for e in (vm or {}).get("results", []):
+        j = e["job"]
+        if j.get("part") != part or any(j.get(k) != v for k, v in match.items()):
+            continue
+        out.append((j, e.get("result") if "error" not in e else {"error": e["error"]}))
+    return out
+
+
+def vm_one(vm, part, **match):
+    got = vm_entries(vm, part, **match)
+    return got[0][1] if got else None
+
+
+def vm_ok(vm):
+    return bool(vm) and "results" in vm
+
+
+# ----------------------------------------------------------------- B1
+
+
+def b1_vm_rows(vm):
+    if not vm_ok(vm):
+        return []
+    sizes = sorted({j["size"] for j, _ in vm_entries(vm, "B1")})
+    rows = []
+    for s in sizes:
+        def tput(kind, mech=None, variant=None):
+            vals = []
+            for j, r in vm_entries(vm, "B1", kind=kind, size=s, mechanism=mech,
+                                   variant=variant):
+                r = r or {}
+                v = r.get("throughput_mbps") if kind == "ib_write_bw" else \
+                    (r.get("tx") or {}).get("throughput_mbps")
+                vals.append(v)
+            return med(vals), [v for v in vals]
+        ib, ibs = tput("ib_write_bw")
+        sb, sbs = tput("sbr_perf", SB)
+        sw, sws = tput("sbr_perf", SW)
+        sb64, _ = tput("sbr_perf", SB, "N=64")
+        ib16, _ = tput("ib_write_bw", None, "t16")
+        rows.append({"size": s, "ib": ib, "sb": sb, "sw": sw, "sb64": sb64, "ib16": ib16,
+                     "ibs": ibs, "sbs": sbs, "sws": sws})
+    return rows
+
+
+def b1_vm_lat_rows(vm):
+    if not vm_ok(vm):
+        return []
+    sizes = sorted({j["size"] for j, _ in vm_entries(vm, "B1lat")})
+    rows = []
+    for s in sizes:
+        ib = vm_one(vm, "B1lat", kind="ib_write_lat", size=s) or {}
+        out = {"size": s, "ib_typ": ib.get("t_typical_us"), "ib_avg": ib.get("t_avg_us")}
+        for m in (SB, SW):
+            r = vm_one(vm, "B1lat", kind="sbr_perf", mechanism=m, size=s) or {}
+            rx = r.get("rx") or {}
+            out[m] = (rx.get("latency_mean_us"), rx.get("latency_max_us"))
+        rows.append(out)
+    return rows
+
+
+def plot_b1(res, vm, path):
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    ax = axes[0]
+    rows = res.get("throughput", []) if res else []
+    if rows:
+        xs = [r["size"] for r in rows]
+        for m, key in ((SB, "sb"), (SW, "sw")):
+            ax.plot(xs, [r[key] for r in rows], "o-", color=COLORS[m], label=m)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("payload per block (bytes)")
+    ax.set_ylabel("MB/s (payload)")
+    ax.set_title("host, shm back end (real time, 2 shared cores)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    ax = axes[1]
+    vrows = b1_vm_rows(vm)
+    if vrows:
+        xs = [r["size"] for r in vrows]
+        ax.plot(xs, [r["ib"] for r in vrows], "s--", color=COLORS["ib"], label="ib_write_bw")
+        ax.plot(xs, [r["sb"] for r in vrows], "o-", color=COLORS[SB], label=SB)
+        ax.plot(xs, [r["sw"] for r in vrows], "o-", color=COLORS[SW], label=SW)
+        ax.legend()
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("message / payload per block (bytes)")
+    ax.set_ylabel("MB/s")
+    ax.set_title("Soft-RoCE in a TCG VM (EMULATED CPU)")
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def section_b1(res, vm, out, figdir):
+    out.append("## B1. Throughput and latency vs block size\n")
+    if not res or "error" in res:
+        out.append(f"Not measured: {(res or {}).get('error', 'part not run')}\n")
+        return
+    plot_b1(res, vm, os.path.join(figdir, "b1_throughput.png"))
+    out.append("![B1 throughput](bench/b1_throughput.png)\n")
+    out.append(f"### Host, shm back end\n\nOne sbr-perf sender and receiver process, one device, "
+               f"zero-copy fill (the producer doesn't touch the payload), 16 lane blocks of "
+               f"payload + 72 bytes, sync-when-empty, {res['seconds']} s per run, "
+               f"{res['reps']} run(s) per point alternating the mechanisms, median shown. "
+               "MB = 10^6 bytes of payload.\n")
+    out.append("| payload | status-byte MB/s | sliding-window MB/s | SB / SW |")
+    out.append("|---:|---:|---:|---:|")
+    for r in res["throughput"]:
+        out.append(f"| {size_label(r['size'])} | {fmt(r['sb'])} | {fmt(r['sw'])} | "
+                   f"{fr(ratio(r['sb'], r['sw']))} |")
+    out.append("")
+    vrows = b1_vm_rows(vm)
+    if vrows:
+        out.append("### Soft-RoCE VM (EMULATED CPU: read only the ratios)\n")
+        out.append("Same rxe0 device for all three, sender and receiver in the same VM on "
+                   "10.77.0.1; ib_write_bw moves `size` bytes per WRITE (its MB/s from its "
+                   "message rate x size), sbr-perf moves payload + 72 bytes per block and "
+                   "counts payload only. ib_write_bw keeps 128 WRITEs in flight by default; "
+                   "from 64 KiB on it also runs with `-t 16` (16 in flight, like the 16 "
+                   "blocks of sbr-perf): at 1 MiB the default depth (128 MiB outstanding) is "
+                   "much slower on rxe, so that reference is not the link's capacity.\n")
+        nrep = max(len(r["ibs"]) for r in vrows)
+        if nrep > 1:
+            out.append(f"Each point ran {nrep} times (ib_write_bw, status-byte, sliding-window "
+                       "back to back, the order reversed the second time); medians, with the "
+                       "single runs in brackets.\n")
+        out.append("| payload | ib_write_bw MB/s | status-byte MB/s | SB / ib | "
+                   "sliding-window MB/s | SW / ib | SB / SW | SB with 64 blocks MB/s | "
+                   "/ ib | ib_write_bw -t 16 MB/s | SB / ib -t 16 |")
+        out.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        runs = lambda xs: (" [" + ", ".join(fmt(x) for x in xs) + "]") if len(xs) > 1 else ""  # noqa
+        for r in vrows:
+            out.append(f"| {size_label(r['size'])} | {fmt(r['ib'])}{runs(r['ibs'])} | "
+                       f"{fmt(r['sb'])}{runs(r['sbs'])} | {fr(ratio(r['sb'], r['ib']))} | "
+                       f"{fmt(r['sw'])}{runs(r['sws'])} | {fr(ratio(r['sw'], r['ib']))} | "
+                       f"{fr(ratio(r['sb'], r['sw']))} | "
+                       f"{fmt(r['sb64']) if r['sb64'] else '-'} | "
+                       f"{fr(ratio(r['sb64'], r['ib'])) if r['sb64'] else '-'} | "
+                       f"{fmt(r['ib16']) if r['ib16'] else '-'} | "
+                       f"{fr(ratio(r['sb'], r['ib16'])) if r['ib16'] else '-'} |")
+        out.append("")
+    out.append("### Latency\n")
+    out.append("sbr-perf at `--rate 100` (one device, 100 blocks/s): the receiver's "
+               "capture-to-delivery latency, capture time = the sender's CLOCK_REALTIME just "
+               "before it acquires the block, delivery = when `sbr_receiver_next_frame` returns "
+               "it (same host clock). At this rate both ends are idle between blocks, so it "
+               "includes the polling back-off of the receiver (and for the sliding window "
+               "nothing else: the ACK is off the path).\n")
+    out.append("| payload | shm status-byte mean / max us | shm sliding-window mean / max us |")
+    out.append("|---:|---:|---:|")
+    for r in res.get("latency", []):
+        sb, sw = r.get(SB) or {}, r.get(SW) or {}
+        out.append(f"| {size_label(r['size'])} | {fmt(sb.get('mean_us'))} / "
+                   f"{fmt(sb.get('max_us'))} | {fmt(sw.get('mean_us'))} / "
+                   f"{fmt(sw.get('max_us'))} |")
+    out.append("")
+    lrows = b1_vm_lat_rows(vm)
+    if lrows:
+        out.append("VM (EMULATED): ib_write_lat (half a ping-pong round trip, busy polling) "
+                   "next to sbr-perf's one-way capture-to-delivery latency at 100 blocks/s.\n")
+        out.append("| payload | ib_write_lat typical / avg us | status-byte mean / max us | "
+                   "SB mean / ib typical | sliding-window mean / max us |")
+        out.append("|---:|---:|---:|---:|---:|")
+        for r in lrows:
+            sb, sw = r[SB], r[SW]
+            out.append(f"| {size_label(r['size'])} | {fmt(r['ib_typ'])} / {fmt(r['ib_avg'])} | "
+                       f"{fmt(sb[0])} / {fmt(sb[1])} | {fr(ratio(sb[0], r['ib_typ']))} | "
+                       f"{fmt(sw[0])} / {fmt(sw[1])} |")
+        out.append("")
+
+
+# ----------------------------------------------------------------- B2
+
+
+def b2_vm_rows(vm, part="B2"):
+    if not vm_ok(vm):
+        return []
+    keys = []
+    for j, _ in vm_entries(vm, part):
+        k = (j.get("blocks"), j.get("variant"))
+        if k not in keys:
+            keys.append(k)
+    rows = []
+    for n, variant in keys:
+        rows.append({"blocks": n, "variant": variant,
+                     SB: vm_one(vm, part, mechanism=SB, blocks=n, variant=variant),
+                     SW: vm_one(vm, part, mechanism=SW, blocks=n, variant=variant)})
+    return rows
+
+
+def plot_b2(rows, vrows, path):
+    fig, axes = plt.subplots(1, 2 if vrows else 1, figsize=(12 if vrows else 6.5, 4.5),
+                             squeeze=False)
+    for ax, rs, title in ((axes[0][0], rows, "host, shm"),
+                          (axes[0][1] if vrows else None, vrows, "Soft-RoCE VM (EMULATED)")):
+        if ax is None:
+            continue
+        xs = [r["blocks"] for r in rs]
+        for m, key, label in ((SB, "sync_read", "status-byte: status READ"),
+                              (SW, "ack", "sliding-window: ACK path")):
+            def g(r, q):
+                d = r.get(m) or {}
+                return (d.get(key) or {}).get(q)
+            ax.plot(xs, [g(r, "p50_us") for r in rs], "o-", color=COLORS[m],
+                    label=f"{label} p50")
+            ax.plot(xs, [g(r, "mean_us") for r in rs], "s--", color=COLORS[m], alpha=0.7,
+                    label=f"{label} mean")
+            ax.fill_between(xs, [g(r, "p50_us") or 0 for r in rs],
+                            [g(r, "p99_us") or 0 for r in rs], color=COLORS[m], alpha=0.12)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("lane blocks N")
+        ax.set_ylabel("us (shaded: p50..p99)")
+        ax.set_title(title)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def plot_b2_hist(rows, vrows, path, n=16):
+    """The distribution behind the means: quarter-octave buckets."""
+    panels = [("host, shm", rows)] + ([("Soft-RoCE VM (EMULATED)", vrows)] if vrows else [])
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4), squeeze=False)
+    for ax, (title, rs) in zip(axes[0], panels):
+        r = next((x for x in rs if x["blocks"] == n and not x.get("variant")), None)
+        if not r:
+            continue
+        for m, key, label in ((SB, "sync_read", "status READ"),
+                              (SW, "ack", "sliding-window ACK path")):
+            h = ((r.get(m) or {}).get(key) or {})
+            b = h.get("quarter_log2_ns_buckets") or []
+            tot = sum(b) or 1
+            xs = [2 ** ((i + 0.5) / 4) / 1e3 for i in range(len(b))]
+            ax.step(xs, [100 * c / tot for c in b], where="mid", color=COLORS[m],
+                    label=f"{label} (n={h.get('n', 0)})")
+        ax.set_xscale("log")
+        ax.set_xlim(left=0.5)
+        ax.set_xlabel("us")
+        ax.set_ylabel("% of events per quarter octave")
+        ax.set_title(f"{title}, N = {n}, 4 KiB")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def b2_table(rows, out):
+    out.append("| N | SB MB/s | READs / block | READ mean / p50 / p99 / max us | "
+               "SW MB/s | ACK mean / p50 / p99 / max us | READ / ACK (mean) | "
+               "READ / ACK (p50) |")
+    out.append("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        sb, sw = r.get(SB) or {}, r.get(SW) or {}
+        h1, h2 = sb.get("sync_read") or {}, sw.get("ack") or {}
+        rpb = ratio(sb.get("sender", {}).get("sync_reads"), sb.get("sender", {}).get("blocks"))
+        out.append(
+            f"| {r['blocks']} | {fmt(sb.get('throughput_mbps'))} | {fr(rpb)} | "
+            f"{fmt(h1.get('mean_us'))} / {fmt(h1.get('p50_us'))} / {fmt(h1.get('p99_us'))} / "
+            f"{fmt(h1.get('max_us'))} | {fmt(sw.get('throughput_mbps'))} | "
+            f"{fmt(h2.get('mean_us'))} / {fmt(h2.get('p50_us'))} / {fmt(h2.get('p99_us'))} / "
+            f"{fmt(h2.get('max_us'))} | {fr(ratio(h1.get('mean_us'), h2.get('mean_us')))} | "
+            f"{fr(ratio(h1.get('p50_us'), h2.get('p50_us')))} |")
+    out.append("")
+
+
+def section_b2(res, vm, out, figdir):
+    out.append("## B2. Sync control latency vs number of blocks\n")
+    if not res or "error" in res:
+        out.append(f"Not measured: {(res or {}).get('error', 'part not run')}\n")
+        return
+    vrows = b2_vm_rows(vm)
+    plot_b2(res["rows"], vrows, os.path.join(figdir, "b2_sync.png"))
+    out.append("![B2 sync latency](bench/b2_sync.png)\n")
+    plot_b2_hist(res["rows"], vrows, os.path.join(figdir, "b2_hist.png"))
+    out.append("![B2 distributions at N = 16](bench/b2_hist.png)\n")
+    out.append(
+        "`tests/bench/sbr-bench sync`: sender and receiver in one process (one clock), one "
+        f"producer submitting {size_label(res['size'])} blocks flat out, the receiving "
+        "application releasing each block at once, N lane blocks (the sender gets max(N, 16) "
+        "send blocks), sync-when-empty. A poller thread reads `sbr_sender_get_stats()` in a "
+        "loop (with `sched_yield`) for both mechanisms alike:\n\n"
+        "* **status-byte**: the duration of every status READ (post to completion), taken as "
+        "the growth of `sync_read_ns_total` per READ (one READ is in flight at a time). "
+        "`sbr-perf` itself only reports the mean and max: **the library keeps no histogram**, "
+        "so the distribution is reconstructed from outside.\n"
+        "* **sliding-window**: the library exposes no per-slot wait, so what is measured is "
+        "the ACK path of the round trip that frees a slot: from the receiving application's "
+        "`sbr_block_release` (which posts the ACK) to the sender's ACK thread having counted "
+        "it (`acks` in the stats). The data WRITE half of the round trip is not included, "
+        "so this *under*-states the sliding window's slot round trip.\n\n"
+        "Percentiles come from quarter-octave buckets (about +-9 %). The first 100 ms are not "
+        f"counted. {res['duration_ms']} ms per run.\n")
+    out.append("### Host, shm back end\n")
+    b2_table(res["rows"], out)
+    if vrows:
+        out.append("### Soft-RoCE VM (EMULATED CPU)\n")
+        ps = ((vrows[0].get(SW) or {}).get("poll_sleep_us"))
+        if ps:
+            out.append(f"Here the poller sleeps {ps} us between polls (spinning on the emulated "
+                       "CPU, where `clock_gettime` is a system call, starved what it measured): "
+                       "an ACK is seen up to one poll interval late; READ durations are the "
+                       "library's own and don't depend on it.\n")
+        b2_table(vrows, out)
+
+
+def section_b2x(res, vm, out):
+    if not res or "error" in res or not res.get("rows"):
+        return
+    out.append("### Sensitivity: how much of it is polling back-off (host, shm, N = 16)\n")
+    out.append(
+        "The same `sbr-bench sync` run with the library's public back-off knobs "
+        "(`struct sbr_backoff_config`, set on both ends: default spin 20 us, then sleep "
+        "10 us doubling to 1 ms; \"max sleep 50 us\" caps the doubling) or the threads' timer "
+        "slack (`prctl(PR_SET_TIMERSLACK)`, "
+        "inherited by the library's threads; Linux's default is 50 us, so a 10 us sleep "
+        "lasts 60 us or more) changed. Evidence for the analysis below, not a tuning "
+        "recommendation by itself.\n")
+    out.append("| payload | variant | SB MB/s | READ mean / p50 / p99 us | SW MB/s | "
+               "ACK mean / p50 / p99 us | SB / SW MB/s | READ / ACK mean |")
+    out.append("|---:|---|---:|---:|---:|---:|---:|---:|")
+    for r in res["rows"]:
+        sb, sw = r.get(SB) or {}, r.get(SW) or {}
+        h1, h2 = sb.get("sync_read") or {}, sw.get("ack") or {}
+        out.append(f"| {size_label(r['size'])} | {r['variant']} | "
+                   f"{fmt(sb.get('throughput_mbps'))} | {fmt(h1.get('mean_us'))} / "
+                   f"{fmt(h1.get('p50_us'))} / {fmt(h1.get('p99_us'))} | "
+                   f"{fmt(sw.get('throughput_mbps'))} | {fmt(h2.get('mean_us'))} / "
+                   f"{fmt(h2.get('p50_us'))} / {fmt(h2.get('p99_us'))} | "
+                   f"{fr(ratio(sb.get('throughput_mbps'), sw.get('throughput_mbps')))} | "
+                   f"{fr(ratio(h1.get('mean_us'), h2.get('mean_us')))} |")
+    out.append("")
+    vrows = [r for r in b2_vm_rows(vm) if r["blocks"] == 16]
+    vrows = [dict(r, variant="default") for r in vrows] + b2_vm_rows(vm, "B2X")
+    if len(vrows) > 1:
+        out.append("The same in the Soft-RoCE VM (EMULATED CPU, 4 KiB, N = 16):\n")
+        out.append("| variant | SB MB/s | READ mean / p50 / p99 us | SW MB/s | "
+                   "ACK mean / p50 / p99 us | SB / SW MB/s | READ / ACK mean |")
+        out.append("|---|---:|---:|---:|---:|---:|---:|")
+        for r in vrows:
+            sb, sw = r.get(SB) or {}, r.get(SW) or {}
+            h1, h2 = sb.get("sync_read") or {}, sw.get("ack") or {}
+            out.append(f"| {r['variant']} | {fmt(sb.get('throughput_mbps'))} | "
+                       f"{fmt(h1.get('mean_us'))} / {fmt(h1.get('p50_us'))} / "
+                       f"{fmt(h1.get('p99_us'))} | {fmt(sw.get('throughput_mbps'))} | "
+                       f"{fmt(h2.get('mean_us'))} / {fmt(h2.get('p50_us'))} / "
+                       f"{fmt(h2.get('p99_us'))} | "
+                       f"{fr(ratio(sb.get('throughput_mbps'), sw.get('throughput_mbps')))} | "
+                       f"{fr(ratio(h1.get('mean_us'), h2.get('mean_us')))} |")
+        out.append("")
+
+
+# ----------------------------------------------------------------- B3
+
+
+def section_b3(res, out, figdir):
+    out.append("## B3. CPU\n")
+    if not res or "error" in res:
+        out.append(f"Not measured: {(res or {}).get('error', 'part not run')}\n")
+        return
+    out.append(
+        f"Sender and receiver CPU seconds per GB of payload (sbr-perf `cpu_s` = getrusage "
+        f"user + system of the whole process from the first frame, shm back end, "
+        f"zero-copy fill, {res['seconds']} s flat out). **Caveat:** over shm the sender "
+        "process also runs the simulated NIC thread that copies every block into the "
+        "receiver's memory (the DMA a real NIC does), so the sender's CPU per GB here is "
+        "mostly that memcpy at large blocks; the receiver's is its polling.\n")
+    out.append("| payload | SB sender s/GB | SW sender s/GB | SB / SW | SB receiver s/GB | "
+               "SW receiver s/GB | SB MB/s | SW MB/s |")
+    out.append("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in res["cpu"]:
+        sb, sw = r.get(SB) or {}, r.get(SW) or {}
+        out.append(f"| {size_label(r['size'])} | {fmt(sb.get('tx_cpu_s_per_gb'), 3)} | "
+                   f"{fmt(sw.get('tx_cpu_s_per_gb'), 3)} | "
+                   f"{fr(ratio(sb.get('tx_cpu_s_per_gb'), sw.get('tx_cpu_s_per_gb')))} | "
+                   f"{fmt(sb.get('rx_cpu_s_per_gb'), 3)} | {fmt(sw.get('rx_cpu_s_per_gb'), 3)} | "
+                   f"{fmt(sb.get('throughput_mbps'))} | {fmt(sw.get('throughput_mbps'))} |")
+    out.append("")
+    idle = res.get("idle") or {}
+    if idle:
+        out.append("Idle cost (shm): a receiver nobody is connected to uses "
+                   f"{fmt(idle.get('receiver_alone_cpu_pct'), 2)} % of a core (it sleeps in the "
+                   "listener's poll). With a sender connected that sends one 1,000-byte frame a "
+                   "second (back-off up to its 1 ms ceiling on both ends):\n")
+        out.append("| mechanism | receiver CPU | sender CPU |")
+        out.append("|---|---:|---:|")
+        for m in (SB, SW):
+            x = idle.get(m) or {}
+            out.append(f"| {m} | {fmt(x.get('receiver_cpu_pct'), 2)} % | "
+                       f"{fmt(x.get('sender_cpu_pct'), 2)} % |")
+        out.append("")
+    cg = res.get("callgrind") or {}
+    if "error" in cg:
+        out.append(f"Callgrind: {cg['error']}\n")
+        return
+    out.append(
+        "### Instructions per block (callgrind)\n\n"
+        "`valgrind --tool=callgrind` on `sbr-perf send` (shm, zero-copy, flat out; the "
+        "receiver runs natively), inclusive instruction counts (Ir) divided by the blocks "
+        "sent. **Engine** = `sb_progress` (status-byte) or `sw_progress` + the ACK thread "
+        "`ack_thread` (sliding-window), with everything they call: reaping completions, "
+        "posting (the shm back end's `post_send`), the status READ, the queue and stats "
+        "locks. The payload is copied only by the shm NIC thread, which is outside the "
+        "engine and listed separately. Instruction counts don't depend on the machine's "
+        "load, but polls that find nothing are counted too (valgrind serialises threads), so "
+        "`progress calls / block` is shown.\n")
+    out.append("| mechanism, payload | engine Ir / block | progress calls / block | "
+               "sender thread Ir / block | fill (acquire + submit) Ir / block | of which "
+               "block_encode | shm NIC thread Ir / block (incl. payload memcpy) |")
+    out.append("|---|---:|---:|---:|---:|---:|---:|")
+    for key, r in cg.items():
+        if not r:
+            out.append(f"| {key} | failed | | | | | |")
+            continue
+        mech, size = key.split("/")
+        out.append(f"| {mech}, {size_label(int(size))} | **{r['engine_ir_per_block']:.0f}** | "
+                   f"{r['progress_calls_per_block']:.2f} | "
+                   f"{r['sender_thread_ir_per_block'] + r['ack_thread_ir_per_block']:.0f} | "
+                   f"{r['fill_ir_per_block']:.0f} | {r['block_encode_ir_per_block']:.0f} | "
+                   f"{r['nic_ir_per_block']:.0f} |")
+    out.append("")
+    out.append("Sender thread Ir includes its loop and back-off around the engine (plus the "
+               "ACK thread for the sliding window).\n")
+
+
+# ----------------------------------------------------------------- B4
+
+
+def pick_median_run(runs):
+    good = [r for r in runs if r["stats"]["dip"] is not None]
+    if not good:
+        return None
+    good.sort(key=lambda r: r["stats"]["dip"])
+    return good[len(good) // 2]
+
+
+def plot_b4(res, path):
+    fig, axes = plt.subplots(2, 2, figsize=(13, 6), sharex=True)
+    for col, (suffix, title) in enumerate((("", "flat out"),
+                                           ("@rate", f"paced, {res.get('rate', '?')} blocks/s"))):
+        for row, m in enumerate((SB, SW)):
+            ax = axes[row][col]
+            hold = pick_median_run(res["runs"].get(f"{m}/hold{suffix}", []))
+            ctrl = pick_median_run(res["runs"].get(f"{m}/control{suffix}", []))
+            if ctrl:
+                iv = ctrl["interval_ms"]
+                xs = [k * iv + iv / 2 for k in range(len(ctrl["stats"]["rates"]))]
+                ax.step(xs, ctrl["stats"]["rates"], where="mid", color="gray", alpha=0.6,
+                        label="no hold (control run)")
+            if hold:
+                iv = hold["interval_ms"]
+                xs = [k * iv + iv / 2 for k in range(len(hold["stats"]["rates"]))]
+                ax.step(xs, hold["stats"]["rates"], where="mid", color=COLORS[m],
+                        label="one block held")
+                ax.axvspan(hold["held_at_ms"], hold["released_at_ms"] or 200, color="red",
+                           alpha=0.08, label="block held")
+            ax.set_ylabel("MB/s per 10 ms")
+            ax.set_ylim(bottom=0)
+            ax.set_title(f"{m}, {title}")
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize=7, loc="lower right")
+    for ax in axes[1]:
+        ax.set_xlabel("ms (t = 0 is 100 ms after the producer started)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def b4_summary(res):
+    s = {}
+    for key, runs in res.get("runs", {}).items():
+        st = [r["stats"] for r in runs]
+        s[key] = {"dip": med([x["dip"] for x in st]),
+                  "dips": [x["dip"] for x in st],
+                  "worst": med([x["worst_interval_dip"] for x in st]),
+                  "zero_ms": max([x["longest_zero_ms"] for x in st], default=None),
+                  "base": med([x["baseline_mbps"] for x in st]),
+                  "hold": med([x["hold_mbps"] for x in st]),
+                  "n": len(st)}
+    return s
+
+
+def section_b4(res, out, figdir):
+    out.append("## B4. One block held from 100 to 200 ms\n")
+    if not res or "error" in res:
+        out.append(f"Not measured: {(res or {}).get('error', 'part not run')}\n")
+        return
+    plot_b4(res, os.path.join(figdir, "b4_timeline.png"))
+    out.append("![B4 timeline](bench/b4_timeline.png)\n")
+    out.append(
+        "`sbr-perf --hold-ms` holds device 0's *first* frame from t = 0 and prints no "
+        "timeline, so this uses `tests/bench/sbr-bench timeline`: sender and receiver in one "
+        f"process over shm, {size_label(res['size'])} blocks flat out, {res['blocks']} lane "
+        "blocks, bytes delivered to the receiving application per 10 ms. The receiver holds "
+        "(`sbr_block_hold`) the first block that arrives at or after t = 100 ms and releases "
+        "it at t = 200 ms (t = 0 is 100 ms after the producer started, past the start-up "
+        "transient). Flat out, and paced at a fixed offered load well under capacity. "
+        "**Dip** = 1 - mean throughput over [100, 200) ms / mean over "
+        "[0, 100) ms; **stall** = the longest run of 10 ms intervals with nothing delivered. "
+        "Each case also runs without a hold (control), measured the same way: its \"dip\" is "
+        "the noise floor of this machine. Median of the runs; the plot shows the median run.\n")
+    s = b4_summary(res)
+    out.append("| mechanism | load | run | dip (median) | dips of the runs | worst 10 ms vs "
+               "baseline | longest stall | baseline MB/s | during hold MB/s |")
+    out.append("|---|---|---|---:|---|---:|---:|---:|---:|")
+    for suffix, load in (("", "flat out"), ("@rate", f"{res.get('rate', '?')} blocks/s")):
+        for m in (SB, SW):
+            for v in ("hold", "control"):
+                x = s.get(f"{m}/{v}{suffix}")
+                if not x or not x["n"]:
+                    continue
+                out.append(f"| {m} | {load} | {v} | {pct(x['dip'])} | "
+                           f"{', '.join(pct(d) for d in x['dips'])} | {pct(x['worst'])} | "
+                           f"{x['zero_ms']} ms | {fmt(x['base'])} | {fmt(x['hold'])} |")
+    out.append("")
+
+
+# ----------------------------------------------------------------- B7
+
+
+def plot_b7(res, path):
+    sizes = sorted({r["size"] for r in res["rows"]})
+    fig, axes = plt.subplots(1, len(sizes), figsize=(5 * len(sizes), 4.2))
+    if len(sizes) == 1:
+        axes = [axes]
+    for ax, size in zip(axes, sizes):
+        rows = [r for r in res["rows"] if r["size"] == size]
+        xs = [r["delay_us"] / 1000 for r in rows]
+        for mode, style, label in (("sync_when_empty", "o-", "sync when empty"),
+                                   ("read_ahead", "s-", "read-ahead N/2")):
+            ax.plot(xs, [(r.get(mode) or {}).get("throughput_mbps") for r in rows], style,
+                    label=label)
+        bx = [x for x in xs if x > 0]
+        n = rows[0]["blocks"]
+        ax.plot(bx, [n * size / (x * 1e-3) / 1e6 for x in bx], ":", color=COLORS["bound"],
+                label=f"N x block / RTT (N={n})")
+        ax.set_yscale("log")
+        ax.set_xlabel("added round trip (ms)")
+        ax.set_ylabel("MB/s")
+        ax.set_title(f"{size_label(size)} blocks (shm)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def b7_point(res, size, delay, mode):
+    for r in res.get("rows", []):
+        if r["size"] == size and r["delay_us"] == delay:
+            return (r.get(mode) or {}).get("throughput_mbps")
+    return None
+
+
+def section_b7(res, out, figdir):
+    out.append("## B7. Long round trips (shm back end, injected delay)\n")
+    if not res or "error" in res:
+        out.append(f"Not measured: {(res or {}).get('error', 'part not run')}\n")
+        return
+    plot_b7(res, os.path.join(figdir, "b7_delay.png"))
+    out.append("![B7 delay](bench/b7_delay.png)\n")
+    out.append(
+        "sbr-perf over shm with `--delay-us D`: every work request executes at post + D/2 and "
+        "completes at post + D (pipelined). Status-byte, 16 lane blocks and 16 send blocks, "
+        f"zero-copy fill, {res['seconds']} s per point; sync-when-empty (`--read-ahead 0`, the "
+        "paper's) vs read-ahead (`--read-ahead 8`: the READ goes out when 8 or fewer blocks are "
+        "known free and overlaps the writes). **Bound**: a receive block can be rewritten at "
+        "most once per round trip (the READ that finds it free executes after the block "
+        "landed and completes a round trip after it was written) and a send block is reused "
+        "after its completion, so throughput <= N x block / RTT, next to each figure.\n")
+    out.append("| payload | added RTT | sync-when-empty MB/s | vs no delay | read-ahead MB/s | "
+               "vs no delay | bound N x block / RTT MB/s |")
+    out.append("|---:|---:|---:|---:|---:|---:|---:|")
+    for r in res["rows"]:
+        size, d = r["size"], r["delay_us"]
+        a = (r.get("sync_when_empty") or {}).get("throughput_mbps")
+        b = (r.get("read_ahead") or {}).get("throughput_mbps")
+        a0 = b7_point(res, size, 0, "sync_when_empty")
+        b0 = b7_point(res, size, 0, "read_ahead")
+        bound = r["blocks"] * size / (d * 1e-6) / 1e6 if d else None
+        out.append(f"| {size_label(size)} | {d / 1000:g} ms | {fmt(a)} | {pct(ratio(a, a0))} | "
+                   f"{fmt(b)} | {pct(ratio(b, b0))} | {fmt(bound) if bound else '-'} |")
+    out.append("")
+    if res.get("more_blocks"):
+        out.append("What helps: more blocks (a bigger window), at 1 ms added round trip:\n")
+        out.append("| payload | N (lane and send blocks) | sync-when-empty MB/s | "
+                   "read-ahead N/2 MB/s | no delay, same N, MB/s | best vs no delay | "
+                   "bound N x block / RTT MB/s |")
+        out.append("|---:|---:|---:|---:|---:|---:|---:|")
+        for r in res["more_blocks"]:
+            size, n = r["size"], r["blocks"]
+            a = (r.get("sync_when_empty") or {}).get("throughput_mbps")
+            b = (r.get("read_ahead") or {}).get("throughput_mbps")
+            z = (r.get("no_delay") or {}).get("throughput_mbps")
+            best = max([x for x in (a, b) if x is not None], default=None)
+            out.append(f"| {size_label(size)} | {n} | {fmt(a)} | {fmt(b)} | {fmt(z)} | "
+                       f"{pct(ratio(best, z))} | {fmt(n * size / 1e-3 / 1e6)} |")
+        out.append("")
+
+
+# ------------------------------------------------------------- B5 / B6
+
+GST_NAMES = {"rdma-sb": "rdmasink/rdmasrc transport=shm, status-byte",
+             "rdma-sw": "rdmasink/rdmasrc transport=shm, sliding-window",
+             "shm": "shmsink/shmsrc", "tcp": "tcpclientsink/tcpserversrc"}
+
+
+def section_b56(res, out):
+    if not res or "error" in res or "skipped" in res:
+        why = (res or {}).get("error") or (res or {}).get("skipped") or "part not run"
+        out.append("## B5. Twelve cameras through the elements\n")
+        out.append(f"**Not measured in this run**: {why}.\n")
+        out.append("## B6. GStreamer peers\n")
+        out.append(f"**Not measured in this run**: {why}.\n")
+        return
+    base = res.get("source_only") or {}
+    out.append("## B5. Twelve cameras through the elements (host, shm)\n")
+    out.append(
+        "`tests/bench/gst_peers.py`: one sender process with 12 pipelines `videotestsrc "
+        "is-live=true pattern=solid-color ! video/x-raw,format=RGB,width=640,height=480,"
+        "framerate=25/1 ! <sink>` (921,600-byte frames, 23 MB/s each, 276 MB/s in all) and "
+        "one receiver process counting buffers per stream at its fakesinks. The 12 rdmasinks "
+        "share one connection (one QP, one lane of 16 blocks of 1 MiB); rdmasrc exposes "
+        "`src_0` ... `src_11`. CPU = getrusage of each process over the run (the sender's "
+        "includes drawing the test pattern: see the source-only row).\n")
+    out.append("| transport | frames sent | received | lost | rdmasink drops | "
+               "receiver CPU | sender CPU |")
+    out.append("|---|---:|---:|---:|---:|---:|---:|")
+    for r in res.get("B5", []):
+        tx, rx = r.get("tx") or {}, r.get("rx") or {}
+        sent = 12 * r["frames_each"]
+        span = rx.get("wall_s") or rx.get("span_s") or 0
+        el = tx.get("elapsed_s") or 0
+        out.append(f"| {GST_NAMES.get(r['transport'], r['transport'])} | {sent} | "
+                   f"{rx.get('frames', 'n/a')} | "
+                   f"{sent - rx['frames'] if 'frames' in rx else 'n/a'} | "
+                   f"{tx.get('rdmasink_drops', '-') if r['transport'].startswith('rdma') else '-'}"
+                   f" | {fmt(100 * rx['cpu_s'] / span) + ' %' if span else 'n/a'} | "
+                   f"{fmt(100 * tx['cpu_s'] / el) + ' %' if el else 'n/a'} |")
+    out.append("\nCPU percentages are of one core: the receiver's over its run (PLAYING to "
+               "its last frame, or to giving up 3 s after the last one when streams stall), the "
+               "sender's from PLAYING to EOS.\n")
+    out.append("## B6. GStreamer peers: 12 streams flat out (host)\n")
+    out.append(
+        "The same 12 streams with `is-live=false` and `sync=false`: as fast as each transport "
+        f"takes them, {res['B6'][0]['tx']['frames_each'] if res['B6'] and res['B6'][0].get('tx') else '?'}"
+        " frames per stream, each transport run "
+        f"{max([r['rep'] for r in res['B6']], default=0) + 1} time(s) in alternating order "
+        "(median). A transport that stops delivering part-way shows the frames it lost (the "
+        "receiver gives up 3 s after its last frame); frames/s then covers what arrived. "
+        "TCP runs as `tcpclientsink` -> `tcpserversrc ! rawvideoparse` (one "
+        "connection per stream): the sender connects, so TCP's own backpressure throttles it "
+        "(`tcpserversink` queues without bound when its client is slower). shm is "
+        "`shmsink`/`shmsrc` with a 24-frame area per stream (with 8 frames shmsink stalls after 7). Receiver CPU per GB counts from "
+        "its first buffer; sender CPU per GB has the source-only run (the same pipelines "
+        "into fakesink: "
+        f"{fmt(base.get('cpu_s'), 2)} s) subtracted.\n")
+    rows = {}
+    for r in res.get("B6", []):
+        rows.setdefault(r["transport"], []).append(r)
+    ref = None
+    table = []
+    for t, rs in rows.items():
+        fps = med([(r.get("rx") or {}).get("frames_per_s") for r in rs])
+        mbps = med([(r.get("rx") or {}).get("mbps") for r in rs])
+        rxc = med([(r["rx"]["cpu_s_streaming"] / (r["rx"]["bytes"] / 1e9))
+                   if r.get("rx") and r["rx"].get("bytes") else None for r in rs])
+        txc = med([((r["tx"]["cpu_s"] - (base.get("cpu_s") or 0)) / (r["rx"]["bytes"] / 1e9))
+                   if r.get("tx") and r.get("rx") and r["rx"].get("bytes") else None
+                   for r in rs])
+        lost = [12 * r["tx"]["frames_each"] - r["rx"]["frames"]
+                for r in rs if r.get("tx") and r.get("rx")]
+        if t == "rdma-sb":
+            ref = fps
+        table.append((t, fps, mbps, rxc, txc, lost))
+    out.append("| transport | frames/s (all 12) | MB/s | vs rdma status-byte | "
+               "receiver CPU s/GB | sender CPU s/GB (net of the source) | frames lost |")
+    out.append("|---|---:|---:|---:|---:|---:|---|")
+    sent_each = {t: 12 * ((rs[0].get("tx") or {}).get("frames_each") or 0)
+                 for t, rs in rows.items()}
+    for t, fps, mbps, rxc, txc, lost in table:
+        if lost and sent_each.get(t) and min(lost) > 0.95 * sent_each[t]:
+            got = sent_each[t] - min(lost)
+            out.append(f"| {GST_NAMES.get(t, t)} | stalled after {got} frames | - | - | - | - | "
+                       f"{', '.join(map(str, lost))} |")
+            continue
+        out.append(f"| {GST_NAMES.get(t, t)} | {fmt(fps)} | {fmt(mbps)} | "
+                   f"{fr(ratio(fps, ref))} | {fmt(rxc, 3)} | {fmt(txc, 3)} | "
+                   f"{', '.join(map(str, lost))} |")
+    out.append("")
+
+
+# ------------------------------------------------------------- targets
+
+
+def targets(results):
+    rows = []
+    vm = results.get("VM") or {}
+    vrows = b1_vm_rows(vm) if vm_ok(vm) else []
+    # The reference is the faster of ib_write_bw's two runs (default depth
+    # 128, and -t 16): the stricter one, the closest to the link's capacity.
+    big = []
+    for r in vrows:
+        if r["size"] < 64 * KIB:
+            continue
+        ref = max([x for x in (r["ib"], r.get("ib16")) if x], default=None)
+        if ratio(r["sb"], ref) is not None:
+            big.append((r["size"], ratio(r["sb"], ref)))
+    if big:
+        worst = min(x for _, x in big)
+        rows.append(("status-byte / ib_write_bw, same link, >= 64 KiB", ">= 0.95",
+                     ", ".join(f"{size_label(s)}: {x:.2f}" for s, x in big) +
+                     " (vs the faster of ib_write_bw default and -t 16)",
+                     verdict(worst >= 0.95), "VM (EMULATED)"))
+    else:
+        rows.append(("status-byte / ib_write_bw, same link, >= 64 KiB", ">= 0.95",
+                     "not measured", "n/a", "VM"))
+    r4 = [r for r in vrows if r["size"] == 4 * KIB]
+    x = ratio(r4[0]["sb"], r4[0]["ib"]) if r4 else None
+    rows.append(("status-byte / ib_write_bw at 4 KiB", ">= 0.8", fr(x),
+                 verdict(None if x is None else x >= 0.8), "VM (EMULATED)"))
+    b1 = results.get("B1") or {}
+    host256 = [r for r in b1.get("throughput", []) if r["size"] == 256]
+    h = ratio(host256[0]["sb"], host256[0]["sw"]) if host256 else None
+    v256 = [r for r in vrows if r["size"] == 256]
+    v = ratio(v256[0]["sb"], v256[0]["sw"]) if v256 else None
+    rows.append(("status-byte / sliding-window throughput at 256 B", ">= 4.6 (aim 6)",
+                 f"shm: {fr(h)}; VM: {fr(v)}",
+                 verdict(None if h is None and v is None else max(x for x in (h, v)
+                                                                    if x is not None) >= 4.6),
+                 "host shm + VM (EMULATED)"))
+    b2 = results.get("B2") or {}
+    rs = []
+    for r in b2.get("rows", []):
+        sb, sw = r.get(SB) or {}, r.get(SW) or {}
+        rs.append((r["blocks"], ratio((sb.get("sync_read") or {}).get("mean_us"),
+                                      (sw.get("ack") or {}).get("mean_us"))))
+    rs = [(n, x) for n, x in rs if x is not None]
+    vr = []
+    for r in b2_vm_rows(vm):
+        sb, sw = r.get(SB) or {}, r.get(SW) or {}
+        vr.append((r["blocks"], ratio((sb.get("sync_read") or {}).get("mean_us"),
+                                      (sw.get("ack") or {}).get("mean_us"))))
+    vr = [(n, x) for n, x in vr if x is not None]
+    if rs or vr:
+        allr = [x for _, x in rs + vr]
+        txt = ("shm " + ", ".join(f"N={n}: {x:.2f}" for n, x in rs) if rs else "") + \
+              ("; VM " + ", ".join(f"N={n}: {x:.2f}" for n, x in vr) if vr else "")
+        rows.append(("sync latency: status READ / sliding-window ACK path (mean)", "<= 0.1",
+                     txt, verdict(max(allr) <= 0.1), "host shm + VM (EMULATED)"))
+    b4 = results.get("B4") or {}
+    if b4.get("runs"):
+        s = b4_summary(b4)
+        sb = s.get(f"{SB}/hold") or {}
+        ctl = s.get(f"{SB}/control") or {}
+        sw = s.get(f"{SW}/hold") or {}
+        sbr = s.get(f"{SB}/hold@rate") or {}
+        ok = None if sb.get("dip") is None else (sb["dip"] <= 0.12 and sb["zero_ms"] == 0 and
+                                                 (sbr.get("zero_ms") or 0) == 0)
+        rows.append(("held block: status-byte dip, never a stall", "<= 12 %, no stall",
+                     f"flat out: dip {pct(sb.get('dip'))} (same measure without a hold: "
+                     f"{pct(ctl.get('dip'))}), longest stall {sb.get('zero_ms')} ms; paced: "
+                     f"dip {pct(sbr.get('dip'))}, stall {sbr.get('zero_ms')} ms. "
+                     f"Sliding-window flat out: dip {pct(sw.get('dip'))}, stall "
+                     f"{sw.get('zero_ms')} ms",
+                     verdict(ok), "host shm"))
+    b7 = results.get("B7") or {}
+    if b7.get("rows"):
+        a = ratio(b7_point(b7, MIB, 1000, "sync_when_empty"),
+                  b7_point(b7, MIB, 0, "sync_when_empty"))
+        b = ratio(b7_point(b7, MIB, 1000, "read_ahead"), b7_point(b7, MIB, 0, "read_ahead"))
+        best = max([x for x in (a, b) if x is not None], default=None)
+        more = []
+        for r in b7.get("more_blocks", []):
+            if r["size"] != MIB:
+                continue
+            z = (r.get("no_delay") or {}).get("throughput_mbps")
+            xs = [(r.get(k) or {}).get("throughput_mbps") for k in ("sync_when_empty",
+                                                                    "read_ahead")]
+            xs = [x for x in xs if x is not None]
+            if z and xs:
+                more.append((r["blocks"], max(xs) / z))
+        txt = f"N=16 (default): sync-when-empty {pct(a)}, read-ahead {pct(b)}"
+        if more:
+            txt += "; " + ", ".join(f"N={n}: {pct(x)}" for n, x in more) + \
+                " (best mode vs no delay at the same N)"
+        v = verdict(None if best is None else best >= 0.9)
+        if more and best is not None and best < 0.9 and max(x for _, x in more) >= 0.9:
+            v += " at N=16, met with more blocks"
+        rows.append(("1 ms added RTT vs none, 1 MiB blocks", ">= 90 %", txt, v,
+                     "host shm (injected)"))
+    cg = (results.get("B3") or {}).get("callgrind") or {}
+    vals = [(k, v["engine_ir_per_block"]) for k, v in cg.items() if isinstance(v, dict)
+            and "engine_ir_per_block" in v]
+    if vals:
+        rows.append(("sender engine instructions per block", "<= 2,000",
+                     ", ".join(f"{k.split('/')[0]} {size_label(int(k.split('/')[1]))}: "
+                               f"{v:.0f}" for k, v in vals),
+                     verdict(max(v for _, v in vals) <= 2000), "callgrind, host shm"))
+    return rows
+
+
+# -------------------------------------------------------------- header
+
+
+def header(results, out):
+    m = results.get("machine", {})
+    vm = results.get("VM") or {}
+    g = vm.get("guest") or {}
+    out.append("<!-- SPDX-License-Identifier: LGPL-2.1-or-later -->")
+    out.append("<!-- GENERATED by tests/bench/run.py from docs/bench/results.json: don't edit; "
+               "the analysis at the end comes from tests/bench/analysis.md -->")
+    out.append("# Benchmarks\n")
+    out.append("One command measures everything and rewrites this file, its plots "
+               "(`docs/bench/*.png`) and the raw data (`docs/bench/results.json`):\n")
+    out.append("    tests/bench/run.py            # full run, one VM boot (~13 min)")
+    out.append("    tests/bench/run.py --quick    # fewer points, shorter runs (~5 min)")
+    out.append("    tests/bench/run.py --no-vm    # host (shm) parts only")
+    out.append("    tests/bench/run.py --only B4  # re-measure some parts, keep the rest")
+    out.append("    tests/bench/run.py --render   # rebuild this file from results.json\n")
+    out.append("Every figure is measured in the same run as its baseline and shown as a "
+               "ratio next to the absolute value; the machine is shared and noisy, so "
+               "absolute figures move between runs, ratios much less. Nothing here fails "
+               "on a timing.\n")
+    out.append("## This run\n")
+    timings = results.get("timings", {})
+    started = results.get("part_started", {})
+    dates = sorted(set(v[:10] for v in started.values())) or [m.get("date", "?")[:10]]
+    out.append(f"* **Date:** {', '.join(dates)}; {'quick' if results.get('quick') else 'full'}"
+               f" run, {sum(timings.values()) / 60:.1f} min of measuring in all (part: seconds"
+               f"{', started at' if started else ''}: " +
+               ", ".join(f"{k} {v:.0f} s" + (f" at {started[k][11:]}" if k in started else "")
+                         for k, v in timings.items()) + ").")
+    out.append(f"* **Machine:** {m.get('nproc', '?')} CPUs ({m.get('cpu', '?')}), kernel "
+               f"{m.get('kernel', '?')}, load average at start "
+               f"{' '.join(m.get('loadavg_start', []))} (other jobs share it), timer slack "
+               f"{m.get('timer_slack_ns', '?')} ns.")
+    if results.get("loadavg"):
+        out.append("* **Load average (1, 5, 15 min) when each part started** (2 CPUs; "
+                   "anything above ~1 is other jobs, e.g. a colleague's VM): " +
+                   ", ".join(f"{k} {v[0]:.1f}/{v[1]:.1f}/{v[2]:.1f}"
+                             for k, v in results["loadavg"].items()) + ".")
+    out.append(f"* **Code:** git {m.get('git', '?')}"
+               f"{' with uncommitted changes in lib/ or tools/' if m.get('git_dirty_lib') else ''}"
+               f", `buildtype=debugoptimized` (-O2 -g).")
+    out.append("* **What is emulated:**")
+    out.append("  * *host / shm* figures: real time on the host CPU, but the RDMA NIC is "
+               "simulated by the shm back end: a thread in the sender process executes every "
+               "WRITE/READ with memcpy (and `--delay-us` injects round trips). That thread "
+               "competes with the sender, receiver and producer threads for the same 2 "
+               "cores.")
+    if vm_ok(vm):
+        mtu = f", RoCE MTU {g['active_mtu']}" if g.get("active_mtu") else ""
+        out.append(f"  * *VM* figures (marked EMULATED): Soft-RoCE (`rdma_rxe`) on a veth "
+                   f"(MTU 9000{mtu}) inside a qemu "
+                   f"{vm.get('accel', 'TCG').upper()} VM with an **emulated CPU** "
+                   f"({g.get('nproc', '?')} vCPUs \"{g.get('cpu', '?')}\", guest kernel "
+                   f"{g.get('kernel', '?')}, {m.get('qemu', 'qemu')}); sender and receiver "
+                   f"talk to themselves on one rxe device. One boot ran all "
+                   f"{len(vm.get('results', []))} verbs measurements in "
+                   f"{vm.get('wall_s', 0):.0f} s. Only ratios within the VM run mean "
+                   "anything.")
+    else:
+        why = vm.get("error") or vm.get("skipped") or "not run"
+        out.append(f"  * *VM* (Soft-RoCE) figures: none in this run ({why}).")
+    out.append("")
+
+
+def render(results, out_path):
+    figdir = os.path.join(os.path.dirname(out_path), "bench")
+    os.makedirs(figdir, exist_ok=True)
+    out = []
+    header(results, out)
+    out.append("## Targets\n")
+    out.append("| target | wanted | measured | verdict | where |")
+    out.append("|---|---|---|---|---|")
+    for t in targets(results):
+        out.append("| " + " | ".join(t) + " |")
+    out.append("\nWhy the missed ones are missed, with profiles: see **Analysis** at the end.\n")
+    vm = results.get("VM") or {}
+    section_b1(results.get("B1"), vm if vm_ok(vm) else None, out, figdir)
+    section_b2(results.get("B2"), vm if vm_ok(vm) else {}, out, figdir)
+    section_b2x(results.get("B2X"), vm if vm_ok(vm) else {}, out)
+    section_b3(results.get("B3"), out, figdir)
+    section_b4(results.get("B4"), out, figdir)
+    section_b56(results.get("B56"), out)
+    section_b7(results.get("B7"), out, figdir)
+    analysis = os.path.join(HERE, "analysis.md")
+    if os.path.exists(analysis):
+        with open(analysis) as f:
+            out.append(f.read().rstrip() + "\n")
+    with open(out_path, "w") as f:
+        f.write("\n".join(out))

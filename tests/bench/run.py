@@ -2,11 +2,12 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """The benchmark suite: runs everything, regenerates docs/benchmarks.md.
 
-    tests/bench/run.py              # everything, ~15 min (one VM boot)
+    tests/bench/run.py              # everything, ~13 min (one VM boot)
     tests/bench/run.py --quick      # fewer points, shorter runs, ~5 min
     tests/bench/run.py --no-vm      # host (shm) parts only
-    tests/bench/run.py --only B2,B4 # some parts (the others keep the
-                                    # figures of the last run, see --reuse)
+    tests/bench/run.py --only B2,B4 # some parts (B1 B2 B2X B3 B4 B7 B56 VM);
+                                    # the others keep the figures of the
+                                    # last run in docs/bench/results.json
     tests/bench/run.py --render     # re-render the doc from the saved JSON
 
 Writes docs/benchmarks.md, docs/bench/*.png and docs/bench/results.json
@@ -25,11 +26,19 @@ Parts (see docs/benchmarks.md for what each measures and how):
       (sbr-bench timeline)
   B7  added round-trip delay (shm --delay-us) with sync-when-empty vs
       read-ahead sync
-  B5, B6 (GStreamer elements) are placeholders until the plugin benchmarks
-      exist.
+  B5  12 x 640x480 RGB at 25 fps through rdmasink/rdmasrc (shm): frames
+      lost, CPU (tests/bench/gst_peers.py)
+  B6  the same 12 streams flat out: rdmasink/rdmasrc vs shmsink/shmsrc vs
+      TCP, frames/s and CPU per GB
 
-Needs: a build (ninja -C build), /usr/bin/python3 with matplotlib, valgrind
-(B3), the Soft-RoCE VM runner and perftest (B1/B2 verbs parts).
+  B2X how much of B2 is polling back-off: the library's back-off knobs and
+      the threads' timer slack varied (evidence for the analysis)
+
+Needs: a build (ninja -C build; sbr-bench is compiled here if the build has
+none), /usr/bin/python3 with python3-matplotlib, valgrind (B3), python3-gi +
+the rdma plugin (B5/B6; gstreamer1.0-plugins-bad for the shmsink row), the
+Soft-RoCE VM runner and perftest (VM part).  The hand-written analysis is
+tests/bench/analysis.md, appended to the generated file.
 """
 import argparse
 import datetime
@@ -269,16 +278,38 @@ def b1_host(ctx):
     return {"throughput": rows, "latency": lat, "seconds": seconds, "reps": reps}
 
 
+# In the VM the stats poller sleeps between polls: spinning on the emulated
+# CPU (clock_gettime is a system call there) would starve what it measures.
+VM_POLL_SLEEP_US = 50
+
+
 def vm_jobs(ctx):
-    """Everything the VM runs, in one list (one boot)."""
+    """Everything the VM runs, in one list (one boot).  Each B1 point runs
+    ib_write_bw and both mechanisms back to back (twice, in alternating
+    order, in a full run): the VM's speed drifts with the host's load."""
     sizes = [256, 4 * KIB, 64 * KIB] if ctx.quick else [64, 256, 4 * KIB, 64 * KIB, 256 * KIB, MIB]
     secs = 2 if ctx.quick else 3
+    reps = 1 if ctx.quick else 2
     jobs = []
-    for size in sizes:
-        jobs.append({"kind": "ib_write_bw", "size": size, "seconds": secs, "part": "B1"})
-        for mech in ["status-byte", "sliding-window"]:
-            jobs.append({"kind": "sbr_perf", "mechanism": mech, "size": size, "seconds": secs,
-                         "part": "B1"})
+    for rep in range(reps):
+        for size in sizes:
+            trio = [{"kind": "ib_write_bw", "size": size, "seconds": secs},
+                    {"kind": "sbr_perf", "mechanism": "status-byte", "size": size,
+                     "seconds": secs},
+                    {"kind": "sbr_perf", "mechanism": "sliding-window", "size": size,
+                     "seconds": secs}]
+            if size in (4 * KIB, 64 * KIB):
+                # The window: the same with 64 lane blocks instead of 16.
+                trio.append({"kind": "sbr_perf", "mechanism": "status-byte", "size": size,
+                             "seconds": secs, "blocks": 64, "variant": "N=64"})
+            if size >= 64 * KIB:
+                # perftest's default keeps 128 WRITEs in flight; rxe copes badly with
+                # 128 MiB outstanding: the same with 16 in flight, our window.
+                trio.append({"kind": "ib_write_bw", "size": size, "seconds": secs,
+                             "tx_depth": 16, "variant": "t16"})
+            for j in (trio if rep % 2 == 0 else trio[::-1]):
+                j.update({"part": "B1", "rep": rep})
+                jobs.append(j)
     for size in ([64, 4 * KIB] if ctx.quick else [64, 4 * KIB, 64 * KIB]):
         jobs.append({"kind": "ib_write_lat", "size": size, "iters": 300, "part": "B1lat"})
         for mech in ["status-byte", "sliding-window"]:
@@ -288,13 +319,23 @@ def vm_jobs(ctx):
         for mech in ["status-byte", "sliding-window"]:
             jobs.append({"kind": "sbr_bench", "part": "B2", "mechanism": mech, "blocks": n,
                          "args": ["sync", "--mechanism", mech, "--blocks", str(n), "--size",
-                                  "4096", "--duration-ms", "2000", "--warmup-ms", "200"]})
+                                  "4096", "--duration-ms", "2000", "--warmup-ms", "200",
+                                  "--poll-sleep-us", str(VM_POLL_SLEEP_US)]})
+    for name, extra in [("timer slack 1 ns", ["--timer-slack-ns", "1"]),
+                        ("max sleep 50 us", ["--max-sleep-us", "50"])]:
+        for mech in ["status-byte", "sliding-window"]:
+            jobs.append({"kind": "sbr_bench", "part": "B2X", "mechanism": mech, "variant": name,
+                         "blocks": 16,
+                         "args": ["sync", "--mechanism", mech, "--blocks", "16", "--size",
+                                  "4096", "--duration-ms", "2000", "--warmup-ms", "200",
+                                  "--poll-sleep-us", str(VM_POLL_SLEEP_US), *extra]})
     if not ctx.quick:
         for mech in ["status-byte", "sliding-window"]:
             jobs.append({"kind": "sbr_bench", "part": "B4", "mechanism": mech,
                          "args": ["timeline", "--mechanism", mech, "--blocks", "16", "--size",
                                   "4096", "--duration-ms", "400", "--interval-ms", "10",
-                                  "--hold-from-ms", "100", "--hold-to-ms", "200"]})
+                                  "--warmup-ms", "100", "--hold-from-ms", "100",
+                                  "--hold-to-ms", "200"]})
     return jobs
 
 
@@ -333,16 +374,6 @@ def run_vm(ctx):
     return res
 
 
-def vm_index(vm):
-    """(part, kind, mechanism, size/blocks) -> result."""
-    idx = {}
-    for e in vm.get("results", []):
-        j = e["job"]
-        key = (j.get("part"), j["kind"], j.get("mechanism"), j.get("size", j.get("blocks")))
-        idx[key] = e.get("result") if "error" not in e else {"error": e["error"]}
-    return idx
-
-
 # ------------------------------------------------------------------ B2
 
 
@@ -361,6 +392,39 @@ def b2(ctx):
                 f"ACK {fmt(sw and sw['ack']['mean_us'])} us")
         rows.append(row)
     return {"rows": rows, "size": 4096, "duration_ms": dur}
+
+
+def b2x(ctx):
+    """How much of the sync latency is the polling back-off: the same N=16
+    sync run with the library's back-off knobs (public config) and the
+    threads' timer slack changed.  Evidence for the analysis."""
+    variants = [("default", []), ("timer slack 1 ns", ["--timer-slack-ns", 1]),
+                ("max sleep 50 us", ["--max-sleep-us", 50]),
+                ("spin 100 us", ["--spin-us", 100])]
+    sizes = [4096] if ctx.quick else [256, 4096]
+    reps = 1 if ctx.quick else 2
+    rows = []
+    for size in sizes:
+        for name, extra in variants:
+            row = {"size": size, "variant": name}
+            runs = {"status-byte": [], "sliding-window": []}
+            for rep in range(reps):
+                for mech in ["status-byte", "sliding-window"]:
+                    runs[mech].append(run_bench(ctx, "sync", [
+                        "--mechanism", mech, "--blocks", 16, "--size", size,
+                        "--duration-ms", 800, *extra]))
+            for mech, rs in runs.items():
+                # The run with the median throughput stands for the variant.
+                rs = sorted([r for r in rs if r], key=lambda r: r["throughput_mbps"])
+                row[mech] = rs[(len(rs) - 1) // 2] if rs else None
+                row[mech + "_all_mbps"] = [r["throughput_mbps"] for r in rs]
+            sb, sw = row["status-byte"], row["sliding-window"]
+            ctx.log(f"B2x {size} {name}: SB {fmt(sb and sb['throughput_mbps'])} MB/s READ "
+                    f"{fmt(sb and sb['sync_read']['mean_us'])} us; SW "
+                    f"{fmt(sw and sw['throughput_mbps'])} MB/s ACK "
+                    f"{fmt(sw and sw['ack']['mean_us'])} us")
+            rows.append(row)
+    return {"rows": rows}
 
 
 # ------------------------------------------------------------------ B3
@@ -426,6 +490,23 @@ def b3(ctx):
                 row[mech] = None
         ctx.log(f"B3 cpu {size_label(size)}: {row}")
         cpu.append(row)
+    # Idle cost: a receiver with nobody connected, and with a sender
+    # connected that sends one frame a second (both ends' CPU).
+    idle = {}
+    t0 = time.time()
+    r = subprocess.run(["/usr/bin/time", "-f", "%U %S", ctx.perf, "receive", "--backend", "shm",
+                        "--port", str(ctx.next_port()), "--timeout", str(secs * 2)],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        user, sys_ = map(float, r.stderr.strip().splitlines()[-1].split())
+        idle["receiver_alone_cpu_pct"] = 100 * (user + sys_) / (time.time() - t0)
+    except (ValueError, IndexError):
+        pass
+    for mech in ["status-byte", "sliding-window"]:
+        tx, rx = perf_pair(ctx, mech, 1000, seconds=secs * 2, rate=1)
+        if tx and rx:
+            idle[mech] = {"receiver_cpu_pct": rx["cpu_percent"], "sender_cpu_pct": tx["cpu_percent"]}
+    ctx.log(f"B3 idle: {idle}")
     cg = {}
     if shutil.which("valgrind") and shutil.which("callgrind_annotate"):
         count = 5000 if ctx.quick else 20000
@@ -471,7 +552,7 @@ def b3(ctx):
                         f"{res['engine_ir_per_block']:.0f} Ir/block")
     else:
         cg["error"] = "valgrind not installed"
-    return {"cpu": cpu, "callgrind": cg, "seconds": secs}
+    return {"cpu": cpu, "callgrind": cg, "seconds": secs, "idle": idle}
 
 
 # ------------------------------------------------------------------ B4
@@ -482,13 +563,13 @@ def timeline_stats(d):
     iv = d["interval_ms"]
     rates = [b / (iv / 1e3) / 1e6 for b in d["interval_bytes"]]  # MB/s
     lo, hi = d["hold_from_ms"] or 100, d["hold_to_ms"] or 200
-    base = [r for k, r in enumerate(rates) if 20 <= k * iv < lo]
+    base = [r for k, r in enumerate(rates) if 0 <= k * iv < lo]
     hold = [r for k, r in enumerate(rates) if lo <= k * iv < hi]
     after = [r for k, r in enumerate(rates) if hi + 20 <= k * iv < hi + 100]
     b = statistics.mean(base) if base else 0
     h = statistics.mean(hold) if hold else 0
     run, longest = 0, 0
-    for r in rates[2:]:
+    for r in rates:
         run = run + 1 if r == 0 else 0
         longest = max(longest, run)
     return {"baseline_mbps": b, "hold_mbps": h,
@@ -498,23 +579,33 @@ def timeline_stats(d):
             "longest_zero_ms": longest * iv, "rates": rates}
 
 
+B4_RATE = 20000  # blocks/s of 4 KiB (82 MB/s): well under what shm moves flat out
+
+
 def b4(ctx):
-    reps = 2 if ctx.quick else 3
-    res = {"size": 4096, "blocks": 16, "runs": {}}
-    for variant in ["hold", "control"]:
-        for mech in ["status-byte", "sliding-window"]:
-            res["runs"][f"{mech}/{variant}"] = []
+    reps = 3 if ctx.quick else 5
+    res = {"size": 4096, "blocks": 16, "rate": B4_RATE, "warmup_ms": 100, "runs": {}}
+    loads = [("", 0), ("@rate", B4_RATE)]
+    for mech in ["status-byte", "sliding-window"]:
+        for variant in ["hold", "control"]:
+            for suffix, _ in loads:
+                res["runs"][f"{mech}/{variant}{suffix}"] = []
     for rep in range(reps):
-        for mech in ["status-byte", "sliding-window"]:
-            for variant in ["hold", "control"]:
-                args = ["--mechanism", mech, "--blocks", 16, "--size", 4096, "--duration-ms",
-                        400, "--interval-ms", 10]
-                if variant == "hold":
-                    args += ["--hold-from-ms", 100, "--hold-to-ms", 200]
-                d = run_bench(ctx, "timeline", args)
-                if d:
-                    d["stats"] = timeline_stats(d)
-                    res["runs"][f"{mech}/{variant}"].append(d)
+        for suffix, rate in loads:
+            if suffix and rep >= 3:
+                continue  # the paced runs are steadier: 3 are plenty
+            for mech in ["status-byte", "sliding-window"]:
+                for variant in ["hold", "control"]:
+                    args = ["--mechanism", mech, "--blocks", 16, "--size", 4096,
+                            "--duration-ms", 400, "--interval-ms", 10, "--warmup-ms", 100]
+                    if rate:
+                        args += ["--rate", rate]
+                    if variant == "hold":
+                        args += ["--hold-from-ms", 100, "--hold-to-ms", 200]
+                    d = run_bench(ctx, "timeline", args)
+                    if d:
+                        d["stats"] = timeline_stats(d)
+                        res["runs"][f"{mech}/{variant}{suffix}"].append(d)
     for key, runs in res["runs"].items():
         dips = [r["stats"]["dip"] for r in runs if r["stats"]["dip"] is not None]
         ctx.log(f"B4 {key}: dips {[round(x, 3) for x in dips]}, zero runs "
@@ -548,11 +639,15 @@ def b7(ctx):
             rows.append(row)
     # What helps at 1 ms: more blocks (the bandwidth-delay product).
     more = []
-    for size in [4 * KIB, 64 * KIB]:
-        for n in ([64, 256] if not ctx.quick else [128]):
+    for size, ns in ([(4 * KIB, [128]), (MIB, [64])] if ctx.quick else
+                     [(4 * KIB, [64, 256]), (64 * KIB, [64, 256]), (MIB, [32, 64])]):
+        for n in ns:
             row = {"size": size, "delay_us": 1000, "blocks": n}
-            for mode, ra in [("sync_when_empty", 0), ("read_ahead", n // 2)]:
-                tx, rx = perf_pair(ctx, "status-byte", size, seconds=secs, delay_us=1000,
+            # The no-delay baseline at the same N: a bigger lane is a bigger
+            # working set (memcpy speed changes with it).
+            for mode, ra, delay in [("sync_when_empty", 0, 1000), ("read_ahead", n // 2, 1000),
+                                    ("no_delay", n // 2, 0)]:
+                tx, rx = perf_pair(ctx, "status-byte", size, seconds=secs, delay_us=delay,
                                    read_ahead=ra, blocks=n)
                 row[mode] = {"throughput_mbps": tx["throughput_mbps"]} if tx else None
             ctx.log(f"B7 more blocks {size_label(size)} N={n}: {row}")
@@ -563,19 +658,126 @@ def b7(ctx):
 # ------------------------------------------------------------- B5 / B6
 
 
+def gst_env(ctx):
+    env = dict(os.environ)
+    env["GST_PLUGIN_PATH"] = os.path.join(ctx.build, "gst")
+    return env
+
+
 def gst_status(ctx):
     so = os.path.join(ctx.build, "gst/libgstrdma.so")
     if not os.path.exists(so):
         return {"plugin": False}
-    r = subprocess.run(["gst-inspect-1.0", "--gst-plugin-path", os.path.dirname(so), "rdma"],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) \
-        if shutil.which("gst-inspect-1.0") else None
-    return {"plugin": True, "inspect_ok": bool(r and r.returncode == 0)}
+    st = {"plugin": True}
+    for el in ["rdmasink", "rdmasrc", "shmsink", "tcpclientsink", "rawvideoparse"]:
+        r = subprocess.run(["gst-inspect-1.0", el], env=gst_env(ctx), stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL) if shutil.which("gst-inspect-1.0") else None
+        st[el] = bool(r and r.returncode == 0)
+    try:
+        import gi  # noqa: F401
+        st["python_gi"] = True
+    except ImportError:
+        st["python_gi"] = False
+    return st
+
+
+def gst_pair(ctx, transport, frames, live=False, streams=12):
+    """One gst_peers.py receiver and sender; returns (tx, rx) dicts."""
+    peers = os.path.join(HERE, "gst_peers.py")
+    port = ctx.next_port()
+    ctx.port += streams  # tcp uses port .. port + streams - 1
+    budget = frames / 25 + 60
+    common = ["--transport", transport, "--streams", str(streams), "--port", str(port)]
+    rx_cmd = ["/usr/bin/python3", peers, "receive", *common, "--expect", str(frames),
+              "--seconds", str(budget)]
+    tx_cmd = ["/usr/bin/python3", peers, "send", *common, "--frames", str(frames),
+              "--seconds", str(budget)] + (["--live"] if live else [])
+    env = gst_env(ctx)
+    if transport == "none":
+        tx = subprocess.run(tx_cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, timeout=budget + 30)
+        return (json.loads(tx.stdout) if tx.stdout.strip() else None), None
+    procs = {}
+    # shmsrc needs shmsink's socket: that sender starts first; the others
+    # need their receiver listening.
+    order = ["tx", "rx"] if transport == "shm" else ["rx", "tx"]
+    for which in order:
+        procs[which] = subprocess.Popen(rx_cmd if which == "rx" else tx_cmd, env=env,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        text=True)
+        time.sleep(1.0)
+    out = {}
+    outs = {}
+    try:
+        outs["rx"] = procs["rx"].communicate(timeout=budget + 30)
+    except subprocess.TimeoutExpired:
+        procs["rx"].kill()
+        outs["rx"] = procs["rx"].communicate()
+    try:
+        # The receiver is done: a sender still waiting (shmsink waits for its
+        # reader to release buffers) is told to report and stop.
+        outs["tx"] = procs["tx"].communicate(timeout=5)
+    except subprocess.TimeoutExpired:
+        procs["tx"].terminate()
+    for which in ["tx", "rx"]:
+        try:
+            o, e = outs[which] if which in outs else procs[which].communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            procs[which].kill()
+            o, e = procs[which].communicate()
+        try:
+            out[which] = json.loads(o.strip().splitlines()[-1])
+        except (json.JSONDecodeError, IndexError):
+            ctx.log(f"gst_peers {which} {transport} failed: {e.strip()[-300:]}")
+            out[which] = None
+    return out["tx"], out["rx"]
+
+
+def b56(ctx):
+    st = gst_status(ctx)
+    if not (st.get("plugin") and st.get("rdmasink") and st.get("rdmasrc") and
+            st.get("python_gi")):
+        return {"skipped": "the rdma GStreamer plugin (build/gst) or python3-gi is missing",
+                "status": st}
+    res = {"status": st, "B6": [], "B5": []}
+    transports = ["rdma-sb", "rdma-sw", "tcp"] + (["shm"] if st.get("shmsink") else [])
+    frames = 100 if ctx.quick else 250
+    base, _ = gst_pair(ctx, "none", frames)
+    res["source_only"] = base
+    reps = 1 if ctx.quick else 2
+    for rep in range(reps):
+        for t in (transports if rep % 2 == 0 else transports[::-1]):
+            tx, rx = gst_pair(ctx, t, frames)
+            res["B6"].append({"transport": t, "rep": rep, "tx": tx, "rx": rx})
+            if rx:
+                ctx.log(f"B6 {t}: {rx['frames']} frames, {rx['frames_per_s']:.0f} frames/s, "
+                        f"{rx['mbps']:.0f} MB/s")
+    live_frames = 100 if ctx.quick else 200  # at 25 fps: 4 or 8 s
+    for t in transports:
+        tx, rx = gst_pair(ctx, t, live_frames, live=True)
+        res["B5"].append({"transport": t, "tx": tx, "rx": rx, "frames_each": live_frames})
+        if rx:
+            ctx.log(f"B5 {t}: {rx['frames']} of {12 * live_frames} frames")
+    return res
 
 
 # ------------------------------------------------------------ rendering
 
-import render  # noqa: E402  (tests/bench/render.py)
+
+def import_render():
+    """tests/bench/render.py needs matplotlib: a python3 without it (pyenv...)
+    hands over to the system one (Debian's python3-matplotlib)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        system = "/usr/bin/python3"
+        if os.path.realpath(sys.executable) != os.path.realpath(system) and \
+                os.path.exists(system):
+            os.execv(system, [system, os.path.abspath(__file__), *sys.argv[1:]])
+        sys.exit("matplotlib is missing: apt-get install python3-matplotlib")
+    sys.path.insert(0, HERE)
+    import render
+    return render
 
 
 def main():
@@ -583,11 +785,12 @@ def main():
     ap.add_argument("--build", default=os.path.join(TOP, "build"))
     ap.add_argument("--quick", action="store_true", help="fewer points, shorter runs")
     ap.add_argument("--no-vm", action="store_true", help="skip the Soft-RoCE VM part")
-    ap.add_argument("--only", default="", help="comma-separated parts: B1,B2,B3,B4,B7,VM")
+    ap.add_argument("--only", default="", help="comma-separated parts: B1,B2,B2X,B3,B4,B7,B56,VM")
     ap.add_argument("--render", action="store_true",
                     help="only re-render docs/benchmarks.md from docs/bench/results.json")
     ap.add_argument("--out", default=os.path.join(TOP, "docs/benchmarks.md"))
     args = ap.parse_args()
+    render = import_render()
     results_path = os.path.join(os.path.dirname(args.out), "bench", "results.json")
     os.makedirs(os.path.dirname(results_path), exist_ok=True)
 
@@ -617,6 +820,8 @@ def main():
         if not want(name):
             return
         t0 = time.time()
+        results.setdefault("loadavg", {})[name] = [round(x, 2) for x in os.getloadavg()]
+        results.setdefault("part_started", {})[name] = time.strftime("%Y-%m-%d %H:%M")
         ctx.log(f"{name} ...")
         try:
             results[name] = fn(ctx)
@@ -628,14 +833,15 @@ def main():
 
     part("B1", b1_host)
     part("B2", b2)
+    part("B2X", b2x)
     part("B3", b3)
     part("B4", b4)
     part("B7", b7)
+    part("B56", b56)
     if not args.no_vm:
         part("VM", run_vm)
     elif "VM" not in results:
         results["VM"] = {"skipped": "--no-vm"}
-    results["gst"] = gst_status(ctx)
     results["total_s"] = round(time.time() - t_start, 1)
     with open(results_path, "w") as f:
         json.dump(results, f, indent=1)
@@ -645,5 +851,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, HERE)
     sys.exit(main())

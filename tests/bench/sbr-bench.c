@@ -22,7 +22,10 @@
  *                         k, which sends ACK k -> the sender's ACK thread has
  *                         counted it), i.e. the ACK path of the round trip
  *                         that frees a slot.
- *       The poller runs for both mechanisms, so both are disturbed alike.
+ *       The poller runs for both mechanisms, so both are disturbed alike;
+ *       --poll-sleep-us N makes it sleep between polls (an ACK is then seen
+ *       up to one poll interval late; the READ durations are the library's
+ *       own and don't depend on it).
  *
  * Common options:
  *   --backend shm|verbs  --mechanism status-byte|sliding-window
@@ -58,7 +61,7 @@
 #define NS_PER_US 1000ull
 #define MAX_INTERVALS 4096
 #define SEQ_RING (1u << 16) /* release timestamps, by seq */
-#define HIST_SUB 4           /* histogram buckets per octave */
+#define HIST_SUB 4          /* histogram buckets per octave */
 #define HIST_BUCKETS (64 * HIST_SUB)
 
 struct opts {
@@ -77,6 +80,7 @@ struct opts {
   uint32_t warmup_ms;                /* sync: ignore this much at the start */
   struct sbr_backoff_config backoff; /* both ends; 0 = library default */
   long timer_slack_ns;               /* -1: leave as is */
+  uint32_t poll_sleep_us;            /* sync: poller pause, 0 = sched_yield */
 };
 
 static uint64_t now_ns(void)
@@ -88,8 +92,7 @@ static uint64_t now_ns(void)
 
 static void sleep_until(uint64_t t)
 {
-  struct timespec ts = {(time_t)(t / 1000000000ull),
-                        (long)(t % 1000000000ull)};
+  struct timespec ts = {(time_t)(t / 1000000000ull), (long)(t % 1000000000ull)};
   while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
     ;
 }
@@ -168,7 +171,8 @@ struct run {
   const struct opts *o;
   sbr_receiver *r;
   sbr_sender *s;
-  _Atomic uint64_t t0;        /* producer start, 0 before */
+  _Atomic uint64_t t0; /* time 0 of the run, 0 before */
+  uint64_t prod_start; /* the producer's first block */
   atomic_bool prod_stop, rx_stop, poll_stop;
   /* producer */
   uint64_t submitted, prod_drops;
@@ -186,6 +190,7 @@ struct run {
   struct hist sync_hist; /* status-byte: READ durations */
   struct hist ack_hist;  /* sliding-window: release -> ACK counted */
   uint64_t ack_unmatched;
+  uint64_t polls;
 };
 
 static void *receiver_main(void *arg)
@@ -213,7 +218,7 @@ static void *receiver_main(void *arg)
           run->iv_blocks[k]++;
         }
       }
-      if (o->hold_to_ms && !run->did_hold && t0 &&
+      if (o->hold_to_ms && !run->did_hold && t0 && now >= t0 &&
           now - t0 >= (uint64_t)o->hold_from_ms * NS_PER_MS) {
         sbr_block_hold(b);
         run->held = b;
@@ -249,7 +254,7 @@ static void *producer_main(void *arg)
   struct run *run = arg;
   const struct opts *o = run->o;
   uint64_t interval = o->rate > 0 ? (uint64_t)(1e9 / o->rate) : 0;
-  uint64_t next = atomic_load(&run->t0);
+  uint64_t next = run->prod_start;
   while (!atomic_load(&run->prod_stop)) {
     if (interval) {
       sleep_until(next);
@@ -318,7 +323,11 @@ static void *poller_main(void *arg)
       }
       last_acks = st.acks;
     }
-    sched_yield();
+    run->polls++;
+    if (o->poll_sleep_us)
+      usleep(o->poll_sleep_us);
+    else
+      sched_yield();
   }
   return NULL;
 }
@@ -407,6 +416,8 @@ static void parse(int argc, char **argv, struct opts *o)
       o->backoff.min_sleep_us = (uint32_t)atoi(v);
     } else if (!strcmp(a, "--max-sleep-us")) {
       o->backoff.max_sleep_us = (uint32_t)atoi(v);
+    } else if (!strcmp(a, "--poll-sleep-us")) {
+      o->poll_sleep_us = (uint32_t)atoi(v);
     } else if (!strcmp(a, "--timer-slack-ns")) {
       o->timer_slack_ns = atol(v);
     } else {
@@ -457,6 +468,11 @@ int main(int argc, char **argv)
   bool sync = strcmp(o.mode, "sync") == 0;
   double cpu0 = (double)clock() / CLOCKS_PER_SEC;
   uint64_t t0 = now_ns();
+  /* timeline: t = 0 is warmup_ms after the producer started, so the
+   * baseline before the hold isn't the start-up transient. */
+  if (!sync)
+    t0 += (uint64_t)o.warmup_ms * NS_PER_MS;
+  run.prod_start = now_ns();
   atomic_store(&run.t0, t0);
   pthread_create(&prod, NULL, producer_main, &run);
   if (sync)
@@ -499,8 +515,8 @@ int main(int argc, char **argv)
          o.mode, sbr_backend_name(o.backend), sbr_mechanism_name(o.mechanism),
          o.blocks, o.size, o.read_ahead, o.rate, o.backoff.spin_us,
          o.backoff.min_sleep_us, o.backoff.max_sleep_us,
-         (long)prctl(PR_GET_TIMERSLACK), o.duration_ms, elapsed,
-         run.submitted, run.prod_drops, run.rx_blocks, run.rx_bytes,
+         (long)prctl(PR_GET_TIMERSLACK), o.duration_ms, elapsed, run.submitted,
+         run.prod_drops, run.rx_blocks, run.rx_bytes,
          elapsed > 0 ? run.rx_bytes / elapsed / 1e6 : 0, cpu_s, st.blocks,
          st.sync_reads,
          st.sync_reads ? st.sync_read_ns_total / 1e3 / st.sync_reads : 0,
@@ -512,7 +528,11 @@ int main(int argc, char **argv)
     hist_json("sync_read", &run.sync_hist);
     printf(",");
     hist_json("ack", &run.ack_hist);
-    printf(",\"ack_unmatched\":%" PRIu64, run.ack_unmatched);
+    printf(",\"ack_unmatched\":%" PRIu64
+           ",\"poll_sleep_us\":%u,\"polls\":%" PRIu64
+           ",\"poll_interval_mean_us\":%.3f",
+           run.ack_unmatched, o.poll_sleep_us, run.polls,
+           run.polls ? elapsed * 1e6 / run.polls : 0);
   } else {
     printf(",\"interval_ms\":%u,\"hold_from_ms\":%u,\"hold_to_ms\":%u,"
            "\"held\":%s,\"held_at_ms\":%.3f,\"released_at_ms\":%.3f,"

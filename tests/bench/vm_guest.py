@@ -12,7 +12,7 @@ so a VM that dies half-way still leaves what it measured.  A job never
 fails the script: a broken measurement is recorded with "error".
 
 Job kinds:
-  {"kind": "ib_write_bw", "size": B, "seconds": S}
+  {"kind": "ib_write_bw", "size": B, "seconds": S, "tx_depth": D (optional)}
   {"kind": "ib_write_lat", "size": B, "iters": N}
   {"kind": "sbr_perf", "mechanism": M, "size": B, "seconds": S,
    "rate": R (0 = flat out), "blocks": N, "read_ahead": K}
@@ -71,7 +71,8 @@ def result_row(out):
 
 
 def job_ib_write_bw(j):
-    out = perftest_pair("ib_write_bw", ["-s", str(j["size"]), "-D", str(j["seconds"])],
+    extra = ["-t", str(j["tx_depth"])] if j.get("tx_depth") else []
+    out = perftest_pair("ib_write_bw", ["-s", str(j["size"]), "-D", str(j["seconds"]), *extra],
                         j["seconds"] + 60)
     cols = result_row(out)
     # bytes iterations peak avg msgrate(Mpps): MB/s (10^6) from the message
@@ -143,9 +144,12 @@ def guest_info():
     except OSError:
         pass
     try:
-        with open(f"/sys/class/infiniband/{DEV}/ports/1/active_mtu") as f:
-            info["active_mtu"] = f.read().strip()
-    except OSError:
+        out = run(["ibv_devinfo", "-d", DEV], 30).stdout
+        for line in out.splitlines():
+            if "active_mtu" in line:
+                info["active_mtu"] = line.split(":", 1)[1].strip()
+                break
+    except (OSError, subprocess.TimeoutExpired):
         pass
     return info
 
