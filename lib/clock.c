@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* clock.c - time helpers and the polling back-off schedule. */
 #include <errno.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include "clock.h"
@@ -69,4 +70,9 @@ void sbr__backoff_wait(struct sbr__backoff *b)
   b->sleep_us *= 2;
   if (b->sleep_us > b->cfg.max_sleep_us)
     b->sleep_us = b->cfg.max_sleep_us;
+}
+
+void sbr__thread_precise_sleeps(void)
+{
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0); /* 1 us; best effort */
 }

@@ -15,6 +15,11 @@ void sbr__sleep_us(uint32_t us);
 
 void sbr__backoff_config_fill(struct sbr_backoff_config *cfg);
 
+/* For the library's own threads (sender, ACK, shm NIC): Linux stretches
+ * every sleep by the thread's timer slack (50 us by default), which turned
+ * the back-off's 10 us naps into ~90 us and made sync READs wait for it. */
+void sbr__thread_precise_sleeps(void);
+
 struct sbr__backoff {
   struct sbr_backoff_config cfg;
   uint64_t idle_since_ns; /* 0 = not idle: the next wait starts spinning */

@@ -44,6 +44,7 @@ static void *ack_thread(void *arg)
   struct sbr__backoff backoff;
   sbr__backoff_init(&backoff, &s->cfg.backoff);
   pthread_setname_np(pthread_self(), "sbr-acks");
+  sbr__thread_precise_sleeps();
   while (!atomic_load(&st->stop) && !atomic_load(&st->failed)) {
     struct sbr__wc wc[POLL_BATCH];
     pthread_mutex_lock(&st->conn_lock);

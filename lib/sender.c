@@ -259,6 +259,7 @@ static void *sender_thread(void *arg)
 {
   struct sbr_sender *s = arg;
   pthread_setname_np(pthread_self(), "sbr-sender");
+  sbr__thread_precise_sleeps();
   for (;;) {
     pthread_mutex_lock(&s->lock);
     bool stop = s->stopping;

@@ -81,6 +81,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "transport.h"
 
@@ -897,6 +898,7 @@ static void shm_wait_until(struct sbr__conn *c, uint64_t when_ns)
  * whether the receiver hung up; it checks as often while busy. */
 static void *shm_nic_main(void *arg)
 {
+  sbr__thread_precise_sleeps();
   struct sbr__conn *c = arg;
   uint64_t next_check = 0;
   pthread_mutex_lock(&c->lock);
