@@ -239,7 +239,8 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
       "Most receive blocks downstream may hold (over all pads) before frames "
       "are copied and their blocks released at once, so a slow consumer "
       "can't starve the sender; at most blocks-1 takes effect, 0 always "
-      "copies",
+      "copies (as mechanism=sliding-window always does: its in-order ACKs "
+      "would stall every stream behind one kept buffer)",
       0, 65536, DEFAULT_MAX_HELD,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_MAX_SENDERS] = g_param_spec_uint(
@@ -1067,6 +1068,12 @@ static gboolean gst_rdma_src_open(GstRdmaSrc *self)
   cfg.max_lanes = self->max_senders;
   /* Never all of a lane: the sender must always find a free block. */
   self->max_held_now = MIN(self->max_held, self->blocks - 1);
+  /* The sliding window ACKs strictly in slot order: one buffer a sink keeps
+   * (a last-sample, a compositor's current frame) would stop every stream
+   * behind it for good.  Holding blocks is the status-byte mechanism's
+   * strength; the baseline gets copies, released at once. */
+  if (cfg.mechanism == SBR_MECH_SLIDING_WINDOW)
+    self->max_held_now = 0;
   self->timeout_now = self->timeout;
   stats_interval = self->stats_interval;
   GST_OBJECT_UNLOCK(self);

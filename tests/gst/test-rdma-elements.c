@@ -922,6 +922,39 @@ GST_START_TEST(test_caps_renegotiation_reaches_its_pad)
 
 GST_END_TEST;
 
+/* The sliding window ACKs in slot order, so a buffer an appsink's
+ * last-sample keeps would stop the other devices: rdmasrc copies instead. */
+GST_START_TEST(test_sliding_window_copies_so_streams_never_stall)
+{
+  const guint devices[] = {0, 1, 2, 3};
+  guint port = test_port();
+  GstElement *rx, *tx[4];
+  GstStructure *s;
+  Collector c;
+
+  collector_init(&c);
+  rx = receiver_new(port, devices, 4, "mechanism=sliding-window", &c);
+  set_state(rx, GST_STATE_PLAYING);
+  for (guint d = 0; d < 4; d++) {
+    tx[d] = sender_new(port, d, "mechanism=sliding-window");
+    set_state(tx[d], GST_STATE_PLAYING);
+  }
+  for (guint round = 0; round < 10; round++)
+    for (guint d = 0; d < 4; d++)
+      push_frames(tx[d], d, round * 3, 3, small_size);
+  for (guint d = 0; d < 4; d++)
+    fail_unless(collector_wait_frames(&c, d, 30, WAIT),
+                "device %u: %u of 30 frames", d, collector_frames(&c, d));
+  s = stats_named(rx, "r");
+  fail_unless_equals_int(u64(s, "copies"), 120);
+  gst_structure_free(s);
+  for (guint d = 0; d < 4; d++)
+    stop(tx[d]);
+  stop(rx);
+  collector_clear(&c);
+}
+GST_END_TEST;
+
 GST_START_TEST(test_per_device_eos)
 {
   const guint devices[] = {0, 1};
@@ -1646,6 +1679,7 @@ static Suite *rdma_elements_suite(void)
   tcase_add_test(tc, test_videotestsrc_zero_copy);
   tcase_add_test(tc, test_caps_renegotiation_reaches_its_pad);
   tcase_add_test(tc, test_per_device_eos);
+  tcase_add_test(tc, test_sliding_window_copies_so_streams_never_stall);
   tcase_add_test(tc, test_held_buffers_and_max_held);
   tcase_add_test(tc, test_timestamps_meta_and_latency);
   tcase_add_test(tc, test_unlock_interrupts_a_full_sender);
