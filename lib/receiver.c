@@ -339,7 +339,7 @@ void sbr__lane_arrived(struct sbr__lane *lane, uint32_t index)
   if (block_state(b) != SBR__RECV_FREE)
     return;
   const uint8_t *mem = lane->mem.blocks + (size_t)index * lane->desc.block_size;
-  struct sbr__header h;
+  struct sbr__header h = {0}; /* device read below even on early errors */
   enum sbr__block_error err = sbr__block_decode(
       mem, lane->desc.block_size, r->cfg.device_mask, lane->desc.epoch, &h);
   if (err != SBR__BLOCK_OK) {
