@@ -140,6 +140,12 @@ struct sbr_sender_config {
    * receive blocks are known free, overlapped with writes.  0 = only when
    * none is (the paper's sync-when-empty). */
   uint32_t read_ahead;
+  /* Status-byte: blocks posted together to consecutive free receive blocks
+   * share one status WRITE (k data WRITEs, then one inline WRITE of k status
+   * bytes) while their data adds up to at most this many bytes; at most 64
+   * blocks.  0 = default (128 KiB); 1 = one status WRITE per block, the
+   * paper's two-WR chain. */
+  uint32_t status_batch_bytes;
   enum sbr_backpressure backpressure;
   int wait_timeout_ms; /* WAIT: give up after this, default 1000 */
   struct sbr_backoff_config backoff;
@@ -231,8 +237,10 @@ struct sbr_sender_stats {
   uint64_t no_free_waits; /* syncs that found no free block */
   uint64_t drops;         /* all devices */
   uint64_t reconnects;
-  uint64_t acks;      /* sliding-window: ACKs received */
-  uint64_t wr_posted; /* work requests posted */
+  uint64_t acks;          /* sliding-window: ACKs received */
+  uint64_t wr_posted;     /* work requests posted */
+  uint64_t status_writes; /* status-byte: status WRITEs (one per run of
+                             blocks posted together) */
 };
 
 int sbr_sender_get_stats(sbr_sender *s, struct sbr_sender_stats *out);

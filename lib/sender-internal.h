@@ -94,17 +94,30 @@ struct sbr_sender {
   struct sbr_device_stats dev_stats[SBR_MAX_DEVICES];
 };
 
-/* Engine helpers (sender.c). */
+/* Engine helpers (sender.c).  Each takes s->lock once for a whole batch:
+ * at small blocks the lock round trips cost more than the engine itself. */
 
-/* The oldest queued block, or NULL. Marks it POSTED and takes it off the
- * queue; the engine must post it or give it back with requeue_front. */
-struct sbr_send_block *sbr__sender_take_queued(struct sbr_sender *s);
-void sbr__sender_requeue_front(struct sbr_sender *s, struct sbr_send_block *b);
-/* Completion of the WR that carried block index: back on the free list. */
-void sbr__sender_block_done(struct sbr_sender *s, uint32_t index);
-/* Add to stats under the lock. */
-void sbr__sender_count_post(struct sbr_sender *s,
-                            const struct sbr_send_block *b, unsigned n_wr);
+/* Takes the oldest queued blocks, in order, into out: at most max_blocks,
+ * and after the first only while their wire bytes add up to max_bytes.
+ * Marks them POSTED; the engine must post them or give them back with
+ * requeue_front.  Returns how many it took (0 = queue empty). */
+uint32_t sbr__sender_take_queued(struct sbr_sender *s,
+                                 struct sbr_send_block **out,
+                                 uint32_t max_blocks, uint64_t max_bytes);
+/* Puts blocks taken with take_queued back at the front, order kept. */
+void sbr__sender_requeue_front(struct sbr_sender *s,
+                               struct sbr_send_block *const *blocks,
+                               uint32_t n);
+/* Is anything queued? */
+bool sbr__sender_has_queued(struct sbr_sender *s);
+/* Completions covered these blocks (by index): back on the free list. */
+void sbr__sender_blocks_done(struct sbr_sender *s, const uint32_t *index,
+                             uint32_t n);
+/* Counts posted blocks, the WRs that carried them and the status WRITEs
+ * among those in the stats. */
+void sbr__sender_count_posts(struct sbr_sender *s,
+                             struct sbr_send_block *const *blocks, uint32_t n,
+                             unsigned n_wr, unsigned n_status_writes);
 
 static inline uint64_t sbr__send_block_remote(const struct sbr_sender *s,
                                               uint32_t remote_index)

@@ -47,6 +47,8 @@ static void *ack_thread(void *arg)
   sbr__thread_precise_sleeps();
   while (!atomic_load(&st->stop) && !atomic_load(&st->failed)) {
     struct sbr__wc wc[POLL_BATCH];
+    uint32_t done[POLL_BATCH];
+    uint32_t n_done = 0;
     pthread_mutex_lock(&st->conn_lock);
     int n = s->ops->poll_cq(s->conn, wc, POLL_BATCH);
     pthread_mutex_unlock(&st->conn_lock);
@@ -63,7 +65,7 @@ static void *ack_thread(void *arg)
         break;
       }
       if (wc[k].opcode != SBR__OP_RECV) {
-        sbr__sender_block_done(s, (uint32_t)wc[k].wr_id);
+        done[n_done++] = (uint32_t)wc[k].wr_id;
         continue;
       }
       uint32_t buf = (uint32_t)wc[k].wr_id;
@@ -87,6 +89,7 @@ static void *ack_thread(void *arg)
       s->stats.acks++;
       pthread_mutex_unlock(&s->lock);
     }
+    sbr__sender_blocks_done(s, done, n_done);
     if (n > 0)
       sbr__backoff_reset(&backoff);
     else
@@ -156,8 +159,8 @@ static int sw_progress(struct sbr_sender *s)
     return failed;
   int progress = 0;
   while (st->posted - atomic_load(&st->acked) < st->slots) {
-    struct sbr_send_block *b = sbr__sender_take_queued(s);
-    if (!b)
+    struct sbr_send_block *b;
+    if (sbr__sender_take_queued(s, &b, 1, UINT64_MAX) == 0)
       break;
     uint32_t slot = (uint32_t)(st->posted % st->slots);
     struct sbr__wr wr = {
@@ -172,12 +175,12 @@ static int sw_progress(struct sbr_sender *s)
         .signaled = true,
     };
     /* Counted before posting: once posted, the ACK thread may recycle b. */
-    sbr__sender_count_post(s, b, 1);
+    sbr__sender_count_posts(s, &b, 1, 1, 0);
     pthread_mutex_lock(&st->conn_lock);
     int ret = s->ops->post_send(s->conn, &wr, 1);
     pthread_mutex_unlock(&st->conn_lock);
     if (ret < 0) {
-      sbr__sender_requeue_front(s, b);
+      sbr__sender_requeue_front(s, &b, 1);
       return ret; /* the connection fails; the stats don't matter now */
     }
     st->posted++;

@@ -14,6 +14,20 @@
  * signaled status WRITE's completion covers the data WRITE before it, so the
  * send block is reused only after it (rule 6).
  *
+ * Status runs: when several blocks are queued and the cache shows a run of
+ * consecutive free receive blocks, they go out as one chain
+ *
+ *     WRITE block a -> i, WRITE block b -> i+1, ... (unsignaled)
+ *     WRITE inline k bytes of 1 -> status_addr + i  (signaled)
+ *
+ * The rules hold as above (every status byte is written after its data, on
+ * the same QP); what changes is the cost: k+1 work requests and one
+ * completion for k blocks instead of 2k and k.  On Soft-RoCE every WR is a
+ * packet and an ACK through the kernel, so at 4 KiB this was the biggest
+ * single cost (docs/benchmarks.md).  A run takes only blocks already
+ * queued, never waits for more, and stops at status_batch_bytes of data so
+ * large blocks aren't delayed behind each other (1 = the paper's chain).
+ *
  * When the cache has no 0, one RDMA READ fetches the receiver's whole status
  * array (the paper's sync-when-empty).  With read_ahead = k > 0 the READ is
  * issued as soon as k or fewer cached blocks are free, and writes go on
@@ -35,21 +49,30 @@
 
 #define READ_WR_ID UINT64_MAX
 #define POLL_BATCH 32
+/* Blocks one status WRITE may cover: its bytes go inline, and the
+ * connection asks for 64 bytes of inline data. */
+#define MAX_RUN 64
+#define DEFAULT_STATUS_BATCH_BYTES (128u * 1024u)
 
 struct status_byte_state {
-  uint8_t *cache;           /* cached receiver status array */
-  uint32_t cache_free;      /* zeros in cache */
-  uint8_t *read_buf;        /* status READ target, block_count bytes */
-  struct sbr__mr *read_mr;  /* its registration */
-  bool *written_since_read; /* posted after the READ in flight was */
-  uint32_t cursor;          /* next receive block to try */
-  bool read_in_flight;      /* a status READ is posted */
-  uint64_t read_posted_ns;  /* for sync latency */
-  uint64_t next_read_ns;    /* earliest next READ after a fruitless one */
-  uint32_t retry_us;        /* current back-off between fruitless READs */
+  uint8_t *cache;              /* cached receiver status array */
+  uint32_t cache_free;         /* zeros in cache */
+  uint8_t *read_buf;           /* status READ target, block_count bytes */
+  struct sbr__mr *read_mr;     /* its registration */
+  bool *written_since_read;    /* posted after the READ in flight was */
+  uint32_t cursor;             /* next receive block to try */
+  bool read_in_flight;         /* a status READ is posted */
+  uint64_t read_posted_ns;     /* for sync latency */
+  uint64_t next_read_ns;       /* earliest next READ after a fruitless one */
+  uint32_t retry_us;           /* current back-off between fruitless READs */
+  uint64_t batch_bytes;        /* data bytes one status run may cover */
+  uint8_t run_status[MAX_RUN]; /* inline source: MAX_RUN status bytes 1 */
+  /* Send blocks in flight, in post order (a ring of n_blocks entries): a
+   * status WRITE's wr_id is the count pushed when it was posted, and its
+   * completion frees every entry before that count. */
+  uint32_t *in_flight;
+  uint64_t in_flight_head, in_flight_tail; /* freed / pushed */
 };
-
-static const uint8_t status_data = SBR__STATUS_DATA;
 
 static void free_state(struct sbr_sender *s, struct status_byte_state *st)
 {
@@ -57,6 +80,7 @@ static void free_state(struct sbr_sender *s, struct status_byte_state *st)
     s->ops->dereg_mr(st->read_mr);
   free(st->read_buf);
   free(st->written_since_read);
+  free(st->in_flight);
   free(st->cache);
   free(st);
 }
@@ -70,7 +94,9 @@ static int sb_start(struct sbr_sender *s)
   st->cache = malloc(n);
   st->read_buf = malloc(n);
   st->written_since_read = calloc(n, sizeof *st->written_since_read);
-  if (!st->cache || !st->read_buf || !st->written_since_read) {
+  st->in_flight = calloc(s->n_blocks, sizeof *st->in_flight);
+  if (!st->cache || !st->read_buf || !st->written_since_read ||
+      !st->in_flight) {
     free_state(s, st);
     return -ENOMEM;
   }
@@ -84,6 +110,9 @@ static int sb_start(struct sbr_sender *s)
     return ret;
   }
   st->retry_us = s->cfg.backoff.min_sleep_us;
+  st->batch_bytes = s->cfg.status_batch_bytes ? s->cfg.status_batch_bytes
+                                              : DEFAULT_STATUS_BATCH_BYTES;
+  memset(st->run_status, SBR__STATUS_DATA, sizeof st->run_status);
   s->engine_state = st;
   return 0;
 }
@@ -173,39 +202,76 @@ static void read_completed(struct sbr_sender *s, struct status_byte_state *st)
   pthread_mutex_unlock(&s->lock);
 }
 
-static int post_block(struct sbr_sender *s, struct status_byte_state *st,
-                      struct sbr_send_block *b, uint32_t i)
+/* How many receive blocks from i on are free in the cache, without
+ * wrapping (the status bytes of a run must be contiguous). */
+static uint32_t free_run(const struct sbr_sender *s,
+                         const struct status_byte_state *st, uint32_t i)
 {
-  struct sbr__wr chain[2] = {
-      {
-          .wr_id = b->index,
-          .opcode = SBR__OP_WRITE,
-          .local_addr = b->mem,
-          .length = b->wire_len,
-          .lkey = s->blocks_mr->lkey,
-          .remote_addr = sbr__send_block_remote(s, i),
-          .rkey = s->lane.blocks_rkey,
-      },
-      {
-          .wr_id = b->index,
-          .opcode = SBR__OP_WRITE,
-          .local_addr = (void *)&status_data,
-          .length = 1,
-          .remote_addr = s->lane.status_addr + i,
-          .rkey = s->lane.status_rkey,
-          .signaled = true,
-          .inline_data = true,
-      },
+  uint32_t k = 0;
+  while (k < MAX_RUN && i + k < s->lane.block_count &&
+         st->cache[i + k] == SBR__STATUS_EMPTY)
+    k++;
+  return k;
+}
+
+/* One chain: the data WRITEs of blocks[0..n) into receive blocks i..i+n-1,
+ * then one signaled inline WRITE of their n status bytes. */
+static int post_run(struct sbr_sender *s, struct status_byte_state *st,
+                    struct sbr_send_block *const *blocks, uint32_t n,
+                    uint32_t i)
+{
+  struct sbr__wr chain[MAX_RUN + 1];
+  uint64_t run_end = st->in_flight_tail + n;
+  for (uint32_t k = 0; k < n; k++)
+    chain[k] = (struct sbr__wr){
+        .wr_id = run_end,
+        .opcode = SBR__OP_WRITE,
+        .local_addr = blocks[k]->mem,
+        .length = blocks[k]->wire_len,
+        .lkey = s->blocks_mr->lkey,
+        .remote_addr = sbr__send_block_remote(s, i + k),
+        .rkey = s->lane.blocks_rkey,
+    };
+  chain[n] = (struct sbr__wr){
+      .wr_id = run_end,
+      .opcode = SBR__OP_WRITE,
+      .local_addr = st->run_status,
+      .length = n,
+      .remote_addr = s->lane.status_addr + i,
+      .rkey = s->lane.status_rkey,
+      .signaled = true,
+      .inline_data = true,
   };
-  int ret = s->ops->post_send(s->conn, chain, 2);
+  int ret = s->ops->post_send(s->conn, chain, (int)n + 1);
   if (ret < 0)
     return ret;
-  st->cache[i] = SBR__STATUS_DATA; /* at post time, as the design says */
-  st->cache_free--;
-  if (st->read_in_flight)
-    st->written_since_read[i] = true;
-  st->cursor = (i + 1) % s->lane.block_count;
+  for (uint32_t k = 0; k < n; k++) {
+    st->in_flight[st->in_flight_tail++ % s->n_blocks] = blocks[k]->index;
+    st->cache[i + k] = SBR__STATUS_DATA; /* at post time, as the design says */
+    if (st->read_in_flight)
+      st->written_since_read[i + k] = true;
+  }
+  st->cache_free -= n;
+  st->cursor = (i + n) % s->lane.block_count;
   return 0;
+}
+
+/* A status WRITE completed: its run and every run before it are done (an
+ * RC send queue completes in order). */
+static void runs_completed(struct sbr_sender *s, struct status_byte_state *st,
+                           uint64_t run_end)
+{
+  uint32_t done[MAX_RUN * 2];
+  uint32_t n = 0;
+  while (st->in_flight_head < run_end &&
+         st->in_flight_head < st->in_flight_tail) {
+    done[n++] = st->in_flight[st->in_flight_head++ % s->n_blocks];
+    if (n == sizeof done / sizeof done[0]) {
+      sbr__sender_blocks_done(s, done, n);
+      n = 0;
+    }
+  }
+  sbr__sender_blocks_done(s, done, n);
 }
 
 static int sb_progress(struct sbr_sender *s)
@@ -228,26 +294,31 @@ static int sb_progress(struct sbr_sender *s)
     if (wc[k].wr_id == READ_WR_ID)
       read_completed(s, st);
     else
-      sbr__sender_block_done(s, (uint32_t)wc[k].wr_id);
+      runs_completed(s, st, wc[k].wr_id);
     progress++;
   }
-  struct sbr_send_block *b;
   bool waiting = false; /* a block is queued and no free one is known */
   int posted = 0;
-  while ((b = sbr__sender_take_queued(s)) != NULL) {
+  for (;;) {
     int i = find_free(s, st);
     if (i < 0) {
-      sbr__sender_requeue_front(s, b);
-      waiting = true;
+      waiting = sbr__sender_has_queued(s);
       break;
     }
-    sbr__sender_count_post(s, b, 2);
-    int ret = post_block(s, st, b, (uint32_t)i);
+    struct sbr_send_block *run[MAX_RUN];
+    uint32_t got = sbr__sender_take_queued(s, run, free_run(s, st, (uint32_t)i),
+                                           st->batch_bytes);
+    if (got == 0)
+      break;
+    /* Counted before posting, like the sliding window (there the ACK
+     * thread may recycle a block as soon as it is posted). */
+    sbr__sender_count_posts(s, run, got, got + 1, 1);
+    int ret = post_run(s, st, run, got, (uint32_t)i);
     if (ret < 0) {
-      sbr__sender_requeue_front(s, b);
+      sbr__sender_requeue_front(s, run, got);
       return ret;
     }
-    posted++;
+    posted += (int)got;
   }
   progress += posted;
   /* Sync when a block waits for a free one, or early when read-ahead asks

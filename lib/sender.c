@@ -687,11 +687,18 @@ sbr_send_block *sbr_sender_block_from_payload(sbr_sender *s, void *ptr)
 
 /* ---------------------------------------------------- engine helpers */
 
-struct sbr_send_block *sbr__sender_take_queued(struct sbr_sender *s)
+uint32_t sbr__sender_take_queued(struct sbr_sender *s,
+                                 struct sbr_send_block **out,
+                                 uint32_t max_blocks, uint64_t max_bytes)
 {
+  uint32_t n = 0;
+  uint64_t bytes = 0;
   pthread_mutex_lock(&s->lock);
-  struct sbr_send_block *b = s->queue_head;
-  if (b) {
+  struct sbr_send_block *b;
+  while (n < max_blocks && (b = s->queue_head) != NULL) {
+    if (n > 0 && bytes + b->wire_len > max_bytes)
+      break;
+    bytes += b->wire_len;
     s->queue_head = b->next;
     if (!s->queue_head)
       s->queue_tail = NULL;
@@ -699,51 +706,72 @@ struct sbr_send_block *sbr__sender_take_queued(struct sbr_sender *s)
     s->n_posted++;
     b->next = NULL;
     b->state = SBR__SEND_POSTED;
+    out[n++] = b;
   }
   pthread_mutex_unlock(&s->lock);
-  return b;
+  return n;
 }
 
-void sbr__sender_requeue_front(struct sbr_sender *s, struct sbr_send_block *b)
+void sbr__sender_requeue_front(struct sbr_sender *s,
+                               struct sbr_send_block *const *blocks, uint32_t n)
 {
   pthread_mutex_lock(&s->lock);
-  b->state = SBR__SEND_QUEUED;
-  b->next = s->queue_head;
-  s->queue_head = b;
-  if (!s->queue_tail)
-    s->queue_tail = b;
-  s->n_queued++;
-  s->n_posted--;
-  pthread_mutex_unlock(&s->lock);
-}
-
-void sbr__sender_block_done(struct sbr_sender *s, uint32_t index)
-{
-  if (index >= s->n_blocks)
-    return;
-  pthread_mutex_lock(&s->lock);
-  struct sbr_send_block *b = &s->blocks[index];
-  if (b->state == SBR__SEND_POSTED) {
+  for (uint32_t k = n; k-- > 0;) {
+    struct sbr_send_block *b = blocks[k];
+    b->state = SBR__SEND_QUEUED;
+    b->next = s->queue_head;
+    s->queue_head = b;
+    if (!s->queue_tail)
+      s->queue_tail = b;
+    s->n_queued++;
     s->n_posted--;
-    push_free_locked(s, b);
-    if (s->n_posted == 0 && s->n_queued == 0)
-      pthread_cond_broadcast(&s->idle_cond);
   }
   pthread_mutex_unlock(&s->lock);
 }
 
-void sbr__sender_count_post(struct sbr_sender *s,
-                            const struct sbr_send_block *b, unsigned n_wr)
+bool sbr__sender_has_queued(struct sbr_sender *s)
 {
   pthread_mutex_lock(&s->lock);
-  struct sbr_device_stats *d = &s->dev_stats[b->header.device];
-  d->blocks++;
-  d->bytes += b->header.payload_len;
-  if (b->header.kind == SBR_KIND_DATA && (b->header.flags & SBR_FLAG_LAST))
-    d->frames++;
-  s->stats.blocks++;
-  s->stats.bytes += b->header.payload_len;
+  bool queued = s->n_queued > 0;
+  pthread_mutex_unlock(&s->lock);
+  return queued;
+}
+
+void sbr__sender_blocks_done(struct sbr_sender *s, const uint32_t *index,
+                             uint32_t n)
+{
+  pthread_mutex_lock(&s->lock);
+  for (uint32_t k = 0; k < n; k++) {
+    if (index[k] >= s->n_blocks)
+      continue;
+    struct sbr_send_block *b = &s->blocks[index[k]];
+    if (b->state == SBR__SEND_POSTED) {
+      s->n_posted--;
+      push_free_locked(s, b);
+    }
+  }
+  if (n > 0 && s->n_posted == 0 && s->n_queued == 0)
+    pthread_cond_broadcast(&s->idle_cond);
+  pthread_mutex_unlock(&s->lock);
+}
+
+void sbr__sender_count_posts(struct sbr_sender *s,
+                             struct sbr_send_block *const *blocks, uint32_t n,
+                             unsigned n_wr, unsigned n_status_writes)
+{
+  pthread_mutex_lock(&s->lock);
+  for (uint32_t k = 0; k < n; k++) {
+    const struct sbr__header *h = &blocks[k]->header;
+    struct sbr_device_stats *d = &s->dev_stats[h->device];
+    d->blocks++;
+    d->bytes += h->payload_len;
+    if (h->kind == SBR_KIND_DATA && (h->flags & SBR_FLAG_LAST))
+      d->frames++;
+    s->stats.blocks++;
+    s->stats.bytes += h->payload_len;
+  }
   s->stats.wr_posted += n_wr;
+  s->stats.status_writes += n_status_writes;
   pthread_mutex_unlock(&s->lock);
 }
 

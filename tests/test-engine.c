@@ -903,6 +903,85 @@ static void sliding_window_refuses_more_slots_than_it_can_ack(void)
   sbr_receiver_free(r);
 }
 
+/* Blocks queued together go to consecutive free receive blocks under one
+ * status WRITE; a run never wraps past the end of the status array. */
+static void queued_blocks_share_one_status_write_per_run(void)
+{
+  uint16_t port = fixture_port();
+  sbr_receiver *r = new_receiver(port, 8, 4 * KIB, SBR_MECH_STATUS_BYTE);
+  struct sbr_sender_config sc;
+  fixture_sender_config(&sc, port);
+  sbr_sender *s = fixture_sender(r, &sc);
+  size_t len = 5 * sbr_sender_block_payload_size(s) + 1; /* six fragments */
+
+  /* The first READ finds all 8 free: one run, blocks 0..5. */
+  ASSERT_OK(fixture_send(s, 0, 0, len));
+  struct sbr_frame f;
+  next_frame_ok(r, &f);
+  ASSERT_EQ(fixture_check_frame(&f), 0);
+  sbr_frame_release(&f);
+  ASSERT_OK(sbr_sender_flush(s, 2000));
+  struct sbr_sender_stats st;
+  sbr_sender_get_stats(s, &st);
+  ASSERT_EQ(st.blocks, 6);
+  ASSERT_EQ(st.status_writes, 1);
+  ASSERT_EQ(st.sync_reads, 1);
+  ASSERT_EQ(st.wr_posted, 6 + 1 + 1);
+
+  /* Six more: blocks 6..7 (the end of the array), then after a READ
+   * 0..3. */
+  ASSERT_OK(fixture_send(s, 0, 1, len));
+  next_frame_ok(r, &f);
+  ASSERT_EQ(fixture_check_frame(&f), 1);
+  sbr_frame_release(&f);
+  ASSERT_OK(sbr_sender_flush(s, 2000));
+  sbr_sender_get_stats(s, &st);
+  ASSERT_EQ(st.blocks, 12);
+  ASSERT_EQ(st.status_writes, 3);
+  ASSERT_EQ(st.sync_reads, 2);
+  ASSERT_EQ(st.wr_posted, 8 + (2 + 1) + (4 + 1) + 1);
+  sbr_sender_free(s);
+  sbr_receiver_free(r);
+}
+
+/* status_batch_bytes bounds a run by data bytes; 1 gives the paper's
+ * two-WR chain for every block. */
+static void status_batch_bytes_bounds_a_run(void)
+{
+  static const struct {
+    uint32_t batch_bytes;
+    uint64_t status_writes;
+  } cases[] = {
+      {1, 6},           /* one status WRITE per block */
+      {3 * 4 * KIB, 2}, /* three full blocks per run */
+      {0, 1},           /* default 128 KiB: all six */
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    uint16_t port = fixture_port();
+    sbr_receiver *r = new_receiver(port, 16, 4 * KIB, SBR_MECH_STATUS_BYTE);
+    struct sbr_sender_config sc;
+    fixture_sender_config(&sc, port);
+    sc.status_batch_bytes = cases[c].batch_bytes;
+    sbr_sender *s = fixture_sender(r, &sc);
+    size_t len = 6 * sbr_sender_block_payload_size(s); /* six full blocks */
+    ASSERT_OK(fixture_send(s, 3, 7, len));
+    struct sbr_frame f;
+    next_frame_ok(r, &f);
+    ASSERT_EQ(fixture_check_frame(&f), 7);
+    sbr_frame_release(&f);
+    ASSERT_OK(sbr_sender_flush(s, 2000));
+    struct sbr_sender_stats st;
+    sbr_sender_get_stats(s, &st);
+    ASSERT_MSG(st.status_writes == cases[c].status_writes,
+               "status_batch_bytes %u: %llu status WRITEs, expected %llu",
+               cases[c].batch_bytes, (unsigned long long)st.status_writes,
+               (unsigned long long)cases[c].status_writes);
+    ASSERT_EQ(st.wr_posted, 6 + cases[c].status_writes + st.sync_reads);
+    sbr_sender_free(s);
+    sbr_receiver_free(r);
+  }
+}
+
 int main(int argc, char **argv)
 {
   static const struct test_entry tests[] = {
@@ -945,6 +1024,9 @@ int main(int argc, char **argv)
        receiver_free_disconnects_while_blocks_are_held},
       {"sliding_window_refuses_more_slots_than_it_can_ack",
        sliding_window_refuses_more_slots_than_it_can_ack},
+      {"queued_blocks_share_one_status_write_per_run",
+       queued_blocks_share_one_status_write_per_run},
+      {"status_batch_bytes_bounds_a_run", status_batch_bytes_bounds_a_run},
       {NULL, NULL},
   };
   return test_main(tests, argc, argv);

@@ -117,6 +117,7 @@ struct options {
   uint32_t delay_us;
   uint32_t fail_after;
   uint32_t read_ahead;
+  uint32_t status_batch_bytes;
   bool json;
   int verbose;
 };
@@ -331,6 +332,7 @@ enum {
   OPT_DELAY_US,
   OPT_FAIL_AFTER,
   OPT_READ_AHEAD,
+  OPT_STATUS_BATCH,
   OPT_JSON,
   OPT_HELP,
   OPT_VERSION,
@@ -358,6 +360,7 @@ static const struct option long_options[] = {
     {"delay-us", required_argument, NULL, OPT_DELAY_US},
     {"fail-after", required_argument, NULL, OPT_FAIL_AFTER},
     {"read-ahead", required_argument, NULL, OPT_READ_AHEAD},
+    {"status-batch", required_argument, NULL, OPT_STATUS_BATCH},
     {"json", no_argument, NULL, OPT_JSON},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, OPT_HELP},
@@ -388,6 +391,7 @@ static const unsigned option_modes[OPT_END - OPT_BACKEND] = {
     [OPT_DELAY_US - OPT_BACKEND] = MODE_SEND,
     [OPT_FAIL_AFTER - OPT_BACKEND] = MODE_SEND,
     [OPT_READ_AHEAD - OPT_BACKEND] = MODE_SEND,
+    [OPT_STATUS_BATCH - OPT_BACKEND] = MODE_SEND,
     [OPT_JSON - OPT_BACKEND] = MODE_BOTH,
     [OPT_HELP - OPT_BACKEND] = MODE_BOTH,
     [OPT_VERSION - OPT_BACKEND] = MODE_BOTH,
@@ -449,6 +453,9 @@ static void usage(FILE *f)
           "  --delay-us N, --fail-after N shm fault injection\n"
           "  --read-ahead N               status READ when <= N blocks are\n"
           "                               known free (0: when none) [0]\n"
+          "  --status-batch BYTES         blocks posted together share one\n"
+          "                               status WRITE up to this much data\n"
+          "                               (1: one per block) [128k]\n"
           "\n"
           "BYTES take a k, M or G suffix (powers of 1024).  Exit status: 0 "
           "success,\n"
@@ -615,6 +622,10 @@ static void parse_option(struct options *o, int c, const char *arg)
   case OPT_READ_AHEAD:
     o->read_ahead =
         (uint32_t)parse_uint("--read-ahead", arg, 0, UINT32_MAX, false);
+    break;
+  case OPT_STATUS_BATCH:
+    o->status_batch_bytes =
+        (uint32_t)parse_uint("--status-batch", arg, 1, UINT32_MAX, true);
     break;
   case OPT_JSON:
     o->json = true;
@@ -807,6 +818,7 @@ static int connect_sender(const struct options *o, sbr_sender **out)
   cfg.faults.delay_us = o->delay_us;
   cfg.faults.fail_after_wrs = o->fail_after;
   cfg.read_ahead = o->read_ahead;
+  cfg.status_batch_bytes = o->status_batch_bytes;
 
   char errbuf[256];
   uint64_t give_up = mono_ns() + CONNECT_RETRY_MS * 1000000ull;
@@ -920,14 +932,15 @@ static void print_send_result(const struct options *o,
            "\"sync_read_max_us\":%.3f,\"held_skipped\":%" PRIu64 ","
            "\"busy_skipped\":%" PRIu64 ",\"no_free_waits\":%" PRIu64 ","
            "\"drops\":%" PRIu64 ",\"acks\":%" PRIu64 ","
-           "\"wr_posted\":%" PRIu64 ",\"cpu_s\":%.3f,\"cpu_percent\":%.1f,"
+           "\"wr_posted\":%" PRIu64 ",\"status_writes\":%" PRIu64 ","
+           "\"cpu_s\":%.3f,\"cpu_percent\":%.1f,"
            "\"ok\":%s",
            o->port, block_size, o->blocks, o->devices,
            o->zero_copy ? "true" : "false", o->drop ? "drop" : "wait",
            o->size_min, o->size_max, res->frames, res->bytes, res->elapsed_s,
            mbps, fps, res->zero_copy, st->sync_reads, sync_mean_us, sync_max_us,
            st->held_skipped, st->busy_skipped, st->no_free_waits, st->drops,
-           st->acks, st->wr_posted, res->cpu_s, cpu_pct,
+           st->acks, st->wr_posted, st->status_writes, res->cpu_s, cpu_pct,
            res->failure[0] ? "false" : "true");
     if (res->failure[0]) {
       printf(",\"error\":");
@@ -961,6 +974,8 @@ static void print_send_result(const struct options *o,
   if (o->mechanism == SBR_MECH_SLIDING_WINDOW)
     printf("acks:            %" PRIu64 "\n", st->acks);
   printf("work requests:   %" PRIu64 "\n", st->wr_posted);
+  if (o->mechanism == SBR_MECH_STATUS_BYTE)
+    printf("status writes:   %" PRIu64 "\n", st->status_writes);
   printf("cpu:             %.2f s (%.1f %%)\n", res->cpu_s, cpu_pct);
   printf("result:          %s\n", res->failure[0] ? "FAILED" : "ok");
 }

@@ -32,6 +32,7 @@
  *   --address A (verbs, default 127.0.0.1)  --port N
  *   --blocks N (receive lane; the sender gets max(N,16) send blocks)
  *   --size BYTES (payload per block)  --read-ahead N  --rate BLOCKS_PER_S
+ *   --status-batch BYTES (struct sbr_sender_config.status_batch_bytes)
  *   --spin-us/--min-sleep-us/--max-sleep-us N (struct sbr_backoff_config,
  *   both ends; default: the library's)  --timer-slack-ns N (prctl, all
  *   threads; default: the system's, 50 us on Linux)
@@ -73,6 +74,7 @@ struct opts {
   uint32_t blocks;
   uint32_t size;
   uint32_t read_ahead;
+  uint32_t status_batch_bytes;
   double rate; /* blocks/s, 0 = flat out */
   uint32_t duration_ms;
   uint32_t interval_ms;
@@ -345,6 +347,7 @@ static void *connect_main(void *arg)
   cfg.send_blocks = o->blocks > 16 ? o->blocks : 16;
   cfg.block_count_hint = o->blocks;
   cfg.read_ahead = o->read_ahead;
+  cfg.status_batch_bytes = o->status_batch_bytes;
   cfg.backpressure = SBR_BACKPRESSURE_WAIT;
   cfg.wait_timeout_ms = 20;
   cfg.backoff = o->backoff;
@@ -398,6 +401,8 @@ static void parse(int argc, char **argv, struct opts *o)
       o->size = (uint32_t)strtoul(v, NULL, 10);
     } else if (!strcmp(a, "--read-ahead")) {
       o->read_ahead = (uint32_t)atoi(v);
+    } else if (!strcmp(a, "--status-batch")) {
+      o->status_batch_bytes = (uint32_t)strtoul(v, NULL, 10);
     } else if (!strcmp(a, "--rate")) {
       o->rate = atof(v);
     } else if (!strcmp(a, "--duration-ms")) {
@@ -509,7 +514,8 @@ int main(int argc, char **argv)
          ",\"sync_reads\":%" PRIu64 ",\"sync_read_mean_us\":%.3f,"
          "\"sync_read_max_us\":%.3f,\"held_skipped\":%" PRIu64
          ",\"busy_skipped\":%" PRIu64 ",\"no_free_waits\":%" PRIu64
-         ",\"acks\":%" PRIu64 ",\"wr_posted\":%" PRIu64 "},"
+         ",\"acks\":%" PRIu64 ",\"wr_posted\":%" PRIu64
+         ",\"status_writes\":%" PRIu64 "},"
          "\"receiver\":{\"blocks\":%" PRIu64 ",\"rejected\":%" PRIu64
          ",\"acks_sent\":%" PRIu64 "}",
          o.mode, sbr_backend_name(o.backend), sbr_mechanism_name(o.mechanism),
@@ -521,8 +527,8 @@ int main(int argc, char **argv)
          st.sync_reads,
          st.sync_reads ? st.sync_read_ns_total / 1e3 / st.sync_reads : 0,
          st.sync_read_ns_max / 1e3, st.held_skipped, st.busy_skipped,
-         st.no_free_waits, st.acks, st.wr_posted, rst.blocks, rst.rejected,
-         rst.acks_sent);
+         st.no_free_waits, st.acks, st.wr_posted, st.status_writes, rst.blocks,
+         rst.rejected, rst.acks_sent);
   if (sync) {
     printf(",\"warmup_ms\":%u,", o.warmup_ms);
     hist_json("sync_read", &run.sync_hist);
