@@ -9,8 +9,10 @@ Transports (all on this host):
   rdma-sb / rdma-sw  rdmasink / rdmasrc transport=shm, status-byte or
                      sliding-window: N rdmasinks share one connection (one
                      lane), rdmasrc exposes src_<device-id>
-  shm                shmsink / shmsrc, one socket per stream
-                     (gst-plugins-bad)
+  shm                identity drop-allocation=true ! shmsink / shmsrc, one
+                     socket and a 24-frame area per stream (gst-plugins-bad);
+                     shmsink copies each frame into its area (see
+                     sender_desc for why not videotestsrc drawing into it)
   tcp                tcpclientsink -> tcpserversrc ! rawvideoparse, one TCP
                      connection per stream (the sender connects, so a slow
                      receiver blocks it: TCP's own backpressure; with
@@ -59,7 +61,19 @@ def sender_desc(a):
             sink = (f"rdmasink transport=shm mechanism={mech} port={a.port} device-id={i} "
                     f"send-blocks={a.send_blocks} sync={sync} stats-interval=0")
         elif a.transport == "shm":
-            sink = (f"shmsink socket-path=/tmp/sbr-bench-shm-{a.port}-{i} "
+            # Without drop-allocation, videotestsrc draws into shmsink's
+            # area through a buffer pool of its own with no maximum (shmsink
+            # offers only an allocator).  The pool keeps its buffers, and so
+            # their blocks of the area, after shmsrc releases them.  Once
+            # the reader lags by a whole area (23 frames fit in 24), the
+            # pool's next buffer comes from the heap, shmsink waits for a
+            # free block to copy it into, and none is ever freed: the stream
+            # stalls for good (in B6, after 56-250 of its 250 frames).  With
+            # the query dropped, the source draws into heap memory and
+            # shmsink copies each frame into a block that is freed when
+            # shmsrc releases it: shmsink's own backpressure, no stall.
+            sink = (f"identity drop-allocation=true "
+                    f"! shmsink socket-path=/tmp/sbr-bench-shm-{a.port}-{i} "
                     f"shm-size={24 * FRAME} wait-for-connection=true sync={sync}")
         elif a.transport == "tcp":
             sink = f"tcpclientsink host=127.0.0.1 port={a.port + i} sync={sync}"
