@@ -5,6 +5,7 @@
 #ifndef SBR_CLOCK_H
 #define SBR_CLOCK_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "sbr.h"
@@ -23,6 +24,8 @@ void sbr__thread_precise_sleeps(void);
 struct sbr__backoff {
   struct sbr_backoff_config cfg;
   uint64_t idle_since_ns; /* 0 = not idle: the next wait starts spinning */
+  uint32_t spins;         /* waits since the clock was last read */
+  bool spinning;          /* still within spin_us of idle_since_ns */
   uint32_t sleep_us;      /* next sleep length once spinning is over */
 };
 
