@@ -29,16 +29,25 @@
  * large blocks aren't delayed behind each other (1 = the paper's chain).
  *
  * When the cache has no 0, one RDMA READ fetches the receiver's whole status
- * array (the paper's sync-when-empty).  With read_ahead = k > 0 the READ is
- * issued as soon as k or fewer cached blocks are free, and writes go on
- * while it is in flight (the CoNEXT '24 observation: a READ round trip
- * hurts more than writes as RTT grows, so hide it).  The READ lands in its
- * own buffer; when it completes, the result replaces the cache except for
- * blocks written after the READ was posted: RC executes the READ after the
- * writes posted before it but says nothing of later ones, so those stay 1.
- * A READ that finds no free block is repeated only after a back-off, so a
- * stalled receiver isn't hammered.  After (re)connect the cache starts
- * all-busy, so the first post is preceded by a READ (rule 7).
+ * array (the paper's sync-when-empty).  With read_ahead = k > 0 a READ also
+ * goes out, between runs, whenever k or fewer cached blocks are free and a
+ * quarter of the lane was written since the last READ, up to MAX_READS in
+ * flight, and writes go on meanwhile (the CoNEXT '24 observation: a READ round
+ * trip hurts more than writes as RTT grows, so hide it).  Several READs matter
+ * when the window takes about a round trip to transmit: the NIC executes a
+ * READ only after the writes posted before it, so a single READ behind the
+ * whole window returns a round trip after the window drained; READs spaced
+ * through the window return while the rest of it is still going out.
+ *
+ * Each READ lands in its own buffer; READs complete in order.  When one
+ * completes, its result replaces the cache except for blocks written after
+ * it was posted: RC executes the READ after the writes posted before it but
+ * says nothing of later ones, so those stay 1 (last_write[] holds, per
+ * receive block, the write count when it was last written; each READ
+ * remembers the count when it was posted).  A READ that finds no free block
+ * is repeated only after a back-off, so a stalled receiver isn't hammered.
+ * After (re)connect the cache starts all-busy, so the first post is
+ * preceded by a READ (rule 7).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -53,19 +62,29 @@
  * connection asks for 64 bytes of inline data. */
 #define MAX_RUN 64
 #define DEFAULT_STATUS_BATCH_BYTES (128u * 1024u)
+/* Status READs in flight at most (read-ahead). */
+#define MAX_READS 4u
+
+struct status_read {
+  uint8_t *buf;          /* block_count bytes, inside read_bufs */
+  uint64_t after_writes; /* st->writes when it was posted */
+  uint64_t posted_ns;    /* for sync latency */
+};
 
 struct status_byte_state {
-  uint8_t *cache;              /* cached receiver status array */
-  uint32_t cache_free;         /* zeros in cache */
-  uint8_t *read_buf;           /* status READ target, block_count bytes */
-  struct sbr__mr *read_mr;     /* its registration */
-  bool *written_since_read;    /* posted after the READ in flight was */
-  uint32_t cursor;             /* next receive block to try */
-  bool read_in_flight;         /* a status READ is posted */
-  uint64_t read_posted_ns;     /* for sync latency */
-  uint64_t next_read_ns;       /* earliest next READ after a fruitless one */
-  uint32_t retry_us;           /* current back-off between fruitless READs */
-  uint64_t batch_bytes;        /* data bytes one status run may cover */
+  uint8_t *cache;          /* cached receiver status array */
+  uint32_t cache_free;     /* zeros in cache */
+  uint8_t *read_bufs;      /* MAX_READS READ targets of block_count bytes */
+  struct sbr__mr *read_mr; /* their registration */
+  struct status_read reads[MAX_READS]; /* ring, in post order */
+  uint32_t reads_done, reads_posted;   /* ring counters */
+  uint64_t writes;         /* blocks written (posted) on this connection */
+  uint64_t *last_write;    /* per receive block: writes after its last one */
+  uint64_t writes_at_read; /* writes when the newest READ was posted */
+  uint32_t cursor;         /* next receive block to try */
+  uint64_t next_read_ns;   /* earliest next READ after a fruitless one */
+  uint32_t retry_us;       /* current back-off between fruitless READs */
+  uint64_t batch_bytes;    /* data bytes one status run may cover */
   uint8_t run_status[MAX_RUN]; /* inline source: MAX_RUN status bytes 1 */
   /* Send blocks in flight, in post order (a ring of n_blocks entries): a
    * status WRITE's wr_id is the count pushed when it was posted, and its
@@ -78,8 +97,8 @@ static void free_state(struct sbr_sender *s, struct status_byte_state *st)
 {
   if (st->read_mr)
     s->ops->dereg_mr(st->read_mr);
-  free(st->read_buf);
-  free(st->written_since_read);
+  free(st->read_bufs);
+  free(st->last_write);
   free(st->in_flight);
   free(st->cache);
   free(st);
@@ -92,19 +111,18 @@ static int sb_start(struct sbr_sender *s)
   if (!st)
     return -ENOMEM;
   st->cache = malloc(n);
-  st->read_buf = malloc(n);
-  st->written_since_read = calloc(n, sizeof *st->written_since_read);
+  st->read_bufs = malloc((size_t)MAX_READS * n);
+  st->last_write = calloc(n, sizeof *st->last_write);
   st->in_flight = calloc(s->n_blocks, sizeof *st->in_flight);
-  if (!st->cache || !st->read_buf || !st->written_since_read ||
-      !st->in_flight) {
+  if (!st->cache || !st->read_bufs || !st->last_write || !st->in_flight) {
     free_state(s, st);
     return -ENOMEM;
   }
   /* Rule 7: nothing is known about the lane until a READ says so. */
   memset(st->cache, SBR__STATUS_DATA, n);
   st->cache_free = 0;
-  int ret = s->ops->reg_mr(s->conn, st->read_buf, n, SBR__ACCESS_LOCAL_WRITE,
-                           &st->read_mr);
+  int ret = s->ops->reg_mr(s->conn, st->read_bufs, (size_t)MAX_READS * n,
+                           SBR__ACCESS_LOCAL_WRITE, &st->read_mr);
   if (ret < 0) {
     free_state(s, st);
     return ret;
@@ -139,12 +157,20 @@ static int find_free(const struct sbr_sender *s,
   return -1;
 }
 
+static uint32_t reads_in_flight(const struct status_byte_state *st)
+{
+  return st->reads_posted - st->reads_done;
+}
+
 static int post_status_read(struct sbr_sender *s, struct status_byte_state *st)
 {
+  uint32_t slot = st->reads_posted % MAX_READS;
+  struct status_read *rd = &st->reads[slot];
+  rd->buf = st->read_bufs + (size_t)slot * s->lane.block_count;
   struct sbr__wr wr = {
       .wr_id = READ_WR_ID,
       .opcode = SBR__OP_READ,
-      .local_addr = st->read_buf,
+      .local_addr = rd->buf,
       .length = s->lane.block_count,
       .lkey = st->read_mr->lkey,
       .remote_addr = s->lane.status_addr,
@@ -154,28 +180,30 @@ static int post_status_read(struct sbr_sender *s, struct status_byte_state *st)
   int ret = s->ops->post_send(s->conn, &wr, 1);
   if (ret < 0)
     return ret;
-  st->read_in_flight = true;
-  st->read_posted_ns = sbr__now_ns();
-  memset(st->written_since_read, 0,
-         s->lane.block_count * sizeof *st->written_since_read);
+  rd->after_writes = st->writes;
+  rd->posted_ns = sbr__now_ns();
+  st->reads_posted++;
+  st->writes_at_read = st->writes;
   pthread_mutex_lock(&s->lock);
   s->stats.wr_posted++;
   pthread_mutex_unlock(&s->lock);
   return 0;
 }
 
+/* The oldest READ in flight completed (READs complete in order). */
 static void read_completed(struct sbr_sender *s, struct status_byte_state *st)
 {
+  const struct status_read *rd = &st->reads[st->reads_done % MAX_READS];
+  st->reads_done++;
   uint64_t now = sbr__now_ns();
-  uint64_t took = now - st->read_posted_ns;
-  st->read_in_flight = false;
+  uint64_t took = now - rd->posted_ns;
   /* What the sync found: held (2) and unconsumed (1) blocks are skipped
    * until the next one. */
   uint32_t held = 0, busy = 0;
   st->cache_free = 0;
   for (uint32_t i = 0; i < s->lane.block_count; i++) {
-    if (!st->written_since_read[i])
-      st->cache[i] = st->read_buf[i];
+    if (st->last_write[i] <= rd->after_writes)
+      st->cache[i] = rd->buf[i];
     held += st->cache[i] == SBR__STATUS_HELD;
     busy += st->cache[i] == SBR__STATUS_DATA;
     st->cache_free += st->cache[i] == SBR__STATUS_EMPTY;
@@ -248,8 +276,7 @@ static int post_run(struct sbr_sender *s, struct status_byte_state *st,
   for (uint32_t k = 0; k < n; k++) {
     st->in_flight[st->in_flight_tail++ % s->n_blocks] = blocks[k]->index;
     st->cache[i + k] = SBR__STATUS_DATA; /* at post time, as the design says */
-    if (st->read_in_flight)
-      st->written_since_read[i + k] = true;
+    st->last_write[i + k] = ++st->writes;
   }
   st->cache_free -= n;
   st->cursor = (i + n) % s->lane.block_count;
@@ -319,12 +346,25 @@ static int sb_progress(struct sbr_sender *s)
       return ret;
     }
     posted += (int)got;
+    /* Read-ahead: a READ between runs once k or fewer blocks are known
+     * free, spaced a quarter of the lane apart so that up to MAX_READS of
+     * them cover one window. */
+    uint32_t k = s->cfg.read_ahead;
+    uint32_t spacing = s->lane.block_count / MAX_READS;
+    if (k > 0 && st->cache_free <= k &&
+        st->writes - st->writes_at_read >= (spacing ? spacing : 1) &&
+        reads_in_flight(st) < MAX_READS) {
+      ret = post_status_read(s, st);
+      if (ret < 0)
+        return ret;
+      progress++;
+    }
   }
   progress += posted;
-  /* Sync when a block waits for a free one, or early when read-ahead asks
-   * for it while blocks are flowing. */
-  bool want = waiting || (posted > 0 && st->cache_free <= s->cfg.read_ahead);
-  if (want && !st->read_in_flight && sbr__now_ns() >= st->next_read_ns) {
+  /* Sync when a block waits for a free one and no READ that could free one
+   * is on its way (sync-when-empty). */
+  if (waiting && reads_in_flight(st) == 0 &&
+      sbr__now_ns() >= st->next_read_ns) {
     int ret = post_status_read(s, st);
     if (ret < 0)
       return ret;

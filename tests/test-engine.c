@@ -982,6 +982,37 @@ static void status_batch_bytes_bounds_a_run(void)
   }
 }
 
+/* With read_ahead, READs go out between runs, a quarter of the lane apart,
+ * several in flight: here after blocks 12 and 16 of a 16-block frame (one
+ * block per run), on top of the first sync. */
+static void read_ahead_keeps_several_reads_in_flight(void)
+{
+  uint16_t port = fixture_port();
+  sbr_receiver *r = new_receiver(port, 16, 4 * KIB, SBR_MECH_STATUS_BYTE);
+  struct sbr_sender_config sc;
+  fixture_sender_config(&sc, port);
+  sc.send_blocks = 16;
+  sc.read_ahead = 4;
+  sc.status_batch_bytes = 1;   /* one block per run */
+  sc.faults.delay_us = 200000; /* both READs are still in flight at post */
+  sbr_sender *s = fixture_sender(r, &sc);
+  size_t len = 16 * sbr_sender_block_payload_size(s);
+  ASSERT_OK(fixture_send(s, 1, 4, len));
+  struct sbr_frame f;
+  next_frame_ok(r, &f);
+  ASSERT_EQ(fixture_check_frame(&f), 4);
+  struct sbr_sender_stats st;
+  sbr_sender_get_stats(s, &st);
+  /* 16 data + 16 status WRITEs, the first READ and two read-ahead READs
+   * (counted at post), of which at most the first has completed. */
+  ASSERT_EQ(st.wr_posted, 16 + 16 + 3);
+  ASSERT(st.sync_reads <= 1);
+  sbr_frame_release(&f);
+  ASSERT_OK(sbr_sender_flush(s, 5000));
+  sbr_sender_free(s);
+  sbr_receiver_free(r);
+}
+
 int main(int argc, char **argv)
 {
   static const struct test_entry tests[] = {
@@ -1027,6 +1058,8 @@ int main(int argc, char **argv)
       {"queued_blocks_share_one_status_write_per_run",
        queued_blocks_share_one_status_write_per_run},
       {"status_batch_bytes_bounds_a_run", status_batch_bytes_bounds_a_run},
+      {"read_ahead_keeps_several_reads_in_flight",
+       read_ahead_keeps_several_reads_in_flight},
       {NULL, NULL},
   };
   return test_main(tests, argc, argv);
