@@ -720,7 +720,11 @@ def section_b56(res, out):
         "TCP runs as `tcpclientsink` -> `tcpserversrc ! rawvideoparse` (one "
         "connection per stream): the sender connects, so TCP's own backpressure throttles it "
         "(`tcpserversink` queues without bound when its client is slower). shm is "
-        "`shmsink`/`shmsrc` with a 24-frame area per stream (with 8 frames shmsink stalls after 7). Receiver CPU per GB counts from "
+        "`identity drop-allocation=true ! shmsink` / `shmsrc` with a 24-frame area per "
+        "stream: without drop-allocation, videotestsrc's buffer pool keeps the area's "
+        "blocks and shmsink deadlocks once the reader lags by a whole area (it \"lost\" "
+        "half the frames in earlier runs), so shmsink copies each frame into its area, as "
+        "our shm NIC thread does. Receiver CPU per GB counts from "
         "its first buffer; sender CPU per GB has the source-only run (the same pipelines "
         "into fakesink: "
         f"{fmt(base.get('cpu_s'), 2)} s) subtracted.\n")
