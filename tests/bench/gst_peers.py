@@ -110,11 +110,13 @@ class Receiver:
             for i in range(a.streams):
                 if a.transport == "shm":
                     desc = (f"shmsrc socket-path=/tmp/sbr-bench-shm-{a.port}-{i} is-live=true "
-                            f"! {CAPS} ! fakesink name=sink{i} sync=false async=false")
+                            f"! {CAPS} ! fakesink name=sink{i} sync=false async=false "
+                            f"enable-last-sample=false")
                 else:
                     desc = (f"tcpserversrc host=127.0.0.1 port={a.port + i} ! rawvideoparse "
                             f"width={W} height={H} format=rgb framerate=25/1 "
-                            f"! fakesink name=sink{i} sync=false async=false")
+                            f"! fakesink name=sink{i} sync=false async=false "
+                            f"enable-last-sample=false")
                 bin_ = Gst.parse_bin_from_description(desc, False)
                 self.pipeline.add(bin_)
                 sink = bin_.get_by_name(f"sink{i}")
@@ -131,6 +133,11 @@ class Receiver:
         sink = Gst.ElementFactory.make("fakesink")
         sink.set_property("sync", False)
         sink.set_property("async", False)
+        # A sink keeping its last sample holds one buffer per stream: with
+        # 12 streams that is more than rdmasrc's max-held (8), and it would
+        # copy frames it could hand out zero-copy.  No transport here needs
+        # the last sample; all receivers drop it alike.
+        sink.set_property("enable-last-sample", False)
         self.pipeline.add(sink)
         sink.sync_state_with_parent()
         pad.link(sink.get_static_pad("sink"))
