@@ -65,24 +65,36 @@ void sbr__backoff_reset(struct sbr__backoff *b)
  * frequent one (1.26 per block, strace). */
 #define SPINS_PER_CLOCK_READ 16u
 
-void sbr__backoff_wait(struct sbr__backoff *b)
+bool sbr__backoff_spin(struct sbr__backoff *b)
 {
   if (b->idle_since_ns == 0) {
     b->idle_since_ns = sbr__now_ns();
     b->spins = 0;
   }
-  if (b->spinning) {
-    if (++b->spins % SPINS_PER_CLOCK_READ != 0 ||
-        sbr__now_ns() - b->idle_since_ns < (uint64_t)b->cfg.spin_us * 1000u) {
-      sbr__cpu_relax();
-      return;
-    }
-    b->spinning = false;
+  if (!b->spinning)
+    return false;
+  if (++b->spins % SPINS_PER_CLOCK_READ != 0 ||
+      sbr__now_ns() - b->idle_since_ns < (uint64_t)b->cfg.spin_us * 1000u) {
+    sbr__cpu_relax();
+    return true;
   }
-  sbr__sleep_us(b->sleep_us);
+  b->spinning = false;
+  return false;
+}
+
+uint32_t sbr__backoff_next_sleep_us(struct sbr__backoff *b)
+{
+  uint32_t us = b->sleep_us;
   b->sleep_us *= 2;
   if (b->sleep_us > b->cfg.max_sleep_us)
     b->sleep_us = b->cfg.max_sleep_us;
+  return us;
+}
+
+void sbr__backoff_wait(struct sbr__backoff *b)
+{
+  if (!sbr__backoff_spin(b))
+    sbr__sleep_us(sbr__backoff_next_sleep_us(b));
 }
 
 void sbr__thread_precise_sleeps(void)

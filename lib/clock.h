@@ -35,6 +35,12 @@ void sbr__backoff_init(struct sbr__backoff *b,
 void sbr__backoff_reset(struct sbr__backoff *b);
 /* Nothing happened: spin (cpu relax) or sleep, per the schedule. */
 void sbr__backoff_wait(struct sbr__backoff *b);
+/* The same in two halves, for a waiter that sleeps on an event with the
+ * schedule's sleep as its timeout: spin returns true (after a cpu relax)
+ * while the spin phase lasts; next_sleep_us is the next sleep's length and
+ * moves the schedule on. */
+bool sbr__backoff_spin(struct sbr__backoff *b);
+uint32_t sbr__backoff_next_sleep_us(struct sbr__backoff *b);
 
 /* Tell the CPU we are spinning (pause on x86, yield on arm64). */
 static inline void sbr__cpu_relax(void)

@@ -45,6 +45,11 @@ struct sbr__sender_engine {
    * when it made progress, 0 when it had nothing to do, <0 when the
    * connection failed. */
   int (*progress)(struct sbr_sender *s);
+  /* On the sender thread, when progress found nothing to do while blocks
+   * are queued or in flight and the spin phase is over: sleep until what
+   * the engine waits for happens (a completion, a freed slot, a submit) or
+   * timeout_us passes; may return early.  Returns like progress. */
+  int (*sleep)(struct sbr_sender *s, uint32_t timeout_us);
   /* Before the connection closes: stop threads, free state. */
   void (*stop)(struct sbr_sender *s);
 };
@@ -83,7 +88,8 @@ struct sbr_sender {
   uint64_t next_seq;
   bool connected;
   bool stopping;
-  uint64_t wakeups; /* sbr_sender_wakeup calls */
+  uint64_t wakeups;  /* sbr_sender_wakeup calls */
+  bool thread_waits; /* the sender thread sleeps on work_cond (engine) */
 
   pthread_mutex_t engine_lock; /* held while the engine runs */
   pthread_t thread;

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "byteorder.h"
 #include "log.h"
@@ -27,6 +28,7 @@ struct sw_state {
   uint32_t slots;             /* N: the receiver's block count */
   uint64_t posted;            /* slots written (sender thread) */
   atomic_uint_fast64_t acked; /* slots acknowledged (ACK thread) */
+  uint64_t acked_seen;        /* acked when sw_progress last looked */
   uint8_t *ack_bufs;          /* N receive buffers of ACK_SIZE */
   struct sbr__mr *ack_mr;
 };
@@ -43,6 +45,7 @@ static void *ack_thread(void *arg)
   struct sw_state *st = s->engine_state;
   struct sbr__backoff backoff;
   sbr__backoff_init(&backoff, &s->cfg.backoff);
+  bool armed = false; /* the poll just made came after an arm_cq */
   pthread_setname_np(pthread_self(), "sbr-acks");
   sbr__thread_precise_sleeps();
   while (!atomic_load(&st->stop) && !atomic_load(&st->failed)) {
@@ -84,16 +87,29 @@ static void *ack_thread(void *arg)
         atomic_store(&st->failed, ret);
         break;
       }
-      atomic_fetch_add(&st->acked, 1); /* frees the oldest slot */
       pthread_mutex_lock(&s->lock);
+      atomic_fetch_add(&st->acked, 1); /* frees the oldest slot */
       s->stats.acks++;
+      if (s->thread_waits) /* in sw_sleep, for a slot */
+        pthread_cond_signal(&s->work_cond);
       pthread_mutex_unlock(&s->lock);
     }
     sbr__sender_blocks_done(s, done, n_done);
-    if (n > 0)
+    /* Past the spin phase, sleep until an ACK or a completion comes
+     * rather than for a fixed nap: arm, poll once more (the next turn),
+     * and only if that found nothing, wait. */
+    if (n > 0) {
       sbr__backoff_reset(&backoff);
-    else
-      sbr__backoff_wait(&backoff);
+      armed = false;
+    } else if (armed) {
+      s->ops->wait_cq(s->conn, sbr__backoff_next_sleep_us(&backoff));
+      armed = false;
+    } else if (!sbr__backoff_spin(&backoff)) {
+      pthread_mutex_lock(&st->conn_lock);
+      s->ops->arm_cq(s->conn);
+      pthread_mutex_unlock(&st->conn_lock);
+      armed = true;
+    }
   }
   return NULL;
 }
@@ -158,6 +174,7 @@ static int sw_progress(struct sbr_sender *s)
   if (failed)
     return failed;
   int progress = 0;
+  st->acked_seen = atomic_load(&st->acked);
   while (st->posted - atomic_load(&st->acked) < st->slots) {
     struct sbr_send_block *b;
     if (sbr__sender_take_queued(s, &b, 1, UINT64_MAX) == 0)
@@ -189,9 +206,34 @@ static int sw_progress(struct sbr_sender *s)
   return progress;
 }
 
+/* The sender thread waits for a free slot (the ACK thread signals
+ * work_cond when it frees one) or a submit (which signals it too). */
+static int sw_sleep(struct sbr_sender *s, uint32_t timeout_us)
+{
+  struct sw_state *st = s->engine_state;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)timeout_us * 1000u;
+  ts.tv_sec += (time_t)(ns / 1000000000u);
+  ts.tv_nsec = (long)(ns % 1000000000u);
+  pthread_mutex_lock(&s->lock);
+  uint64_t seq = s->next_seq;
+  if (atomic_load(&st->acked) == st->acked_seen && !atomic_load(&st->failed)) {
+    s->thread_waits = true;
+    while (atomic_load(&st->acked) == st->acked_seen && s->next_seq == seq &&
+           !s->stopping &&
+           pthread_cond_timedwait(&s->work_cond, &s->lock, &ts) == 0)
+      ;
+    s->thread_waits = false;
+  }
+  pthread_mutex_unlock(&s->lock);
+  return 0;
+}
+
 const struct sbr__sender_engine sbr__sender_sliding_window = {
     .name = "sliding-window",
     .start = sw_start,
     .stop = sw_stop,
     .progress = sw_progress,
+    .sleep = sw_sleep,
 };

@@ -373,9 +373,35 @@ static int sb_progress(struct sbr_sender *s)
   return progress;
 }
 
+/* Waits for a completion (a status READ, a run's status WRITE): the
+ * transport's completion channel wakes us when one comes.  A submit while
+ * asleep waits for that completion at most (one round trip), since a
+ * sender with nothing in flight sleeps on work_cond instead. */
+static int sb_sleep(struct sbr_sender *s, uint32_t timeout_us)
+{
+  struct status_byte_state *st = s->engine_state;
+  if (st->next_read_ns) {
+    /* A fruitless READ is to be repeated: don't oversleep its time. */
+    uint64_t now = sbr__now_ns();
+    uint64_t left_us =
+        st->next_read_ns > now ? (st->next_read_ns - now) / 1000u : 0;
+    if (left_us < timeout_us)
+      timeout_us = (uint32_t)left_us;
+  }
+  if (timeout_us == 0)
+    return 0;
+  s->ops->arm_cq(s->conn);
+  int r = sb_progress(s); /* what came before the arm */
+  if (r != 0)
+    return r;
+  s->ops->wait_cq(s->conn, timeout_us);
+  return 0;
+}
+
 const struct sbr__sender_engine sbr__sender_status_byte = {
     .name = "status-byte",
     .start = sb_start,
     .stop = sb_stop,
     .progress = sb_progress,
+    .sleep = sb_sleep,
 };

@@ -282,13 +282,16 @@ static void *sender_thread(void *arg)
 
     pthread_mutex_lock(&s->engine_lock);
     int r = s->conn ? s->engine->progress(s) : 0;
+    if (r == 0 && busy && s->conn && !sbr__backoff_spin(&s->backoff)) {
+      /* Sleep on what the engine waits for rather than a fixed nap: a
+       * completion is noticed when it comes, not after the nap. */
+      r = s->engine->sleep(s, sbr__backoff_next_sleep_us(&s->backoff));
+    }
     if (r < 0)
       fail_connection(s, r);
     pthread_mutex_unlock(&s->engine_lock);
     if (r > 0)
       sbr__backoff_reset(&s->backoff);
-    else if (r == 0 && busy)
-      sbr__backoff_wait(&s->backoff);
   }
   return NULL;
 }

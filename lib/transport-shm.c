@@ -76,7 +76,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <linux/futex.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -105,7 +107,7 @@ static_assert(SHM_MAX_PRIV >= SBR__ACCEPT_PRIV_SIZE, "setup buffers fit both");
 #define SHM_MAX_PENDING 16          /* sockets whose request hasn't come */
 #define SHM_PENDING_TIMEOUT_NS (5 * NS_PER_S)
 #define SHM_CTRL_MAGIC 0x4d485342u /* "SBHM" little-endian */
-#define SHM_CTRL_VERSION 1
+#define SHM_CTRL_VERSION 2         /* 2: ring doorbells */
 
 enum shm_setup_kind {
   SHM_SETUP_CONNECT = 'C',
@@ -143,13 +145,22 @@ static_assert(sizeof(struct shm_msg) == 80, "shm_msg is segment layout");
 
 /* One direction of two-sided traffic.  Counters run free as uint32 (lock
  * free on every target, which sharing across processes needs) and are
- * compared by difference.  Each sits on its own cache line. */
+ * compared by difference.  Each sits on its own cache line.
+ *
+ * bell is the consumer's doorbell, a futex word shared by both processes:
+ * whoever makes a completion pollable for the consumer (the producer of a
+ * message, and for the sender's own WRs its NIC thread) bumps it, and
+ * wakes it when bell_waiters says someone sleeps in wait_cq.  A waiter
+ * counts itself in, reads bell, checks for completions and sleeps only
+ * while bell is unchanged, so no wake-up is lost. */
 struct shm_ring {
   alignas(64) _Atomic uint32_t posted; /* receives the consumer posted */
   alignas(64) _Atomic uint32_t head;   /* messages the producer wrote */
   alignas(64) _Atomic uint32_t tail;   /* messages the consumer took */
   alignas(64) uint32_t slot_count;     /* power of two, set before sharing */
   uint32_t slot_offset;                /* segment offset of the slots */
+  _Atomic uint32_t bell;               /* bumped per pollable completion */
+  _Atomic uint32_t bell_waiters;       /* consumers asleep on bell */
 };
 static_assert(sizeof(struct shm_ring) == 256, "shm_ring is segment layout");
 static_assert(ATOMIC_INT_LOCK_FREE == 2, "ring counters must be lock-free");
@@ -701,6 +712,15 @@ static int shm_tx_reserve(struct sbr__conn *c, int timeout_ms)
   }
 }
 
+/* Rings r's doorbell: a completion became pollable for its consumer.  The
+ * futex is not process-private: the peer may be the one asleep. */
+static void shm_bell_ring(struct shm_ring *r)
+{
+  atomic_fetch_add(&r->bell, 1);
+  if (atomic_load(&r->bell_waiters) > 0)
+    syscall(SYS_futex, &r->bell, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+}
+
 /* Publishes one message; shm_tx_reserve said there is room and credit.
  * Everything written before (a WRITE_IMM's data) is visible to the
  * consumer once it sees the new head. */
@@ -716,6 +736,7 @@ static void shm_tx_push(struct sbr__conn *c, bool is_send, uint32_t imm,
     memcpy(m->data, data, len);
   c->tx_head++;
   atomic_store_explicit(&c->tx->head, c->tx_head, memory_order_release);
+  shm_bell_ring(c->tx);
 }
 
 /* Turns messages in the rx ring into RECV completions, matched in FIFO
@@ -913,6 +934,7 @@ static void *shm_nic_main(void *arg)
         SBR_WARN("%s: receiver hung up; flushing %" PRIu64 " WRs", c->peer,
                  c->sq_posted - c->sq_executed);
         shm_set_state(c, SHM_GONE);
+        shm_bell_ring(c->rx);
       }
       continue;
     }
@@ -928,6 +950,7 @@ static void *shm_nic_main(void *arg)
       s->vendor_err = 0;
       s->visible_ns = now;
       c->sq_executed++;
+      shm_bell_ring(c->rx);
       continue;
     }
     uint64_t due = s->post_ns + c->delay_ns / 2;
@@ -954,6 +977,8 @@ static void *shm_nic_main(void *arg)
                verr);
       shm_set_state(c, verr == SHM_VERR_PEER_GONE ? SHM_GONE : SHM_ERROR);
     }
+    if (s->wr.signaled || st != SBR__WC_SUCCESS)
+      shm_bell_ring(c->rx);
   }
   pthread_mutex_unlock(&c->lock);
   return NULL;
@@ -1165,6 +1190,56 @@ static int shm_poll_cq(struct sbr__conn *c, struct sbr__wc *wc, int max)
   int ret = n == 0 && c->state == SHM_GONE && drained ? -ENOTCONN : n;
   pthread_mutex_unlock(&c->lock);
   return ret;
+}
+
+/* Can poll_cq report something now?  Otherwise *next_ns is when the oldest
+ * executed WR's completion becomes visible (injected delay), or
+ * UINT64_MAX.  Called with c->lock held. */
+static bool shm_cq_ready_locked(struct sbr__conn *c, uint64_t now,
+                                uint64_t *next_ns)
+{
+  *next_ns = UINT64_MAX;
+  if (c->state != SHM_UP || c->lcq_tail != c->lcq_head ||
+      atomic_load_explicit(&c->rx->head, memory_order_acquire) != c->rx_tail)
+    return true;
+  if (c->role == SHM_SENDER && c->sq_scanned != c->sq_executed) {
+    uint64_t visible = c->sq[c->sq_scanned % c->sq_depth].visible_ns;
+    if (visible <= now)
+      return true;
+    *next_ns = visible;
+  }
+  return false;
+}
+
+static void shm_arm_cq(struct sbr__conn *c)
+{
+  (void)c; /* the doorbell protocol needs no arming */
+}
+
+static void shm_wait_cq(struct sbr__conn *c, uint32_t timeout_us)
+{
+  if (!c || !c->rx) {
+    sbr__sleep_us(timeout_us);
+    return;
+  }
+  struct shm_ring *r = c->rx;
+  atomic_fetch_add(&r->bell_waiters, 1);
+  uint32_t rung = atomic_load(&r->bell);
+  uint64_t now = shm_now_ns();
+  uint64_t next;
+  pthread_mutex_lock(&c->lock);
+  bool ready = shm_cq_ready_locked(c, now, &next);
+  pthread_mutex_unlock(&c->lock);
+  if (!ready) {
+    uint64_t wait_ns = (uint64_t)timeout_us * 1000u;
+    if (next != UINT64_MAX && next - now < wait_ns)
+      wait_ns = next - now;
+    struct timespec ts = {(time_t)(wait_ns / NS_PER_S),
+                          (long)(wait_ns % NS_PER_S)};
+    /* Returns at once when the bell rang since it was read. */
+    syscall(SYS_futex, &r->bell, FUTEX_WAIT, rung, &ts, NULL, 0);
+  }
+  atomic_fetch_sub(&r->bell_waiters, 1);
 }
 
 static uint64_t shm_posted_recv_count(struct sbr__conn *c)
@@ -1870,6 +1945,8 @@ const struct sbr__transport_ops sbr__transport_shm = {
     .post_send = shm_post_send,
     .post_recv = shm_post_recv,
     .poll_cq = shm_poll_cq,
+    .arm_cq = shm_arm_cq,
+    .wait_cq = shm_wait_cq,
     .disconnect = shm_disconnect,
     .close = shm_close,
     .posted_recv_count = shm_posted_recv_count,

@@ -108,6 +108,7 @@ struct sbr__conn {
   struct ibv_pd *pd;                  /* protection domain of QP and MRs */
   struct ibv_cq *send_cq;             /* send queue completions */
   struct ibv_cq *recv_cq;             /* receive queue completions */
+  struct ibv_comp_channel *comp;      /* sender: wakes wait_cq; else NULL */
   bool qp_created;                    /* rdma_create_qp done (QP is id->qp) */
   struct ibv_mr *blocks_mr;           /* receiver: blocks, REMOTE_WRITE only */
   struct ibv_mr *status_mr;           /* receiver: status, REMOTE_READ|WRITE */
@@ -270,14 +271,26 @@ static int conn_create_queues(struct sbr__conn *c,
    * (error and flush completions). */
   int send_cqe = (int)(send_wr + VERBS_CQ_SLACK);
   int recv_cqe = (int)(recv_wr + VERBS_CQ_SLACK);
-  c->send_cq = ibv_create_cq(c->id->verbs, send_cqe, NULL, NULL, 0);
+  /* The sender's threads sleep on a completion channel when they have
+   * nothing to do but wait for a completion (wait_cq); it is non-blocking
+   * so wait_cq can drain it after poll(). */
+  if (c->channel) {
+    c->comp = ibv_create_comp_channel(c->id->verbs);
+    if (!c->comp || set_nonblocking(c->comp->fd) < 0) {
+      ret = neg_errno(ENOMEM);
+      sbr__errf(errbuf, errlen, "verbs: ibv_create_comp_channel failed: %s",
+                strerror(-ret));
+      goto out_destroy_comp;
+    }
+  }
+  c->send_cq = ibv_create_cq(c->id->verbs, send_cqe, NULL, c->comp, 0);
   if (!c->send_cq) {
     ret = neg_errno(ENOMEM);
     sbr__errf(errbuf, errlen, "verbs: ibv_create_cq(%d) failed: %s", send_cqe,
               strerror(-ret));
-    goto out_dealloc_pd;
+    goto out_destroy_comp;
   }
-  c->recv_cq = ibv_create_cq(c->id->verbs, recv_cqe, NULL, NULL, 0);
+  c->recv_cq = ibv_create_cq(c->id->verbs, recv_cqe, NULL, c->comp, 0);
   if (!c->recv_cq) {
     ret = neg_errno(ENOMEM);
     sbr__errf(errbuf, errlen, "verbs: ibv_create_cq(%d) failed: %s", recv_cqe,
@@ -335,7 +348,10 @@ out_destroy_recv_cq:
 out_destroy_send_cq:
   ibv_destroy_cq(c->send_cq);
   c->send_cq = NULL;
-out_dealloc_pd:
+out_destroy_comp:
+  if (c->comp)
+    ibv_destroy_comp_channel(c->comp);
+  c->comp = NULL;
   ibv_dealloc_pd(c->pd);
   c->pd = NULL;
   return ret;
@@ -365,6 +381,9 @@ static void conn_free(struct sbr__conn *c)
     if (ret)
       SBR_WARN("verbs: %s: ibv_destroy_cq failed: %s", c->peer, strerror(ret));
   }
+  /* After its CQs; every event wait_cq took was acknowledged at once. */
+  if (c->comp)
+    ibv_destroy_comp_channel(c->comp);
   if (c->blocks_mr)
     ibv_dereg_mr(c->blocks_mr);
   if (c->status_mr)
@@ -1367,6 +1386,36 @@ static int verbs_poll_cq(struct sbr__conn *c, struct sbr__wc *out, int max)
   return 0;
 }
 
+static void verbs_arm_cq(struct sbr__conn *c)
+{
+  if (!c || !c->comp)
+    return;
+  /* Either CQ's next completion writes an event to the channel. */
+  ibv_req_notify_cq(c->send_cq, 0);
+  ibv_req_notify_cq(c->recv_cq, 0);
+}
+
+static void verbs_wait_cq(struct sbr__conn *c, uint32_t timeout_us)
+{
+  if (!c || !c->comp) {
+    struct timespec ts = {timeout_us / 1000000u,
+                          (long)(timeout_us % 1000000u) * 1000};
+    nanosleep(&ts, NULL);
+    return;
+  }
+  struct pollfd p = {.fd = c->comp->fd, .events = POLLIN};
+  struct timespec ts = {timeout_us / 1000000u,
+                        (long)(timeout_us % 1000000u) * 1000};
+  if (ppoll(&p, 1, &ts, NULL) <= 0)
+    return;
+  /* Drain and acknowledge (ibv_destroy_cq waits for every event taken to
+   * be acknowledged). */
+  struct ibv_cq *cq;
+  void *cq_context;
+  while (ibv_get_cq_event(c->comp, &cq, &cq_context) == 0)
+    ibv_ack_cq_events(cq, 1);
+}
+
 static void verbs_disconnect(struct sbr__conn *c)
 {
   if (!c)
@@ -1408,6 +1457,8 @@ const struct sbr__transport_ops sbr__transport_verbs = {
     .post_send = verbs_post_send,
     .post_recv = verbs_post_recv,
     .poll_cq = verbs_poll_cq,
+    .arm_cq = verbs_arm_cq,
+    .wait_cq = verbs_wait_cq,
     .disconnect = verbs_disconnect,
     .close = verbs_close,
     .posted_recv_count = verbs_posted_recv_count,

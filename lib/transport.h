@@ -243,6 +243,16 @@ struct sbr__transport_ops {
   /* Non-blocking: returns the number of completions (0..max) or negative
    * errno when the connection is gone. */
   int (*poll_cq)(struct sbr__conn *c, struct sbr__wc *wc, int max);
+  /* Sleeping instead of polling, for the sender's threads (they have
+   * completions to wait for; the status-byte receiver has none).  The
+   * pattern is verbs' own: arm_cq, then poll_cq once more (a completion
+   * that came before the arm may not wake anyone), and if it found nothing,
+   * wait_cq, which returns when a completion (or an error) may be polled,
+   * or after timeout_us, or earlier.  verbs: a completion channel with
+   * ibv_req_notify_cq; shm: a futex doorbell in the segment that the NIC
+   * thread and the peer's SENDs ring. */
+  void (*arm_cq)(struct sbr__conn *c);
+  void (*wait_cq)(struct sbr__conn *c, uint32_t timeout_us);
   /* Tells the peer this end is gone and stops its requests (the QP goes to
    * error), but keeps lane memory valid until close: a receiver closes a
    * lane at once even while the application still holds its blocks. */

@@ -1048,6 +1048,69 @@ static void test_send_queue_full_until_polled(void)
 
 /* --------------------------------------------------------------- main */
 
+/* 13. wait_cq sleeps (no completion due: it lasts about its timeout) and
+ * wakes for a completion: over shm with a 300 ms injected round trip, when
+ * the completion becomes pollable, not before and not at the timeout. */
+static void wait_cq_sleeps_until_a_completion_tx(const struct link *lk)
+{
+  struct sbr_fault_injection delay = {.delay_us = 300000};
+  struct tx_end tx;
+  step_wait(lk, 'L', "the receiver to listen");
+  tx_connect(&tx, lk, SBR_MECH_STATUS_BYTE, is_shm ? &delay : NULL);
+  step_wait(lk, 'S', "the receiver to accept");
+  struct sbr__wc wc;
+
+  uint64_t t0 = now_ns();
+  ops->arm_cq(tx.c);
+  ASSERT_EQ(ops->poll_cq(tx.c, &wc, 1), 0);
+  ops->wait_cq(tx.c, 200000);
+  double idle_ms = ms_since(t0);
+  ASSERT_MSG(idle_ms >= 100,
+             "wait_cq with nothing due returned after %.1f ms "
+             "of its 200",
+             idle_ms);
+
+  struct sbr__wr read = {
+      .wr_id = 9,
+      .opcode = SBR__OP_READ,
+      .local_addr = tx.buf,
+      .length = BLOCKS,
+      .lkey = tx.mr->lkey,
+      .remote_addr = tx.lane.status_addr,
+      .rkey = tx.lane.status_rkey,
+      .signaled = true,
+  };
+  t0 = now_ns();
+  ASSERT_OK(ops->post_send(tx.c, &read, 1));
+  int waits = 0;
+  for (;;) {
+    ops->arm_cq(tx.c);
+    int n = ops->poll_cq(tx.c, &wc, 1);
+    ASSERT_MSG(n >= 0, "poll_cq: %d", n);
+    if (n == 1)
+      break;
+    ASSERT_MSG(++waits <= 4, "still no completion after %d waits", waits - 1);
+    ops->wait_cq(tx.c, 10 * 1000 * 1000);
+  }
+  double took_ms = ms_since(t0);
+  ASSERT_EQ(wc.wr_id, 9);
+  ASSERT_EQ(wc.status, SBR__WC_SUCCESS);
+  ASSERT_MSG(took_ms < 5000, "the READ's completion woke nobody: %.0f ms",
+             took_ms);
+  if (is_shm)
+    ASSERT_MSG(took_ms >= 290,
+               "completion seen %.1f ms after post, before "
+               "the injected 300 ms round trip",
+               took_ms);
+  step_send(lk, 'D');
+  tx_close(&tx);
+}
+
+static void test_wait_cq_sleeps_until_a_completion(void)
+{
+  run_pair(idle_lane_rx, wait_cq_sleeps_until_a_completion_tx, false);
+}
+
 static const struct {
   struct test_entry t;
   bool shm_only; /* needs fault injection */
@@ -1064,6 +1127,9 @@ static const struct {
     {{"injected_delay", test_injected_delay}, true},
     {{"injected_error", test_injected_error}, true},
     {{"send_queue_full_until_polled", test_send_queue_full_until_polled}, true},
+    {{"wait_cq_sleeps_until_a_completion",
+      test_wait_cq_sleeps_until_a_completion},
+     false},
 };
 #define N_TESTS (sizeof all_tests / sizeof all_tests[0])
 
