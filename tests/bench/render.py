@@ -102,9 +102,10 @@ def b1_vm_rows(vm):
         sb, sbs = tput("sbr_perf", SB)
         sw, sws = tput("sbr_perf", SW)
         sb64, _ = tput("sbr_perf", SB, "N=64")
+        chain, _ = tput("sbr_perf", SB, "chain")
         ib16, _ = tput("ib_write_bw", None, "t16")
         rows.append({"size": s, "ib": ib, "sb": sb, "sw": sw, "sb64": sb64, "ib16": ib16,
-                     "ibs": ibs, "sbs": sbs, "sws": sws})
+                     "chain": chain, "ibs": ibs, "sbs": sbs, "sws": sws})
     return rows
 
 
@@ -169,12 +170,18 @@ def section_b1(res, vm, out, figdir):
                f"zero-copy fill (the producer doesn't touch the payload), 16 lane blocks of "
                f"payload + 72 bytes, sync-when-empty, {res['seconds']} s per run, "
                f"{res['reps']} run(s) per point alternating the mechanisms, median shown. "
-               "MB = 10^6 bytes of payload.\n")
-    out.append("| payload | status-byte MB/s | sliding-window MB/s | SB / SW |")
-    out.append("|---:|---:|---:|---:|")
+               "MB = 10^6 bytes of payload. *Paper chain* is status-byte with one status "
+               "WRITE per block (`--status-batch 1`: data WRITE + inline status WRITE, "
+               "signaled, for every block) where the default shares one status WRITE among "
+               "blocks posted together (docs/protocol.md).\n")
+    out.append("| payload | status-byte MB/s | sliding-window MB/s | SB / SW | "
+               "SB paper chain MB/s | SB / chain |")
+    out.append("|---:|---:|---:|---:|---:|---:|")
     for r in res["throughput"]:
+        chain = r.get("sb_chain")
         out.append(f"| {size_label(r['size'])} | {fmt(r['sb'])} | {fmt(r['sw'])} | "
-                   f"{fr(ratio(r['sb'], r['sw']))} |")
+                   f"{fr(ratio(r['sb'], r['sw']))} | {fmt(chain) if chain else '-'} | "
+                   f"{fr(ratio(r['sb'], chain)) if chain else '-'} |")
     out.append("")
     vrows = b1_vm_rows(vm)
     if vrows:
@@ -192,15 +199,18 @@ def section_b1(res, vm, out, figdir):
                        "back to back, the order reversed the second time); medians, with the "
                        "single runs in brackets.\n")
         out.append("| payload | ib_write_bw MB/s | status-byte MB/s | SB / ib | "
-                   "sliding-window MB/s | SW / ib | SB / SW | SB with 64 blocks MB/s | "
+                   "sliding-window MB/s | SW / ib | SB / SW | SB paper chain MB/s | "
+                   "chain / ib | SB with 64 blocks MB/s | "
                    "/ ib | ib_write_bw -t 16 MB/s | SB / ib -t 16 |")
-        out.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        out.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         runs = lambda xs: (" [" + ", ".join(fmt(x) for x in xs) + "]") if len(xs) > 1 else ""  # noqa
         for r in vrows:
             out.append(f"| {size_label(r['size'])} | {fmt(r['ib'])}{runs(r['ibs'])} | "
                        f"{fmt(r['sb'])}{runs(r['sbs'])} | {fr(ratio(r['sb'], r['ib']))} | "
                        f"{fmt(r['sw'])}{runs(r['sws'])} | {fr(ratio(r['sw'], r['ib']))} | "
                        f"{fr(ratio(r['sb'], r['sw']))} | "
+                       f"{fmt(r['chain']) if r['chain'] else '-'} | "
+                       f"{fr(ratio(r['chain'], r['ib'])) if r['chain'] else '-'} | "
                        f"{fmt(r['sb64']) if r['sb64'] else '-'} | "
                        f"{fr(ratio(r['sb64'], r['ib'])) if r['sb64'] else '-'} | "
                        f"{fmt(r['ib16']) if r['ib16'] else '-'} | "

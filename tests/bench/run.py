@@ -136,7 +136,7 @@ def build_bench(ctx):
 
 def perf_pair(ctx, mech, size, seconds=None, count=None, blocks=16, rate=0, read_ahead=0,
               delay_us=0, devices=1, zero_copy=True, tx_blocks=None, hold_ms=0,
-              wrap_tx=()):
+              wrap_tx=(), status_batch=0):
     """One sbr-perf receiver and sender over shm; returns (tx, rx) dicts or
     (None, None) with the error logged."""
     port = ctx.next_port()
@@ -158,6 +158,8 @@ def perf_pair(ctx, mech, size, seconds=None, count=None, blocks=16, rate=0, read
         tx_cmd += ["--rate", str(rate)]
     if read_ahead:
         tx_cmd += ["--read-ahead", str(read_ahead)]
+    if status_batch:
+        tx_cmd += ["--status-batch", str(status_batch)]
     if delay_us:
         tx_cmd += ["--delay-us", str(delay_us)]
     if zero_copy:
@@ -248,18 +250,24 @@ def b1_host(ctx):
     seconds = 1 if ctx.quick else 1.5
     rows = []
     for size in sizes:
-        row = {"size": size, "status-byte": [], "sliding-window": [], "sb_cpu": [], "sw_cpu": []}
+        row = {"size": size, "status-byte": [], "sliding-window": [], "sb_cpu": [], "sw_cpu": [],
+               "chain": []}
+        # Up to 64 KiB also status-byte with one status WRITE per block (the
+        # paper's two-WR chain, status_batch_bytes = 1): the same run's
+        # before/after of status runs.
+        kinds = ["status-byte", "sliding-window"] + (["chain"] if size <= 64 * KIB else [])
         for rep in range(reps):
-            order = ["status-byte", "sliding-window"] if rep % 2 == 0 else \
-                ["sliding-window", "status-byte"]
-            for mech in order:
-                tx, rx = perf_pair(ctx, mech, size, seconds=seconds)
-                row[mech].append(tx["throughput_mbps"] if tx and tx.get("ok") else None)
-                if tx and mech == "status-byte":
+            for kind in (kinds if rep % 2 == 0 else kinds[::-1]):
+                mech = "status-byte" if kind == "chain" else kind
+                tx, rx = perf_pair(ctx, mech, size, seconds=seconds,
+                                   status_batch=1 if kind == "chain" else 0)
+                row[kind].append(tx["throughput_mbps"] if tx and tx.get("ok") else None)
+                if tx and kind == "status-byte":
                     row.setdefault("sb_sync", []).append(
                         (tx["sync_reads"], tx["frames"], tx["sync_read_mean_us"]))
         row["sb"] = median(row["status-byte"])
         row["sw"] = median(row["sliding-window"])
+        row["sb_chain"] = median(row["chain"]) if row["chain"] else None
         ctx.log(f"B1 shm {size_label(size)}: status-byte {fmt(row['sb'])} MB/s, "
                 f"sliding-window {fmt(row['sw'])} MB/s")
         rows.append(row)
@@ -298,6 +306,11 @@ def vm_jobs(ctx):
                      "seconds": secs},
                     {"kind": "sbr_perf", "mechanism": "sliding-window", "size": size,
                      "seconds": secs}]
+            if size <= 64 * KIB:
+                # One status WRITE per block (the paper's two-WR chain): the
+                # same run's before/after of status runs.
+                trio.append({"kind": "sbr_perf", "mechanism": "status-byte", "size": size,
+                             "seconds": secs, "status_batch": 1, "variant": "chain"})
             if size in (4 * KIB, 64 * KIB):
                 # The window: the same with 64 lane blocks instead of 16.
                 trio.append({"kind": "sbr_perf", "mechanism": "status-byte", "size": size,

@@ -105,6 +105,8 @@ def job_sbr_perf(j, perf):
         tx_cmd += ["--rate", str(j["rate"])]
     if j.get("read_ahead"):
         tx_cmd += ["--read-ahead", str(j["read_ahead"])]
+    if j.get("status_batch"):
+        tx_cmd += ["--status-batch", str(j["status_batch"])]
     try:
         tx = run(tx_cmd, j["seconds"] + 90)
     finally:
