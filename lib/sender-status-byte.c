@@ -380,16 +380,13 @@ static int sb_progress(struct sbr_sender *s)
 static int sb_sleep(struct sbr_sender *s, uint32_t timeout_us)
 {
   struct status_byte_state *st = s->engine_state;
-  if (st->next_read_ns) {
-    /* A fruitless READ is to be repeated: don't oversleep its time. */
-    uint64_t now = sbr__now_ns();
-    uint64_t left_us =
-        st->next_read_ns > now ? (st->next_read_ns - now) / 1000u : 0;
+  uint64_t now = sbr__now_ns();
+  if (st->next_read_ns > now) {
+    /* A fruitless READ is to be repeated then: don't oversleep it. */
+    uint64_t left_us = (st->next_read_ns - now + 999u) / 1000u;
     if (left_us < timeout_us)
       timeout_us = (uint32_t)left_us;
   }
-  if (timeout_us == 0)
-    return 0;
   s->ops->arm_cq(s->conn);
   int r = sb_progress(s); /* what came before the arm */
   if (r != 0)

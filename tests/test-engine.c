@@ -11,6 +11,7 @@
 #include "byteorder.h"
 #include "engine-fixture.h"
 #include "receiver-internal.h"
+#include "sender-internal.h"
 #include "transport.h"
 
 #define KIB 1024u
@@ -1013,6 +1014,52 @@ static void read_ahead_keeps_several_reads_in_flight(void)
   sbr_receiver_free(r);
 }
 
+/* While a status READ is in flight after fruitless ones, the sender thread
+ * sleeps on the completion: with a 100 ms round trip per READ it must use a
+ * small part of a core, not spin until the READ returns. */
+static void sender_sleeps_while_a_read_is_in_flight(void)
+{
+  uint16_t port = fixture_port();
+  sbr_receiver *r = new_receiver(port, 2, 4 * KIB, SBR_MECH_STATUS_BYTE);
+  struct sbr_sender_config sc;
+  fixture_sender_config(&sc, port);
+  sc.faults.delay_us = 100000;
+  sbr_sender *s = fixture_sender(r, &sc);
+  struct sbr_frame held[2];
+  for (unsigned i = 0; i < 2; i++) {
+    ASSERT_OK(fixture_send(s, 0, i, 100));
+    next_frame_ok(r, &held[i]); /* kept: both receive blocks stay busy */
+  }
+  ASSERT_OK(fixture_send(s, 0, 2, 100)); /* waits, READ after READ */
+  usleep(150 * 1000);
+
+  clockid_t cpu_clock;
+  ASSERT(pthread_getcpuclockid(s->thread, &cpu_clock) == 0);
+  struct timespec a, b;
+  clock_gettime(cpu_clock, &a);
+  uint64_t t0 = now_ns();
+  usleep(500 * 1000);
+  clock_gettime(cpu_clock, &b);
+  double wall_ms = (double)(now_ns() - t0) / 1e6;
+  double cpu_ms = (double)(b.tv_sec - a.tv_sec) * 1e3 +
+                  (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+  ASSERT_MSG(cpu_ms < 0.3 * wall_ms,
+             "sender thread used %.0f ms of CPU in %.0f ms waiting for READs",
+             cpu_ms, wall_ms);
+  struct sbr_sender_stats st;
+  sbr_sender_get_stats(s, &st);
+  ASSERT(st.no_free_waits >= 1);
+
+  for (unsigned i = 0; i < 2; i++)
+    sbr_frame_release(&held[i]);
+  struct sbr_frame f;
+  next_frame_ok(r, &f);
+  ASSERT_EQ(fixture_check_frame(&f), 2);
+  sbr_frame_release(&f);
+  sbr_sender_free(s);
+  sbr_receiver_free(r);
+}
+
 int main(int argc, char **argv)
 {
   static const struct test_entry tests[] = {
@@ -1060,6 +1107,8 @@ int main(int argc, char **argv)
       {"status_batch_bytes_bounds_a_run", status_batch_bytes_bounds_a_run},
       {"read_ahead_keeps_several_reads_in_flight",
        read_ahead_keeps_several_reads_in_flight},
+      {"sender_sleeps_while_a_read_is_in_flight",
+       sender_sleeps_while_a_read_is_in_flight},
       {NULL, NULL},
   };
   return test_main(tests, argc, argv);
