@@ -107,7 +107,8 @@ static gboolean config_differs(const GstRdmaConnectionConfig *a,
   return a->send_blocks != b->send_blocks || a->block_size != b->block_size ||
          a->connect_timeout_ms != b->connect_timeout_ms ||
          a->backpressure != b->backpressure ||
-         a->wait_timeout_ms != b->wait_timeout_ms;
+         a->wait_timeout_ms != b->wait_timeout_ms ||
+         a->read_ahead != b->read_ahead;
 }
 
 /* Errors no retry can fix: a mechanism mismatch, bad arguments, a back end
@@ -298,6 +299,7 @@ static GstRdmaConnection *connection_new(const GstRdmaConnectionConfig *cfg,
   conn->sbr_cfg.connect_timeout_ms = cfg->connect_timeout_ms;
   conn->sbr_cfg.backpressure = gst_rdma_backpressure_to_sbr(cfg->backpressure);
   conn->sbr_cfg.wait_timeout_ms = cfg->wait_timeout_ms;
+  conn->sbr_cfg.read_ahead = cfg->read_ahead;
   return conn;
 }
 

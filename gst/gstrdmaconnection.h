@@ -51,6 +51,7 @@ typedef struct {
   gint connect_timeout_ms;
   GstRdmaBackpressure backpressure;
   gint wait_timeout_ms;
+  guint read_ahead;
 } GstRdmaConnectionConfig;
 
 typedef enum {

@@ -15,7 +15,8 @@
  * start opens the connection and its connection-wide settings
  * (#GstRdmaSink:send-blocks, #GstRdmaSink:block-size,
  * #GstRdmaSink:connect-timeout, #GstRdmaSink:backpressure,
- * #GstRdmaSink:wait-timeout) apply to all; the last to stop closes it.
+ * #GstRdmaSink:wait-timeout, #GstRdmaSink:read-ahead) apply to all; the last
+ * to stop closes it.
  *
  * Connecting happens in the background from start: an rdmasrc in the same
  * pipeline only accepts once it is PLAYING.  The sink waits for the outcome
@@ -86,6 +87,7 @@ enum {
   PROP_CONNECT_TIMEOUT,
   PROP_SEND_BLOCKS,
   PROP_BLOCK_SIZE,
+  PROP_READ_AHEAD,
   PROP_STATS,
   PROP_STATS_INTERVAL,
   N_PROPERTIES
@@ -126,6 +128,7 @@ struct _GstRdmaSink {
   gint connect_timeout;
   guint send_blocks;
   guint block_size;
+  guint read_ahead;
   guint stats_interval;
 
   /* From start to stop; conn and allocator set/cleared under the object
@@ -242,6 +245,15 @@ static void gst_rdma_sink_class_init(GstRdmaSinkClass *klass)
       "counts.  Connection-wide",
       0, 64 << 20, DEFAULT_BLOCK_SIZE,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_READ_AHEAD] = g_param_spec_uint(
+      "read-ahead", "Read ahead",
+      "Status-byte: once this many or fewer receive blocks are known free, "
+      "read the receiver's status array while still writing (up to four "
+      "READs in flight), which hides the READ's round trip on long links; "
+      "0 = read only when none is free (the paper's sync-when-empty).  "
+      "Connection-wide",
+      0, 4096, 0,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_STATS] = gst_rdma_param_spec_stats(
       "Statistics (\"rdmasink-stats\"): this device's frames, bytes, drops, "
       "zero-copy-buffers, copied-buffers, reconnect-drops; the shared "
@@ -337,6 +349,9 @@ static void gst_rdma_sink_set_property(GObject *object, guint prop_id,
   case PROP_WAIT_TIMEOUT:
     self->wait_timeout = g_value_get_int(value);
     break;
+  case PROP_READ_AHEAD:
+    self->read_ahead = g_value_get_uint(value);
+    break;
   case PROP_RECONNECT:
     self->reconnect = g_value_get_boolean(value);
     break;
@@ -391,6 +406,9 @@ static void gst_rdma_sink_get_property(GObject *object, guint prop_id,
     break;
   case PROP_WAIT_TIMEOUT:
     g_value_set_int(value, self->wait_timeout);
+    break;
+  case PROP_READ_AHEAD:
+    g_value_set_uint(value, self->read_ahead);
     break;
   case PROP_RECONNECT:
     g_value_set_boolean(value, self->reconnect);
@@ -505,6 +523,7 @@ static gboolean gst_rdma_sink_start(GstBaseSink *bsink)
   cfg.connect_timeout_ms = self->connect_timeout;
   cfg.backpressure = self->backpressure;
   cfg.wait_timeout_ms = self->wait_timeout;
+  cfg.read_ahead = self->read_ahead;
   self->device = (guint8)self->device_id;
   self->reconnect_enabled = self->reconnect;
   stats_interval = self->stats_interval;
@@ -537,8 +556,8 @@ static gboolean gst_rdma_sink_start(GstBaseSink *bsink)
         ("The connection to %s is shared with an rdmasink that started with "
          "other settings; its settings apply.",
          gst_rdma_connection_get_address(conn)),
-        ("send-blocks, block-size, connect-timeout, backpressure and "
-         "wait-timeout are connection-wide"));
+        ("send-blocks, block-size, connect-timeout, backpressure, "
+         "wait-timeout and read-ahead are connection-wide"));
   g_free(host);
 
   GST_OBJECT_LOCK(self);

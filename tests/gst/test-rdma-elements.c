@@ -955,6 +955,61 @@ GST_START_TEST(test_sliding_window_copies_so_streams_never_stall)
 }
 GST_END_TEST;
 
+/* Status READs the connection of sink "tx<device>" in bin has completed. */
+static guint64 sync_reads_of(GstElement *bin, guint device)
+{
+  GstStructure *st = stats_n(bin, "tx", device);
+  guint64 n = u64(st, "sync-reads");
+
+  gst_structure_free(st);
+  return n;
+}
+
+static gsize eight_blocks(guint device, guint frame)
+{
+  (void)device;
+  (void)frame;
+  return 7 * (4096 - 72) + 100; /* 8 fragments of a 4 KiB block */
+}
+
+/* read-ahead reaches the library: one frame of 8 blocks into a lane of 16
+ * needs only the first sync READ, unless read-ahead asks for READs while
+ * blocks are still free. */
+GST_START_TEST(test_read_ahead_reaches_the_connection)
+{
+  const guint devices[] = {0};
+
+  for (guint read_ahead = 0; read_ahead <= 16; read_ahead += 16) {
+    guint port = test_port();
+    gchar *props = g_strdup_printf("read-ahead=%u", read_ahead);
+    GstElement *rx, *tx;
+    Collector c;
+
+    collector_init(&c);
+    rx = receiver_new(port, devices, 1, "blocks=16 block-size=4096", &c);
+    set_state(rx, GST_STATE_PLAYING);
+    tx = sender_new(port, 0, props);
+    set_state(tx, GST_STATE_PLAYING);
+    push_frames(tx, 0, 0, 1, eight_blocks);
+    fail_unless(collector_wait_frames(&c, 0, 1, WAIT));
+    if (read_ahead == 0) {
+      g_usleep(200 * 1000); /* room for a READ that shouldn't happen */
+      fail_unless_equals_int(sync_reads_of(tx, 0), 1);
+    } else {
+      gint64 until = g_get_monotonic_time() + 5 * G_USEC_PER_SEC;
+      while (sync_reads_of(tx, 0) < 2 && g_get_monotonic_time() < until)
+        g_usleep(10 * 1000);
+      fail_unless(sync_reads_of(tx, 0) >= 2,
+                  "read-ahead=16: only the first sync READ was made");
+    }
+    stop(tx);
+    stop(rx);
+    collector_clear(&c);
+    g_free(props);
+  }
+}
+GST_END_TEST;
+
 GST_START_TEST(test_per_device_eos)
 {
   const guint devices[] = {0, 1};
@@ -1689,6 +1744,7 @@ static Suite *rdma_elements_suite(void)
   tcase_add_test(tc, test_no_receiver_at_start);
   tcase_add_test(tc, test_same_device_twice_is_busy);
   tcase_add_test(tc, test_stats_and_timeout_messages);
+  tcase_add_test(tc, test_read_ahead_reaches_the_connection);
   return s;
 }
 
