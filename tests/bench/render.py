@@ -642,8 +642,9 @@ def section_b7(res, out, figdir):
         "sbr-perf over shm with `--delay-us D`: every work request executes at post + D/2 and "
         "completes at post + D (pipelined). Status-byte, 16 lane blocks and 16 send blocks, "
         f"zero-copy fill, {res['seconds']} s per point; sync-when-empty (`--read-ahead 0`, the "
-        "paper's) vs read-ahead (`--read-ahead 8`: the READ goes out when 8 or fewer blocks are "
-        "known free and overlaps the writes). **Bound**: a receive block can be rewritten at "
+        "paper's) vs read-ahead (`--read-ahead 8`: once 8 or fewer blocks are known free, READs "
+        "go out between writes, a quarter of the lane apart, up to four in flight; before "
+        "git 51b59bf only one READ was in flight). **Bound**: a receive block can be rewritten at "
         "most once per round trip (the READ that finds it free executes after the block "
         "landed and completes a round trip after it was written) and a send block is reused "
         "after its completion, so throughput <= N x block / RTT, next to each figure.\n")
