@@ -81,6 +81,8 @@ struct sbr_sender {
   pthread_cond_t idle_cond; /* queue and in-flight drained */
   struct sbr_send_block *free_list;
   uint32_t n_free;
+  uint32_t free_waiters;       /* threads waiting on free_cond */
+  uint32_t free_waiters_multi; /* of which for more than one block */
   struct sbr_send_block *queue_head, *queue_tail;
   uint32_t n_queued;
   uint32_t n_posted; /* posted, completion pending */

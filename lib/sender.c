@@ -98,13 +98,31 @@ static int alloc_blocks(struct sbr_sender *s, uint32_t block_size)
   return 0;
 }
 
+/* Returns b to the free list; the caller then wakes waiters with
+ * wake_free_waiters_locked for everything it freed. */
 static void push_free_locked(struct sbr_sender *s, struct sbr_send_block *b)
 {
   b->state = SBR__SEND_FREE;
   b->next = s->free_list;
   s->free_list = b;
   s->n_free++;
-  pthread_cond_broadcast(&s->free_cond);
+}
+
+/* freed blocks came back.  Twelve camera pipelines wait for blocks at once:
+ * a broadcast per block woke all of them to let one through (perf: the
+ * sender's futex traffic in B6), so while every waiter wants one block,
+ * one signal per freed block wakes just enough of them.  A waiter wanting
+ * several (a fragmented frame) needs the broadcast. */
+static void wake_free_waiters_locked(struct sbr_sender *s, uint32_t freed)
+{
+  if (s->free_waiters == 0 || freed == 0)
+    return;
+  if (s->free_waiters_multi > 0 || freed >= s->free_waiters) {
+    pthread_cond_broadcast(&s->free_cond);
+    return;
+  }
+  for (uint32_t i = 0; i < freed; i++)
+    pthread_cond_signal(&s->free_cond);
 }
 
 static void count_drop_locked(struct sbr_sender *s,
@@ -444,21 +462,32 @@ static int wait_free_locked(struct sbr_sender *s, uint32_t n)
   struct timespec deadline;
   bool have_deadline = false;
   uint64_t wakeups = s->wakeups;
+  int ret = 0;
   while (s->connected && !s->stopping && s->n_free < n) {
     if (s->cfg.backpressure == SBR_BACKPRESSURE_DROP)
       return -EAGAIN;
     if (s->wakeups != wakeups)
       return -EINTR;
-    if (s->cfg.wait_timeout_ms < 0) {
-      pthread_cond_wait(&s->free_cond, &s->lock);
-      continue;
-    }
-    if (!have_deadline) {
+    if (s->cfg.wait_timeout_ms >= 0 && !have_deadline) {
       deadline_after_ms(&deadline, s->cfg.wait_timeout_ms);
       have_deadline = true;
     }
-    if (pthread_cond_timedwait(&s->free_cond, &s->lock, &deadline) == ETIMEDOUT)
-      return s->n_free >= n ? 0 : -EAGAIN;
+    s->free_waiters++;
+    s->free_waiters_multi += n > 1;
+    if (s->cfg.wait_timeout_ms < 0)
+      pthread_cond_wait(&s->free_cond, &s->lock);
+    else
+      ret = pthread_cond_timedwait(&s->free_cond, &s->lock, &deadline);
+    s->free_waiters--;
+    s->free_waiters_multi -= n > 1;
+    if (ret == ETIMEDOUT) {
+      if (s->n_free >= n)
+        break;
+      /* Timing out, we may have taken a signal meant for a free block:
+       * pass it on. */
+      wake_free_waiters_locked(s, s->n_free);
+      return -EAGAIN;
+    }
   }
   if (!s->connected || s->stopping)
     return -ENOTCONN;
@@ -557,6 +586,7 @@ int sbr_sender_submit(sbr_sender *s, sbr_send_block *b,
         &(struct sbr_send_block){
             .header = {.kind = m.kind, .device = m.device, .flags = m.flags}});
     push_free_locked(s, b);
+    wake_free_waiters_locked(s, 1);
     pthread_mutex_unlock(&s->lock);
     return -ENOTCONN;
   }
@@ -569,8 +599,10 @@ int sbr_sender_submit(sbr_sender *s, sbr_send_block *b,
 void sbr_sender_abandon(sbr_sender *s, sbr_send_block *b)
 {
   pthread_mutex_lock(&s->lock);
-  if (b->state == SBR__SEND_FILLING)
+  if (b->state == SBR__SEND_FILLING) {
     push_free_locked(s, b);
+    wake_free_waiters_locked(s, 1);
+  }
   pthread_mutex_unlock(&s->lock);
 }
 
@@ -618,6 +650,7 @@ int sbr_sender_send(sbr_sender *s, const struct sbr_block_meta *meta,
   if (!s->connected) {
     for (uint32_t i = 0; i < n; i++)
       push_free_locked(s, frag[i]);
+    wake_free_waiters_locked(s, n);
     count_backpressure_drop_locked(s, meta->device);
     pthread_mutex_unlock(&s->lock);
     ret = -ENOTCONN;
@@ -743,6 +776,7 @@ bool sbr__sender_has_queued(struct sbr_sender *s)
 void sbr__sender_blocks_done(struct sbr_sender *s, const uint32_t *index,
                              uint32_t n)
 {
+  uint32_t freed = 0;
   pthread_mutex_lock(&s->lock);
   for (uint32_t k = 0; k < n; k++) {
     if (index[k] >= s->n_blocks)
@@ -751,8 +785,10 @@ void sbr__sender_blocks_done(struct sbr_sender *s, const uint32_t *index,
     if (b->state == SBR__SEND_POSTED) {
       s->n_posted--;
       push_free_locked(s, b);
+      freed++;
     }
   }
+  wake_free_waiters_locked(s, freed);
   if (n > 0 && s->n_posted == 0 && s->n_queued == 0)
     pthread_cond_broadcast(&s->idle_cond);
   pthread_mutex_unlock(&s->lock);
