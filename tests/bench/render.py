@@ -103,9 +103,10 @@ def b1_vm_rows(vm):
         sw, sws = tput("sbr_perf", SW)
         sb64, _ = tput("sbr_perf", SB, "N=64")
         chain, _ = tput("sbr_perf", SB, "chain")
+        ra8, _ = tput("sbr_perf", SB, "ra8")
         ib16, _ = tput("ib_write_bw", None, "t16")
         rows.append({"size": s, "ib": ib, "sb": sb, "sw": sw, "sb64": sb64, "ib16": ib16,
-                     "chain": chain, "ibs": ibs, "sbs": sbs, "sws": sws})
+                     "chain": chain, "ra8": ra8, "ibs": ibs, "sbs": sbs, "sws": sws})
     return rows
 
 
@@ -201,8 +202,9 @@ def section_b1(res, vm, out, figdir):
         out.append("| payload | ib_write_bw MB/s | status-byte MB/s | SB / ib | "
                    "sliding-window MB/s | SW / ib | SB / SW | SB paper chain MB/s | "
                    "chain / ib | SB with 64 blocks MB/s | "
-                   "/ ib | ib_write_bw -t 16 MB/s | SB / ib -t 16 |")
-        out.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+                   "/ ib | SB read-ahead 8 MB/s | / ib | ib_write_bw -t 16 MB/s | "
+                   "SB / ib -t 16 |")
+        out.append("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         runs = lambda xs: (" [" + ", ".join(fmt(x) for x in xs) + "]") if len(xs) > 1 else ""  # noqa
         for r in vrows:
             out.append(f"| {size_label(r['size'])} | {fmt(r['ib'])}{runs(r['ibs'])} | "
@@ -213,6 +215,8 @@ def section_b1(res, vm, out, figdir):
                        f"{fr(ratio(r['chain'], r['ib'])) if r['chain'] else '-'} | "
                        f"{fmt(r['sb64']) if r['sb64'] else '-'} | "
                        f"{fr(ratio(r['sb64'], r['ib'])) if r['sb64'] else '-'} | "
+                       f"{fmt(r['ra8']) if r['ra8'] else '-'} | "
+                       f"{fr(ratio(r['ra8'], r['ib'])) if r['ra8'] else '-'} | "
                        f"{fmt(r['ib16']) if r['ib16'] else '-'} | "
                        f"{fr(ratio(r['sb'], r['ib16'])) if r['ib16'] else '-'} |")
         out.append("")
@@ -801,8 +805,18 @@ def targets(results):
                      "not measured", "n/a", "VM"))
     r4 = [r for r in vrows if r["size"] == 4 * KIB]
     x = ratio(r4[0]["sb"], r4[0]["ib"]) if r4 else None
-    rows.append(("status-byte / ib_write_bw at 4 KiB", ">= 0.8", fr(x),
-                 verdict(None if x is None else x >= 0.8), "VM (EMULATED)"))
+    txt, v = fr(x), verdict(None if x is None else x >= 0.8)
+    if r4:
+        alt = [(label, ratio(r4[0].get(k), r4[0]["ib"]))
+               for label, k in (("64 lane blocks", "sb64"), ("read-ahead 8", "ra8"))]
+        alt = [(label, y) for label, y in alt if y is not None]
+        if alt:
+            txt = f"16 lane blocks: {fr(x)}; " + ", ".join(f"{label}: {fr(y)}"
+                                                            for label, y in alt)
+            if x is not None and x < 0.8 and max(y for _, y in alt) >= 0.8:
+                v += " with 16 blocks, met with " + ", ".join(
+                    label for label, y in alt if y >= 0.8)
+    rows.append(("status-byte / ib_write_bw at 4 KiB", ">= 0.8", txt, v, "VM (EMULATED)"))
     b1 = results.get("B1") or {}
     host256 = [r for r in b1.get("throughput", []) if r["size"] == 256]
     h = ratio(host256[0]["sb"], host256[0]["sw"]) if host256 else None

@@ -312,9 +312,12 @@ def vm_jobs(ctx):
                 trio.append({"kind": "sbr_perf", "mechanism": "status-byte", "size": size,
                              "seconds": secs, "status_batch": 1, "variant": "chain"})
             if size in (4 * KIB, 64 * KIB):
-                # The window: the same with 64 lane blocks instead of 16.
+                # The window: the same with 64 lane blocks instead of 16; and
+                # 16 blocks with read-ahead (READs while writing).
                 trio.append({"kind": "sbr_perf", "mechanism": "status-byte", "size": size,
                              "seconds": secs, "blocks": 64, "variant": "N=64"})
+                trio.append({"kind": "sbr_perf", "mechanism": "status-byte", "size": size,
+                             "seconds": secs, "read_ahead": 8, "variant": "ra8"})
             if size >= 64 * KIB:
                 # perftest's default keeps 128 WRITEs in flight; rxe copes badly with
                 # 128 MiB outstanding: the same with 16 in flight, our window.
