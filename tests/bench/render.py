@@ -866,8 +866,11 @@ def targets(results):
         allr = [x for _, x in rs + vr]
         txt = ("shm " + ", ".join(f"N={n}: {x:.2f}" for n, x in rs) if rs else "") + \
               ("; VM " + ", ".join(f"N={n}: {x:.2f}" for n, x in vr) if vr else "")
+        v = verdict(max(allr) <= 0.1)
+        if rs and vr and max(x for _, x in vr) <= 0.1 < max(x for _, x in rs):
+            v += " over shm, met in the VM"
         rows.append(("sync latency: status READ / sliding-window ACK path (mean)", "<= 0.1",
-                     txt, verdict(max(allr) <= 0.1), "host shm + VM (EMULATED)"))
+                     txt, v, "host shm + VM (EMULATED)"))
     b4 = results.get("B4") or {}
     if b4.get("runs"):
         s = b4_summary(b4)
