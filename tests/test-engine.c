@@ -904,6 +904,23 @@ static void sliding_window_refuses_more_slots_than_it_can_ack(void)
   sbr_receiver_free(r);
 }
 
+/* Sends one frame, receives and checks it, waits until nothing is in
+ * flight and returns the sender's stats. */
+static struct sbr_sender_stats frame_round_trip(sbr_receiver *r, sbr_sender *s,
+                                                unsigned device, unsigned frame,
+                                                size_t len)
+{
+  ASSERT_OK(fixture_send(s, device, frame, len));
+  struct sbr_frame f;
+  next_frame_ok(r, &f);
+  ASSERT_EQ(fixture_check_frame(&f), frame);
+  sbr_frame_release(&f);
+  ASSERT_OK(sbr_sender_flush(s, 2000));
+  struct sbr_sender_stats st;
+  sbr_sender_get_stats(s, &st);
+  return st;
+}
+
 /* Blocks queued together go to consecutive free receive blocks under one
  * status WRITE; a run never wraps past the end of the status array. */
 static void queued_blocks_share_one_status_write_per_run(void)
@@ -916,14 +933,7 @@ static void queued_blocks_share_one_status_write_per_run(void)
   size_t len = 5 * sbr_sender_block_payload_size(s) + 1; /* six fragments */
 
   /* The first READ finds all 8 free: one run, blocks 0..5. */
-  ASSERT_OK(fixture_send(s, 0, 0, len));
-  struct sbr_frame f;
-  next_frame_ok(r, &f);
-  ASSERT_EQ(fixture_check_frame(&f), 0);
-  sbr_frame_release(&f);
-  ASSERT_OK(sbr_sender_flush(s, 2000));
-  struct sbr_sender_stats st;
-  sbr_sender_get_stats(s, &st);
+  struct sbr_sender_stats st = frame_round_trip(r, s, 0, 0, len);
   ASSERT_EQ(st.blocks, 6);
   ASSERT_EQ(st.status_writes, 1);
   ASSERT_EQ(st.sync_reads, 1);
@@ -931,12 +941,7 @@ static void queued_blocks_share_one_status_write_per_run(void)
 
   /* Six more: blocks 6..7 (the end of the array), then after a READ
    * 0..3. */
-  ASSERT_OK(fixture_send(s, 0, 1, len));
-  next_frame_ok(r, &f);
-  ASSERT_EQ(fixture_check_frame(&f), 1);
-  sbr_frame_release(&f);
-  ASSERT_OK(sbr_sender_flush(s, 2000));
-  sbr_sender_get_stats(s, &st);
+  st = frame_round_trip(r, s, 0, 1, len);
   ASSERT_EQ(st.blocks, 12);
   ASSERT_EQ(st.status_writes, 3);
   ASSERT_EQ(st.sync_reads, 2);
@@ -965,14 +970,7 @@ static void status_batch_bytes_bounds_a_run(void)
     sc.status_batch_bytes = cases[c].batch_bytes;
     sbr_sender *s = fixture_sender(r, &sc);
     size_t len = 6 * sbr_sender_block_payload_size(s); /* six full blocks */
-    ASSERT_OK(fixture_send(s, 3, 7, len));
-    struct sbr_frame f;
-    next_frame_ok(r, &f);
-    ASSERT_EQ(fixture_check_frame(&f), 7);
-    sbr_frame_release(&f);
-    ASSERT_OK(sbr_sender_flush(s, 2000));
-    struct sbr_sender_stats st;
-    sbr_sender_get_stats(s, &st);
+    struct sbr_sender_stats st = frame_round_trip(r, s, 3, 7, len);
     ASSERT_MSG(st.status_writes == cases[c].status_writes,
                "status_batch_bytes %u: %llu status WRITEs, expected %llu",
                cases[c].batch_bytes, (unsigned long long)st.status_writes,

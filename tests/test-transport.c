@@ -468,6 +468,22 @@ static void test_write_then_inline_status(void)
 }
 
 /* 2. A READ of the status array returns what the receiver stored. */
+/* A signaled READ of len status bytes from offset into tx->buf + at. */
+static struct sbr__wr status_read(const struct tx_end *tx, uint64_t wr_id,
+                                  uint32_t at, uint32_t offset, uint32_t len)
+{
+  return (struct sbr__wr){
+      .wr_id = wr_id,
+      .opcode = SBR__OP_READ,
+      .local_addr = tx->buf + at,
+      .length = len,
+      .lkey = tx->mr->lkey,
+      .remote_addr = tx->lane.status_addr + offset,
+      .rkey = tx->lane.status_rkey,
+      .signaled = true,
+  };
+}
+
 static void read_status_array_rx(const struct link *lk)
 {
   struct rx_end rx;
@@ -488,23 +504,8 @@ static void read_status_array_tx(const struct link *lk)
   step_wait(lk, 'S', "the receiver to set its status bytes");
   memset(tx.buf, 0xab, 128);
   struct sbr__wr chain[2] = {
-      {.wr_id = 1,
-       .opcode = SBR__OP_READ,
-       .local_addr = tx.buf,
-       .length = BLOCKS,
-       .lkey = tx.mr->lkey,
-       .remote_addr = tx.lane.status_addr,
-       .rkey = tx.lane.status_rkey,
-       .signaled = true},
-      /* A part of it, at an offset. */
-      {.wr_id = 2,
-       .opcode = SBR__OP_READ,
-       .local_addr = tx.buf + 64,
-       .length = 4,
-       .lkey = tx.mr->lkey,
-       .remote_addr = tx.lane.status_addr + 2,
-       .rkey = tx.lane.status_rkey,
-       .signaled = true},
+      status_read(&tx, 1, 0, 0, BLOCKS),
+      status_read(&tx, 2, 64, 2, 4), /* a part of it, at an offset */
   };
   ASSERT_OK(ops->post_send(tx.c, chain, 2));
   struct sbr__wc wc[2];
@@ -1070,16 +1071,7 @@ static void wait_cq_sleeps_until_a_completion_tx(const struct link *lk)
              "of its 200",
              idle_ms);
 
-  struct sbr__wr read = {
-      .wr_id = 9,
-      .opcode = SBR__OP_READ,
-      .local_addr = tx.buf,
-      .length = BLOCKS,
-      .lkey = tx.mr->lkey,
-      .remote_addr = tx.lane.status_addr,
-      .rkey = tx.lane.status_rkey,
-      .signaled = true,
-  };
+  struct sbr__wr read = status_read(&tx, 9, 0, 0, BLOCKS);
   t0 = now_ns();
   ASSERT_OK(ops->post_send(tx.c, &read, 1));
   int waits = 0;
