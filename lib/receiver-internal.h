@@ -81,6 +81,7 @@ struct sbr__lane {
   bool final_scan_done; /* after disconnect: what landed is taken in */
   uint64_t scan_gen;    /* completed scans */
   uint64_t next_seq;    /* next block sequence to deliver */
+  uint32_t next_index;  /* where it usually is: after the last delivered */
   bool seq_known;       /* next_seq is valid */
   uint32_t n_pending;
   atomic_uint n_out;    /* delivered, not yet released (any thread) */

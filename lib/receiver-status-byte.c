@@ -24,15 +24,17 @@ static int sb_scan(struct sbr__lane *lane)
 {
   volatile uint8_t *status = lane->mem.status;
   for (uint32_t i = 0; i < lane->desc.block_count; i++) {
-    /* State before status: release stores the status 0 before the state
-     * FREE, so a FREE seen here means the status we read next is that 0 or
-     * something the sender wrote after it, never the old block's 1. */
-    if (__atomic_load_n(&lane->blocks[i].state, __ATOMIC_ACQUIRE) !=
-        SBR__RECV_FREE)
-      continue;
-    /* Rule 2: acquire load of the byte, then a from-device barrier before
-     * the block is read. */
+    /* Most bytes are 0 (or 2): look at the contiguous status array first
+     * and at the block's state only for a 1.  Rule 2: acquire load of the
+     * byte, then a from-device barrier before the block is read. */
     if (__atomic_load_n(&status[i], __ATOMIC_ACQUIRE) != SBR__STATUS_DATA)
+      continue;
+    /* State, then status again: release stores the status 0 before the
+     * state FREE, so a 1 read after seeing FREE is the sender's new block,
+     * never the old block's 1 that a release in progress is clearing. */
+    if (__atomic_load_n(&lane->blocks[i].state, __ATOMIC_ACQUIRE) !=
+            SBR__RECV_FREE ||
+        __atomic_load_n(&status[i], __ATOMIC_ACQUIRE) != SBR__STATUS_DATA)
       continue;
     sbr__from_device_barrier();
     sbr__lane_arrived(lane, i);

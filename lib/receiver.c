@@ -377,11 +377,28 @@ void sbr__lane_arrived(struct sbr__lane *lane, uint32_t index)
   lane->n_pending++;
 }
 
+/* The lane's expected next block when it is pending where it usually is:
+ * the sender fills receive blocks round robin, so right after the last one
+ * delivered.  It is the lane's smallest pending seq (nothing older can
+ * still be pending) and may always go. */
+static struct sbr_block *lane_expected(struct sbr__lane *lane)
+{
+  if (lane->n_pending == 0 || !lane->seq_known)
+    return NULL;
+  struct sbr_block *b = &lane->blocks[lane->next_index];
+  if (block_state(b) == SBR__RECV_PENDING && b->info.seq == lane->next_seq)
+    return b;
+  return NULL;
+}
+
 /* The lane's next block in sequence order, if it may go now. */
 static struct sbr_block *lane_pick(struct sbr__lane *lane)
 {
   if (lane->n_pending == 0)
     return NULL;
+  struct sbr_block *expected = lane_expected(lane);
+  if (expected)
+    return expected;
   struct sbr_block *best = NULL;
   for (uint32_t i = 0; i < lane->desc.block_count; i++) {
     struct sbr_block *b = &lane->blocks[i];
@@ -411,6 +428,7 @@ static void deliver(struct sbr_receiver *r, struct sbr__lane *lane,
   t->seen = true;
   t->next_packet = (uint16_t)(in->packet + 1);
   lane->next_seq = in->seq + 1;
+  lane->next_index = (b->index + 1) % lane->desc.block_count;
   lane->seq_known = true;
   lane->n_pending--;
   set_block_state(b, SBR__RECV_DELIVERED);
@@ -470,6 +488,17 @@ int sbr_receiver_next(sbr_receiver *r, int timeout_ms, sbr_block **out)
     } else if (now - r->last_event_check_ns >= EVENT_CHECK_NS) {
       r->last_event_check_ns = now;
       handle_events(r, 0);
+    }
+    /* A scan finds every block that landed; until they are delivered, the
+     * next in sequence can go without scanning again. */
+    for (struct sbr__lane *l = r->lanes; l; l = l->next) {
+      struct sbr_block *b = l->disconnected ? NULL : lane_expected(l);
+      if (b) {
+        deliver(r, l, b);
+        lane_to_back(r, l);
+        *out = b;
+        return 0;
+      }
     }
     for (struct sbr__lane *l = r->lanes, *next; l; l = next) {
       next = l->next;

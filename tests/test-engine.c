@@ -1058,6 +1058,33 @@ static void sender_sleeps_while_a_read_is_in_flight(void)
   sbr_receiver_free(r);
 }
 
+/* One scan finds every block that landed; the blocks after it in sequence
+ * are delivered without scanning the status array again. */
+static void landed_blocks_go_out_without_a_scan_each(void)
+{
+  uint16_t port = fixture_port();
+  sbr_receiver *r = new_receiver(port, 16, 4 * KIB, SBR_MECH_STATUS_BYTE);
+  struct sbr_sender_config sc;
+  fixture_sender_config(&sc, port);
+  sbr_sender *s = fixture_sender(r, &sc);
+  ASSERT_OK(fixture_send(s, 0, 0, 7 * sbr_sender_block_payload_size(s)));
+  ASSERT_OK(sbr_sender_flush(s, 2000)); /* all 7 blocks have landed */
+  sbr_block *b[7];
+  ASSERT_OK(sbr_receiver_next(r, 5000, &b[0]));
+  uint64_t scans = r->lanes->scan_gen;
+  for (int i = 1; i < 7; i++) {
+    ASSERT_OK(sbr_receiver_next(r, 5000, &b[i]));
+    ASSERT_EQ(sbr_block_get_info(b[i])->seq, sbr_block_get_info(b[0])->seq + i);
+  }
+  ASSERT_MSG(r->lanes->scan_gen == scans,
+             "%llu scans for 6 blocks that had landed",
+             (unsigned long long)(r->lanes->scan_gen - scans));
+  for (int i = 0; i < 7; i++)
+    sbr_block_release(b[i]);
+  sbr_sender_free(s);
+  sbr_receiver_free(r);
+}
+
 int main(int argc, char **argv)
 {
   static const struct test_entry tests[] = {
@@ -1107,6 +1134,8 @@ int main(int argc, char **argv)
        read_ahead_keeps_several_reads_in_flight},
       {"sender_sleeps_while_a_read_is_in_flight",
        sender_sleeps_while_a_read_is_in_flight},
+      {"landed_blocks_go_out_without_a_scan_each",
+       landed_blocks_go_out_without_a_scan_each},
       {NULL, NULL},
   };
   return test_main(tests, argc, argv);
