@@ -199,7 +199,7 @@ def section_b1(res, vm, out, figdir):
         nrep = max(len(r["ibs"]) for r in vrows)
         if nrep > 1:
             out.append(f"Each point ran {nrep} times (ib_write_bw, status-byte, sliding-window "
-                       "back to back, the order reversed the second time); medians, with the "
+                       "back to back, the order reversed every other time); medians, with the "
                        "single runs in brackets.\n")
         out.append("| payload | ib_write_bw MB/s | status-byte MB/s | SB / ib | "
                    "sliding-window MB/s | SW / ib | SB / SW | SB paper chain MB/s | "
