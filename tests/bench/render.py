@@ -936,7 +936,7 @@ def header(results, out):
     out.append("# Benchmarks\n")
     out.append("One command measures everything and rewrites this file, its plots "
                "(`docs/bench/*.png`) and the raw data (`docs/bench/results.json`):\n")
-    out.append("    tests/bench/run.py            # full run, one VM boot (~13 min)")
+    out.append("    tests/bench/run.py            # full run, one VM boot (~17 min)")
     out.append("    tests/bench/run.py --quick    # fewer points, shorter runs (~5 min)")
     out.append("    tests/bench/run.py --no-vm    # host (shm) parts only")
     out.append("    tests/bench/run.py --only B4  # re-measure some parts, keep the rest")

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 """The benchmark suite: runs everything, regenerates docs/benchmarks.md.
 
-    tests/bench/run.py              # everything, ~13 min (one VM boot)
+    tests/bench/run.py              # everything, ~17 min (one VM boot)
     tests/bench/run.py --quick      # fewer points, shorter runs, ~5 min
     tests/bench/run.py --no-vm      # host (shm) parts only
     tests/bench/run.py --only B2,B4 # some parts (B1 B2 B2X B3 B4 B7 B56 VM);
@@ -293,7 +293,7 @@ VM_POLL_SLEEP_US = 50
 
 def vm_jobs(ctx):
     """Everything the VM runs, in one list (one boot).  Each B1 point runs
-    ib_write_bw and both mechanisms back to back (twice, in alternating
+    ib_write_bw and both mechanisms back to back (three times, in alternating
     order, in a full run): the VM's speed drifts with the host's load."""
     sizes = [256, 4 * KIB, 64 * KIB] if ctx.quick else [64, 256, 4 * KIB, 64 * KIB, 256 * KIB, MIB]
     secs = 2 if ctx.quick else 3
