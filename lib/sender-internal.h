@@ -76,12 +76,12 @@ struct sbr_sender {
   struct sbr_send_block *blocks;
 
   pthread_mutex_t lock;     /* fill side, see above */
-  pthread_cond_t free_cond; /* a block was freed */
   pthread_cond_t work_cond; /* something queued / state change */
   pthread_cond_t idle_cond; /* queue and in-flight drained */
   struct sbr_send_block *free_list;
   uint32_t n_free;
-  uint32_t free_waiters;       /* threads waiting on free_cond */
+  /* Producers waiting for free blocks, oldest first (sender.c). */
+  struct sbr__free_waiter *free_waiters_head, *free_waiters_tail;
   uint32_t free_waiters_multi; /* of which for more than one block */
   struct sbr_send_block *queue_head, *queue_tail;
   uint32_t n_queued;

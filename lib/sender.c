@@ -108,21 +108,47 @@ static void push_free_locked(struct sbr_sender *s, struct sbr_send_block *b)
   s->n_free++;
 }
 
+/* A producer waiting for free send blocks (wait_free_locked), on its own
+ * condition variable, in s->lock's FIFO list. */
+struct sbr__free_waiter {
+  pthread_cond_t cond;
+  uint32_t need; /* blocks it waits for */
+  bool woken;    /* a waker chose it */
+  struct sbr__free_waiter *prev, *next;
+};
+
+static void wake_waiter_locked(struct sbr__free_waiter *w)
+{
+  w->woken = true;
+  pthread_cond_signal(&w->cond); /* its only waiter */
+}
+
 /* freed blocks came back.  Twelve camera pipelines wait for blocks at once:
- * a broadcast per block woke all of them to let one through (perf: the
- * sender's futex traffic in B6), so while every waiter wants one block,
- * one signal per freed block wakes just enough of them.  A waiter wanting
- * several (a fragmented frame) needs the broadcast. */
+ * waking all of them to let one through (perf: the sender's futex traffic
+ * in B6) cost more than the send, so while every waiter wants one block,
+ * the oldest `freed` waiters are woken, each on its own condition variable
+ * (a pthread_cond_signal among several waiters of one variable can be lost
+ * in older glibc, sourceware #25847).  A waiter wanting several blocks (a
+ * fragmented frame) means everyone is woken to look. */
 static void wake_free_waiters_locked(struct sbr_sender *s, uint32_t freed)
 {
-  if (s->free_waiters == 0 || freed == 0)
+  if (freed == 0)
     return;
-  if (s->free_waiters_multi > 0 || freed >= s->free_waiters) {
-    pthread_cond_broadcast(&s->free_cond);
-    return;
+  bool all = s->free_waiters_multi > 0;
+  for (struct sbr__free_waiter *w = s->free_waiters_head; w; w = w->next) {
+    if (w->woken)
+      continue;
+    if (!all && freed-- == 0)
+      break;
+    wake_waiter_locked(w);
   }
-  for (uint32_t i = 0; i < freed; i++)
-    pthread_cond_signal(&s->free_cond);
+}
+
+/* Every waiter looks again (wakeup, disconnect, stop). */
+static void wake_all_free_waiters_locked(struct sbr_sender *s)
+{
+  for (struct sbr__free_waiter *w = s->free_waiters_head; w; w = w->next)
+    wake_waiter_locked(w);
 }
 
 static void count_drop_locked(struct sbr_sender *s,
@@ -269,7 +295,7 @@ static void fail_connection(struct sbr_sender *s, int err)
   s->n_queued = 0;
   s->n_posted = 0;
   pthread_cond_broadcast(&s->idle_cond);
-  pthread_cond_broadcast(&s->free_cond);
+  wake_all_free_waiters_locked(s);
   pthread_mutex_unlock(&s->lock);
 }
 
@@ -350,7 +376,6 @@ int sbr_sender_new(const struct sbr_sender_config *cfg, sbr_sender **out,
                   : &sbr__sender_sliding_window;
   pthread_mutex_init(&s->lock, NULL);
   pthread_mutex_init(&s->engine_lock, NULL);
-  init_cond(&s->free_cond);
   init_cond(&s->work_cond);
   init_cond(&s->idle_cond);
   sbr__backoff_init(&s->backoff, &s->cfg.backoff);
@@ -375,7 +400,6 @@ out_free:
   free(s->block_mem);
   pthread_cond_destroy(&s->idle_cond);
   pthread_cond_destroy(&s->work_cond);
-  pthread_cond_destroy(&s->free_cond);
   pthread_mutex_destroy(&s->engine_lock);
   pthread_mutex_destroy(&s->lock);
   free(s);
@@ -390,7 +414,7 @@ void sbr_sender_free(sbr_sender *s)
   pthread_mutex_lock(&s->lock);
   s->stopping = true;
   pthread_cond_broadcast(&s->work_cond);
-  pthread_cond_broadcast(&s->free_cond);
+  wake_all_free_waiters_locked(s);
   pthread_mutex_unlock(&s->lock);
   if (s->thread_started)
     pthread_join(s->thread, NULL);
@@ -401,7 +425,6 @@ void sbr_sender_free(sbr_sender *s)
   free(s->block_mem);
   pthread_cond_destroy(&s->idle_cond);
   pthread_cond_destroy(&s->work_cond);
-  pthread_cond_destroy(&s->free_cond);
   pthread_mutex_destroy(&s->engine_lock);
   pthread_mutex_destroy(&s->lock);
   free(s);
@@ -442,7 +465,7 @@ void sbr_sender_wakeup(sbr_sender *s)
 {
   pthread_mutex_lock(&s->lock);
   s->wakeups++;
-  pthread_cond_broadcast(&s->free_cond);
+  wake_all_free_waiters_locked(s);
   pthread_mutex_unlock(&s->lock);
 }
 
@@ -455,43 +478,74 @@ size_t sbr_sender_block_payload_size(const sbr_sender *s)
 
 /* Waits for n free blocks per the backpressure policy.  0, -EAGAIN (none in
  * time: the caller counts a drop) or -ENOTCONN. */
+/* Queues w at the tail of the waiters and sleeps until a waker picks it,
+ * or until deadline (NULL: none).  Returns 0 or ETIMEDOUT; w is off the
+ * list again either way. */
+static int sleep_free_waiter_locked(struct sbr_sender *s,
+                                    struct sbr__free_waiter *w,
+                                    const struct timespec *deadline)
+{
+  w->woken = false;
+  w->next = NULL;
+  w->prev = s->free_waiters_tail;
+  if (w->prev)
+    w->prev->next = w;
+  else
+    s->free_waiters_head = w;
+  s->free_waiters_tail = w;
+  s->free_waiters_multi += w->need > 1;
+  int ret = 0;
+  while (!w->woken && ret != ETIMEDOUT)
+    ret = deadline ? pthread_cond_timedwait(&w->cond, &s->lock, deadline)
+                   : pthread_cond_wait(&w->cond, &s->lock);
+  if (w->woken)
+    ret = 0;
+  s->free_waiters_multi -= w->need > 1;
+  if (w->prev)
+    w->prev->next = w->next;
+  else
+    s->free_waiters_head = w->next;
+  if (w->next)
+    w->next->prev = w->prev;
+  else
+    s->free_waiters_tail = w->prev;
+  return ret;
+}
+
 static int wait_free_locked(struct sbr_sender *s, uint32_t n)
 {
   if (n > s->n_blocks)
     return -EMSGSIZE;
+  if (s->connected && !s->stopping && s->n_free < n &&
+      s->cfg.backpressure == SBR_BACKPRESSURE_DROP)
+    return -EAGAIN;
   struct timespec deadline;
-  bool have_deadline = false;
+  if (s->cfg.wait_timeout_ms >= 0)
+    deadline_after_ms(&deadline, s->cfg.wait_timeout_ms);
   uint64_t wakeups = s->wakeups;
+  struct sbr__free_waiter w = {.need = n};
+  init_cond(&w.cond);
   int ret = 0;
   while (s->connected && !s->stopping && s->n_free < n) {
-    if (s->cfg.backpressure == SBR_BACKPRESSURE_DROP)
-      return -EAGAIN;
-    if (s->wakeups != wakeups)
-      return -EINTR;
-    if (s->cfg.wait_timeout_ms >= 0 && !have_deadline) {
-      deadline_after_ms(&deadline, s->cfg.wait_timeout_ms);
-      have_deadline = true;
+    if (s->wakeups != wakeups) {
+      ret = -EINTR;
+      break;
     }
-    s->free_waiters++;
-    s->free_waiters_multi += n > 1;
-    if (s->cfg.wait_timeout_ms < 0)
-      pthread_cond_wait(&s->free_cond, &s->lock);
-    else
-      ret = pthread_cond_timedwait(&s->free_cond, &s->lock, &deadline);
-    s->free_waiters--;
-    s->free_waiters_multi -= n > 1;
-    if (ret == ETIMEDOUT) {
-      if (s->n_free >= n)
-        break;
-      /* Timing out, we may have taken a signal meant for a free block:
-       * pass it on. */
-      wake_free_waiters_locked(s, s->n_free);
-      return -EAGAIN;
+    if (sleep_free_waiter_locked(
+            s, &w, s->cfg.wait_timeout_ms >= 0 ? &deadline : NULL) ==
+        ETIMEDOUT) {
+      if (s->n_free < n)
+        ret = -EAGAIN;
+      break;
     }
   }
-  if (!s->connected || s->stopping)
-    return -ENOTCONN;
-  return 0;
+  if (ret == 0 && (!s->connected || s->stopping))
+    ret = -ENOTCONN;
+  /* A waker may have picked us for blocks we don't take: pass them on. */
+  if (ret != 0 && w.woken)
+    wake_free_waiters_locked(s, s->n_free);
+  pthread_cond_destroy(&w.cond);
+  return ret;
 }
 
 static struct sbr_send_block *pop_free_locked(struct sbr_sender *s)

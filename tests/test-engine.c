@@ -1085,6 +1085,49 @@ static void landed_blocks_go_out_without_a_scan_each(void)
   sbr_receiver_free(r);
 }
 
+/* Producers outnumber send blocks and wait without a timeout: each freed
+ * block must reach a waiter (one woken per block, or all when one waits for
+ * a two-block frame), or a producer would sleep forever next to it. */
+static void waiting_producers_all_get_freed_blocks(void)
+{
+  /* Round 0: every producer wants one block (one woken per freed block);
+   * round 1: device 7 sends two-block frames (everyone is woken). */
+  for (unsigned round = 0; round < 2; round++) {
+    uint16_t port = fixture_port();
+    sbr_receiver *r = new_receiver(port, 4, 4 * KIB, SBR_MECH_STATUS_BYTE);
+    struct sbr_sender_config sc;
+    fixture_sender_config(&sc, port);
+    sc.send_blocks = 3;
+    sc.wait_timeout_ms = -1;
+    sbr_sender *s = fixture_sender(r, &sc);
+    size_t one = sbr_sender_block_payload_size(s);
+    enum { N = 8, FRAMES = 60 };
+    pthread_t t[N];
+    struct producer p[N];
+    for (unsigned d = 0; d < N; d++) {
+      p[d] = (struct producer){s, d, FRAMES, round && d == 7 ? one + 1 : 100};
+      ASSERT(pthread_create(&t[d], NULL, producer_thread, &p[d]) == 0);
+    }
+    unsigned next[N] = {0};
+    for (unsigned k = 0; k < N * FRAMES; k++) {
+      struct sbr_frame f;
+      next_frame_ok(r, &f);
+      unsigned d = f.info.device;
+      ASSERT(d < N);
+      ASSERT_EQ(fixture_check_frame(&f), next[d]);
+      next[d]++;
+      sbr_frame_release(&f);
+    }
+    for (unsigned d = 0; d < N; d++)
+      pthread_join(t[d], NULL);
+    struct sbr_sender_stats st;
+    sbr_sender_get_stats(s, &st);
+    ASSERT_EQ(st.drops, 0);
+    sbr_sender_free(s);
+    sbr_receiver_free(r);
+  }
+}
+
 int main(int argc, char **argv)
 {
   static const struct test_entry tests[] = {
@@ -1136,6 +1179,8 @@ int main(int argc, char **argv)
        sender_sleeps_while_a_read_is_in_flight},
       {"landed_blocks_go_out_without_a_scan_each",
        landed_blocks_go_out_without_a_scan_each},
+      {"waiting_producers_all_get_freed_blocks",
+       waiting_producers_all_get_freed_blocks},
       {NULL, NULL},
   };
   return test_main(tests, argc, argv);
