@@ -111,6 +111,12 @@ static void *ack_thread(void *arg)
       armed = true;
     }
   }
+  /* Failed or asked to stop: a sender thread waiting for a slot must look
+   * now (sw_progress reports the failure). */
+  pthread_mutex_lock(&s->lock);
+  if (s->thread_waits)
+    pthread_cond_signal(&s->work_cond);
+  pthread_mutex_unlock(&s->lock);
   return NULL;
 }
 
@@ -217,15 +223,16 @@ static int sw_sleep(struct sbr_sender *s, uint32_t timeout_us)
   ts.tv_sec += (time_t)(ns / 1000000000u);
   ts.tv_nsec = (long)(ns % 1000000000u);
   pthread_mutex_lock(&s->lock);
-  uint64_t seq = s->next_seq;
-  if (atomic_load(&st->acked) == st->acked_seen && !atomic_load(&st->failed)) {
-    s->thread_waits = true;
-    while (atomic_load(&st->acked) == st->acked_seen && s->next_seq == seq &&
-           !s->stopping &&
-           pthread_cond_timedwait(&s->work_cond, &s->lock, &ts) == 0)
-      ;
-    s->thread_waits = false;
-  }
+  s->thread_waits = true;
+  /* Whether there is work is decided here, under s->lock, not from what
+   * sw_progress saw: a block submitted since then (its signal found nobody
+   * waiting) must not wait for the timeout.  posted is ours alone. */
+  while (atomic_load(&st->acked) == st->acked_seen && !s->stopping &&
+         !atomic_load(&st->failed) &&
+         (s->n_queued == 0 || st->posted - st->acked_seen >= st->slots) &&
+         pthread_cond_timedwait(&s->work_cond, &s->lock, &ts) == 0)
+    ;
+  s->thread_waits = false;
   pthread_mutex_unlock(&s->lock);
   return 0;
 }
