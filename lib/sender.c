@@ -516,8 +516,11 @@ static int wait_free_locked(struct sbr_sender *s, uint32_t n)
 {
   if (n > s->n_blocks)
     return -EMSGSIZE;
-  if (s->connected && !s->stopping && s->n_free < n &&
-      s->cfg.backpressure == SBR_BACKPRESSURE_DROP)
+  if (!s->connected || s->stopping)
+    return -ENOTCONN;
+  if (s->n_free >= n)
+    return 0; /* the usual case: no waiter to set up */
+  if (s->cfg.backpressure == SBR_BACKPRESSURE_DROP)
     return -EAGAIN;
   struct timespec deadline;
   if (s->cfg.wait_timeout_ms >= 0)
