@@ -340,6 +340,19 @@ static void *sender_thread(void *arg)
   return NULL;
 }
 
+/* Frees what sbr_sender_new set up, once the connection is closed and the
+ * thread is gone. */
+static void destroy_sender(struct sbr_sender *s)
+{
+  free(s->blocks);
+  free(s->block_mem);
+  pthread_cond_destroy(&s->idle_cond);
+  pthread_cond_destroy(&s->work_cond);
+  pthread_mutex_destroy(&s->engine_lock);
+  pthread_mutex_destroy(&s->lock);
+  free(s);
+}
+
 int sbr_sender_new(const struct sbr_sender_config *cfg, sbr_sender **out,
                    char *errbuf, size_t errlen)
 {
@@ -396,13 +409,7 @@ int sbr_sender_new(const struct sbr_sender_config *cfg, sbr_sender **out,
 out_disconnect:
   disconnect_engine_locked(s);
 out_free:
-  free(s->blocks);
-  free(s->block_mem);
-  pthread_cond_destroy(&s->idle_cond);
-  pthread_cond_destroy(&s->work_cond);
-  pthread_mutex_destroy(&s->engine_lock);
-  pthread_mutex_destroy(&s->lock);
-  free(s);
+  destroy_sender(s);
   return ret;
 }
 
@@ -421,13 +428,7 @@ void sbr_sender_free(sbr_sender *s)
   pthread_mutex_lock(&s->engine_lock);
   disconnect_engine_locked(s);
   pthread_mutex_unlock(&s->engine_lock);
-  free(s->blocks);
-  free(s->block_mem);
-  pthread_cond_destroy(&s->idle_cond);
-  pthread_cond_destroy(&s->work_cond);
-  pthread_mutex_destroy(&s->engine_lock);
-  pthread_mutex_destroy(&s->lock);
-  free(s);
+  destroy_sender(s);
 }
 
 bool sbr_sender_is_connected(sbr_sender *s)
