@@ -66,7 +66,6 @@
 #define MAX_READS 4u
 
 struct status_read {
-  uint8_t *buf;          /* block_count bytes, inside read_bufs */
   uint64_t after_writes; /* st->writes when it was posted */
   uint64_t posted_ns;    /* for sync latency */
 };
@@ -78,13 +77,12 @@ struct status_byte_state {
   struct sbr__mr *read_mr; /* their registration */
   struct status_read reads[MAX_READS]; /* ring, in post order */
   uint32_t reads_done, reads_posted;   /* ring counters */
-  uint64_t writes;         /* blocks written (posted) on this connection */
-  uint64_t *last_write;    /* per receive block: writes after its last one */
-  uint64_t writes_at_read; /* writes when the newest READ was posted */
-  uint32_t cursor;         /* next receive block to try */
-  uint64_t next_read_ns;   /* earliest next READ after a fruitless one */
-  uint32_t retry_us;       /* current back-off between fruitless READs */
-  uint64_t batch_bytes;    /* data bytes one status run may cover */
+  uint64_t writes;       /* blocks written (posted) on this connection */
+  uint64_t *last_write;  /* per receive block: writes after its last one */
+  uint32_t cursor;       /* next receive block to try */
+  uint64_t next_read_ns; /* earliest next READ after a fruitless one */
+  uint32_t retry_us;     /* current back-off between fruitless READs */
+  uint64_t batch_bytes;  /* data bytes one status run may cover */
   uint8_t run_status[MAX_RUN]; /* inline source: MAX_RUN status bytes 1 */
   /* Send blocks in flight, in post order (a ring of n_blocks entries): a
    * status WRITE's wr_id is the count pushed when it was posted, and its
@@ -162,15 +160,29 @@ static uint32_t reads_in_flight(const struct status_byte_state *st)
   return st->reads_posted - st->reads_done;
 }
 
+/* The buffer of the READ with ring counter n (reads_posted when posted). */
+static uint8_t *read_buf(const struct sbr_sender *s,
+                         const struct status_byte_state *st, uint32_t n)
+{
+  return st->read_bufs + (size_t)(n % MAX_READS) * s->lane.block_count;
+}
+
+/* Blocks written since the newest READ was posted (all, before any). */
+static uint64_t writes_since_read(const struct status_byte_state *st)
+{
+  if (st->reads_posted == 0)
+    return st->writes;
+  return st->writes -
+         st->reads[(st->reads_posted - 1) % MAX_READS].after_writes;
+}
+
 static int post_status_read(struct sbr_sender *s, struct status_byte_state *st)
 {
-  uint32_t slot = st->reads_posted % MAX_READS;
-  struct status_read *rd = &st->reads[slot];
-  rd->buf = st->read_bufs + (size_t)slot * s->lane.block_count;
+  struct status_read *rd = &st->reads[st->reads_posted % MAX_READS];
   struct sbr__wr wr = {
       .wr_id = READ_WR_ID,
       .opcode = SBR__OP_READ,
-      .local_addr = rd->buf,
+      .local_addr = read_buf(s, st, st->reads_posted),
       .length = s->lane.block_count,
       .lkey = st->read_mr->lkey,
       .remote_addr = s->lane.status_addr,
@@ -183,7 +195,6 @@ static int post_status_read(struct sbr_sender *s, struct status_byte_state *st)
   rd->after_writes = st->writes;
   rd->posted_ns = sbr__now_ns();
   st->reads_posted++;
-  st->writes_at_read = st->writes;
   pthread_mutex_lock(&s->lock);
   s->stats.wr_posted++;
   pthread_mutex_unlock(&s->lock);
@@ -194,6 +205,7 @@ static int post_status_read(struct sbr_sender *s, struct status_byte_state *st)
 static void read_completed(struct sbr_sender *s, struct status_byte_state *st)
 {
   const struct status_read *rd = &st->reads[st->reads_done % MAX_READS];
+  const uint8_t *found = read_buf(s, st, st->reads_done);
   st->reads_done++;
   uint64_t now = sbr__now_ns();
   uint64_t took = now - rd->posted_ns;
@@ -203,7 +215,7 @@ static void read_completed(struct sbr_sender *s, struct status_byte_state *st)
   st->cache_free = 0;
   for (uint32_t i = 0; i < s->lane.block_count; i++) {
     if (st->last_write[i] <= rd->after_writes)
-      st->cache[i] = rd->buf[i];
+      st->cache[i] = found[i];
     held += st->cache[i] == SBR__STATUS_HELD;
     busy += st->cache[i] == SBR__STATUS_DATA;
     st->cache_free += st->cache[i] == SBR__STATUS_EMPTY;
@@ -288,17 +300,16 @@ static int post_run(struct sbr_sender *s, struct status_byte_state *st,
 static void runs_completed(struct sbr_sender *s, struct status_byte_state *st,
                            uint64_t run_end)
 {
-  uint32_t done[MAX_RUN * 2];
-  uint32_t n = 0;
-  while (st->in_flight_head < run_end &&
-         st->in_flight_head < st->in_flight_tail) {
-    done[n++] = st->in_flight[st->in_flight_head++ % s->n_blocks];
-    if (n == sizeof done / sizeof done[0]) {
-      sbr__sender_blocks_done(s, done, n);
-      n = 0;
-    }
+  uint64_t end = run_end < st->in_flight_tail ? run_end : st->in_flight_tail;
+  /* The ring's entries up to end, in at most two stretches (it wraps). */
+  while (st->in_flight_head < end) {
+    uint32_t at = (uint32_t)(st->in_flight_head % s->n_blocks);
+    uint64_t n = end - st->in_flight_head;
+    if (n > s->n_blocks - at)
+      n = s->n_blocks - at;
+    sbr__sender_blocks_done(s, &st->in_flight[at], (uint32_t)n);
+    st->in_flight_head += n;
   }
-  sbr__sender_blocks_done(s, done, n);
 }
 
 static int sb_progress(struct sbr_sender *s)
@@ -352,7 +363,7 @@ static int sb_progress(struct sbr_sender *s)
     uint32_t k = s->cfg.read_ahead;
     uint32_t spacing = s->lane.block_count / MAX_READS;
     if (k > 0 && st->cache_free <= k &&
-        st->writes - st->writes_at_read >= (spacing ? spacing : 1) &&
+        writes_since_read(st) >= (spacing ? spacing : 1) &&
         reads_in_flight(st) < MAX_READS) {
       ret = post_status_read(s, st);
       if (ret < 0)
