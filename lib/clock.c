@@ -30,6 +30,14 @@ void sbr__sleep_us(uint32_t us)
     ;
 }
 
+void sbr__deadline_after_us(struct timespec *ts, uint64_t us)
+{
+  clock_gettime(CLOCK_MONOTONIC, ts);
+  uint64_t ns = (uint64_t)ts->tv_nsec + us * 1000u;
+  ts->tv_sec += (time_t)(ns / 1000000000u);
+  ts->tv_nsec = (long)(ns % 1000000000u);
+}
+
 void sbr__backoff_config_fill(struct sbr_backoff_config *cfg)
 {
   /* Zero fields take the defaults documented in sbr.h. */

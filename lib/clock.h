@@ -7,12 +7,16 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "sbr.h"
 
 uint64_t sbr__now_ns(void);      /* CLOCK_MONOTONIC */
 uint64_t sbr__realtime_ns(void); /* CLOCK_REALTIME, for capture times */
 void sbr__sleep_us(uint32_t us);
+/* *ts = CLOCK_MONOTONIC now + us, for timed waits on condition variables
+ * made with that clock. */
+void sbr__deadline_after_us(struct timespec *ts, uint64_t us);
 
 void sbr__backoff_config_fill(struct sbr_backoff_config *cfg);
 

@@ -218,10 +218,7 @@ static int sw_sleep(struct sbr_sender *s, uint32_t timeout_us)
 {
   struct sw_state *st = s->engine_state;
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)timeout_us * 1000u;
-  ts.tv_sec += (time_t)(ns / 1000000000u);
-  ts.tv_nsec = (long)(ns % 1000000000u);
+  sbr__deadline_after_us(&ts, timeout_us);
   pthread_mutex_lock(&s->lock);
   s->thread_waits = true;
   /* Whether there is work is decided here, under s->lock, not from what

@@ -50,13 +50,7 @@ void sbr_block_meta_init(struct sbr_block_meta *meta, uint8_t device)
 
 static void deadline_after_ms(struct timespec *ts, int ms)
 {
-  clock_gettime(CLOCK_MONOTONIC, ts);
-  ts->tv_sec += ms / 1000;
-  ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-  if (ts->tv_nsec >= 1000000000L) {
-    ts->tv_sec++;
-    ts->tv_nsec -= 1000000000L;
-  }
+  sbr__deadline_after_us(ts, (uint64_t)ms * 1000u);
 }
 
 static void init_cond(pthread_cond_t *c)

@@ -53,6 +53,7 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include "clock.h"
 #include "log.h"
 #include "transport.h"
 
@@ -1398,9 +1399,7 @@ static void verbs_arm_cq(struct sbr__conn *c)
 static void verbs_wait_cq(struct sbr__conn *c, uint32_t timeout_us)
 {
   if (!c || !c->comp) {
-    struct timespec ts = {timeout_us / 1000000u,
-                          (long)(timeout_us % 1000000u) * 1000};
-    nanosleep(&ts, NULL);
+    sbr__sleep_us(timeout_us);
     return;
   }
   struct pollfd p = {.fd = c->comp->fd, .events = POLLIN};
