@@ -44,6 +44,24 @@ GType gst_rdma_mechanism_get_type(void)
   return (GType)id;
 }
 
+GType gst_rdma_over_budget_get_type(void)
+{
+  static gsize id = 0;
+  static const GEnumValue values[] = {
+      {GST_RDMA_OVER_BUDGET_DROP_OLDEST,
+       "Drop the device's oldest queued frames (live video)", "drop-oldest"},
+      {GST_RDMA_OVER_BUDGET_COPY, "Copy new frames out of the lane", "copy"},
+      {GST_RDMA_OVER_BUDGET_PAUSE,
+       "Pause the device's sender until the budget has room", "pause"},
+      {0, NULL, NULL},
+  };
+  if (g_once_init_enter(&id)) {
+    GType t = g_enum_register_static("GstRdmaOverBudget", values);
+    g_once_init_leave(&id, t);
+  }
+  return (GType)id;
+}
+
 GType gst_rdma_backpressure_get_type(void)
 {
   static gsize id = 0;

@@ -45,12 +45,33 @@ typedef enum {
   GST_RDMA_BACKPRESSURE_DROP = 1,
 } GstRdmaBackpressure;
 
+/**
+ * GstRdmaOverBudget:
+ * @GST_RDMA_OVER_BUDGET_DROP_OLDEST: drop the device's oldest queued frames
+ *   (next buffer DISCONT); copy the new frame when downstream holds the
+ *   budget
+ * @GST_RDMA_OVER_BUDGET_COPY: copy the new frame out of the lane
+ * @GST_RDMA_OVER_BUDGET_PAUSE: tell the device's sender to stop (pause
+ *   flag), copy what still arrives
+ *
+ * What rdmasrc does with a device that occupies its whole share of the
+ * lane (see rdmasrc's device-blocks).
+ */
+typedef enum {
+  GST_RDMA_OVER_BUDGET_DROP_OLDEST = 0,
+  GST_RDMA_OVER_BUDGET_COPY = 1,
+  GST_RDMA_OVER_BUDGET_PAUSE = 2,
+} GstRdmaOverBudget;
+
 #define GST_TYPE_RDMA_TRANSPORT (gst_rdma_transport_get_type())
 GType gst_rdma_transport_get_type(void);
 #define GST_TYPE_RDMA_MECHANISM (gst_rdma_mechanism_get_type())
 GType gst_rdma_mechanism_get_type(void);
 #define GST_TYPE_RDMA_BACKPRESSURE (gst_rdma_backpressure_get_type())
 GType gst_rdma_backpressure_get_type(void);
+
+#define GST_TYPE_RDMA_OVER_BUDGET (gst_rdma_over_budget_get_type())
+GType gst_rdma_over_budget_get_type(void);
 
 enum sbr_backend gst_rdma_transport_to_sbr(GstRdmaTransport transport);
 enum sbr_mechanism gst_rdma_mechanism_to_sbr(GstRdmaMechanism mechanism);

@@ -77,6 +77,16 @@
 #include "gstrdmacommon.h"
 #include "gstrdmaelements.h"
 #include "gstrdmaenums.h"
+#include "gstrdmasrcpad.h"
+
+/* TEMP until the library's pause flags land. */
+static int sbr_receiver_pause_device(sbr_receiver *r, uint8_t d, bool p)
+{
+  (void)r;
+  (void)d;
+  (void)p;
+  return -ENOTSUP;
+}
 
 enum {
   PROP_0,
@@ -87,6 +97,9 @@ enum {
   PROP_BLOCKS,
   PROP_BLOCK_SIZE,
   PROP_MAX_HELD,
+  PROP_DEVICE_BLOCKS,
+  PROP_OVER_BUDGET,
+  PROP_MAX_QUEUED,
   PROP_MAX_SENDERS,
   PROP_LATENCY,
   PROP_TIMEOUT,
@@ -96,15 +109,23 @@ enum {
 };
 
 #define DEFAULT_ADDRESS "0.0.0.0"
-#define DEFAULT_BLOCKS 16
+/* Twelve cameras with two blocks each (one a sink keeps as its last
+ * sample, one on its way) and a quarter of the lane left for the sender:
+ * the automatic device-blocks shares three quarters of the lane among the
+ * devices that have pads. */
+#define DEFAULT_BLOCKS 32
 #define DEFAULT_BLOCK_SIZE (1u << 20)
-#define DEFAULT_MAX_HELD 8
+#define DEFAULT_MAX_HELD 65536
+#define DEFAULT_DEVICE_BLOCKS 0
+#define DEFAULT_OVER_BUDGET GST_RDMA_OVER_BUDGET_DROP_OLDEST
+#define DEFAULT_MAX_QUEUED 30
 #define DEFAULT_MAX_SENDERS 8
 #define DEFAULT_LATENCY (-1)
 #define DEFAULT_TIMEOUT 0
-/* The task re-checks flushing and the idle timeout at least this often even
- * if a wakeup were lost; after the last EOS, this much quiet ends it. */
+/* The receive thread re-checks flushing, the idle timeout and paused
+ * devices at least this often even if a wakeup were lost. */
 #define LOOP_TIMEOUT_MS 100
+#define PAUSED_LOOP_TIMEOUT_MS 10
 
 GST_DEBUG_CATEGORY_STATIC(gst_rdma_src_debug);
 #define GST_CAT_DEFAULT gst_rdma_src_debug
@@ -118,19 +139,21 @@ typedef struct {
   gint count; /* atomic */
 } HeldCounter;
 
-/* One wrapped receive block. */
+/* One wrapped receive block: counted element-wide (max-held) and for its
+ * device (device-blocks). */
 typedef struct {
   sbr_block *block;
-  HeldCounter *held; /* referenced (g_atomic_rc_box) */
+  HeldCounter *held;           /* referenced (g_atomic_rc_box) */
+  GstRdmaBlockCount *of_device; /* referenced (g_atomic_rc_box) */
 } HeldBlock;
 
-/* One device's stream.  Streaming thread, except frame_duration (object
+/* One device's stream as the receive thread sees it; the pad owns the
+ * queue and the pushing.  Receive thread, except frame_duration (object
  * lock, read by latency queries). */
 typedef struct {
   guint device;
-  GstPad *pad;
+  GstRdmaSrcPad *pad;
   GstCaps *caps;
-  gboolean eos;
   /* Timestamp mapping, see the SECTION. */
   gboolean have_base;
   guint32 lane_id;
@@ -139,7 +162,7 @@ typedef struct {
   GstClockTime base_out; /* our running time at its arrival */
   guint64 last_in;       /* last sender time seen (DTS, else PTS) */
   GstClockTime frame_duration;
-  guint64 buffers;
+  gboolean pause_set; /* we told its sender to stop */
 } RdmaSrcDevice;
 
 struct _GstRdmaSrc {
@@ -153,30 +176,43 @@ struct _GstRdmaSrc {
   guint blocks;
   guint block_size;
   guint max_held;
+  guint device_blocks;
+  guint max_queued;
+  GstRdmaOverBudget over_budget;
   guint max_senders;
   gint latency;
   guint timeout;
   guint stats_interval;
 
+  /* The receive thread: takes every frame from the receiver, queues it on
+   * its device's pad, never pushes downstream. */
   GstTask *task;
   GRecMutex task_lock;
-  gboolean task_running;  /* object lock: the loop may pause the task */
+  gboolean task_running;  /* object lock: an error may pause the task */
+  GMutex state_lock;      /* pads start and stop in step with the state */
   sbr_receiver *receiver; /* READY->PAUSED to PAUSED->READY; object lock */
   gint flushing;          /* atomic: leave the loop */
+  gint playing;           /* atomic: frames are queued, else dropped */
   gint eos_requested;     /* atomic: an application sent EOS to us */
+  gboolean eos_done;      /* receive thread: EOS sent, ignore the rest */
   GstRdmaStatsTicker *ticker;
   HeldCounter *held;
+  GstRdmaSharedFlow flow;
 
-  /* Streaming thread (and state changes while the task is stopped). */
-  GstFlowCombiner *combiner;
+  /* The device table changes on the receive thread (and on state changes
+   * while it is stopped) under the object lock; the receive thread reads
+   * it without. */
   RdmaSrcDevice *devices[SBR_MAX_DEVICES];
-  guint n_pads, n_eos;
   guint group_id;
   guint max_held_now; /* max_held as started, clamped */
+  guint device_blocks_now; /* device_blocks as started; 0 = automatic */
+  guint usable_blocks;     /* what the automatic share divides */
+  guint n_pads;            /* devices with a pad (receive thread) */
+  guint max_queued_now;
+  gboolean can_pause; /* the mechanism carries pause flags */
   guint timeout_now;
   gint64 last_activity; /* monotonic us of the last frame */
   gboolean timeout_posted;
-  gboolean draining; /* every pad had EOS: stop at the first quiet spell */
 
   /* Counters (object lock). */
   guint64 pushed;
@@ -185,7 +221,11 @@ struct _GstRdmaSrc {
 };
 
 #define gst_rdma_src_parent_class parent_class
-G_DEFINE_TYPE(GstRdmaSrc, gst_rdma_src, GST_TYPE_ELEMENT);
+static void gst_rdma_src_child_proxy_init(gpointer g_iface, gpointer data);
+
+G_DEFINE_TYPE_WITH_CODE(GstRdmaSrc, gst_rdma_src, GST_TYPE_ELEMENT,
+                        G_IMPLEMENT_INTERFACE(GST_TYPE_CHILD_PROXY,
+                                              gst_rdma_src_child_proxy_init));
 GST_ELEMENT_REGISTER_DEFINE_WITH_CODE(rdmasrc, "rdmasrc", GST_RANK_NONE,
                                       GST_TYPE_RDMA_SRC,
                                       gst_rdma_element_init(plugin));
@@ -236,12 +276,42 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_MAX_HELD] = g_param_spec_uint(
       "max-held", "Max held",
-      "Most receive blocks downstream may hold (over all pads) before frames "
-      "are copied and their blocks released at once, so a slow consumer "
-      "can't starve the sender; at most blocks-1 takes effect, 0 always "
-      "copies (as mechanism=sliding-window always does: its in-order ACKs "
-      "would stall every stream behind one kept buffer)",
+      "Most receive blocks of a lane all devices together may have out "
+      "(queued here or held downstream) before frames are copied and their "
+      "blocks released at once; at most blocks-1 takes effect (the default), "
+      "0 always copies (as mechanism=sliding-window always does: its "
+      "in-order ACKs would stall every stream behind one kept buffer).  "
+      "device-blocks is the per-device share",
       0, 65536, DEFAULT_MAX_HELD,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_DEVICE_BLOCKS] = g_param_spec_uint(
+      "device-blocks", "Device blocks",
+      "Each device's share of its lane: the most receive blocks it may have "
+      "out (queued here or held downstream) and the most frames queued for "
+      "its pad; beyond it the pad's over-budget policy applies, so one slow "
+      "or stuck consumer can't take the lane from the other cameras.  0 = "
+      "automatic: three quarters of the lane shared by the devices that "
+      "have pads (24 blocks for one camera, 2 each for 12 with the default "
+      "32 blocks), at least 1",
+      0, 65536, DEFAULT_DEVICE_BLOCKS,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_OVER_BUDGET] = g_param_spec_enum(
+      "over-budget", "Over budget",
+      "Policy of new pads when their device is over its device-blocks "
+      "share (each src pad has an over-budget property of its own, e.g. "
+      "r::src_3::over-budget=pause): drop-oldest drops its oldest queued "
+      "frames (the next buffer is DISCONT) and copies a new frame while "
+      "downstream holds the whole share; copy copies new frames out of the "
+      "lane; pause also tells the device's sender to stop until the share "
+      "has room (status-byte only; copy elsewhere)",
+      GST_TYPE_RDMA_OVER_BUDGET, DEFAULT_OVER_BUDGET,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_MAX_QUEUED] = g_param_spec_uint(
+      "max-queued", "Max queued",
+      "Most frames a pad whose over-budget policy is copy or pause queues "
+      "before its oldest is dropped (bounds the memory of copies; "
+      "drop-oldest queues at most device-blocks frames)",
+      1, 65536, DEFAULT_MAX_QUEUED,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_MAX_SENDERS] = g_param_spec_uint(
       "max-senders", "Max senders",
@@ -300,6 +370,9 @@ static void gst_rdma_src_init(GstRdmaSrc *self)
   self->blocks = DEFAULT_BLOCKS;
   self->block_size = DEFAULT_BLOCK_SIZE;
   self->max_held = DEFAULT_MAX_HELD;
+  self->device_blocks = DEFAULT_DEVICE_BLOCKS;
+  self->max_queued = DEFAULT_MAX_QUEUED;
+  self->over_budget = DEFAULT_OVER_BUDGET;
   self->max_senders = DEFAULT_MAX_SENDERS;
   self->latency = DEFAULT_LATENCY;
   self->timeout = DEFAULT_TIMEOUT;
@@ -307,9 +380,11 @@ static void gst_rdma_src_init(GstRdmaSrc *self)
 
   g_rec_mutex_init(&self->task_lock);
   self->task = gst_task_new(gst_rdma_src_loop, self, NULL);
-  gst_object_set_name(GST_OBJECT(self->task), "rdmasrc:loop");
+  gst_object_set_name(GST_OBJECT(self->task), "rdmasrc:receive");
   gst_task_set_lock(self->task, &self->task_lock);
-  self->combiner = gst_flow_combiner_new();
+  g_mutex_init(&self->state_lock);
+  g_mutex_init(&self->flow.lock);
+  self->flow.combiner = gst_flow_combiner_new();
   /* A live source: it never prerolls. */
   GST_OBJECT_FLAG_SET(self, GST_ELEMENT_FLAG_SOURCE);
 }
@@ -320,7 +395,9 @@ static void gst_rdma_src_finalize(GObject *object)
 
   gst_object_unref(self->task);
   g_rec_mutex_clear(&self->task_lock);
-  gst_flow_combiner_free(self->combiner);
+  gst_flow_combiner_free(self->flow.combiner);
+  g_mutex_clear(&self->flow.lock);
+  g_mutex_clear(&self->state_lock);
   g_free(self->address);
   G_OBJECT_CLASS(parent_class)->finalize(object);
 }
@@ -355,6 +432,15 @@ static void gst_rdma_src_set_property(GObject *object, guint prop_id,
     break;
   case PROP_MAX_HELD:
     self->max_held = g_value_get_uint(value);
+    break;
+  case PROP_DEVICE_BLOCKS:
+    self->device_blocks = g_value_get_uint(value);
+    break;
+  case PROP_MAX_QUEUED:
+    self->max_queued = g_value_get_uint(value);
+    break;
+  case PROP_OVER_BUDGET:
+    self->over_budget = g_value_get_enum(value);
     break;
   case PROP_MAX_SENDERS:
     self->max_senders = g_value_get_uint(value);
@@ -408,6 +494,15 @@ static void gst_rdma_src_get_property(GObject *object, guint prop_id,
   case PROP_MAX_HELD:
     g_value_set_uint(value, self->max_held);
     break;
+  case PROP_DEVICE_BLOCKS:
+    g_value_set_uint(value, self->device_blocks);
+    break;
+  case PROP_MAX_QUEUED:
+    g_value_set_uint(value, self->max_queued);
+    break;
+  case PROP_OVER_BUDGET:
+    g_value_set_enum(value, self->over_budget);
+    break;
   case PROP_MAX_SENDERS:
     g_value_set_uint(value, self->max_senders);
     break;
@@ -434,6 +529,7 @@ static GstStructure *gst_rdma_src_get_stats(GstElement *element)
   GstRdmaSrc *self = GST_RDMA_SRC(element);
   struct sbr_receiver_stats rs;
   GValue devices = G_VALUE_INIT;
+  guint64 pushed = 0;
   GstStructure *s;
 
   memset(&rs, 0, sizeof rs);
@@ -451,7 +547,7 @@ static GstStructure *gst_rdma_src_get_stats(GstElement *element)
       (guint64)rs.blocks_held, "frames-copied", G_TYPE_UINT64,
       (guint64)rs.frames_copied, "recv-wr-posted", G_TYPE_UINT64,
       (guint64)rs.recv_wr_posted, "copies", G_TYPE_UINT64, self->copies,
-      "pushed", G_TYPE_UINT64, self->pushed, "held", G_TYPE_UINT,
+      "held", G_TYPE_UINT,
       (guint)(self->held ? g_atomic_int_get(&self->held->count) : 0),
       "no-caps-drops", G_TYPE_UINT64, self->no_caps_drops, NULL);
   /* The device table only changes under the object lock too. */
@@ -459,23 +555,28 @@ static GstStructure *gst_rdma_src_get_stats(GstElement *element)
     RdmaSrcDevice *dev = self->devices[d];
     struct sbr_device_stats ds;
     GValue v = G_VALUE_INIT;
+    GstStructure *ps;
+    guint64 dev_pushed = 0;
 
     if (!dev || !self->receiver)
       continue;
     sbr_receiver_get_device_stats(self->receiver, (uint8_t)d, &ds);
+    ps = gst_structure_new(
+        "device", "device-id", G_TYPE_UINT, d, "frames", G_TYPE_UINT64,
+        (guint64)ds.frames, "blocks", G_TYPE_UINT64, (guint64)ds.blocks,
+        "bytes", G_TYPE_UINT64, (guint64)ds.bytes, "drops", G_TYPE_UINT64,
+        (guint64)ds.drops, "gaps", G_TYPE_UINT64, (guint64)ds.gaps,
+        "rejected", G_TYPE_UINT64, (guint64)ds.rejected, NULL);
+    /* Queue, budget and drops by reason, from the pad. */
+    gst_rdma_src_pad_add_stats(dev->pad, ps);
+    gst_structure_get_uint64(ps, "pushed", &dev_pushed);
+    pushed += dev_pushed;
     g_value_init(&v, GST_TYPE_STRUCTURE);
-    g_value_take_boxed(
-        &v, gst_structure_new(
-                "device", "device-id", G_TYPE_UINT, d, "frames", G_TYPE_UINT64,
-                (guint64)ds.frames, "blocks", G_TYPE_UINT64, (guint64)ds.blocks,
-                "bytes", G_TYPE_UINT64, (guint64)ds.bytes, "drops",
-                G_TYPE_UINT64, (guint64)ds.drops, "gaps", G_TYPE_UINT64,
-                (guint64)ds.gaps, "rejected", G_TYPE_UINT64,
-                (guint64)ds.rejected, "pushed", G_TYPE_UINT64, dev->buffers,
-                "eos", G_TYPE_BOOLEAN, dev->eos, NULL));
+    g_value_take_boxed(&v, ps);
     gst_value_array_append_and_take_value(&devices, &v);
   }
   GST_OBJECT_UNLOCK(self);
+  gst_structure_set(s, "pushed", G_TYPE_UINT64, pushed, NULL);
   gst_structure_take_value(s, "devices", &devices);
   return s;
 }
@@ -561,37 +662,49 @@ static GstClockTime caps_frame_duration(GstCaps *caps)
   return GST_CLOCK_TIME_NONE;
 }
 
-/* Opens a stream on dev's pad: stream-start, caps, segment. */
-static void gst_rdma_src_start_stream(GstRdmaSrc *self, RdmaSrcDevice *dev,
-                                      GstCaps *caps)
+/* The events that open a stream: stream-start, caps, a TIME segment (buffers
+ * carry running times, see the SECTION). */
+static GstEvent **stream_events(GstRdmaSrc *self, RdmaSrcDevice *dev,
+                                GstCaps *caps, GstEvent *events[3])
 {
-  GstEvent *event;
   GstSegment segment;
   gchar *stream_id;
 
-  stream_id = gst_pad_create_stream_id_printf(dev->pad, GST_ELEMENT(self),
-                                              "device-%u", dev->device);
-  event = gst_event_new_stream_start(stream_id);
-  gst_event_set_group_id(event, self->group_id);
-  gst_pad_push_event(dev->pad, event);
+  stream_id = gst_pad_create_stream_id_printf(
+      GST_PAD(dev->pad), GST_ELEMENT(self), "device-%u", dev->device);
+  events[0] = gst_event_new_stream_start(stream_id);
+  gst_event_set_group_id(events[0], self->group_id);
   g_free(stream_id);
-  gst_pad_push_event(dev->pad, gst_event_new_caps(caps));
-  /* Buffers carry running times (see the SECTION): a plain TIME segment. */
+  events[1] = gst_event_new_caps(caps);
   gst_segment_init(&segment, GST_FORMAT_TIME);
-  gst_pad_push_event(dev->pad, gst_event_new_segment(&segment));
+  events[2] = gst_event_new_segment(&segment);
   dev->have_base = FALSE;
+  return events;
+}
+
+/* Starts (PLAYING) or not a pad, in step with the state changes. */
+static void gst_rdma_src_sync_pad(GstRdmaSrc *self, RdmaSrcDevice *dev)
+{
+  if (g_atomic_int_get(&self->playing))
+    gst_rdma_src_pad_start(dev->pad);
 }
 
 static RdmaSrcDevice *gst_rdma_src_add_pad(GstRdmaSrc *self, guint device,
                                            GstCaps *caps)
 {
   RdmaSrcDevice *dev = g_new0(RdmaSrcDevice, 1);
-  gchar *name = g_strdup_printf("src_%u", device);
-  GstPad *pad = gst_pad_new_from_static_template(&src_template, name);
+  GstPadTemplate *templ =
+      gst_element_class_get_pad_template(GST_ELEMENT_GET_CLASS(self), "src_%u");
+  GstRdmaOverBudget policy;
+  GstEvent *events[3];
+  GstPad *pad;
 
-  g_free(name);
+  GST_OBJECT_LOCK(self);
+  policy = self->over_budget;
+  GST_OBJECT_UNLOCK(self);
   dev->device = device;
-  dev->pad = pad;
+  dev->pad = gst_rdma_src_pad_new(templ, device, policy, &self->flow);
+  pad = GST_PAD(dev->pad);
   /* Before the pad shows: the latency message below makes sinks ask. */
   dev->frame_duration = caps_frame_duration(caps);
   gst_pad_set_element_private(pad, dev);
@@ -600,41 +713,64 @@ static RdmaSrcDevice *gst_rdma_src_add_pad(GstRdmaSrc *self, guint device,
   gst_pad_use_fixed_caps(pad);
   gst_pad_set_active(pad, TRUE);
   /* Sticky events go on before the pad is exposed, so whoever links it in
-   * pad-added finds the caps there. */
-  gst_rdma_src_start_stream(self, dev, caps);
+   * pad-added finds the caps there; its task pushes them with the first
+   * buffer.  Nothing here pushes: this is the receive thread. */
+  stream_events(self, dev, caps, events);
+  for (guint i = 0; i < G_N_ELEMENTS(events); i++) {
+    gst_pad_store_sticky_event(pad, events[i]);
+    gst_event_unref(events[i]);
+  }
 
-  GST_OBJECT_LOCK(self);
-  self->devices[device] = dev;
-  GST_OBJECT_UNLOCK(self);
-  self->n_pads++;
-  gst_flow_combiner_add_pad(self->combiner, pad);
+  g_mutex_lock(&self->flow.lock);
+  gst_flow_combiner_add_pad(self->flow.combiner, pad);
+  g_mutex_unlock(&self->flow.lock);
   GST_INFO_OBJECT(self, "device %u: adding pad with caps %" GST_PTR_FORMAT,
                   device, caps);
   gst_element_add_pad(GST_ELEMENT(self), pad);
+  /* gst-launch's "r::src_3::over-budget=pause" is set here, before any
+   * frame of the device is queued. */
+  gst_child_proxy_child_added(GST_CHILD_PROXY(self), G_OBJECT(pad),
+                              GST_OBJECT_NAME(pad));
+  g_mutex_lock(&self->state_lock);
+  GST_OBJECT_LOCK(self);
+  self->devices[device] = dev;
+  self->n_pads++;
+  GST_OBJECT_UNLOCK(self);
+  gst_rdma_src_sync_pad(self, dev);
+  g_mutex_unlock(&self->state_lock);
   /* A new stream may raise the latency. */
   gst_element_post_message(GST_ELEMENT(self),
                            gst_message_new_latency(GST_OBJECT(self)));
   return dev;
 }
 
+/* State changes, with the receive thread stopped. */
 static void gst_rdma_src_remove_pads(GstRdmaSrc *self)
 {
   for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
     RdmaSrcDevice *dev = self->devices[d];
+    GstPad *pad;
 
     if (!dev)
       continue;
+    pad = GST_PAD(dev->pad);
+    gst_rdma_src_pad_stop(dev->pad);
     GST_OBJECT_LOCK(self);
     self->devices[d] = NULL;
-    gst_pad_set_element_private(dev->pad, NULL);
+    gst_pad_set_element_private(pad, NULL);
     GST_OBJECT_UNLOCK(self);
-    gst_flow_combiner_remove_pad(self->combiner, dev->pad);
-    gst_pad_set_active(dev->pad, FALSE);
-    gst_element_remove_pad(GST_ELEMENT(self), dev->pad);
+    g_mutex_lock(&self->flow.lock);
+    gst_flow_combiner_remove_pad(self->flow.combiner, pad);
+    g_mutex_unlock(&self->flow.lock);
+    gst_object_ref(pad);
+    gst_pad_set_active(pad, FALSE);
+    gst_element_remove_pad(GST_ELEMENT(self), pad);
+    gst_child_proxy_child_removed(GST_CHILD_PROXY(self), G_OBJECT(pad),
+                                  GST_OBJECT_NAME(pad));
+    gst_object_unref(pad);
     gst_caps_replace(&dev->caps, NULL);
     g_free(dev);
   }
-  self->n_pads = self->n_eos = 0;
 }
 
 /* ----------------------------------------------------------- frames */
@@ -661,20 +797,18 @@ static void gst_rdma_src_handle_caps(GstRdmaSrc *self,
 
   if (!dev) {
     dev = gst_rdma_src_add_pad(self, device, caps);
-    self->draining = FALSE;
-  } else if (dev->eos) {
+  } else if (gst_rdma_src_pad_is_eos(dev->pad)) {
     /* The device's sender started a new stream after its EOS. */
+    GstEvent *events[3];
+
     GST_INFO_OBJECT(self, "device %u: new stream after EOS", device);
-    GST_OBJECT_LOCK(self);
-    dev->eos = FALSE;
-    GST_OBJECT_UNLOCK(self);
-    self->n_eos--;
-    self->draining = FALSE;
-    gst_flow_combiner_update_pad_flow(self->combiner, dev->pad, GST_FLOW_OK);
-    gst_rdma_src_start_stream(self, dev, caps);
+    gst_rdma_src_pad_clear_eos(dev->pad);
+    stream_events(self, dev, caps, events);
+    for (guint i = 0; i < G_N_ELEMENTS(events); i++)
+      gst_rdma_src_pad_queue_event(dev->pad, events[i]);
   } else if (!dev->caps || !gst_caps_is_equal(caps, dev->caps)) {
     GST_INFO_OBJECT(self, "device %u: new caps %" GST_PTR_FORMAT, device, caps);
-    gst_pad_push_event(dev->pad, gst_event_new_caps(caps));
+    gst_rdma_src_pad_queue_event(dev->pad, gst_event_new_caps(caps));
   }
   gst_caps_replace(&dev->caps, caps);
   {
@@ -691,10 +825,10 @@ static void gst_rdma_src_handle_caps(GstRdmaSrc *self,
   gst_caps_unref(caps);
 }
 
-/* The loop pauses its own task (all devices ended, or an error), unless a
- * state change already stopped it: pausing a stopped task would restart it
- * into PAUSED and gst_task_join would wait forever (as gst_pad_pause_task
- * guards with GST_PAD_TASK). */
+/* The receive thread pauses its own task (an error), unless a state change
+ * already stopped it: pausing a stopped task would restart it into PAUSED
+ * and gst_task_join would wait forever (as gst_pad_pause_task guards with
+ * GST_PAD_TASK). */
 static void gst_rdma_src_pause_task(GstRdmaSrc *self)
 {
   GST_OBJECT_LOCK(self);
@@ -703,25 +837,13 @@ static void gst_rdma_src_pause_task(GstRdmaSrc *self)
   GST_OBJECT_UNLOCK(self);
 }
 
-/* Pushes EOS on dev's pad; the element is done when every pad had it. */
+/* Ends dev's stream: its pad task pushes EOS after what is queued. */
 static void gst_rdma_src_device_eos(GstRdmaSrc *self, RdmaSrcDevice *dev)
 {
-  if (dev->eos)
+  if (gst_rdma_src_pad_is_eos(dev->pad))
     return;
   GST_INFO_OBJECT(self, "device %u: EOS", dev->device);
-  GST_OBJECT_LOCK(self);
-  dev->eos = TRUE;
-  GST_OBJECT_UNLOCK(self);
-  self->n_eos++;
-  gst_pad_push_event(dev->pad, gst_event_new_eos());
-  gst_flow_combiner_update_pad_flow(self->combiner, dev->pad, GST_FLOW_EOS);
-  if (self->n_eos == self->n_pads) {
-    /* Not at once: a device whose first blocks are already in the lane
-     * behind this EOS would never get its pad.  The loop pauses when the
-     * receiver has had nothing for LOOP_TIMEOUT_MS. */
-    GST_INFO_OBJECT(self, "all %u device(s) ended: draining", self->n_pads);
-    self->draining = TRUE;
-  }
+  gst_rdma_src_pad_queue_event(dev->pad, gst_event_new_eos());
 }
 
 static void held_block_free(gpointer data)
@@ -731,7 +853,9 @@ static void held_block_free(gpointer data)
   /* Status 0: the sender may write the block again. */
   sbr_block_release(hb->block);
   g_atomic_int_add(&hb->held->count, -1);
+  g_atomic_int_add(&hb->of_device->blocks, -1);
   g_atomic_rc_box_release(hb->held);
+  g_atomic_rc_box_release(hb->of_device);
   g_free(hb);
 }
 
@@ -743,12 +867,17 @@ static void copied_frame_free(gpointer data)
   g_free(frame);
 }
 
-/* Makes the buffer of a frame; takes the frame. */
+/* Makes the buffer of a frame; takes the frame.  copy: out of the lane
+ * (the device is over its budget).  *lane_blocks: blocks the buffer keeps. */
 static GstBuffer *gst_rdma_src_wrap_frame(GstRdmaSrc *self,
-                                          struct sbr_frame *frame)
+                                          RdmaSrcDevice *dev,
+                                          struct sbr_frame *frame,
+                                          gboolean copy, guint *lane_blocks)
 {
+  GstRdmaBlockCount *of_device = gst_rdma_src_pad_block_count(dev->pad);
   GstBuffer *buf;
 
+  *lane_blocks = 0;
   if (frame->n_blocks == 0) {
     /* The library already reassembled it into a heap copy: wrap that. */
     struct sbr_frame *owned = g_memdup2(frame, sizeof *frame);
@@ -757,9 +886,10 @@ static GstBuffer *gst_rdma_src_wrap_frame(GstRdmaSrc *self,
                                        copied_frame_free);
   }
 
-  if ((guint)g_atomic_int_get(&self->held->count) + frame->n_blocks >
-      self->max_held_now) {
-    /* Downstream holds enough: copy, and give the blocks back now. */
+  if (copy || (guint)g_atomic_int_get(&self->held->count) + frame->n_blocks >
+                  self->max_held_now) {
+    /* Over the device's share or the element's: copy, and give the blocks
+     * back now. */
     GstMapInfo map;
     gsize off = 0;
 
@@ -786,14 +916,17 @@ static GstBuffer *gst_rdma_src_wrap_frame(GstRdmaSrc *self,
 
     hb->block = b;
     hb->held = g_atomic_rc_box_acquire(self->held);
+    hb->of_device = g_atomic_rc_box_acquire(of_device);
     g_atomic_int_inc(&self->held->count);
-    /* Status 2 while downstream has it: the sender skips the block. */
+    g_atomic_int_inc(&of_device->blocks);
+    /* Status 2 while queued or downstream: the sender skips the block. */
     sbr_block_hold(b);
     gst_buffer_append_memory(
         buf, gst_memory_new_wrapped(GST_MEMORY_FLAG_READONLY,
                                     (gpointer)bi->payload, bi->payload_len, 0,
                                     bi->payload_len, hb, held_block_free));
   }
+  *lane_blocks = frame->n_blocks;
   return buf;
 }
 
@@ -873,17 +1006,56 @@ static void gst_rdma_src_timestamp(GstRdmaSrc *self, RdmaSrcDevice *dev,
   }
 }
 
-/* Pushes a data frame on its device's pad; takes the frame.  Returns the
- * combined flow. */
-static GstFlowReturn gst_rdma_src_handle_data(GstRdmaSrc *self,
-                                              struct sbr_frame *frame)
+
+/* Receive thread: each device's share of its lane now (device-blocks). */
+static guint gst_rdma_src_budget(GstRdmaSrc *self)
+{
+  if (self->device_blocks_now > 0)
+    return self->device_blocks_now;
+  return MAX(1u, self->usable_blocks / MAX(1u, self->n_pads));
+}
+
+/* The pause policy: tell dev's sender to stop, or to go on. */
+static void gst_rdma_src_set_device_paused(GstRdmaSrc *self,
+                                           RdmaSrcDevice *dev, gboolean paused)
+{
+  if (dev->pause_set == paused)
+    return;
+  dev->pause_set = paused;
+  gst_rdma_src_pad_set_paused(dev->pad, paused);
+  GST_INFO_OBJECT(dev->pad, "%s the sender", paused ? "pausing" : "resuming");
+  sbr_receiver_pause_device(self->receiver, (uint8_t)dev->device, paused);
+}
+
+/* Paused devices whose share has room again (half of it free) resume. */
+static gboolean gst_rdma_src_check_pauses(GstRdmaSrc *self)
+{
+  gboolean any = FALSE;
+
+  for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
+    RdmaSrcDevice *dev = self->devices[d];
+
+    if (!dev || !dev->pause_set)
+      continue;
+    if (gst_rdma_src_pad_usage(dev->pad) <= gst_rdma_src_budget(self) / 2 ||
+        gst_rdma_src_pad_get_policy(dev->pad) != GST_RDMA_OVER_BUDGET_PAUSE)
+      gst_rdma_src_set_device_paused(self, dev, FALSE);
+    else
+      any = TRUE;
+  }
+  return any;
+}
+
+/* Queues a data frame on its device's pad; takes the frame. */
+static void gst_rdma_src_handle_data(GstRdmaSrc *self, struct sbr_frame *frame)
 {
   RdmaSrcDevice *dev = self->devices[frame->info.device];
   struct sbr_block_info info = frame->info;
-  GstFlowReturn flow;
+  gboolean over = FALSE, copy = FALSE;
+  guint lane_blocks;
   GstBuffer *buf;
 
-  if (!dev || dev->eos) {
+  if (!dev || gst_rdma_src_pad_is_eos(dev->pad)) {
     /* No caps yet (we joined mid-stream and the sender hasn't reconnected)
      * or data after EOS: nothing downstream could interpret it. */
     GST_LOG_OBJECT(self, "device %u: no stream, frame dropped", info.device);
@@ -891,26 +1063,31 @@ static GstFlowReturn gst_rdma_src_handle_data(GstRdmaSrc *self,
     GST_OBJECT_LOCK(self);
     self->no_caps_drops++;
     GST_OBJECT_UNLOCK(self);
-    return GST_FLOW_OK;
+    return;
+  }
+  if (!g_atomic_int_get(&self->playing)) {
+    /* A live source produces nothing while PAUSED. */
+    sbr_frame_release(frame);
+    gst_rdma_src_pad_count_drop(dev->pad, TRUE);
+    return;
   }
 
-  buf = gst_rdma_src_wrap_frame(self, frame);
+  if (frame->n_blocks > 0)
+    copy = gst_rdma_src_pad_admit(dev->pad, frame->n_blocks,
+                                  gst_rdma_src_budget(self),
+                                  self->max_queued_now,
+                                  &over) == GST_RDMA_ADMIT_COPY;
+  if (over && self->can_pause &&
+      gst_rdma_src_pad_get_policy(dev->pad) == GST_RDMA_OVER_BUDGET_PAUSE)
+    gst_rdma_src_set_device_paused(self, dev, TRUE);
+
+  buf = gst_rdma_src_wrap_frame(self, dev, frame, copy, &lane_blocks);
   gst_rdma_src_timestamp(self, dev, &info, buf);
   /* The sender's numbering (see the SECTION). */
   GST_BUFFER_OFFSET(buf) = info.packet;
   GST_BUFFER_OFFSET_END(buf) = GST_BUFFER_OFFSET_NONE;
-  GST_LOG_OBJECT(dev->pad, "pushing %" GST_PTR_FORMAT, buf);
-  GST_OBJECT_LOCK(self);
-  self->pushed++;
-  dev->buffers++;
-  GST_OBJECT_UNLOCK(self);
-
-  flow = gst_pad_push(dev->pad, buf);
-  if (flow == GST_FLOW_EOS) {
-    /* Downstream wants no more of this device. */
-    gst_rdma_src_device_eos(self, dev);
-  }
-  return gst_flow_combiner_update_pad_flow(self->combiner, dev->pad, flow);
+  GST_LOG_OBJECT(dev->pad, "queueing %" GST_PTR_FORMAT, buf);
+  gst_rdma_src_pad_queue_buffer(dev->pad, buf, lane_blocks, copy);
 }
 
 static void gst_rdma_src_check_timeout(GstRdmaSrc *self)
@@ -930,16 +1107,17 @@ static void gst_rdma_src_check_timeout(GstRdmaSrc *self)
                             (guint64)self->timeout_now * GST_MSECOND, NULL)));
 }
 
-static void gst_rdma_src_push_eos_all(GstRdmaSrc *self)
+/* Every pad's stream ends after what its pad has queued. */
+static void gst_rdma_src_eos_all(GstRdmaSrc *self)
 {
   for (guint d = 0; d < SBR_MAX_DEVICES; d++)
-    if (self->devices[d] && !self->devices[d]->eos)
-      gst_pad_push_event(self->devices[d]->pad, gst_event_new_eos());
+    if (self->devices[d])
+      gst_rdma_src_device_eos(self, self->devices[d]);
 }
 
 /* EOS sent to the element (gst-launch -e on Ctrl-C, an application
- * ending a recording), as GstBaseSrc does: the streaming thread ends every
- * pad's stream and stops; senders are left alone. */
+ * ending a recording), as GstBaseSrc does: every pad's stream ends and
+ * nothing more is delivered; senders are left alone. */
 static gboolean gst_rdma_src_send_event(GstElement *element, GstEvent *event)
 {
   GstRdmaSrc *self = GST_RDMA_SRC(element);
@@ -956,47 +1134,47 @@ static gboolean gst_rdma_src_send_event(GstElement *element, GstEvent *event)
   return TRUE;
 }
 
+/* The receive thread: takes frames in per-device packet order from every
+ * lane (and, by sitting in the receiver, accepts and notices senders) and
+ * queues each on its device's pad.  It never pushes downstream, so no
+ * consumer can hold it up. */
 static void gst_rdma_src_loop(gpointer data)
 {
   GstRdmaSrc *self = GST_RDMA_SRC(data);
+  gboolean any_paused = gst_rdma_src_check_pauses(self);
   struct sbr_frame frame;
-  GstFlowReturn flow = GST_FLOW_OK;
   int ret;
 
-  ret = sbr_receiver_next_frame(self->receiver, LOOP_TIMEOUT_MS, &frame);
+  ret = sbr_receiver_next_frame(
+      self->receiver, any_paused ? PAUSED_LOOP_TIMEOUT_MS : LOOP_TIMEOUT_MS,
+      &frame);
   if (g_atomic_int_get(&self->flushing)) {
-    /* A state change is pausing or stopping the task already. */
+    /* A state change is stopping the thread already. */
     if (ret == 0)
       sbr_frame_release(&frame);
     GST_DEBUG_OBJECT(self, "flushing");
     return;
   }
   if (g_atomic_int_compare_and_exchange(&self->eos_requested, 1, 0)) {
-    if (ret == 0)
-      sbr_frame_release(&frame);
-    for (guint d = 0; d < SBR_MAX_DEVICES; d++)
-      if (self->devices[d])
-        gst_rdma_src_device_eos(self, self->devices[d]);
-    gst_rdma_src_pause_task(self);
-    return;
+    gst_rdma_src_eos_all(self);
+    self->eos_done = TRUE;
   }
-  if (ret == -EINTR) /* a stale wakeup from an earlier pause */
+  if (ret == -EINTR) /* a wakeup: EOS, or a stale one */
     return;
   if (ret == -ETIMEDOUT) {
-    if (self->draining) {
-      GST_INFO_OBJECT(self, "all %u device(s) ended: pausing", self->n_pads);
-      self->draining = FALSE;
-      gst_rdma_src_pause_task(self);
-      return;
-    }
     gst_rdma_src_check_timeout(self);
     return;
   }
   if (ret < 0) {
     GST_ELEMENT_ERROR(self, RESOURCE, READ, ("Receiving failed."),
                       ("sbr_receiver_next_frame: %s", g_strerror(-ret)));
-    gst_rdma_src_push_eos_all(self);
+    gst_rdma_src_eos_all(self);
     gst_rdma_src_pause_task(self);
+    return;
+  }
+  if (self->eos_done) {
+    /* The application ended the streams: the rest goes back at once. */
+    sbr_frame_release(&frame);
     return;
   }
   self->last_activity = g_get_monotonic_time();
@@ -1019,34 +1197,16 @@ static void gst_rdma_src_loop(gpointer data)
     sbr_frame_release(&frame);
     break;
   case SBR_KIND_DATA:
-    flow = gst_rdma_src_handle_data(self, &frame);
+    gst_rdma_src_handle_data(self, &frame);
     break;
   default:
     sbr_frame_release(&frame);
     break;
   }
-
-  switch (flow) {
-  case GST_FLOW_OK:
-  case GST_FLOW_NOT_LINKED:
-    /* Devices nobody links yet are dropped; others may link later. */
-  case GST_FLOW_EOS:
-    /* Every pad is EOS: device_eos already paused the task. */
-    break;
-  case GST_FLOW_FLUSHING:
-    /* One downstream branch is shutting down; unless we are too (checked
-     * at the top of the next iteration), the others go on. */
-    GST_DEBUG_OBJECT(self, "a downstream branch is flushing");
-    break;
-  default:
-    GST_ELEMENT_FLOW_ERROR(self, flow);
-    gst_rdma_src_push_eos_all(self);
-    gst_rdma_src_pause_task(self);
-    break;
-  }
 }
 
 /* ----------------------------------------------------- state changes */
+
 
 static gboolean gst_rdma_src_open(GstRdmaSrc *self)
 {
@@ -1074,6 +1234,11 @@ static gboolean gst_rdma_src_open(GstRdmaSrc *self)
    * strength; the baseline gets copies, released at once. */
   if (cfg.mechanism == SBR_MECH_SLIDING_WINDOW)
     self->max_held_now = 0;
+  self->device_blocks_now = self->device_blocks;
+  self->usable_blocks = self->blocks - self->blocks / 4;
+  self->n_pads = 0;
+  self->max_queued_now = self->max_queued;
+  self->can_pause = cfg.mechanism == SBR_MECH_STATUS_BYTE;
   self->timeout_now = self->timeout;
   stats_interval = self->stats_interval;
   GST_OBJECT_UNLOCK(self);
@@ -1088,22 +1253,25 @@ static gboolean gst_rdma_src_open(GstRdmaSrc *self)
     g_free(address);
     return FALSE;
   }
-  GST_INFO_OBJECT(self, "listening on %s:%u (%s, %s), %u blocks of %u bytes",
+  GST_INFO_OBJECT(self,
+                  "listening on %s:%u (%s, %s), %u blocks of %u bytes, "
+                  "device-blocks %u",
                   address, cfg.port, sbr_backend_name(cfg.backend),
                   sbr_mechanism_name(cfg.mechanism), cfg.block_count,
-                  cfg.block_size);
+                  cfg.block_size, self->device_blocks_now);
   g_free(address);
 
   GST_OBJECT_LOCK(self);
   self->receiver = receiver;
-  self->copies = self->pushed = self->no_caps_drops = 0;
+  self->copies = self->no_caps_drops = 0;
   GST_OBJECT_UNLOCK(self);
   self->held = g_atomic_rc_box_new0(HeldCounter);
   self->group_id = gst_util_group_id_next();
   self->last_activity = g_get_monotonic_time();
   self->timeout_posted = FALSE;
-  self->draining = FALSE;
-  gst_flow_combiner_reset(self->combiner);
+  self->eos_done = FALSE;
+  g_atomic_int_set(&self->eos_requested, 0);
+  gst_flow_combiner_reset(self->flow.combiner);
   self->ticker = gst_rdma_stats_ticker_start(GST_ELEMENT(self), stats_interval,
                                              gst_rdma_src_get_stats);
   return TRUE;
@@ -1128,6 +1296,37 @@ static void gst_rdma_src_close(GstRdmaSrc *self)
   }
 }
 
+/* PLAYING: every pad's task pushes; else they wait, queues emptied. */
+static void gst_rdma_src_set_playing(GstRdmaSrc *self, gboolean playing)
+{
+  g_mutex_lock(&self->state_lock);
+  g_atomic_int_set(&self->playing, playing);
+  for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
+    RdmaSrcDevice *dev = self->devices[d];
+
+    if (!dev)
+      continue;
+    if (playing)
+      gst_rdma_src_pad_start(dev->pad);
+    else
+      gst_rdma_src_pad_pause(dev->pad);
+  }
+  g_mutex_unlock(&self->state_lock);
+}
+
+static void gst_rdma_src_stop_receiving(GstRdmaSrc *self)
+{
+  g_atomic_int_set(&self->flushing, 1);
+  sbr_receiver_wakeup(self->receiver);
+  GST_OBJECT_LOCK(self);
+  self->task_running = FALSE;
+  gst_task_stop(self->task);
+  GST_OBJECT_UNLOCK(self);
+  /* The receive thread never pushes: its iteration ends within
+   * LOOP_TIMEOUT_MS (at once, woken). */
+  gst_task_join(self->task);
+}
+
 static GstStateChangeReturn gst_rdma_src_change_state(GstElement *element,
                                                       GstStateChange transition)
 {
@@ -1138,15 +1337,26 @@ static GstStateChangeReturn gst_rdma_src_change_state(GstElement *element,
   case GST_STATE_CHANGE_READY_TO_PAUSED:
     if (!gst_rdma_src_open(self))
       return GST_STATE_CHANGE_FAILURE;
+    /* Receiving (and accepting senders) starts now; frames are queued
+     * only while PLAYING. */
+    g_atomic_int_set(&self->flushing, 0);
+    GST_OBJECT_LOCK(self);
+    self->task_running = TRUE;
+    gst_task_start(self->task);
+    GST_OBJECT_UNLOCK(self);
     break;
   case GST_STATE_CHANGE_PLAYING_TO_PAUSED:
-    /* unlock: wake the loop out of sbr_receiver_next_frame.  Don't wait for
-     * it: it may be pushing into a sink that waits for PLAYING. */
-    g_atomic_int_set(&self->flushing, 1);
-    sbr_receiver_wakeup(self->receiver);
-    GST_OBJECT_LOCK(self);
-    gst_task_pause(self->task);
-    GST_OBJECT_UNLOCK(self);
+    gst_rdma_src_set_playing(self, FALSE);
+    break;
+  case GST_STATE_CHANGE_PAUSED_TO_READY:
+    /* Before the pads are deactivated (which waits for their stream
+     * locks): downstream is READY already, so no push blocks. */
+    gst_rdma_src_stop_receiving(self);
+    g_mutex_lock(&self->state_lock);
+    for (guint d = 0; d < SBR_MAX_DEVICES; d++)
+      if (self->devices[d])
+        gst_rdma_src_pad_stop(self->devices[d]->pad);
+    g_mutex_unlock(&self->state_lock);
     break;
   default:
     break;
@@ -1162,29 +1372,58 @@ static GstStateChangeReturn gst_rdma_src_change_state(GstElement *element,
     ret = GST_STATE_CHANGE_NO_PREROLL;
     break;
   case GST_STATE_CHANGE_PAUSED_TO_PLAYING:
-    /* Reading only while PLAYING: buffers get running times. */
-    g_atomic_int_set(&self->flushing, 0);
-    GST_OBJECT_LOCK(self);
-    self->task_running = TRUE;
-    gst_task_start(self->task);
-    GST_OBJECT_UNLOCK(self);
+    /* Buffers get running times: queue and push only while PLAYING. */
+    gst_rdma_src_set_playing(self, TRUE);
     break;
   case GST_STATE_CHANGE_PAUSED_TO_READY:
-    g_atomic_int_set(&self->flushing, 1);
-    sbr_receiver_wakeup(self->receiver);
-    GST_OBJECT_LOCK(self);
-    self->task_running = FALSE;
-    gst_task_stop(self->task);
-    GST_OBJECT_UNLOCK(self);
-    /* Downstream is READY already, so no push blocks the loop: wait for
-     * its iteration, then for the thread. */
-    g_rec_mutex_lock(&self->task_lock);
-    g_rec_mutex_unlock(&self->task_lock);
-    gst_task_join(self->task);
     gst_rdma_src_close(self);
     break;
   default:
     break;
   }
   return ret;
+}
+
+/* ------------------------------------------------------ child proxy */
+
+/* The pads are children, so a launch line can set a pad property before
+ * the pad exists: rdmasrc name=r r::src_3::over-budget=pause. */
+static GObject *gst_rdma_src_child_by_index(GstChildProxy *proxy, guint index)
+{
+  GstElement *element = GST_ELEMENT(proxy);
+  GObject *child = NULL;
+
+  GST_OBJECT_LOCK(element);
+  child = g_list_nth_data(element->srcpads, index);
+  if (child)
+    gst_object_ref(child);
+  GST_OBJECT_UNLOCK(element);
+  return child;
+}
+
+static GObject *gst_rdma_src_child_by_name(GstChildProxy *proxy,
+                                           const gchar *name)
+{
+  return G_OBJECT(gst_element_get_static_pad(GST_ELEMENT(proxy), name));
+}
+
+static guint gst_rdma_src_children_count(GstChildProxy *proxy)
+{
+  GstElement *element = GST_ELEMENT(proxy);
+  guint count;
+
+  GST_OBJECT_LOCK(element);
+  count = element->numsrcpads;
+  GST_OBJECT_UNLOCK(element);
+  return count;
+}
+
+static void gst_rdma_src_child_proxy_init(gpointer g_iface, gpointer data)
+{
+  GstChildProxyInterface *iface = g_iface;
+
+  (void)data;
+  iface->get_child_by_index = gst_rdma_src_child_by_index;
+  iface->get_child_by_name = gst_rdma_src_child_by_name;
+  iface->get_children_count = gst_rdma_src_children_count;
 }

@@ -510,7 +510,10 @@ GST_START_TEST(test_twelve_sinks_one_pipeline)
   Collector c;
 
   collector_init(&c);
-  append_receiver(desc, port, cameras, N_CAMERAS, "block-size=16384");
+  /* The senders push each camera's frames in a burst: copy keeps every
+   * one (drop-oldest, the live default, would drop the oldest). */
+  append_receiver(desc, port, cameras, N_CAMERAS,
+                  "block-size=16384 over-budget=copy");
   for (guint d = 0; d < N_CAMERAS; d++)
     append_sender(desc, port, d, "");
   pipeline = parse(desc->str);
@@ -550,7 +553,8 @@ GST_START_TEST(test_twelve_sinks_twelve_pipelines)
   Collector c;
 
   collector_init(&c);
-  rx = receiver_new(port, cameras, N_CAMERAS, "block-size=16384", &c);
+  rx = receiver_new(port, cameras, N_CAMERAS,
+                    "block-size=16384 over-budget=copy", &c);
   set_state(rx, GST_STATE_PLAYING);
   for (guint d = 0; d < N_CAMERAS; d++) {
     tx[d] = sender_new(port, d, "");
@@ -933,7 +937,8 @@ GST_START_TEST(test_sliding_window_copies_so_streams_never_stall)
   Collector c;
 
   collector_init(&c);
-  rx = receiver_new(port, devices, 4, "mechanism=sliding-window", &c);
+  rx = receiver_new(port, devices, 4,
+                    "mechanism=sliding-window over-budget=copy", &c);
   set_state(rx, GST_STATE_PLAYING);
   for (guint d = 0; d < 4; d++) {
     tx[d] = sender_new(port, d, "mechanism=sliding-window");
@@ -1077,7 +1082,8 @@ GST_START_TEST(test_held_buffers_and_max_held)
 
   collector_init(&c);
   c.hold = TRUE; /* downstream keeps every buffer */
-  rx = receiver_new(port, devices, 1, "blocks=8 max-held=3", &c);
+  rx = receiver_new(port, devices, 1, "blocks=8 max-held=3 over-budget=copy",
+                    &c);
   set_state(rx, GST_STATE_PLAYING);
   tx = sender_new(port, 3, "wait-timeout=2000");
   set_state(tx, GST_STATE_PLAYING);

@@ -1,0 +1,528 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * gstrdmasrcpad.c - one device's src pad of rdmasrc (see gstrdmasrcpad.h).
+ *
+ * Why a thread per pad: a sink waits in preroll, a queue blocks when full,
+ * an analysis element takes 200 ms a frame.  With one streaming thread for
+ * every device (as rdmasrc had, like a demuxer), any of those stops every
+ * other camera: three fakesinks linked straight to the pads never prerolled,
+ * and one slow consumer set the pace of all twelve cameras.  Here the
+ * receive thread only queues; each pad's task pushes its own queue, so a
+ * blocked push blocks that device alone, and the device's budget (lane
+ * blocks it may keep, frames it may queue) bounds what it can take from the
+ * lane that every device shares.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstrdmasrcpad.h"
+
+GST_DEBUG_CATEGORY_STATIC(gst_rdma_src_pad_debug);
+#define GST_CAT_DEFAULT gst_rdma_src_pad_debug
+
+enum {
+  PROP_0,
+  PROP_OVER_BUDGET,
+  N_PROPERTIES,
+};
+
+/* A queued buffer or serialized event. */
+typedef struct {
+  GstMiniObject *obj;
+  guint lane_blocks; /* buffers: lane blocks it wraps (0 when copied) */
+} QueueItem;
+
+struct _GstRdmaSrcPad {
+  GstPad parent;
+
+  guint device;
+  GstRdmaSharedFlow *flow; /* the element's, outlives the pad task */
+  GstRdmaBlockCount *blocks_out;
+
+  /* Everything below: lock. */
+  GMutex lock;
+  GCond cond;
+  GQueue queue;           /* QueueItem */
+  guint queued_buffers;   /* buffers in queue */
+  guint queued_blocks;    /* lane blocks they wrap */
+  gboolean running;       /* PLAYING: the task pushes */
+  gboolean flushing;      /* stopping: the task pauses itself */
+  gboolean discont;       /* a frame was dropped: mark the next one */
+  gboolean eos;           /* EOS queued or returned from downstream */
+  GstRdmaOverBudget policy; /* property; also read by admit */
+  gboolean paused;        /* the sender was told to stop */
+  gint64 paused_since;    /* monotonic us */
+  guint64 paused_us;      /* total of finished pauses */
+  guint64 pauses;
+  guint64 copies;         /* frames copied because over budget */
+  guint64 drops_leaky;    /* queued frames dropped to make room */
+  guint64 drops_not_playing;
+  guint64 drops_ended;    /* after EOS */
+  guint64 pushed;
+};
+
+G_DEFINE_TYPE(GstRdmaSrcPad, gst_rdma_src_pad, GST_TYPE_PAD);
+
+static GParamSpec *properties[N_PROPERTIES];
+
+static void gst_rdma_src_pad_loop(gpointer data);
+
+static void queue_item_free(QueueItem *item)
+{
+  gst_mini_object_unref(item->obj);
+  g_free(item);
+}
+
+static void gst_rdma_src_pad_finalize(GObject *object)
+{
+  GstRdmaSrcPad *pad = GST_RDMA_SRC_PAD(object);
+
+  g_queue_clear_full(&pad->queue, (GDestroyNotify)queue_item_free);
+  g_atomic_rc_box_release(pad->blocks_out);
+  g_mutex_clear(&pad->lock);
+  g_cond_clear(&pad->cond);
+  G_OBJECT_CLASS(gst_rdma_src_pad_parent_class)->finalize(object);
+}
+
+static void gst_rdma_src_pad_set_property(GObject *object, guint prop_id,
+                                          const GValue *value,
+                                          GParamSpec *pspec)
+{
+  GstRdmaSrcPad *pad = GST_RDMA_SRC_PAD(object);
+
+  switch (prop_id) {
+  case PROP_OVER_BUDGET:
+    g_mutex_lock(&pad->lock);
+    pad->policy = g_value_get_enum(value);
+    g_mutex_unlock(&pad->lock);
+    break;
+  default:
+    G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+    break;
+  }
+}
+
+static void gst_rdma_src_pad_get_property(GObject *object, guint prop_id,
+                                          GValue *value, GParamSpec *pspec)
+{
+  GstRdmaSrcPad *pad = GST_RDMA_SRC_PAD(object);
+
+  switch (prop_id) {
+  case PROP_OVER_BUDGET:
+    g_mutex_lock(&pad->lock);
+    g_value_set_enum(value, pad->policy);
+    g_mutex_unlock(&pad->lock);
+    break;
+  default:
+    G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+    break;
+  }
+}
+
+static void gst_rdma_src_pad_class_init(GstRdmaSrcPadClass *klass)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
+
+  gobject_class->finalize = gst_rdma_src_pad_finalize;
+  gobject_class->set_property = gst_rdma_src_pad_set_property;
+  gobject_class->get_property = gst_rdma_src_pad_get_property;
+
+  properties[PROP_OVER_BUDGET] = g_param_spec_enum(
+      "over-budget", "Over budget",
+      "What to do when this device occupies its whole share of the lane "
+      "(rdmasrc device-blocks): drop its oldest queued frames, copy new "
+      "frames out of the lane, or tell its sender to pause",
+      GST_TYPE_RDMA_OVER_BUDGET, GST_RDMA_OVER_BUDGET_DROP_OLDEST,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
+          GST_PARAM_MUTABLE_PLAYING);
+  g_object_class_install_properties(gobject_class, N_PROPERTIES, properties);
+
+  GST_DEBUG_CATEGORY_INIT(gst_rdma_src_pad_debug, "rdmasrcpad", 0,
+                          "RDMA source pads");
+}
+
+static void gst_rdma_src_pad_init(GstRdmaSrcPad *pad)
+{
+  g_mutex_init(&pad->lock);
+  g_cond_init(&pad->cond);
+  g_queue_init(&pad->queue);
+  pad->blocks_out = g_atomic_rc_box_new0(GstRdmaBlockCount);
+}
+
+GstRdmaSrcPad *gst_rdma_src_pad_new(GstPadTemplate *templ, guint device,
+                                    GstRdmaOverBudget policy,
+                                    GstRdmaSharedFlow *flow)
+{
+  gchar *name = g_strdup_printf("src_%u", device);
+  GstRdmaSrcPad *pad =
+      g_object_new(GST_TYPE_RDMA_SRC_PAD, "name", name, "direction",
+                   GST_PAD_SRC, "template", templ, NULL);
+
+  g_free(name);
+  pad->device = device;
+  pad->policy = policy;
+  pad->flow = flow;
+  return pad;
+}
+
+guint gst_rdma_src_pad_get_device(GstRdmaSrcPad *pad)
+{
+  return pad->device;
+}
+
+GstRdmaBlockCount *gst_rdma_src_pad_block_count(GstRdmaSrcPad *pad)
+{
+  return pad->blocks_out;
+}
+
+GstRdmaOverBudget gst_rdma_src_pad_get_policy(GstRdmaSrcPad *pad)
+{
+  GstRdmaOverBudget policy;
+
+  g_mutex_lock(&pad->lock);
+  policy = pad->policy;
+  g_mutex_unlock(&pad->lock);
+  return policy;
+}
+
+/* ------------------------------------------------------------ queue */
+
+/* Lock held.  Drops the oldest queued buffer (events stay); FALSE if none. */
+static gboolean drop_oldest_buffer(GstRdmaSrcPad *pad)
+{
+  for (GList *l = pad->queue.head; l; l = l->next) {
+    QueueItem *item = l->data;
+
+    if (!GST_IS_BUFFER(item->obj))
+      continue;
+    g_queue_delete_link(&pad->queue, l);
+    pad->queued_buffers--;
+    pad->queued_blocks -= item->lane_blocks;
+    pad->drops_leaky++;
+    pad->discont = TRUE;
+    /* Frees the memories: their blocks go back to the sender now. */
+    queue_item_free(item);
+    return TRUE;
+  }
+  return FALSE;
+}
+
+/* Lock held: lane blocks out, when a frame of n more would overrun. */
+static gboolean lane_over_budget(GstRdmaSrcPad *pad, guint n, guint budget)
+{
+  guint out = (guint)g_atomic_int_get(&pad->blocks_out->blocks);
+
+  /* A frame bigger than the whole budget still goes when the device has
+   * nothing else out: a budget never stops a stream outright. */
+  return out > 0 && out + n > budget;
+}
+
+GstRdmaAdmit gst_rdma_src_pad_admit(GstRdmaSrcPad *pad, guint n_blocks,
+                                    guint budget, guint max_queued,
+                                    gboolean *over_budget)
+{
+  GstRdmaAdmit admit;
+  gboolean over;
+
+  budget = MAX(budget, 1);
+  g_mutex_lock(&pad->lock);
+  over = lane_over_budget(pad, n_blocks, budget);
+  if (pad->policy == GST_RDMA_OVER_BUDGET_DROP_OLDEST) {
+    /* Live video: the newest frame matters, the oldest queued one goes. */
+    while ((lane_over_budget(pad, n_blocks, budget) ||
+            pad->queued_buffers >= budget) &&
+           drop_oldest_buffer(pad))
+      ;
+  } else {
+    /* copy / pause keep what is queued while the queue has room. */
+    while (pad->queued_buffers >= MAX(budget, max_queued) &&
+           drop_oldest_buffer(pad))
+      ;
+  }
+  /* What downstream holds can't be dropped: copy the new frame instead, so
+   * the lane stays free for the other devices. */
+  admit = lane_over_budget(pad, n_blocks, budget) ? GST_RDMA_ADMIT_COPY
+                                                   : GST_RDMA_ADMIT_WRAP;
+  if (admit == GST_RDMA_ADMIT_COPY)
+    pad->copies++;
+  g_mutex_unlock(&pad->lock);
+  if (over_budget)
+    *over_budget = over;
+  return admit;
+}
+
+static void queue_item(GstRdmaSrcPad *pad, GstMiniObject *obj,
+                       guint lane_blocks)
+{
+  QueueItem *item = g_new(QueueItem, 1);
+
+  item->obj = obj;
+  item->lane_blocks = lane_blocks;
+  g_queue_push_tail(&pad->queue, item);
+  g_cond_signal(&pad->cond);
+}
+
+void gst_rdma_src_pad_queue_buffer(GstRdmaSrcPad *pad, GstBuffer *buf,
+                                   guint lane_blocks, gboolean copied)
+{
+  (void)copied;
+  g_mutex_lock(&pad->lock);
+  if (!pad->running || pad->eos) {
+    /* Live: a frame that can't be pushed now is worth nothing later. */
+    if (pad->eos)
+      pad->drops_ended++;
+    else
+      pad->drops_not_playing++;
+    g_mutex_unlock(&pad->lock);
+    gst_buffer_unref(buf);
+    return;
+  }
+  pad->queued_buffers++;
+  pad->queued_blocks += lane_blocks;
+  queue_item(pad, GST_MINI_OBJECT_CAST(buf), lane_blocks);
+  g_mutex_unlock(&pad->lock);
+}
+
+void gst_rdma_src_pad_queue_event(GstRdmaSrcPad *pad, GstEvent *event)
+{
+  g_mutex_lock(&pad->lock);
+  if (GST_EVENT_TYPE(event) == GST_EVENT_EOS)
+    pad->eos = TRUE;
+  queue_item(pad, GST_MINI_OBJECT_CAST(event), 0);
+  g_mutex_unlock(&pad->lock);
+}
+
+void gst_rdma_src_pad_count_drop(GstRdmaSrcPad *pad, gboolean not_playing)
+{
+  g_mutex_lock(&pad->lock);
+  if (not_playing)
+    pad->drops_not_playing++;
+  else
+    pad->drops_ended++;
+  g_mutex_unlock(&pad->lock);
+}
+
+gboolean gst_rdma_src_pad_is_eos(GstRdmaSrcPad *pad)
+{
+  gboolean eos;
+
+  g_mutex_lock(&pad->lock);
+  eos = pad->eos;
+  g_mutex_unlock(&pad->lock);
+  return eos;
+}
+
+void gst_rdma_src_pad_clear_eos(GstRdmaSrcPad *pad)
+{
+  g_mutex_lock(&pad->lock);
+  pad->eos = FALSE;
+  g_mutex_unlock(&pad->lock);
+}
+
+guint gst_rdma_src_pad_usage(GstRdmaSrcPad *pad)
+{
+  guint usage;
+
+  g_mutex_lock(&pad->lock);
+  usage = MAX((guint)g_atomic_int_get(&pad->blocks_out->blocks),
+              pad->queued_buffers);
+  g_mutex_unlock(&pad->lock);
+  return usage;
+}
+
+void gst_rdma_src_pad_set_paused(GstRdmaSrcPad *pad, gboolean paused)
+{
+  g_mutex_lock(&pad->lock);
+  if (paused && !pad->paused) {
+    pad->paused_since = g_get_monotonic_time();
+    pad->pauses++;
+  } else if (!paused && pad->paused) {
+    pad->paused_us += (guint64)(g_get_monotonic_time() - pad->paused_since);
+  }
+  pad->paused = paused;
+  g_mutex_unlock(&pad->lock);
+}
+
+gboolean gst_rdma_src_pad_is_paused(GstRdmaSrcPad *pad)
+{
+  gboolean paused;
+
+  g_mutex_lock(&pad->lock);
+  paused = pad->paused;
+  g_mutex_unlock(&pad->lock);
+  return paused;
+}
+
+/* Lock held: drops every queued buffer (events stay, in order). */
+static void flush_buffers(GstRdmaSrcPad *pad)
+{
+  GList *l = pad->queue.head;
+
+  while (l) {
+    GList *next = l->next;
+    QueueItem *item = l->data;
+
+    if (GST_IS_BUFFER(item->obj)) {
+      g_queue_delete_link(&pad->queue, l);
+      pad->drops_not_playing++;
+      queue_item_free(item);
+    }
+    l = next;
+  }
+  pad->queued_buffers = pad->queued_blocks = 0;
+}
+
+/* ------------------------------------------------------ streaming */
+
+void gst_rdma_src_pad_start(GstRdmaSrcPad *pad)
+{
+  g_mutex_lock(&pad->lock);
+  pad->running = TRUE;
+  pad->flushing = FALSE;
+  g_cond_signal(&pad->cond);
+  g_mutex_unlock(&pad->lock);
+  gst_pad_start_task(GST_PAD(pad), gst_rdma_src_pad_loop, pad, NULL);
+}
+
+void gst_rdma_src_pad_pause(GstRdmaSrcPad *pad)
+{
+  /* Don't wait for the task: it may be pushing into a sink that waits for
+   * PLAYING.  It finds nothing to push and waits on the condition. */
+  g_mutex_lock(&pad->lock);
+  pad->running = FALSE;
+  flush_buffers(pad);
+  g_mutex_unlock(&pad->lock);
+}
+
+void gst_rdma_src_pad_stop(GstRdmaSrcPad *pad)
+{
+  g_mutex_lock(&pad->lock);
+  pad->running = FALSE;
+  pad->flushing = TRUE;
+  g_cond_signal(&pad->cond);
+  g_mutex_unlock(&pad->lock);
+  /* Downstream is READY already: no push blocks, the join returns. */
+  gst_pad_stop_task(GST_PAD(pad));
+  g_mutex_lock(&pad->lock);
+  g_queue_clear_full(&pad->queue, (GDestroyNotify)queue_item_free);
+  pad->queued_buffers = pad->queued_blocks = 0;
+  pad->discont = FALSE;
+  g_mutex_unlock(&pad->lock);
+}
+
+/* The combined flow of every pad, after this pad's. */
+static GstFlowReturn combine(GstRdmaSrcPad *pad, GstFlowReturn flow)
+{
+  GstFlowReturn combined;
+
+  g_mutex_lock(&pad->flow->lock);
+  combined =
+      gst_flow_combiner_update_pad_flow(pad->flow->combiner, GST_PAD(pad), flow);
+  g_mutex_unlock(&pad->flow->lock);
+  return combined;
+}
+
+static void gst_rdma_src_pad_loop(gpointer data)
+{
+  GstRdmaSrcPad *pad = data;
+  GstFlowReturn flow;
+  QueueItem *item;
+
+  g_mutex_lock(&pad->lock);
+  while (!pad->flushing && (!pad->running || g_queue_is_empty(&pad->queue)))
+    g_cond_wait(&pad->cond, &pad->lock);
+  if (pad->flushing) {
+    g_mutex_unlock(&pad->lock);
+    gst_pad_pause_task(GST_PAD(pad));
+    return;
+  }
+  item = g_queue_pop_head(&pad->queue);
+  if (GST_IS_BUFFER(item->obj)) {
+    pad->queued_buffers--;
+    pad->queued_blocks -= item->lane_blocks;
+    if (pad->discont) {
+      /* Only this queue has it: writable without a copy. */
+      GST_BUFFER_FLAG_SET(GST_BUFFER_CAST(item->obj), GST_BUFFER_FLAG_DISCONT);
+      pad->discont = FALSE;
+    }
+    pad->pushed++;
+  }
+  g_mutex_unlock(&pad->lock);
+
+  if (GST_IS_EVENT(item->obj)) {
+    GstEvent *event = GST_EVENT_CAST(item->obj);
+    gboolean eos = GST_EVENT_TYPE(event) == GST_EVENT_EOS;
+
+    g_free(item);
+    gst_pad_push_event(GST_PAD(pad), event);
+    if (eos)
+      combine(pad, GST_FLOW_EOS);
+    return;
+  }
+
+  flow = gst_pad_push(GST_PAD(pad), GST_BUFFER_CAST(item->obj));
+  g_free(item);
+  switch (flow) {
+  case GST_FLOW_OK:
+  case GST_FLOW_NOT_LINKED: /* nobody wants this device (yet): drop */
+  case GST_FLOW_FLUSHING:   /* the branch is shutting down */
+    combine(pad, flow);
+    break;
+  case GST_FLOW_EOS:
+    /* Downstream wants no more of this device: end its stream here. */
+    GST_INFO_OBJECT(pad, "downstream returned EOS");
+    g_mutex_lock(&pad->lock);
+    pad->eos = TRUE;
+    flush_buffers(pad);
+    g_mutex_unlock(&pad->lock);
+    gst_pad_push_event(GST_PAD(pad), gst_event_new_eos());
+    combine(pad, flow);
+    break;
+  default: {
+    GstObject *parent = gst_pad_get_parent(GST_PAD(pad));
+
+    if (combine(pad, flow) == flow && parent) {
+      /* Fatal (not-negotiated, error) on every pad that matters. */
+      GST_ELEMENT_FLOW_ERROR(GST_ELEMENT_CAST(parent), flow);
+    }
+    GST_WARNING_OBJECT(pad, "streaming stopped: %s", gst_flow_get_name(flow));
+    g_mutex_lock(&pad->lock);
+    pad->eos = TRUE;
+    flush_buffers(pad);
+    g_mutex_unlock(&pad->lock);
+    gst_pad_push_event(GST_PAD(pad), gst_event_new_eos());
+    if (parent)
+      gst_object_unref(parent);
+    break;
+  }
+  }
+}
+
+/* ------------------------------------------------------------ stats */
+
+void gst_rdma_src_pad_add_stats(GstRdmaSrcPad *pad, GstStructure *s)
+{
+  guint64 paused_us;
+
+  g_mutex_lock(&pad->lock);
+  paused_us = pad->paused_us;
+  if (pad->paused)
+    paused_us += (guint64)(g_get_monotonic_time() - pad->paused_since);
+  gst_structure_set(
+      s, "queued", G_TYPE_UINT, pad->queued_buffers, "lane-blocks",
+      G_TYPE_UINT, (guint)g_atomic_int_get(&pad->blocks_out->blocks),
+      "held-downstream", G_TYPE_UINT,
+      (guint)MAX(g_atomic_int_get(&pad->blocks_out->blocks) -
+                     (gint)pad->queued_blocks,
+                 0),
+      "pushed", G_TYPE_UINT64, pad->pushed, "copies", G_TYPE_UINT64,
+      pad->copies, "drops-leaky", G_TYPE_UINT64, pad->drops_leaky,
+      "drops-not-playing", G_TYPE_UINT64, pad->drops_not_playing,
+      "drops-ended", G_TYPE_UINT64, pad->drops_ended, "paused",
+      G_TYPE_BOOLEAN, pad->paused, "pauses", G_TYPE_UINT64, pad->pauses,
+      "paused-time", G_TYPE_UINT64, paused_us * GST_USECOND, "eos",
+      G_TYPE_BOOLEAN, pad->eos, "over-budget", GST_TYPE_RDMA_OVER_BUDGET,
+      pad->policy, NULL);
+  g_mutex_unlock(&pad->lock);
+}

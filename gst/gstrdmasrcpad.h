@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * gstrdmasrcpad.h - one device's src pad of rdmasrc: its queue, its own
+ * streaming thread (a pad task) and its share of the lane.
+ *
+ * Threads: rdmasrc's receive thread is the only producer (admit, queue_*,
+ * set_eos); the pad task is the only consumer and the only thread that
+ * pushes on the pad; state changes call start/pause/stop/flush.  Everything
+ * here is guarded by the pad's own lock, so one stuck consumer blocks only
+ * its own pad task, never the receive thread or another pad.
+ */
+#ifndef __GST_RDMA_SRC_PAD_H__
+#define __GST_RDMA_SRC_PAD_H__
+
+#include <gst/base/gstflowcombiner.h>
+#include <gst/gst.h>
+
+#include "gstrdmaenums.h"
+
+G_BEGIN_DECLS
+
+#define GST_TYPE_RDMA_SRC_PAD (gst_rdma_src_pad_get_type())
+G_DECLARE_FINAL_TYPE(GstRdmaSrcPad, gst_rdma_src_pad, GST, RDMA_SRC_PAD,
+                     GstPad)
+
+/* Lane blocks a device has out (wrapped in buffers queued here or
+ * downstream).  Shared with the memories' free callbacks, which may run
+ * after the pad is gone: a g_atomic_rc_box. */
+typedef struct {
+  gint blocks; /* atomic */
+} GstRdmaBlockCount;
+
+/* The element's flow combiner, shared by its pads under one lock. */
+typedef struct {
+  GMutex lock;
+  GstFlowCombiner *combiner;
+} GstRdmaSharedFlow;
+
+GstRdmaSrcPad *gst_rdma_src_pad_new(GstPadTemplate *templ, guint device,
+                                    GstRdmaOverBudget policy,
+                                    GstRdmaSharedFlow *flow);
+guint gst_rdma_src_pad_get_device(GstRdmaSrcPad *pad);
+/* The counter that wrapped blocks of this device add to (not referenced). */
+GstRdmaBlockCount *gst_rdma_src_pad_block_count(GstRdmaSrcPad *pad);
+
+/* What admit decided for a frame of the device. */
+typedef enum {
+  GST_RDMA_ADMIT_WRAP, /* zero-copy: wrap the lane blocks */
+  GST_RDMA_ADMIT_COPY, /* over budget: copy the frame, release the blocks */
+} GstRdmaAdmit;
+
+/* Receive thread: makes room for a frame of n_blocks lane blocks under a
+ * budget of budget blocks, by the pad's policy: drop-oldest drops queued
+ * frames (and queues at most budget frames); copy and pause copy the new
+ * frame and drop the oldest only when max_queued frames are queued.
+ * *over_budget tells whether the device is over its budget (the pause
+ * policy's signal). */
+GstRdmaAdmit gst_rdma_src_pad_admit(GstRdmaSrcPad *pad, guint n_blocks,
+                                    guint budget, guint max_queued,
+                                    gboolean *over_budget);
+/* Receive thread: queues a buffer (the pad task pushes it) or a serialized
+ * event (never dropped).  Take ownership. */
+void gst_rdma_src_pad_queue_buffer(GstRdmaSrcPad *pad, GstBuffer *buf,
+                                   guint lane_blocks, gboolean copied);
+void gst_rdma_src_pad_queue_event(GstRdmaSrcPad *pad, GstEvent *event);
+/* Counts a frame dropped on arrival (not PLAYING, ended stream). */
+void gst_rdma_src_pad_count_drop(GstRdmaSrcPad *pad, gboolean not_playing);
+/* Has the stream ended (EOS queued, or downstream returned EOS)? */
+gboolean gst_rdma_src_pad_is_eos(GstRdmaSrcPad *pad);
+/* Receive thread: a new stream starts on the pad (after EOS). */
+void gst_rdma_src_pad_clear_eos(GstRdmaSrcPad *pad);
+/* Lane blocks out plus frames queued: how full the device's share is. */
+guint gst_rdma_src_pad_usage(GstRdmaSrcPad *pad);
+/* The pause policy: the device's sender was told to stop (or go on). */
+void gst_rdma_src_pad_set_paused(GstRdmaSrcPad *pad, gboolean paused);
+gboolean gst_rdma_src_pad_is_paused(GstRdmaSrcPad *pad);
+GstRdmaOverBudget gst_rdma_src_pad_get_policy(GstRdmaSrcPad *pad);
+
+/* State changes.  start: the pad task runs and pushes (PLAYING); pause:
+ * it waits without pushing and queued buffers are dropped (a live source
+ * produces nothing while PAUSED); stop: the task ends (PAUSED->READY,
+ * downstream is READY so no push blocks). */
+void gst_rdma_src_pad_start(GstRdmaSrcPad *pad);
+void gst_rdma_src_pad_pause(GstRdmaSrcPad *pad);
+void gst_rdma_src_pad_stop(GstRdmaSrcPad *pad);
+
+/* Per-device counters into s (queued, lane-blocks, copies, drops-*). */
+void gst_rdma_src_pad_add_stats(GstRdmaSrcPad *pad, GstStructure *s);
+
+G_END_DECLS
+
+#endif /* __GST_RDMA_SRC_PAD_H__ */
