@@ -143,7 +143,7 @@ typedef struct {
  * device (device-blocks). */
 typedef struct {
   sbr_block *block;
-  HeldCounter *held;           /* referenced (g_atomic_rc_box) */
+  HeldCounter *held;            /* referenced (g_atomic_rc_box) */
   GstRdmaBlockCount *of_device; /* referenced (g_atomic_rc_box) */
 } HeldBlock;
 
@@ -204,7 +204,7 @@ struct _GstRdmaSrc {
    * it without. */
   RdmaSrcDevice *devices[SBR_MAX_DEVICES];
   guint group_id;
-  guint max_held_now; /* max_held as started, clamped */
+  guint max_held_now;      /* max_held as started, clamped */
   guint device_blocks_now; /* device_blocks as started; 0 = automatic */
   guint usable_blocks;     /* what the automatic share divides */
   guint n_pads;            /* devices with a pad (receive thread) */
@@ -243,6 +243,7 @@ static gboolean gst_rdma_src_query(GstElement *element, GstQuery *query);
 static gboolean gst_rdma_src_send_event(GstElement *element, GstEvent *event);
 static void gst_rdma_src_loop(gpointer data);
 static GstStructure *gst_rdma_src_get_stats(GstElement *element);
+static guint gst_rdma_src_budget(GstRdmaSrc *self);
 
 static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
 {
@@ -393,6 +394,16 @@ static void gst_rdma_src_finalize(GObject *object)
 {
   GstRdmaSrc *self = GST_RDMA_SRC(object);
 
+  for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
+    RdmaSrcDevice *dev = self->devices[d];
+
+    if (!dev)
+      continue;
+    gst_pad_set_element_private(GST_PAD(dev->pad), NULL);
+    gst_object_unref(dev->pad);
+    gst_caps_replace(&dev->caps, NULL);
+    g_free(dev);
+  }
   gst_object_unref(self->task);
   g_rec_mutex_clear(&self->task_lock);
   gst_flow_combiner_free(self->flow.combiner);
@@ -546,8 +557,8 @@ static GstStructure *gst_rdma_src_get_stats(GstElement *element)
       G_TYPE_UINT64, (guint64)rs.rejected, "blocks-held", G_TYPE_UINT64,
       (guint64)rs.blocks_held, "frames-copied", G_TYPE_UINT64,
       (guint64)rs.frames_copied, "recv-wr-posted", G_TYPE_UINT64,
-      (guint64)rs.recv_wr_posted, "copies", G_TYPE_UINT64, self->copies,
-      "held", G_TYPE_UINT,
+      (guint64)rs.recv_wr_posted, "copies", G_TYPE_UINT64, self->copies, "held",
+      G_TYPE_UINT,
       (guint)(self->held ? g_atomic_int_get(&self->held->count) : 0),
       "no-caps-drops", G_TYPE_UINT64, self->no_caps_drops, NULL);
   /* The device table only changes under the object lock too. */
@@ -565,8 +576,8 @@ static GstStructure *gst_rdma_src_get_stats(GstElement *element)
         "device", "device-id", G_TYPE_UINT, d, "frames", G_TYPE_UINT64,
         (guint64)ds.frames, "blocks", G_TYPE_UINT64, (guint64)ds.blocks,
         "bytes", G_TYPE_UINT64, (guint64)ds.bytes, "drops", G_TYPE_UINT64,
-        (guint64)ds.drops, "gaps", G_TYPE_UINT64, (guint64)ds.gaps,
-        "rejected", G_TYPE_UINT64, (guint64)ds.rejected, NULL);
+        (guint64)ds.drops, "gaps", G_TYPE_UINT64, (guint64)ds.gaps, "rejected",
+        G_TYPE_UINT64, (guint64)ds.rejected, NULL);
     /* Queue, budget and drops by reason, from the pad. */
     gst_rdma_src_pad_add_stats(dev->pad, ps);
     gst_structure_get_uint64(ps, "pushed", &dev_pushed);
@@ -576,7 +587,9 @@ static GstStructure *gst_rdma_src_get_stats(GstElement *element)
     gst_value_array_append_and_take_value(&devices, &v);
   }
   GST_OBJECT_UNLOCK(self);
-  gst_structure_set(s, "pushed", G_TYPE_UINT64, pushed, NULL);
+  gst_structure_set(s, "pushed", G_TYPE_UINT64, pushed, "device-blocks",
+                    G_TYPE_UINT, self->receiver ? gst_rdma_src_budget(self) : 0,
+                    NULL);
   gst_structure_take_value(s, "devices", &devices);
   return s;
 }
@@ -705,6 +718,8 @@ static RdmaSrcDevice *gst_rdma_src_add_pad(GstRdmaSrc *self, guint device,
   dev->device = device;
   dev->pad = gst_rdma_src_pad_new(templ, device, policy, &self->flow);
   pad = GST_PAD(dev->pad);
+  /* Ours until finalize, whether or not the element still has it. */
+  gst_object_ref_sink(pad);
   /* Before the pad shows: the latency message below makes sinks ask. */
   dev->frame_duration = caps_frame_duration(caps);
   gst_pad_set_element_private(pad, dev);
@@ -744,32 +759,21 @@ static RdmaSrcDevice *gst_rdma_src_add_pad(GstRdmaSrc *self, guint device,
   return dev;
 }
 
-/* State changes, with the receive thread stopped. */
-static void gst_rdma_src_remove_pads(GstRdmaSrc *self)
+/* PAUSED->READY, with the receive thread and the pad tasks stopped.  The
+ * pads stay (a launch line's links to them keep working across NULL, as
+ * with any element's always pads); each device's stream is over, and
+ * when its sender sends caps again, a new stream starts on the same pad. */
+static void gst_rdma_src_end_streams(GstRdmaSrc *self)
 {
   for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
     RdmaSrcDevice *dev = self->devices[d];
-    GstPad *pad;
 
     if (!dev)
       continue;
-    pad = GST_PAD(dev->pad);
-    gst_rdma_src_pad_stop(dev->pad);
-    GST_OBJECT_LOCK(self);
-    self->devices[d] = NULL;
-    gst_pad_set_element_private(pad, NULL);
-    GST_OBJECT_UNLOCK(self);
-    g_mutex_lock(&self->flow.lock);
-    gst_flow_combiner_remove_pad(self->flow.combiner, pad);
-    g_mutex_unlock(&self->flow.lock);
-    gst_object_ref(pad);
-    gst_pad_set_active(pad, FALSE);
-    gst_element_remove_pad(GST_ELEMENT(self), pad);
-    gst_child_proxy_child_removed(GST_CHILD_PROXY(self), G_OBJECT(pad),
-                                  GST_OBJECT_NAME(pad));
-    gst_object_unref(pad);
+    gst_rdma_src_pad_end_stream(dev->pad);
     gst_caps_replace(&dev->caps, NULL);
-    g_free(dev);
+    dev->have_base = FALSE;
+    dev->pause_set = FALSE;
   }
 }
 
@@ -869,8 +873,7 @@ static void copied_frame_free(gpointer data)
 
 /* Makes the buffer of a frame; takes the frame.  copy: out of the lane
  * (the device is over its budget).  *lane_blocks: blocks the buffer keeps. */
-static GstBuffer *gst_rdma_src_wrap_frame(GstRdmaSrc *self,
-                                          RdmaSrcDevice *dev,
+static GstBuffer *gst_rdma_src_wrap_frame(GstRdmaSrc *self, RdmaSrcDevice *dev,
                                           struct sbr_frame *frame,
                                           gboolean copy, guint *lane_blocks)
 {
@@ -1006,7 +1009,6 @@ static void gst_rdma_src_timestamp(GstRdmaSrc *self, RdmaSrcDevice *dev,
   }
 }
 
-
 /* Receive thread: each device's share of its lane now (device-blocks). */
 static guint gst_rdma_src_budget(GstRdmaSrc *self)
 {
@@ -1016,8 +1018,8 @@ static guint gst_rdma_src_budget(GstRdmaSrc *self)
 }
 
 /* The pause policy: tell dev's sender to stop, or to go on. */
-static void gst_rdma_src_set_device_paused(GstRdmaSrc *self,
-                                           RdmaSrcDevice *dev, gboolean paused)
+static void gst_rdma_src_set_device_paused(GstRdmaSrc *self, RdmaSrcDevice *dev,
+                                           gboolean paused)
 {
   if (dev->pause_set == paused)
     return;
@@ -1073,10 +1075,9 @@ static void gst_rdma_src_handle_data(GstRdmaSrc *self, struct sbr_frame *frame)
   }
 
   if (frame->n_blocks > 0)
-    copy = gst_rdma_src_pad_admit(dev->pad, frame->n_blocks,
-                                  gst_rdma_src_budget(self),
-                                  self->max_queued_now,
-                                  &over) == GST_RDMA_ADMIT_COPY;
+    copy = gst_rdma_src_pad_admit(
+               dev->pad, frame->n_blocks, gst_rdma_src_budget(self),
+               self->max_queued_now, &over) == GST_RDMA_ADMIT_COPY;
   if (over && self->can_pause &&
       gst_rdma_src_pad_get_policy(dev->pad) == GST_RDMA_OVER_BUDGET_PAUSE)
     gst_rdma_src_set_device_paused(self, dev, TRUE);
@@ -1207,7 +1208,6 @@ static void gst_rdma_src_loop(gpointer data)
 
 /* ----------------------------------------------------- state changes */
 
-
 static gboolean gst_rdma_src_open(GstRdmaSrc *self)
 {
   struct sbr_receiver_config cfg;
@@ -1283,7 +1283,7 @@ static void gst_rdma_src_close(GstRdmaSrc *self)
 
   gst_rdma_stats_ticker_stop(self->ticker);
   self->ticker = NULL;
-  gst_rdma_src_remove_pads(self);
+  gst_rdma_src_end_streams(self);
   GST_OBJECT_LOCK(self);
   receiver = self->receiver;
   self->receiver = NULL;

@@ -43,22 +43,22 @@ struct _GstRdmaSrcPad {
   /* Everything below: lock. */
   GMutex lock;
   GCond cond;
-  GQueue queue;           /* QueueItem */
-  guint queued_buffers;   /* buffers in queue */
-  guint queued_blocks;    /* lane blocks they wrap */
-  gboolean running;       /* PLAYING: the task pushes */
-  gboolean flushing;      /* stopping: the task pauses itself */
-  gboolean discont;       /* a frame was dropped: mark the next one */
-  gboolean eos;           /* EOS queued or returned from downstream */
+  GQueue queue;             /* QueueItem */
+  guint queued_buffers;     /* buffers in queue */
+  guint queued_blocks;      /* lane blocks they wrap */
+  gboolean running;         /* PLAYING: the task pushes */
+  gboolean flushing;        /* stopping: the task pauses itself */
+  gboolean discont;         /* a frame was dropped: mark the next one */
+  gboolean eos;             /* EOS queued or returned from downstream */
   GstRdmaOverBudget policy; /* property; also read by admit */
-  gboolean paused;        /* the sender was told to stop */
-  gint64 paused_since;    /* monotonic us */
-  guint64 paused_us;      /* total of finished pauses */
+  gboolean paused;          /* the sender was told to stop */
+  gint64 paused_since;      /* monotonic us */
+  guint64 paused_us;        /* total of finished pauses */
   guint64 pauses;
-  guint64 copies;         /* frames copied because over budget */
-  guint64 drops_leaky;    /* queued frames dropped to make room */
+  guint64 copies;      /* frames copied because over budget */
+  guint64 drops_leaky; /* queued frames dropped to make room */
   guint64 drops_not_playing;
-  guint64 drops_ended;    /* after EOS */
+  guint64 drops_ended; /* after EOS */
   guint64 pushed;
 };
 
@@ -134,8 +134,7 @@ static void gst_rdma_src_pad_class_init(GstRdmaSrcPadClass *klass)
       "(rdmasrc device-blocks): drop its oldest queued frames, copy new "
       "frames out of the lane, or tell its sender to pause",
       GST_TYPE_RDMA_OVER_BUDGET, GST_RDMA_OVER_BUDGET_DROP_OLDEST,
-      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
-          GST_PARAM_MUTABLE_PLAYING);
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING);
   g_object_class_install_properties(gobject_class, N_PROPERTIES, properties);
 
   GST_DEBUG_CATEGORY_INIT(gst_rdma_src_pad_debug, "rdmasrcpad", 0,
@@ -243,7 +242,7 @@ GstRdmaAdmit gst_rdma_src_pad_admit(GstRdmaSrcPad *pad, guint n_blocks,
   /* What downstream holds can't be dropped: copy the new frame instead, so
    * the lane stays free for the other devices. */
   admit = lane_over_budget(pad, n_blocks, budget) ? GST_RDMA_ADMIT_COPY
-                                                   : GST_RDMA_ADMIT_WRAP;
+                                                  : GST_RDMA_ADMIT_WRAP;
   if (admit == GST_RDMA_ADMIT_COPY)
     pad->copies++;
   g_mutex_unlock(&pad->lock);
@@ -411,14 +410,27 @@ void gst_rdma_src_pad_stop(GstRdmaSrcPad *pad)
   g_mutex_unlock(&pad->lock);
 }
 
+void gst_rdma_src_pad_end_stream(GstRdmaSrcPad *pad)
+{
+  g_mutex_lock(&pad->lock);
+  g_queue_clear_full(&pad->queue, (GDestroyNotify)queue_item_free);
+  pad->queued_buffers = pad->queued_blocks = 0;
+  pad->discont = FALSE;
+  pad->eos = TRUE;
+  if (pad->paused)
+    pad->paused_us += (guint64)(g_get_monotonic_time() - pad->paused_since);
+  pad->paused = FALSE;
+  g_mutex_unlock(&pad->lock);
+}
+
 /* The combined flow of every pad, after this pad's. */
 static GstFlowReturn combine(GstRdmaSrcPad *pad, GstFlowReturn flow)
 {
   GstFlowReturn combined;
 
   g_mutex_lock(&pad->flow->lock);
-  combined =
-      gst_flow_combiner_update_pad_flow(pad->flow->combiner, GST_PAD(pad), flow);
+  combined = gst_flow_combiner_update_pad_flow(pad->flow->combiner,
+                                               GST_PAD(pad), flow);
   g_mutex_unlock(&pad->flow->lock);
   return combined;
 }
@@ -510,19 +522,18 @@ void gst_rdma_src_pad_add_stats(GstRdmaSrcPad *pad, GstStructure *s)
   if (pad->paused)
     paused_us += (guint64)(g_get_monotonic_time() - pad->paused_since);
   gst_structure_set(
-      s, "queued", G_TYPE_UINT, pad->queued_buffers, "lane-blocks",
-      G_TYPE_UINT, (guint)g_atomic_int_get(&pad->blocks_out->blocks),
-      "held-downstream", G_TYPE_UINT,
+      s, "queued", G_TYPE_UINT, pad->queued_buffers, "lane-blocks", G_TYPE_UINT,
+      (guint)g_atomic_int_get(&pad->blocks_out->blocks), "held-downstream",
+      G_TYPE_UINT,
       (guint)MAX(g_atomic_int_get(&pad->blocks_out->blocks) -
                      (gint)pad->queued_blocks,
                  0),
       "pushed", G_TYPE_UINT64, pad->pushed, "copies", G_TYPE_UINT64,
       pad->copies, "drops-leaky", G_TYPE_UINT64, pad->drops_leaky,
-      "drops-not-playing", G_TYPE_UINT64, pad->drops_not_playing,
-      "drops-ended", G_TYPE_UINT64, pad->drops_ended, "paused",
-      G_TYPE_BOOLEAN, pad->paused, "pauses", G_TYPE_UINT64, pad->pauses,
-      "paused-time", G_TYPE_UINT64, paused_us * GST_USECOND, "eos",
-      G_TYPE_BOOLEAN, pad->eos, "over-budget", GST_TYPE_RDMA_OVER_BUDGET,
-      pad->policy, NULL);
+      "drops-not-playing", G_TYPE_UINT64, pad->drops_not_playing, "drops-ended",
+      G_TYPE_UINT64, pad->drops_ended, "paused", G_TYPE_BOOLEAN, pad->paused,
+      "pauses", G_TYPE_UINT64, pad->pauses, "paused-time", G_TYPE_UINT64,
+      paused_us * GST_USECOND, "eos", G_TYPE_BOOLEAN, pad->eos, "over-budget",
+      GST_TYPE_RDMA_OVER_BUDGET, pad->policy, NULL);
   g_mutex_unlock(&pad->lock);
 }

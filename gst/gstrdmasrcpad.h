@@ -20,8 +20,7 @@
 G_BEGIN_DECLS
 
 #define GST_TYPE_RDMA_SRC_PAD (gst_rdma_src_pad_get_type())
-G_DECLARE_FINAL_TYPE(GstRdmaSrcPad, gst_rdma_src_pad, GST, RDMA_SRC_PAD,
-                     GstPad)
+G_DECLARE_FINAL_TYPE(GstRdmaSrcPad, gst_rdma_src_pad, GST, RDMA_SRC_PAD, GstPad)
 
 /* Lane blocks a device has out (wrapped in buffers queued here or
  * downstream).  Shared with the memories' free callbacks, which may run
@@ -83,6 +82,10 @@ GstRdmaOverBudget gst_rdma_src_pad_get_policy(GstRdmaSrcPad *pad);
 void gst_rdma_src_pad_start(GstRdmaSrcPad *pad);
 void gst_rdma_src_pad_pause(GstRdmaSrcPad *pad);
 void gst_rdma_src_pad_stop(GstRdmaSrcPad *pad);
+
+/* With the task stopped: the stream is over (a new one starts with new
+ * stream events); nothing is queued. */
+void gst_rdma_src_pad_end_stream(GstRdmaSrcPad *pad);
 
 /* Per-device counters into s (queued, lane-blocks, copies, drops-*). */
 void gst_rdma_src_pad_add_stats(GstRdmaSrcPad *pad, GstStructure *s);

@@ -1,0 +1,597 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * test-rdmasrc-streams.c - every camera its own stream: rdmasrc's pads as a
+ * user links them (sinks straight on the pads, no queues), a slow and a
+ * stuck consumer beside fast ones, and state cycles while senders stream.
+ *
+ * Senders are live videotestsrc cameras into rdmasink (one connection for
+ * all, as on a rig) in the same process; the transport is SBR_TEST_TRANSPORT
+ * (shm on the host, verbs in the Soft-RoCE VM).  Every fast pad is checked
+ * for every frame, in order: consecutive packet numbers (OFFSET), no
+ * DISCONT after the first buffer.
+ */
+#include <gst/app/gstappsink.h>
+#include <gst/check/gstcheck.h>
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_PADS 12
+#define WAIT (15 * GST_SECOND)
+
+static const gchar *transport; /* SBR_TEST_TRANSPORT */
+static const gchar *rdma_addr; /* SBR_RDMA_ADDR */
+static guint repeat = 20;      /* SBR_TEST_REPEAT */
+
+static guint test_port(void)
+{
+  /* 35000..49999: clear of test-rdma-elements' 50000.. range. */
+  static guint seq;
+  return 35000 + (guint)(getpid() % 1500) * 10 + (seq++ % 10);
+}
+
+/* ----------------------------------------------------------- counting */
+
+typedef struct {
+  GMutex lock;
+  guint frames[MAX_PADS];
+  guint64 last_offset[MAX_PADS];
+  guint out_of_order[MAX_PADS]; /* gaps, reorders, DISCONT after the first */
+  guint discont[MAX_PADS];
+} Counts;
+
+static Counts counts;
+
+static void on_handoff(GstElement *sink, GstBuffer *buf, GstPad *pad,
+                       gpointer user_data)
+{
+  guint d = GPOINTER_TO_UINT(user_data);
+
+  (void)sink;
+  (void)pad;
+  g_mutex_lock(&counts.lock);
+  if (counts.frames[d] > 0) {
+    if (GST_BUFFER_OFFSET(buf) != ((counts.last_offset[d] + 1) & 0xffff))
+      counts.out_of_order[d]++;
+  }
+  if (GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_DISCONT)) {
+    counts.discont[d]++;
+    if (counts.frames[d] > 0)
+      counts.out_of_order[d]++;
+  }
+  counts.last_offset[d] = GST_BUFFER_OFFSET(buf);
+  counts.frames[d]++;
+  g_mutex_unlock(&counts.lock);
+}
+
+static guint frames_of(guint d)
+{
+  guint n;
+
+  g_mutex_lock(&counts.lock);
+  n = counts.frames[d];
+  g_mutex_unlock(&counts.lock);
+  return n;
+}
+
+static void counts_reset(void)
+{
+  g_mutex_lock(&counts.lock);
+  memset(counts.frames, 0, sizeof counts.frames);
+  memset(counts.out_of_order, 0, sizeof counts.out_of_order);
+  memset(counts.discont, 0, sizeof counts.discont);
+  g_mutex_unlock(&counts.lock);
+}
+
+/* ---------------------------------------------------------- pipelines */
+
+static GstElement *parse(const gchar *desc)
+{
+  GError *err = NULL;
+  GstElement *pipeline = gst_parse_launch(desc, &err);
+
+  fail_unless(pipeline != NULL && err == NULL, "parse \"%s\": %s", desc,
+              err ? err->message : "?");
+  return pipeline;
+}
+
+/* Counts what fakesink "s<d>" gets as frames of device d. */
+static void count_sinks(GstElement *pipeline, guint n)
+{
+  for (guint d = 0; d < n; d++) {
+    gchar *name = g_strdup_printf("s%u", d);
+    GstElement *sink = gst_bin_get_by_name(GST_BIN(pipeline), name);
+
+    if (sink) {
+      g_signal_connect(sink, "handoff", G_CALLBACK(on_handoff),
+                       GUINT_TO_POINTER(d));
+      gst_object_unref(sink);
+    }
+    g_free(name);
+  }
+}
+
+/* n live cameras (small frames, 25 fps, frames of them or endless when 0)
+ * into rdmasinks sharing one connection. */
+static GstElement *cameras_new(guint port, guint n, guint frames,
+                               const gchar *sink_props)
+{
+  GString *desc = g_string_new(NULL);
+  GstElement *pipeline;
+
+  for (guint d = 0; d < n; d++) {
+    g_string_append_printf(desc,
+                           " videotestsrc is-live=true pattern=%u "
+                           "num-buffers=%d ! video/x-raw,format=GRAY8,"
+                           "width=64,height=48,framerate=25/1 ! rdmasink "
+                           "name=tx%u transport=%s host=%s port=%u "
+                           "device-id=%u stats-interval=0 %s",
+                           d % 20, frames ? (gint)frames : -1, d, transport,
+                           rdma_addr, port, d, sink_props);
+  }
+  pipeline = parse(desc->str);
+  g_string_free(desc, TRUE);
+  return pipeline;
+}
+
+static void set_state(GstElement *pipeline, GstState state)
+{
+  fail_if(gst_element_set_state(pipeline, state) == GST_STATE_CHANGE_FAILURE);
+}
+
+/* Sets the state and waits until it is reached (generous: a hang check). */
+static void change_state(GstElement *pipeline, GstState state)
+{
+  GstStateChangeReturn ret = gst_element_set_state(pipeline, state);
+
+  fail_if(ret == GST_STATE_CHANGE_FAILURE);
+  ret = gst_element_get_state(pipeline, NULL, NULL, 10 * GST_SECOND);
+  fail_if(ret == GST_STATE_CHANGE_FAILURE || ret == GST_STATE_CHANGE_ASYNC,
+          "state %s not reached: %s", gst_element_state_get_name(state),
+          gst_element_state_change_return_get_name(ret));
+}
+
+static void stop(GstElement *pipeline)
+{
+  fail_unless_equals_int(gst_element_set_state(pipeline, GST_STATE_NULL),
+                         GST_STATE_CHANGE_SUCCESS);
+  gst_object_unref(pipeline);
+}
+
+/* Waits for EOS (or fails on an error or after timeout). */
+static void expect_eos(GstElement *pipeline, GstClockTime timeout)
+{
+  GstBus *bus = gst_element_get_bus(pipeline);
+  GstMessage *msg = gst_bus_timed_pop_filtered(
+      bus, timeout, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
+
+  gst_object_unref(bus);
+  fail_unless(msg != NULL, "no EOS within %" GST_TIME_FORMAT,
+              GST_TIME_ARGS(timeout));
+  if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ERROR) {
+    GError *err = NULL;
+    gst_message_parse_error(msg, &err, NULL);
+    fail("error from %s: %s", GST_OBJECT_NAME(msg->src), err->message);
+  }
+  gst_message_unref(msg);
+}
+
+static gboolean wait_frames(guint d, guint count, GstClockTime timeout)
+{
+  gint64 end = g_get_monotonic_time() + (gint64)(timeout / GST_USECOND);
+
+  while (frames_of(d) < count && g_get_monotonic_time() < end)
+    g_usleep(10000);
+  return frames_of(d) >= count;
+}
+
+static GstStructure *rdmasrc_stats(GstElement *pipeline)
+{
+  GstElement *r = gst_bin_get_by_name(GST_BIN(pipeline), "r");
+  GstStructure *s = NULL;
+
+  fail_unless(r != NULL);
+  g_object_get(r, "stats", &s, NULL);
+  gst_object_unref(r);
+  fail_unless(s != NULL);
+  return s;
+}
+
+static const GstStructure *device_stats(const GstStructure *s, guint device)
+{
+  const GValue *devices = gst_structure_get_value(s, "devices");
+
+  fail_unless(devices != NULL);
+  for (guint i = 0; i < gst_value_array_get_size(devices); i++) {
+    const GstStructure *d =
+        gst_value_get_structure(gst_value_array_get_value(devices, i));
+    guint id = G_MAXUINT;
+    gst_structure_get_uint(d, "device-id", &id);
+    if (id == device)
+      return d;
+  }
+  fail("no stats for device %u", device);
+  return NULL;
+}
+
+static guint64 u64(const GstStructure *s, const gchar *field)
+{
+  guint64 v = 0;
+
+  fail_unless(gst_structure_get_uint64(s, field, &v), "no %s", field);
+  return v;
+}
+
+static guint uint_field(const GstStructure *s, const gchar *field)
+{
+  guint v = 0;
+
+  fail_unless(gst_structure_get_uint(s, field, &v), "no %s", field);
+  return v;
+}
+
+static gsize rss_kib(void)
+{
+  gsize pages = 0, rss = 0;
+  FILE *f = fopen("/proc/self/statm", "r");
+
+  fail_unless(f != NULL);
+  fail_unless(fscanf(f, "%zu %zu", &pages, &rss) == 2);
+  fclose(f);
+  return rss * (gsize)sysconf(_SC_PAGESIZE) / 1024;
+}
+
+/* ------------------------------------------- sinks straight on the pads */
+
+#define RUN_FRAMES 10
+
+/* The issue's launch line: rdmasrc r.src_0 ! fakesink r.src_1 ! fakesink
+ * ..., no queues.  Every sink must preroll, get every frame and EOS. */
+static void sinks_without_queues(guint n, guint runs)
+{
+  for (guint run = 0; run < runs; run++) {
+    guint port = test_port();
+    GString *desc = g_string_new(NULL);
+    GstElement *rx, *tx;
+
+    counts_reset();
+    g_string_append_printf(desc,
+                           "rdmasrc name=r transport=%s address=%s port=%u "
+                           "stats-interval=0",
+                           transport, rdma_addr, port);
+    for (guint d = 0; d < n; d++)
+      g_string_append_printf(desc,
+                             " r.src_%u ! fakesink name=s%u "
+                             "signal-handoffs=true",
+                             d, d);
+    rx = parse(desc->str);
+    g_string_free(desc, TRUE);
+    count_sinks(rx, n);
+    set_state(rx, GST_STATE_PLAYING);
+    tx = cameras_new(port, n, RUN_FRAMES, "");
+    set_state(tx, GST_STATE_PLAYING);
+
+    /* The pipeline posts EOS once every sink had it. */
+    expect_eos(rx, WAIT);
+    for (guint d = 0; d < n; d++) {
+      fail_unless_equals_int(frames_of(d), RUN_FRAMES);
+      fail_unless_equals_int(counts.out_of_order[d], 0);
+    }
+    stop(tx);
+    stop(rx);
+  }
+}
+
+GST_START_TEST(test_sinks_without_queues_one_pad)
+{
+  sinks_without_queues(1, repeat);
+}
+
+GST_END_TEST;
+
+GST_START_TEST(test_sinks_without_queues_three_pads)
+{
+  sinks_without_queues(3, repeat);
+}
+
+GST_END_TEST;
+
+GST_START_TEST(test_sinks_without_queues_twelve_pads)
+{
+  sinks_without_queues(12, repeat);
+}
+
+GST_END_TEST;
+
+/* ------------------------------------------------- a slow consumer */
+
+#define SLOW_FRAMES 75 /* 3 s at 25 fps */
+
+/* Twelve cameras; device 0's consumer takes 200 ms a frame (5 fps), the
+ * others are fast.  The others get every frame, in order; the slow pad's
+ * frames beyond its share are dropped (drop-oldest) and counted, and its
+ * sender is not slowed. */
+GST_START_TEST(test_slow_consumer_does_not_slow_the_others)
+{
+  guint port = test_port();
+  GString *desc = g_string_new(NULL);
+  GstElement *rx, *tx;
+  GstStructure *s;
+  const GstStructure *slow;
+  guint64 start_drops[MAX_PADS];
+  guint start_disorder[MAX_PADS];
+  guint budget;
+
+  counts_reset();
+  g_string_append_printf(desc,
+                         "rdmasrc name=r transport=%s address=%s port=%u "
+                         "stats-interval=0 r.src_0 ! identity "
+                         "sleep-time=200000 ! fakesink name=s0 "
+                         "signal-handoffs=true",
+                         transport, rdma_addr, port);
+  for (guint d = 1; d < MAX_PADS; d++)
+    g_string_append_printf(
+        desc, " r.src_%u ! fakesink name=s%u signal-handoffs=true", d, d);
+  rx = parse(desc->str);
+  g_string_free(desc, TRUE);
+  count_sinks(rx, MAX_PADS);
+  set_state(rx, GST_STATE_PLAYING);
+  tx = cameras_new(port, MAX_PADS, SLOW_FRAMES, "");
+  set_state(tx, GST_STATE_PLAYING);
+
+  /* Until every sink has prerolled (the slow one after its first 200 ms),
+   * the pipeline is not PLAYING and the fast sinks wait in preroll too: a
+   * live pipeline's start.  From PLAYING on, no fast pad may lose a frame. */
+  fail_unless(gst_element_get_state(rx, NULL, NULL, WAIT) ==
+              GST_STATE_CHANGE_SUCCESS);
+  s = rdmasrc_stats(rx);
+  for (guint d = 1; d < MAX_PADS; d++) {
+    g_mutex_lock(&counts.lock);
+    start_disorder[d] = counts.out_of_order[d];
+    g_mutex_unlock(&counts.lock);
+    start_drops[d] = u64(device_stats(s, d), "drops-leaky");
+  }
+  gst_structure_free(s);
+
+  for (guint d = 1; d < MAX_PADS; d++)
+    if (!wait_frames(d, SLOW_FRAMES - start_drops[d], WAIT)) {
+      s = rdmasrc_stats(rx);
+      fail("device %u: %u of %u: %s", d, frames_of(d), SLOW_FRAMES,
+           gst_structure_to_string(device_stats(s, d)));
+    }
+  /* The senders were never held up: every frame of every camera left. */
+  for (guint d = 0; d < MAX_PADS; d++) {
+    GstElement *sink;
+    GstStructure *ts = NULL;
+    gchar *name = g_strdup_printf("tx%u", d);
+
+    sink = gst_bin_get_by_name(GST_BIN(tx), name);
+    g_free(name);
+    /* Wait for the sender's last frame to have gone out (its EOS). */
+    g_object_get(sink, "stats", &ts, NULL);
+    fail_unless_equals_int(u64(ts, "drops"), 0);
+    gst_structure_free(ts);
+    gst_object_unref(sink);
+  }
+  s = rdmasrc_stats(rx);
+  slow = device_stats(s, 0);
+  budget = uint_field(s, "device-blocks");
+  /* The slow pad: about a third of its frames got through by now, the
+   * rest beyond its share was dropped and counted, never queued past it. */
+  fail_unless_equals_int(budget, 2); /* 24 usable blocks, 12 devices */
+  fail_unless(frames_of(0) < SLOW_FRAMES);
+  fail_unless(u64(slow, "drops-leaky") > 0, "%" GST_PTR_FORMAT, slow);
+  fail_unless(uint_field(slow, "queued") <= budget);
+  fail_unless(uint_field(slow, "lane-blocks") <= budget);
+  for (guint d = 1; d < MAX_PADS; d++) {
+    const GstStructure *ds = device_stats(s, d);
+    /* Every frame delivered or (before PLAYING) dropped and counted. */
+    fail_unless_equals_int(u64(ds, "drops-leaky"), start_drops[d]);
+    /* In order, but for the gap (and DISCONT) of a frame dropped before
+     * PLAYING, which shows when the frame after it is pushed. */
+    fail_unless(counts.out_of_order[d] <=
+                    start_disorder[d] + 2 * start_drops[d],
+                "device %u: %u out of order", d, counts.out_of_order[d]);
+    fail_unless_equals_int(frames_of(d) + start_drops[d], SLOW_FRAMES);
+  }
+  gst_structure_free(s);
+  /* Every sink gets EOS, the slow one after its last queued frame. */
+  expect_eos(rx, WAIT);
+  stop(tx);
+  stop(rx);
+}
+
+GST_END_TEST;
+
+/* ------------------------------------------------- a stuck consumer */
+
+/* Device 0's appsink is not pulled for 5 s (its push blocks); the other
+ * cameras are unaffected, and device 0 resumes when pulled again. */
+GST_START_TEST(test_stuck_consumer_then_resumes)
+{
+  const guint n = 4;
+  guint port = test_port();
+  GString *desc = g_string_new(NULL);
+  GstElement *rx, *tx, *stuck;
+  guint before[MAX_PADS];
+  GstSample *sample;
+  GstStructure *s;
+  guint got;
+
+  counts_reset();
+  g_string_append_printf(desc,
+                         "rdmasrc name=r transport=%s address=%s port=%u "
+                         "stats-interval=0 r.src_0 ! appsink name=stuck "
+                         "sync=false max-buffers=1",
+                         transport, rdma_addr, port);
+  for (guint d = 1; d < n; d++)
+    g_string_append_printf(
+        desc, " r.src_%u ! fakesink name=s%u signal-handoffs=true", d, d);
+  rx = parse(desc->str);
+  g_string_free(desc, TRUE);
+  count_sinks(rx, n);
+  stuck = gst_bin_get_by_name(GST_BIN(rx), "stuck");
+  set_state(rx, GST_STATE_PLAYING);
+  tx = cameras_new(port, n, 0, "");
+  set_state(tx, GST_STATE_PLAYING);
+
+  /* Nobody pulls "stuck": its push blocks for 5 s.  The others run at the
+   * cameras' 25 fps meanwhile (>= 100 frames; generous for a busy host). */
+  fail_unless(wait_frames(1, 5, WAIT));
+  for (guint d = 1; d < n; d++)
+    before[d] = frames_of(d);
+  g_usleep(5 * G_USEC_PER_SEC);
+  for (guint d = 1; d < n; d++) {
+    guint during = frames_of(d) - before[d];
+    fail_unless(during >= 100, "device %u: %u frames in 5 s", d, during);
+  }
+  s = rdmasrc_stats(rx);
+  /* The stuck device holds at most its share of the lane (what the
+   * blocked push and the appsink keep), the rest was copied or dropped. */
+  fail_unless(uint_field(device_stats(s, 0), "lane-blocks") <=
+                  uint_field(s, "device-blocks"),
+              "%" GST_PTR_FORMAT, s);
+  fail_unless(u64(device_stats(s, 0), "drops-leaky") > 0);
+  gst_structure_free(s);
+
+  /* Pulled again: device 0 resumes. */
+  got = 0;
+  for (guint i = 0; i < 20; i++) {
+    sample = gst_app_sink_try_pull_sample(GST_APP_SINK(stuck), 2 * GST_SECOND);
+    if (sample) {
+      got++;
+      gst_sample_unref(sample);
+    }
+  }
+  fail_unless_equals_int(got, 20);
+  for (guint d = 1; d < n; d++)
+    fail_unless_equals_int(counts.out_of_order[d], 0);
+  gst_object_unref(stuck);
+  stop(tx);
+  stop(rx);
+}
+
+GST_END_TEST;
+
+/* ------------------------------------------------- state cycles */
+
+/* PLAYING -> PAUSED -> PLAYING -> READY -> NULL -> PLAYING, ten times,
+ * while the cameras stream: no hang, frames after every return to
+ * PLAYING (the launch line's links survive), memory flat. */
+GST_START_TEST(test_state_cycles_while_streaming)
+{
+  const guint n = 3;
+  guint port = test_port();
+  GString *desc = g_string_new(NULL);
+  GstElement *rx, *tx;
+  gsize rss_warm = 0;
+
+  counts_reset();
+  g_string_append_printf(desc,
+                         "rdmasrc name=r transport=%s address=%s port=%u "
+                         "stats-interval=0",
+                         transport, rdma_addr, port);
+  for (guint d = 0; d < n; d++)
+    g_string_append_printf(
+        desc, " r.src_%u ! fakesink name=s%u signal-handoffs=true", d, d);
+  rx = parse(desc->str);
+  g_string_free(desc, TRUE);
+  count_sinks(rx, n);
+  /* Live: PLAYING completes (the sinks preroll) once frames come, so the
+   * returns to PLAYING below are checked by the frames that follow. */
+  set_state(rx, GST_STATE_PLAYING);
+  tx = cameras_new(port, n, 0, "");
+  set_state(tx, GST_STATE_PLAYING);
+
+  for (guint cycle = 0; cycle < 10; cycle++) {
+    guint seen[MAX_PADS];
+
+    for (guint d = 0; d < n; d++) {
+      seen[d] = frames_of(d);
+      fail_unless(wait_frames(d, seen[d] + 3, WAIT),
+                  "cycle %u: device %u stalled at %u", cycle, d, seen[d]);
+    }
+    change_state(rx, GST_STATE_PAUSED);
+    g_usleep(100000);
+    set_state(rx, GST_STATE_PLAYING);
+    for (guint d = 0; d < n; d++)
+      fail_unless(wait_frames(d, frames_of(d) + 3, WAIT),
+                  "cycle %u: device %u stalled after PAUSED", cycle, d);
+    change_state(rx, GST_STATE_READY);
+    change_state(rx, GST_STATE_NULL);
+    set_state(rx, GST_STATE_PLAYING);
+    if (cycle == 2)
+      rss_warm = rss_kib();
+  }
+  for (guint d = 0; d < n; d++)
+    fail_unless(wait_frames(d, frames_of(d) + 3, WAIT));
+  /* Flat: under 8 MiB over seven cycles after warm-up (a leaked lane of
+   * 32 x 1 MiB blocks per cycle would be far more). */
+  fail_unless(rss_kib() < rss_warm + 8 * 1024, "RSS %zu KiB, warm %zu KiB",
+              rss_kib(), rss_warm);
+  stop(tx);
+  stop(rx);
+}
+
+GST_END_TEST;
+
+/* EOS sent to rdmasrc reaches every pad's sink, with no queue anywhere. */
+GST_START_TEST(test_eos_to_the_source_with_sinks_on_the_pads)
+{
+  const guint n = 3;
+  guint port = test_port();
+  GString *desc = g_string_new(NULL);
+  GstElement *rx, *tx;
+
+  counts_reset();
+  g_string_append_printf(desc,
+                         "rdmasrc name=r transport=%s address=%s port=%u "
+                         "stats-interval=0",
+                         transport, rdma_addr, port);
+  for (guint d = 0; d < n; d++)
+    g_string_append_printf(
+        desc, " r.src_%u ! fakesink name=s%u signal-handoffs=true", d, d);
+  rx = parse(desc->str);
+  g_string_free(desc, TRUE);
+  count_sinks(rx, n);
+  set_state(rx, GST_STATE_PLAYING);
+  tx = cameras_new(port, n, 0, "");
+  set_state(tx, GST_STATE_PLAYING);
+  for (guint d = 0; d < n; d++)
+    fail_unless(wait_frames(d, 3, WAIT));
+  fail_unless(gst_element_send_event(rx, gst_event_new_eos()));
+  expect_eos(rx, WAIT);
+  stop(tx);
+  stop(rx);
+}
+
+GST_END_TEST;
+
+static Suite *rdmasrc_streams_suite(void)
+{
+  Suite *s = suite_create("rdmasrc-streams");
+  TCase *tc = tcase_create("general");
+
+  transport = g_getenv("SBR_TEST_TRANSPORT");
+  if (!transport)
+    transport = "shm";
+  rdma_addr = g_getenv("SBR_RDMA_ADDR");
+  if (!rdma_addr)
+    rdma_addr = "127.0.0.1";
+  if (g_getenv("SBR_TEST_REPEAT"))
+    repeat = (guint)g_ascii_strtoull(g_getenv("SBR_TEST_REPEAT"), NULL, 10);
+  g_mutex_init(&counts.lock);
+  tcase_set_timeout(tc, 180);
+  suite_add_tcase(s, tc);
+  tcase_add_test(tc, test_sinks_without_queues_one_pad);
+  tcase_add_test(tc, test_sinks_without_queues_three_pads);
+  tcase_add_test(tc, test_sinks_without_queues_twelve_pads);
+  tcase_add_test(tc, test_slow_consumer_does_not_slow_the_others);
+  tcase_add_test(tc, test_stuck_consumer_then_resumes);
+  tcase_add_test(tc, test_state_cycles_while_streaming);
+  tcase_add_test(tc, test_eos_to_the_source_with_sinks_on_the_pads);
+  return s;
+}
+
+GST_CHECK_MAIN(rdmasrc_streams);
