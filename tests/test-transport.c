@@ -276,6 +276,7 @@ static void rx_accept(struct rx_end *rx)
   rx->lane.block_size = BLOCK_SIZE;
   rx->lane.block_count = BLOCKS;
   rx->lane.lane_id = LANE_ID;
+  rx->lane.pause_offset = sbr__pause_offset_for(BLOCKS);
   ASSERT_OK(ops->accept(rx->l, &ev.req, &caps, &rx->lane, &rx->c, &rx->mem));
   ASSERT_MSG(rx->mem.blocks && rx->mem.status, "accept gave no lane memory");
   ASSERT_MSG(rx->lane.blocks_rkey != rx->lane.status_rkey,
