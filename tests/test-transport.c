@@ -536,6 +536,120 @@ static void test_read_status_array(void)
   run_pair(read_status_array_rx, read_status_array_tx, false);
 }
 
+/* 2b. Protocol v2: the pause bitmap follows the status bytes in the same
+ * region, so the one READ the sender does brings both; the region ends
+ * right after the bitmap (a READ one byte longer fails). */
+static uint8_t bitmap_byte(uint32_t i)
+{
+  return (uint8_t)(0x81u ^ (i * 29u));
+}
+
+static void pause_bitmap_rx(const struct link *lk)
+{
+  struct rx_end rx;
+  rx_listen(&rx, lk);
+  rx_accept(&rx);
+  ASSERT_EQ(rx.lane.pause_offset, sbr__pause_offset_for(BLOCKS));
+  for (uint32_t i = 0; i < BLOCKS; i++)
+    status_store(&rx.mem, i, (uint8_t)(i % 3));
+  for (uint32_t i = 0; i < SBR__PAUSE_BITMAP_SIZE; i++)
+    status_store(&rx.mem, rx.lane.pause_offset + i, bitmap_byte(i));
+  step_send(lk, 'S');
+  step_wait(lk, 'D', "the sender to read");
+  rx_close(&rx);
+}
+
+static void pause_bitmap_read_with_status_tx(const struct link *lk)
+{
+  struct tx_end tx;
+  step_wait(lk, 'L', "the receiver to listen");
+  tx_connect(&tx, lk, SBR_MECH_STATUS_BYTE, NULL);
+  ASSERT_EQ(tx.lane.pause_offset, sbr__pause_offset_for(BLOCKS));
+  uint32_t len = sbr__lane_status_len(&tx.lane);
+  step_wait(lk, 'S', "the receiver to set status bytes and bitmap");
+  memset(tx.buf, 0xab, 2 * len);
+  struct sbr__wr rd = status_read(&tx, 1, 0, 0, len);
+  ASSERT_OK(ops->post_send(tx.c, &rd, 1));
+  struct sbr__wc wc;
+  poll_exactly(tx.c, &wc, 1, "the status + bitmap READ");
+  ASSERT_MSG(wc.status == SBR__WC_SUCCESS,
+             "READ of status bytes and bitmap (%u bytes) completed with %d "
+             "(vendor_err 0x%x)",
+             len, (int)wc.status, wc.vendor_err);
+  for (uint32_t i = 0; i < BLOCKS; i++)
+    ASSERT_EQ(tx.buf[i], i % 3);
+  for (uint32_t i = 0; i < SBR__PAUSE_BITMAP_SIZE; i++)
+    ASSERT_MSG(tx.buf[tx.lane.pause_offset + i] == bitmap_byte(i),
+               "bitmap byte %u read as 0x%02x, expected 0x%02x", i,
+               tx.buf[tx.lane.pause_offset + i], bitmap_byte(i));
+  ASSERT_MSG(tx.buf[len] == 0xab, "READ wrote past its length");
+  /* The region is exactly that long (the QP goes to error: last). */
+  rd = status_read(&tx, 2, len, 0, len + 1);
+  ASSERT_OK(ops->post_send(tx.c, &rd, 1));
+  poll_exactly(tx.c, &wc, 1, "the READ past the bitmap");
+  ASSERT_MSG(wc.status != SBR__WC_SUCCESS,
+             "READ of %u bytes, one past the status region, succeeded",
+             len + 1);
+  step_send(lk, 'D');
+  tx_close(&tx);
+}
+
+static void test_pause_bitmap_read_with_status(void)
+{
+  run_pair(pause_bitmap_rx, pause_bitmap_read_with_status_tx, false);
+}
+
+/* 2c. The bitmap is the receiver's alone.  One verbs MR can't forbid a
+ * WRITE into a part of it (there the engine never does); the shm NIC
+ * refuses it, so an engine that broke the rule fails the shm tests. */
+static void bitmap_write_rx(const struct link *lk)
+{
+  struct rx_end rx;
+  rx_listen(&rx, lk);
+  rx_accept(&rx);
+  for (uint32_t i = 0; i < SBR__PAUSE_BITMAP_SIZE; i++)
+    status_store(&rx.mem, rx.lane.pause_offset + i, bitmap_byte(i));
+  step_send(lk, 'S');
+  step_wait(lk, 'D', "the sender's WRITE into the bitmap to fail");
+  for (uint32_t i = 0; i < SBR__PAUSE_BITMAP_SIZE; i++)
+    ASSERT_MSG(status_load(&rx.mem, rx.lane.pause_offset + i) == bitmap_byte(i),
+               "bitmap byte %u changed to 0x%02x by the sender", i,
+               status_load(&rx.mem, rx.lane.pause_offset + i));
+  for (uint32_t i = 0; i < BLOCKS; i++)
+    ASSERT_MSG(status_load(&rx.mem, i) == 0, "status byte %u changed", i);
+  rx_close(&rx);
+}
+
+static void bitmap_write_refused_tx(const struct link *lk)
+{
+  struct tx_end tx;
+  step_wait(lk, 'L', "the receiver to listen");
+  tx_connect(&tx, lk, SBR_MECH_STATUS_BYTE, NULL);
+  step_wait(lk, 'S', "the receiver to set its bitmap");
+  uint8_t zeros[8] = {0};
+  /* Starts on the last status byte and runs into the padding. */
+  struct sbr__wr wr = {.wr_id = 5,
+                       .opcode = SBR__OP_WRITE,
+                       .local_addr = zeros,
+                       .length = sizeof zeros,
+                       .remote_addr = tx.lane.status_addr + BLOCKS - 1,
+                       .rkey = tx.lane.status_rkey,
+                       .signaled = true,
+                       .inline_data = true};
+  ASSERT_OK(ops->post_send(tx.c, &wr, 1));
+  struct sbr__wc wc;
+  poll_exactly(tx.c, &wc, 1, "the WRITE past the status bytes");
+  ASSERT_MSG(wc.status != SBR__WC_SUCCESS,
+             "a WRITE past the status bytes succeeded");
+  step_send(lk, 'D');
+  tx_close(&tx);
+}
+
+static void test_bitmap_write_refused(void)
+{
+  run_pair(bitmap_write_rx, bitmap_write_refused_tx, false);
+}
+
 /* Receiver side for the tests where the sender only needs a lane: accept,
  * put a marker in block 0, wait until the sender is done. */
 static void idle_lane_rx(const struct link *lk)
@@ -1110,6 +1224,9 @@ static const struct {
 } all_tests[] = {
     {{"write_then_inline_status", test_write_then_inline_status}, false},
     {{"read_status_array", test_read_status_array}, false},
+    {{"pause_bitmap_read_with_status", test_pause_bitmap_read_with_status},
+     false},
+    {{"bitmap_write_refused", test_bitmap_write_refused}, true},
     {{"read_of_blocks_region_fails", test_read_of_blocks_region_fails}, false},
     {{"bad_rkey_or_bounds_fails", test_bad_rkey_or_bounds_fails}, false},
     {{"write_imm_and_ack", test_write_imm_and_ack}, false},
