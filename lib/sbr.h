@@ -248,7 +248,8 @@ struct sbr_device_stats {
 
 struct sbr_sender_stats {
   uint64_t blocks, bytes;
-  uint64_t sync_reads;         /* status-array READs (status-byte) */
+  uint64_t sync_reads; /* status-array READs for free blocks (status-byte;
+                          forced ones are in pause_reads) */
   uint64_t sync_read_ns_total; /* READ post to completion */
   uint64_t sync_read_ns_max;
   uint64_t held_skipped;  /* held (2) blocks a status READ found: the
@@ -261,8 +262,8 @@ struct sbr_sender_stats {
   uint64_t wr_posted;     /* work requests posted */
   uint64_t status_writes; /* status-byte: status WRITEs (one per run of
                              blocks posted together) */
-  uint64_t pause_reads;   /* status READs forced by pause_poll_us (also
-                             counted in sync_reads) */
+  uint64_t pause_reads;   /* status READs forced by pause_poll_us; not in
+                             sync_reads and the other sync figures */
 };
 
 int sbr_sender_get_stats(sbr_sender *s, struct sbr_sender_stats *out);

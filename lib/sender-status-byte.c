@@ -77,6 +77,7 @@
 struct status_read {
   uint64_t after_writes; /* st->writes when it was posted */
   uint64_t posted_ns;    /* for sync latency */
+  bool forced;           /* by pause_poll_us, not for free blocks */
 };
 
 struct status_byte_state {
@@ -209,6 +210,7 @@ static int post_status_read(struct sbr_sender *s, struct status_byte_state *st,
     return ret;
   rd->after_writes = st->writes;
   rd->posted_ns = sbr__now_ns();
+  rd->forced = forced;
   st->last_read_ns = rd->posted_ns;
   st->reads_posted++;
   pthread_mutex_lock(&s->lock);
@@ -247,15 +249,19 @@ static void read_completed(struct sbr_sender *s, struct status_byte_state *st)
     if (st->retry_us > s->cfg.backoff.max_sleep_us)
       st->retry_us = s->cfg.backoff.max_sleep_us;
   }
+  /* Forced READs are counted in pause_reads only: the sync figures stay
+   * the paper's (READs the sender needed to find free blocks). */
   pthread_mutex_lock(&s->lock);
-  s->stats.sync_reads++;
-  s->stats.sync_read_ns_total += took;
-  if (took > s->stats.sync_read_ns_max)
-    s->stats.sync_read_ns_max = took;
-  if (!any_free)
-    s->stats.no_free_waits++;
-  s->stats.held_skipped += held;
-  s->stats.busy_skipped += busy;
+  if (!rd->forced) {
+    s->stats.sync_reads++;
+    s->stats.sync_read_ns_total += took;
+    if (took > s->stats.sync_read_ns_max)
+      s->stats.sync_read_ns_max = took;
+    if (!any_free)
+      s->stats.no_free_waits++;
+    s->stats.held_skipped += held;
+    s->stats.busy_skipped += busy;
+  }
   pthread_mutex_unlock(&s->lock);
   sbr__sender_pause_seen(s, found + s->lane.pause_offset);
 }
@@ -417,9 +423,12 @@ static int sb_progress(struct sbr_sender *s)
     if (ret < 0)
       return ret;
     progress++;
-  } else if (pause_read_due(s, st, now)) {
+  } else if (!waiting && pause_read_due(s, st, now)) {
     /* After this call's runs, so they aren't delayed behind it; what they
-     * carried for a just-paused device is within the documented bound. */
+     * carried for a just-paused device is within the documented bound.
+     * Not while blocks wait for a free one: then the sync READs above
+     * bring the bitmap (at most max_sleep_us apart), and nothing is
+     * posted meanwhile anyway. */
     int ret = post_status_read(s, st, true);
     if (ret < 0)
       return ret;
