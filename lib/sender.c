@@ -154,10 +154,9 @@ static uint32_t other_waiting_devices_locked(const struct sbr_sender *s,
  * most its share of the send blocks, max(n, send_blocks / devices
  * competing); with nobody else waiting it may take them all.  extra: blocks
  * the caller already promised this device. */
-static bool within_share_locked(const struct sbr_sender *s, uint8_t device,
-                                uint32_t n, uint32_t extra)
+static bool within_share(const struct sbr_sender *s, uint8_t device, uint32_t n,
+                         uint32_t extra, uint32_t others)
 {
-  uint32_t others = other_waiting_devices_locked(s, device);
   if (others == 0)
     return true;
   uint32_t share = s->n_blocks / (others + 1);
@@ -166,12 +165,29 @@ static bool within_share_locked(const struct sbr_sender *s, uint8_t device,
   return s->dev_held[device] + extra + n <= share;
 }
 
+static bool within_share_locked(const struct sbr_sender *s, uint8_t device,
+                                uint32_t n)
+{
+  return within_share(s, device, n, 0, other_waiting_devices_locked(s, device));
+}
+
+static bool has_unpaused_waiter_locked(const struct sbr_sender *s,
+                                       uint8_t device)
+{
+  if (dev_paused_locked(s, device))
+    return false;
+  for (const struct sbr__free_waiter *w = s->free_waiters_head; w; w = w->next)
+    if (w->device == device)
+      return true;
+  return false;
+}
+
 /* May a producer of device take n blocks now? */
 static bool may_take_locked(const struct sbr_sender *s, uint8_t device,
                             uint32_t n)
 {
   return s->n_free >= n && !dev_paused_locked(s, device) &&
-         within_share_locked(s, device, n, 0);
+         within_share_locked(s, device, n);
 }
 
 /* Blocks came back, a device resumed or a waiter left: wake the waiters
@@ -192,13 +208,17 @@ static void wake_free_waiters_locked(struct sbr_sender *s)
   for (struct sbr__free_waiter *w = s->free_waiters_head; w; w = w->next)
     if (w->woken)
       promised += w->need;
+  /* Every candidate below is an unpaused waiter itself, so the devices
+   * competing with it are all but its own: counted once, here. */
+  uint32_t competing = other_waiting_devices_locked(s, 0) +
+                       (has_unpaused_waiter_locked(s, 0) ? 1u : 0u);
   uint32_t extra[SBR_MAX_DEVICES] = {0};
   while (promised < s->n_free) {
     uint32_t available = s->n_free - promised;
     struct sbr__free_waiter *best = NULL;
     for (struct sbr__free_waiter *w = s->free_waiters_head; w; w = w->next) {
       if (w->woken || w->need > available || dev_paused_locked(s, w->device) ||
-          !within_share_locked(s, w->device, w->need, extra[w->device]))
+          !within_share(s, w->device, w->need, extra[w->device], competing - 1))
         continue;
       if (!best || s->dev_held[w->device] + extra[w->device] <
                        s->dev_held[best->device] + extra[best->device])
