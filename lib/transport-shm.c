@@ -1666,13 +1666,15 @@ static bool shm_read_request(struct sbr__listener *l, int i,
                                    &req->mechanism, &req->block_size,
                                    &req->block_count);
   if (dec < 0) {
-    if (dec == -EPROTONOSUPPORT)
+    if (dec == -EPROTONOSUPPORT) {
       SBR_WARN("shm: port %u: refusing a sender that speaks sbr protocol "
                "version %d (this receiver %d)",
                (unsigned)l->port,
                sbr__priv_version(msg + SHM_MSG_HDR, (size_t)r - SHM_MSG_HDR),
                SBR__PRIV_VERSION);
-    else if (r != 0)
+      /* An sbr peer: refused, like verbs' rdma_reject, not hung up on. */
+      shm_send_setup(fd, SHM_SETUP_REJECT, NULL, 0, -1);
+    } else if (r != 0)
       SBR_WARN("shm: port %u: dropping a malformed connect request",
                (unsigned)l->port);
     shm_pending_drop(l, i, true);

@@ -20,7 +20,10 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stddef.h>
+#include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -963,6 +966,85 @@ static void test_connect_refused_is_clear(void)
   run_solo(connect_refused_is_clear);
 }
 
+/* 8b. Protocol v2: a v1 sender (same magic, version byte 1) never becomes
+ * a connect request; the back end refuses it, and the sender's connect
+ * fails instead of timing out. */
+static void v1_sender_rx(const struct link *lk)
+{
+  struct rx_end rx;
+  rx_listen(&rx, lk);
+  uint64_t t0 = now_ns();
+  for (;;) {
+    struct sbr__listen_event ev;
+    ASSERT_OK(ops->get_event(rx.l, 20, &ev));
+    ASSERT_MSG(ev.type != SBR__EV_CONNECT_REQUEST,
+               "a v1 connect request reached the engine");
+    struct pollfd p = {.fd = lk->rd, .events = POLLIN};
+    if (poll(&p, 1, 0) == 1)
+      break;
+    ASSERT_MSG(ms_since(t0) < STEP_MS, "the v1 sender never gave up");
+  }
+  step_wait(lk, 'D', "the v1 sender's connect to fail");
+  ops->close_listener(rx.l);
+}
+
+/* shm's connect refuses to send what it can't decode itself, so the v1
+ * request goes out by hand (the setup datagram of transport-shm.c). */
+static void v1_sender_shm(const struct link *lk, const uint8_t *priv,
+                          size_t len)
+{
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  ASSERT(fd >= 0);
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  int n = snprintf(sa.sun_path + 1, sizeof sa.sun_path - 1, "sbr-shm:%u",
+                   (unsigned)lk->port);
+  ASSERT_MSG(connect(fd, (struct sockaddr *)&sa,
+                     (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+                                 (size_t)n)) == 0,
+             "connect to the shm listener: %s", strerror(errno));
+  uint8_t msg[4 + SBR__CONNECT_PRIV_SIZE] = {'C', 0, 0, 0};
+  memcpy(msg + 4, priv, len);
+  ASSERT(send(fd, msg, 4 + len, 0) == (ssize_t)(4 + len));
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  ASSERT_MSG(poll(&p, 1, STEP_MS / 2) == 1, "no answer to a v1 request");
+  uint8_t answer[64];
+  ssize_t r = recv(fd, answer, sizeof answer, 0);
+  ASSERT_MSG(r >= 1 && answer[0] == 'R',
+             "a v1 request got %zd bytes (first '%c'), not a refusal", r,
+             r >= 1 ? answer[0] : '?');
+  close(fd);
+}
+
+static void v1_sender_tx(const struct link *lk)
+{
+  step_wait(lk, 'L', "the receiver to listen");
+  uint8_t priv[SBR__CONNECT_PRIV_SIZE];
+  sbr__connect_priv_encode(priv, SBR_MECH_STATUS_BYTE, BLOCK_SIZE, BLOCKS);
+  priv[4] = 1;
+  if (is_shm) {
+    v1_sender_shm(lk, priv, sizeof priv);
+    step_send(lk, 'D');
+    return;
+  }
+  char err[256] = "";
+  struct sbr__conn *c = NULL;
+  struct sbr__lane_desc lane;
+  uint64_t t0 = now_ns();
+  int r = ops->connect(rdma_addr, lk->port, priv, sizeof priv, &caps, NULL,
+                       STEP_MS, &c, &lane, err, sizeof err);
+  ASSERT_MSG(r < 0, "a v1 sender was accepted");
+  ASSERT_MSG(c == NULL, "failed connect still returned a conn");
+  ASSERT_MSG(ms_since(t0) < STEP_MS / 2,
+             "the v1 sender was not refused but timed out (%s)", err);
+  fprintf(stderr, "   v1 connect said: %s (%d)\n", err, r);
+  step_send(lk, 'D');
+}
+
+static void test_v1_sender_is_refused(void)
+{
+  run_pair(v1_sender_rx, v1_sender_tx, false);
+}
+
 /* 9. shm: an injected round trip of 20 ms is a floor for a READ, but
  * WRITEs are pipelined: 8 back to back take about one round trip, not 8. */
 #define DELAY_US 20000
@@ -1233,6 +1315,7 @@ static const struct {
     {{"receiver_posts_no_receives", test_receiver_posts_no_receives}, false},
     {{"disconnect_reported", test_disconnect_reported}, false},
     {{"connect_refused_is_clear", test_connect_refused_is_clear}, false},
+    {{"v1_sender_is_refused", test_v1_sender_is_refused}, false},
     {{"receiver_leaves", test_receiver_leaves}, false},
     {{"injected_delay", test_injected_delay}, true},
     {{"injected_error", test_injected_error}, true},
