@@ -256,6 +256,7 @@ static void gst_rdma_sink_class_init(GstRdmaSinkClass *klass)
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_STATS] = gst_rdma_param_spec_stats(
       "Statistics (\"rdmasink-stats\"): this device's frames, bytes, drops, "
+      "paused (the receiver paused this device), paused-drops, paused-ns, "
       "zero-copy-buffers, copied-buffers, reconnect-drops; the shared "
       "connection's connection-id, connection-users, connected, reconnects, "
       "sync-reads, held-skipped, busy-skipped, no-free-waits, "
@@ -462,7 +463,10 @@ static GstStructure *gst_rdma_sink_get_stats(GstElement *element)
   gst_structure_set(s, "frames", G_TYPE_UINT64, (guint64)ds.frames, "blocks",
                     G_TYPE_UINT64, (guint64)ds.blocks, "bytes", G_TYPE_UINT64,
                     (guint64)ds.bytes, "drops", G_TYPE_UINT64,
-                    (guint64)ds.drops, NULL);
+                    (guint64)ds.drops, "paused", G_TYPE_BOOLEAN,
+                    (gboolean)ds.paused, "paused-drops", G_TYPE_UINT64,
+                    (guint64)ds.paused_drops, "paused-ns", G_TYPE_UINT64,
+                    (guint64)ds.paused_ns, NULL);
   if (conn) {
     gst_rdma_connection_fill_stats(conn, s);
     gst_rdma_connection_unref(conn);

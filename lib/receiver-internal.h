@@ -104,7 +104,10 @@ struct sbr_receiver {
   struct sbr__backoff backoff;
   uint64_t last_event_check_ns;
 
-  pthread_mutex_t stats_lock;
+  pthread_mutex_t stats_lock; /* stats, the lane list, pause bitmaps */
+  /* Devices paused (sbr_receiver_pause_device), under stats_lock; every
+   * open lane's bitmap is kept equal to it. */
+  uint8_t paused[SBR_MAX_DEVICES / 8];
   struct sbr_receiver_stats stats;
   struct sbr_device_stats dev_stats[SBR_MAX_DEVICES];
   uint64_t recv_wr_closed_lanes; /* posted receives of gone lanes */

@@ -136,6 +136,43 @@ static void lane_close(struct sbr_receiver *r, struct sbr__lane *lane)
   lane_unref(lane);
 }
 
+/* The lane's copy of the pause bitmap.  Byte stores with release
+ * semantics: the NIC (or the shm NIC thread) reads them with the status
+ * bytes at any time; a byte is only ever this receiver's to write. */
+static void lane_store_pause_locked(struct sbr_receiver *r,
+                                    struct sbr__lane *lane)
+{
+  volatile uint8_t *bitmap = lane->mem.status + lane->desc.pause_offset;
+  for (unsigned i = 0; i < sizeof r->paused; i++)
+    __atomic_store_n(&bitmap[i], r->paused[i], __ATOMIC_RELEASE);
+}
+
+int sbr_receiver_pause_device(sbr_receiver *r, uint8_t device, bool paused)
+{
+  if (!r)
+    return -EINVAL;
+  /* The sliding window has no region the sender reads: nowhere to say it. */
+  if (r->cfg.mechanism != SBR_MECH_STATUS_BYTE)
+    return -ENOTSUP;
+  uint8_t bit = (uint8_t)(1u << (device % 8));
+  pthread_mutex_lock(&r->stats_lock);
+  uint8_t *byte = &r->paused[device / 8];
+  *byte = paused ? (uint8_t)(*byte | bit) : (uint8_t)(*byte & ~bit);
+  for (struct sbr__lane *l = r->lanes; l; l = l->next)
+    __atomic_store_n(&l->mem.status[l->desc.pause_offset + device / 8], *byte,
+                     __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&r->stats_lock);
+  return 0;
+}
+
+bool sbr_receiver_device_paused(sbr_receiver *r, uint8_t device)
+{
+  pthread_mutex_lock(&r->stats_lock);
+  bool paused = r->paused[device / 8] & (1u << (device % 8));
+  pthread_mutex_unlock(&r->stats_lock);
+  return paused;
+}
+
 static void lane_open(struct sbr_receiver *r, struct sbr__conn_request *req)
 {
   if (req->mechanism != r->cfg.mechanism) {
@@ -169,6 +206,7 @@ static void lane_open(struct sbr_receiver *r, struct sbr__conn_request *req)
       .block_size = r->cfg.block_size,
       .block_count = r->cfg.block_count,
       .lane_id = lane->id,
+      .pause_offset = sbr__pause_offset_for(r->cfg.block_count),
   };
   struct sbr__queue_caps caps = {
       .max_send_wr = 1, .max_recv_wr = 0, .max_inline = 64};
@@ -197,6 +235,10 @@ static void lane_open(struct sbr_receiver *r, struct sbr__conn_request *req)
   atomic_init(&lane->refs, 1);
   atomic_fetch_add(&r->refs, 1);
   pthread_mutex_lock(&r->stats_lock);
+  /* Devices paused before this lane opened are paused in it too.  The
+   * sender may have READ the empty bitmap already: to it this looks like a
+   * bit set just after a READ (protocol.md, "Pause"). */
+  lane_store_pause_locked(r, lane);
   lane->next = r->lanes;
   r->lanes = lane;
   r->stats.lanes_opened++;

@@ -28,7 +28,8 @@
  *   sbr_receiver: sbr_receiver_next / _next_frame are called by one thread
  *   at a time.  sbr_block_release / _hold / sbr_frame_release may be called
  *   from any thread (a GStreamer buffer is freed wherever it is unreffed).
- *   sbr_receiver_wakeup may be called from any thread.
+ *   sbr_receiver_wakeup, _pause_device and _device_paused may be called
+ *   from any thread.
  *
  * Memory
  *   A send block belongs to the caller between acquire and submit/abandon,
@@ -146,6 +147,17 @@ struct sbr_sender_config {
    * blocks.  0 = default (128 KiB); 1 = one status WRITE per block, the
    * paper's two-WR chain. */
   uint32_t status_batch_bytes;
+  /* Status-byte: while blocks are being posted, force a status READ when
+   * the last one is this old, so a device paused by the receiver
+   * (sbr_receiver_pause_device) is seen within about this time plus a
+   * round trip even by a sender that never runs out of free blocks; also
+   * READ this often while a producer waits for a paused device, so it
+   * resumes when the bit clears.  An idle sender never READs.  Default
+   * 1000 (config_init); 0 = no forced READs, pause bits are then seen only
+   * at the paper's sync-when-empty READs. */
+  uint32_t pause_poll_us;
+  /* Also for a paused device's producers: WAIT until it resumes, DROP at
+   * once (counted in paused_drops). */
   enum sbr_backpressure backpressure;
   int wait_timeout_ms; /* WAIT: give up after this, default 1000 */
   struct sbr_backoff_config backoff;
@@ -183,7 +195,9 @@ struct sbr_block_meta {
 void sbr_block_meta_init(struct sbr_block_meta *meta, uint8_t device);
 
 /* Zero-copy fill: take an empty send block for device (backpressure as
- * configured; -EAGAIN when none came, counted as a drop for device), write
+ * configured; -EAGAIN when none came, counted as a drop for device; also
+ * while the receiver pauses device, and while device holds its fair share
+ * of the send blocks and other devices' producers wait for one), write
  * up to *capacity bytes at the returned payload pointer, then submit it.
  * The block memory is registered: a producer may render straight into it. */
 int sbr_sender_acquire(sbr_sender *s, uint8_t device, sbr_send_block **out);
@@ -224,11 +238,18 @@ struct sbr_device_stats {
                         receiver: frames dropped (gap, bad fragment) */
   uint64_t gaps;     /* receiver: packet numbers skipped */
   uint64_t rejected; /* receiver: blocks that failed validation */
+  /* Sender: frames dropped because the receiver paused the device (also
+   * counted in drops), total time the device was seen paused, and whether
+   * the newest status READ found it paused. */
+  uint64_t paused_drops;
+  uint64_t paused_ns;
+  bool paused;
 };
 
 struct sbr_sender_stats {
   uint64_t blocks, bytes;
-  uint64_t sync_reads;         /* status-array READs (status-byte) */
+  uint64_t sync_reads; /* status-array READs for free blocks (status-byte;
+                          forced ones are in pause_reads) */
   uint64_t sync_read_ns_total; /* READ post to completion */
   uint64_t sync_read_ns_max;
   uint64_t held_skipped;  /* held (2) blocks a status READ found: the
@@ -241,6 +262,8 @@ struct sbr_sender_stats {
   uint64_t wr_posted;     /* work requests posted */
   uint64_t status_writes; /* status-byte: status WRITEs (one per run of
                              blocks posted together) */
+  uint64_t pause_reads;   /* status READs forced by pause_poll_us; not in
+                             sync_reads and the other sync figures */
 };
 
 int sbr_sender_get_stats(sbr_sender *s, struct sbr_sender_stats *out);
@@ -320,6 +343,19 @@ void sbr_frame_release(struct sbr_frame *f);
 /* Wakes a thread blocked in next/next_frame with -EINTR (once; a wakeup
  * with nobody waiting makes the next call return -EINTR at once). */
 void sbr_receiver_wakeup(sbr_receiver *r);
+
+/* Per-device backpressure, carried one-sidedly: sets (or clears) device's
+ * bit in the pause bitmap of every open lane and of lanes opened later.
+ * Senders see it with their next status READ (within pause_poll_us while
+ * they send, see sbr_sender_config) and then refuse that device's
+ * acquire/send per their backpressure policy; blocks already queued in a
+ * sender still arrive, as may what it posts until that READ.  Nothing is
+ * sent: the bitmap sits after the status bytes the sender READs.  Any
+ * thread, any time before sbr_receiver_free.  0, or -ENOTSUP for the
+ * sliding-window mechanism (it has no region the sender reads). */
+int sbr_receiver_pause_device(sbr_receiver *r, uint8_t device, bool paused);
+/* Is device paused by sbr_receiver_pause_device?  Any thread. */
+bool sbr_receiver_device_paused(sbr_receiver *r, uint8_t device);
 
 struct sbr_receiver_stats {
   uint64_t blocks, bytes;

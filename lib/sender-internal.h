@@ -30,6 +30,7 @@ struct sbr_send_block {
   uint8_t *mem;      /* block_size bytes of registered memory */
   uint32_t capacity; /* payload bytes it can carry */
   enum sbr__send_state state;
+  uint8_t owner;               /* device it was taken for (fairness) */
   struct sbr__header header;   /* as encoded at submit */
   uint32_t wire_len;           /* header + payload + trailer */
   struct sbr_send_block *next; /* free list / queue link */
@@ -82,7 +83,12 @@ struct sbr_sender {
   uint32_t n_free;
   /* Producers waiting for free blocks, oldest first (sender.c). */
   struct sbr__free_waiter *free_waiters_head, *free_waiters_tail;
-  uint32_t free_waiters_multi; /* of which for more than one block */
+  /* Blocks each device holds: taken, queued or in flight (fairness). */
+  uint32_t dev_held[SBR_MAX_DEVICES];
+  /* Pause bitmap as the newest status READ found it, and since when each
+   * paused device is paused (for paused_ns). */
+  uint8_t paused[SBR_MAX_DEVICES / 8];
+  uint64_t paused_since_ns[SBR_MAX_DEVICES];
   struct sbr_send_block *queue_head, *queue_tail;
   uint32_t n_queued;
   uint32_t n_posted; /* posted, completion pending */
@@ -118,6 +124,12 @@ void sbr__sender_requeue_front(struct sbr_sender *s,
                                uint32_t n);
 /* Is anything queued? */
 bool sbr__sender_has_queued(struct sbr_sender *s);
+/* A status READ brought the receiver's pause bitmap (SBR__PAUSE_BITMAP_SIZE
+ * bytes): record it, and let producers of resumed devices go on. */
+void sbr__sender_pause_seen(struct sbr_sender *s, const uint8_t *bitmap);
+/* Does a producer wait for a device that is paused?  Then the engine keeps
+ * READing every pause_poll_us, even with nothing to send. */
+bool sbr__sender_pause_waiting(struct sbr_sender *s);
 /* Completions covered these blocks (by index): back on the free list. */
 void sbr__sender_blocks_done(struct sbr_sender *s, const uint32_t *index,
                              uint32_t n);

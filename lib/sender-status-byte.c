@@ -48,6 +48,15 @@
  * is repeated only after a back-off, so a stalled receiver isn't hammered.
  * After (re)connect the cache starts all-busy, so the first post is
  * preceded by a READ (rule 7).
+ *
+ * Pause: the READ covers the status bytes and, after them, the receiver's
+ * per-device pause bitmap (status_addr + pause_offset); every completed
+ * READ hands the bitmap to sender.c, which refuses paused devices'
+ * producers.  So that a sender that never runs out of free blocks sees a
+ * new bit too, a READ is forced when the newest one is pause_poll_us old
+ * and blocks were posted since or are queued, or a producer waits for a
+ * paused device (then even with nothing to send, so it resumes).  The
+ * sender never WRITEs past the status bytes.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -68,6 +77,7 @@
 struct status_read {
   uint64_t after_writes; /* st->writes when it was posted */
   uint64_t posted_ns;    /* for sync latency */
+  bool forced;           /* by pause_poll_us, not for free blocks */
 };
 
 struct status_byte_state {
@@ -82,6 +92,8 @@ struct status_byte_state {
   uint32_t cursor;       /* next receive block to try */
   uint64_t next_read_ns; /* earliest next READ after a fruitless one */
   uint32_t retry_us;     /* current back-off between fruitless READs */
+  uint32_t read_len;     /* status bytes + padding + pause bitmap */
+  uint64_t last_read_ns; /* when the newest READ was posted */
   uint64_t batch_bytes;  /* data bytes one status run may cover */
   uint8_t run_status[MAX_RUN]; /* inline source: MAX_RUN status bytes 1 */
   /* Send blocks in flight, in post order (a ring of n_blocks entries): a
@@ -108,8 +120,9 @@ static int sb_start(struct sbr_sender *s)
   struct status_byte_state *st = calloc(1, sizeof *st);
   if (!st)
     return -ENOMEM;
+  st->read_len = sbr__lane_status_len(&s->lane);
   st->cache = malloc(n);
-  st->read_bufs = malloc((size_t)MAX_READS * n);
+  st->read_bufs = malloc((size_t)MAX_READS * st->read_len);
   st->last_write = calloc(n, sizeof *st->last_write);
   st->in_flight = calloc(s->n_blocks, sizeof *st->in_flight);
   if (!st->cache || !st->read_bufs || !st->last_write || !st->in_flight) {
@@ -119,8 +132,9 @@ static int sb_start(struct sbr_sender *s)
   /* Rule 7: nothing is known about the lane until a READ says so. */
   memset(st->cache, SBR__STATUS_DATA, n);
   st->cache_free = 0;
-  int ret = s->ops->reg_mr(s->conn, st->read_bufs, (size_t)MAX_READS * n,
-                           SBR__ACCESS_LOCAL_WRITE, &st->read_mr);
+  int ret =
+      s->ops->reg_mr(s->conn, st->read_bufs, (size_t)MAX_READS * st->read_len,
+                     SBR__ACCESS_LOCAL_WRITE, &st->read_mr);
   if (ret < 0) {
     free_state(s, st);
     return ret;
@@ -164,7 +178,8 @@ static uint32_t reads_in_flight(const struct status_byte_state *st)
 static uint8_t *read_buf(const struct sbr_sender *s,
                          const struct status_byte_state *st, uint32_t n)
 {
-  return st->read_bufs + (size_t)(n % MAX_READS) * s->lane.block_count;
+  (void)s;
+  return st->read_bufs + (size_t)(n % MAX_READS) * st->read_len;
 }
 
 /* Blocks written since the newest READ was posted (all, before any). */
@@ -176,14 +191,15 @@ static uint64_t writes_since_read(const struct status_byte_state *st)
          st->reads[(st->reads_posted - 1) % MAX_READS].after_writes;
 }
 
-static int post_status_read(struct sbr_sender *s, struct status_byte_state *st)
+static int post_status_read(struct sbr_sender *s, struct status_byte_state *st,
+                            bool forced)
 {
   struct status_read *rd = &st->reads[st->reads_posted % MAX_READS];
   struct sbr__wr wr = {
       .wr_id = READ_WR_ID,
       .opcode = SBR__OP_READ,
       .local_addr = read_buf(s, st, st->reads_posted),
-      .length = s->lane.block_count,
+      .length = st->read_len,
       .lkey = st->read_mr->lkey,
       .remote_addr = s->lane.status_addr,
       .rkey = s->lane.status_rkey,
@@ -194,9 +210,12 @@ static int post_status_read(struct sbr_sender *s, struct status_byte_state *st)
     return ret;
   rd->after_writes = st->writes;
   rd->posted_ns = sbr__now_ns();
+  rd->forced = forced;
+  st->last_read_ns = rd->posted_ns;
   st->reads_posted++;
   pthread_mutex_lock(&s->lock);
   s->stats.wr_posted++;
+  s->stats.pause_reads += forced;
   pthread_mutex_unlock(&s->lock);
   return 0;
 }
@@ -230,16 +249,40 @@ static void read_completed(struct sbr_sender *s, struct status_byte_state *st)
     if (st->retry_us > s->cfg.backoff.max_sleep_us)
       st->retry_us = s->cfg.backoff.max_sleep_us;
   }
+  /* Forced READs are counted in pause_reads only: the sync figures stay
+   * the paper's (READs the sender needed to find free blocks). */
   pthread_mutex_lock(&s->lock);
-  s->stats.sync_reads++;
-  s->stats.sync_read_ns_total += took;
-  if (took > s->stats.sync_read_ns_max)
-    s->stats.sync_read_ns_max = took;
-  if (!any_free)
-    s->stats.no_free_waits++;
-  s->stats.held_skipped += held;
-  s->stats.busy_skipped += busy;
+  if (!rd->forced) {
+    s->stats.sync_reads++;
+    s->stats.sync_read_ns_total += took;
+    if (took > s->stats.sync_read_ns_max)
+      s->stats.sync_read_ns_max = took;
+    if (!any_free)
+      s->stats.no_free_waits++;
+    s->stats.held_skipped += held;
+    s->stats.busy_skipped += busy;
+  }
   pthread_mutex_unlock(&s->lock);
+  sbr__sender_pause_seen(s, found + s->lane.pause_offset);
+}
+
+/* Is a forced READ due (pause_poll_us)?  Only while blocks flow (posted
+ * since the newest READ, or queued) or a producer waits for a paused
+ * device, and only with no READ in flight: that one brings the bitmap. */
+static bool pause_read_wanted(struct sbr_sender *s,
+                              struct status_byte_state *st)
+{
+  if (s->cfg.pause_poll_us == 0 || reads_in_flight(st) > 0)
+    return false;
+  return writes_since_read(st) > 0 || sbr__sender_has_queued(s) ||
+         sbr__sender_pause_waiting(s);
+}
+
+static bool pause_read_due(struct sbr_sender *s, struct status_byte_state *st,
+                           uint64_t now)
+{
+  return now >= st->last_read_ns + (uint64_t)s->cfg.pause_poll_us * 1000u &&
+         pause_read_wanted(s, st);
 }
 
 /* How many receive blocks from i on are free in the cache, without
@@ -365,7 +408,7 @@ static int sb_progress(struct sbr_sender *s)
     if (k > 0 && st->cache_free <= k &&
         writes_since_read(st) >= (spacing ? spacing : 1) &&
         reads_in_flight(st) < MAX_READS) {
-      ret = post_status_read(s, st);
+      ret = post_status_read(s, st, false);
       if (ret < 0)
         return ret;
       progress++;
@@ -374,9 +417,19 @@ static int sb_progress(struct sbr_sender *s)
   progress += posted;
   /* Sync when a block waits for a free one and no READ that could free one
    * is on its way (sync-when-empty). */
-  if (waiting && reads_in_flight(st) == 0 &&
-      sbr__now_ns() >= st->next_read_ns) {
-    int ret = post_status_read(s, st);
+  uint64_t now = sbr__now_ns();
+  if (waiting && reads_in_flight(st) == 0 && now >= st->next_read_ns) {
+    int ret = post_status_read(s, st, false);
+    if (ret < 0)
+      return ret;
+    progress++;
+  } else if (!waiting && pause_read_due(s, st, now)) {
+    /* After this call's runs, so they aren't delayed behind it; what they
+     * carried for a just-paused device is within the documented bound.
+     * Not while blocks wait for a free one: then the sync READs above
+     * bring the bitmap (at most max_sleep_us apart), and nothing is
+     * posted meanwhile anyway. */
+    int ret = post_status_read(s, st, true);
     if (ret < 0)
       return ret;
     progress++;
@@ -395,6 +448,13 @@ static int sb_sleep(struct sbr_sender *s, uint32_t timeout_us)
   if (st->next_read_ns > now) {
     /* A fruitless READ is to be repeated then: don't oversleep it. */
     uint64_t left_us = (st->next_read_ns - now + 999u) / 1000u;
+    if (left_us < timeout_us)
+      timeout_us = (uint32_t)left_us;
+  }
+  if (pause_read_wanted(s, st)) {
+    /* Nor a forced READ.  Once due, sb_progress below posts it. */
+    uint64_t due = st->last_read_ns + (uint64_t)s->cfg.pause_poll_us * 1000u;
+    uint64_t left_us = due > now ? (due - now + 999u) / 1000u : 0;
     if (left_us < timeout_us)
       timeout_us = (uint32_t)left_us;
   }

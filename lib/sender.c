@@ -20,6 +20,10 @@
 #define DEFAULT_SEND_BLOCKS 16
 #define DEFAULT_CONNECT_TIMEOUT_MS 5000
 #define DEFAULT_WAIT_TIMEOUT_MS 1000
+/* A forced status READ at least every millisecond of sending: a paused
+ * device is seen within ~1 ms + a round trip, for at most one READ (a
+ * cache line) per millisecond, which even Soft-RoCE doesn't notice. */
+#define DEFAULT_PAUSE_POLL_US 1000
 /* A sender thread with nothing queued re-checks this often anyway (so a
  * dead connection is noticed while idle). */
 #define IDLE_CHECK_MS 50
@@ -35,6 +39,7 @@ void sbr_sender_config_init(struct sbr_sender_config *cfg)
   cfg->connect_timeout_ms = DEFAULT_CONNECT_TIMEOUT_MS;
   cfg->backpressure = SBR_BACKPRESSURE_WAIT;
   cfg->wait_timeout_ms = DEFAULT_WAIT_TIMEOUT_MS;
+  cfg->pause_poll_us = DEFAULT_PAUSE_POLL_US;
   sbr__backoff_config_fill(&cfg->backoff);
 }
 
@@ -96,6 +101,8 @@ static int alloc_blocks(struct sbr_sender *s, uint32_t block_size)
  * wake_free_waiters_locked for everything it freed. */
 static void push_free_locked(struct sbr_sender *s, struct sbr_send_block *b)
 {
+  if (b->state != SBR__SEND_FREE)
+    s->dev_held[b->owner]--;
   b->state = SBR__SEND_FREE;
   b->next = s->free_list;
   s->free_list = b;
@@ -106,8 +113,9 @@ static void push_free_locked(struct sbr_sender *s, struct sbr_send_block *b)
  * condition variable, in s->lock's FIFO list. */
 struct sbr__free_waiter {
   pthread_cond_t cond;
-  uint32_t need; /* blocks it waits for */
-  bool woken;    /* a waker chose it */
+  uint32_t need;  /* blocks it waits for */
+  uint8_t device; /* for which device */
+  bool woken;     /* a waker chose it */
   struct sbr__free_waiter *prev, *next;
 };
 
@@ -117,24 +125,110 @@ static void wake_waiter_locked(struct sbr__free_waiter *w)
   pthread_cond_signal(&w->cond); /* its only waiter */
 }
 
-/* freed blocks came back.  Twelve camera pipelines wait for blocks at once:
- * waking all of them to let one through (perf: the sender's futex traffic
- * in B6) cost more than the send, so while every waiter wants one block,
- * the oldest `freed` waiters are woken, each on its own condition variable
- * (a pthread_cond_signal among several waiters of one variable can be lost
- * in older glibc, sourceware #25847).  A waiter wanting several blocks (a
- * fragmented frame) means everyone is woken to look. */
-static void wake_free_waiters_locked(struct sbr_sender *s, uint32_t freed)
+static bool dev_paused_locked(const struct sbr_sender *s, uint8_t device)
 {
-  if (freed == 0)
-    return;
-  bool all = s->free_waiters_multi > 0;
-  for (struct sbr__free_waiter *w = s->free_waiters_head; w; w = w->next) {
-    if (w->woken)
+  return s->paused[device / 8] & (1u << (device % 8));
+}
+
+/* Devices other than device with a producer waiting for blocks (paused
+ * ones don't count: they take none). */
+static uint32_t other_waiting_devices_locked(const struct sbr_sender *s,
+                                             uint8_t device)
+{
+  uint8_t seen[SBR_MAX_DEVICES / 8] = {0};
+  uint32_t n = 0;
+  for (const struct sbr__free_waiter *w = s->free_waiters_head; w;
+       w = w->next) {
+    uint8_t bit = (uint8_t)(1u << (w->device % 8));
+    if (w->device == device || dev_paused_locked(s, w->device) ||
+        (seen[w->device / 8] & bit))
       continue;
-    if (!all && freed-- == 0)
+    seen[w->device / 8] |= bit;
+    n++;
+  }
+  return n;
+}
+
+/* Fairness (design.md, "Sharing the send blocks"): while producers of
+ * other devices wait, a device may hold (taken + queued + in flight) at
+ * most its share of the send blocks, max(n, send_blocks / devices
+ * competing); with nobody else waiting it may take them all.  extra: blocks
+ * the caller already promised this device. */
+static bool within_share(const struct sbr_sender *s, uint8_t device, uint32_t n,
+                         uint32_t extra, uint32_t others)
+{
+  if (others == 0)
+    return true;
+  uint32_t share = s->n_blocks / (others + 1);
+  if (share < n)
+    share = n;
+  return s->dev_held[device] + extra + n <= share;
+}
+
+static bool within_share_locked(const struct sbr_sender *s, uint8_t device,
+                                uint32_t n)
+{
+  return within_share(s, device, n, 0, other_waiting_devices_locked(s, device));
+}
+
+static bool has_unpaused_waiter_locked(const struct sbr_sender *s,
+                                       uint8_t device)
+{
+  if (dev_paused_locked(s, device))
+    return false;
+  for (const struct sbr__free_waiter *w = s->free_waiters_head; w; w = w->next)
+    if (w->device == device)
+      return true;
+  return false;
+}
+
+/* May a producer of device take n blocks now? */
+static bool may_take_locked(const struct sbr_sender *s, uint8_t device,
+                            uint32_t n)
+{
+  return s->n_free >= n && !dev_paused_locked(s, device) &&
+         within_share_locked(s, device, n);
+}
+
+/* Blocks came back, a device resumed or a waiter left: wake the waiters
+ * that can now take blocks, one device at a time, the device holding the
+ * fewest blocks first (ties: the oldest waiter), until the free blocks not
+ * yet promised to a woken waiter run out.  Twelve camera pipelines wait
+ * for blocks at once: waking all of them to let one through (perf: the
+ * sender's futex traffic in B6) cost more than the send, so each waiter
+ * sleeps on its own condition variable (a pthread_cond_signal among
+ * several waiters of one variable can be lost in older glibc, sourceware
+ * #25847) and only those chosen are woken.  A woken waiter that finds its
+ * blocks taken meanwhile queues again. */
+static void wake_free_waiters_locked(struct sbr_sender *s)
+{
+  if (!s->free_waiters_head || s->n_free == 0)
+    return;
+  uint32_t promised = 0;
+  for (struct sbr__free_waiter *w = s->free_waiters_head; w; w = w->next)
+    if (w->woken)
+      promised += w->need;
+  /* Every candidate below is an unpaused waiter itself, so the devices
+   * competing with it are all but its own: counted once, here. */
+  uint32_t competing = other_waiting_devices_locked(s, 0) +
+                       (has_unpaused_waiter_locked(s, 0) ? 1u : 0u);
+  uint32_t extra[SBR_MAX_DEVICES] = {0};
+  while (promised < s->n_free) {
+    uint32_t available = s->n_free - promised;
+    struct sbr__free_waiter *best = NULL;
+    for (struct sbr__free_waiter *w = s->free_waiters_head; w; w = w->next) {
+      if (w->woken || w->need > available || dev_paused_locked(s, w->device) ||
+          !within_share(s, w->device, w->need, extra[w->device], competing - 1))
+        continue;
+      if (!best || s->dev_held[w->device] + extra[w->device] <
+                       s->dev_held[best->device] + extra[best->device])
+        best = w;
+    }
+    if (!best)
       break;
-    wake_waiter_locked(w);
+    wake_waiter_locked(best);
+    promised += best->need;
+    extra[best->device] += best->need;
   }
 }
 
@@ -293,6 +387,21 @@ static void fail_connection(struct sbr_sender *s, int err)
   pthread_mutex_unlock(&s->lock);
 }
 
+static bool pause_waiting_locked(const struct sbr_sender *s)
+{
+  for (const struct sbr__free_waiter *w = s->free_waiters_head; w; w = w->next)
+    if (dev_paused_locked(s, w->device))
+      return true;
+  return false;
+}
+
+/* Status-byte only: the sliding window has no READ to force. */
+static bool pause_poll_locked(const struct sbr_sender *s)
+{
+  return s->cfg.pause_poll_us > 0 && s->cfg.mechanism == SBR_MECH_STATUS_BYTE &&
+         pause_waiting_locked(s);
+}
+
 static void *sender_thread(void *arg)
 {
   struct sbr_sender *s = arg;
@@ -302,7 +411,8 @@ static void *sender_thread(void *arg)
     pthread_mutex_lock(&s->lock);
     bool stop = s->stopping;
     bool connected = s->connected;
-    bool busy = s->n_queued > 0 || s->n_posted > 0;
+    /* A producer waiting for a paused device keeps the engine READing. */
+    bool busy = s->n_queued > 0 || s->n_posted > 0 || pause_poll_locked(s);
     if (!stop && (!connected || !busy)) {
       /* Nothing to post, nothing to reap: sleep until a submit. */
       struct timespec ts;
@@ -310,7 +420,7 @@ static void *sender_thread(void *arg)
       pthread_cond_timedwait(&s->work_cond, &s->lock, &ts);
       stop = s->stopping;
       connected = s->connected;
-      busy = s->n_queued > 0 || s->n_posted > 0;
+      busy = s->n_queued > 0 || s->n_posted > 0 || pause_poll_locked(s);
     }
     pthread_mutex_unlock(&s->lock);
     if (stop)
@@ -471,8 +581,6 @@ size_t sbr_sender_block_payload_size(const sbr_sender *s)
 
 /* ---------------------------------------------------------- fill API */
 
-/* Waits for n free blocks per the backpressure policy.  0, -EAGAIN (none in
- * time: the caller counts a drop) or -ENOTCONN. */
 /* Queues w at the tail of the waiters and sleeps until a waker picks it,
  * or until deadline (NULL: none).  Returns 0 or ETIMEDOUT; w is off the
  * list again either way. */
@@ -488,14 +596,12 @@ static int sleep_free_waiter_locked(struct sbr_sender *s,
   else
     s->free_waiters_head = w;
   s->free_waiters_tail = w;
-  s->free_waiters_multi += w->need > 1;
   int ret = 0;
   while (!w->woken && ret != ETIMEDOUT)
     ret = deadline ? pthread_cond_timedwait(&w->cond, &s->lock, deadline)
                    : pthread_cond_wait(&w->cond, &s->lock);
   if (w->woken)
     ret = 0;
-  s->free_waiters_multi -= w->need > 1;
   if (w->prev)
     w->prev->next = w->next;
   else
@@ -507,13 +613,16 @@ static int sleep_free_waiter_locked(struct sbr_sender *s,
   return ret;
 }
 
-static int wait_free_locked(struct sbr_sender *s, uint32_t n)
+/* Waits for n free blocks for device per the backpressure policy: free
+ * ones, device not paused, within its share.  0, -EAGAIN (none in time:
+ * the caller counts a drop), -EINTR (sbr_sender_wakeup) or -ENOTCONN. */
+static int wait_free_locked(struct sbr_sender *s, uint32_t n, uint8_t device)
 {
   if (n > s->n_blocks)
     return -EMSGSIZE;
   if (!s->connected || s->stopping)
     return -ENOTCONN;
-  if (s->n_free >= n)
+  if (may_take_locked(s, device, n))
     return 0; /* the usual case: no waiter to set up */
   if (s->cfg.backpressure == SBR_BACKPRESSURE_DROP)
     return -EAGAIN;
@@ -521,38 +630,46 @@ static int wait_free_locked(struct sbr_sender *s, uint32_t n)
   if (s->cfg.wait_timeout_ms >= 0)
     deadline_after_ms(&deadline, s->cfg.wait_timeout_ms);
   uint64_t wakeups = s->wakeups;
-  struct sbr__free_waiter w = {.need = n};
+  struct sbr__free_waiter w = {.need = n, .device = device};
   init_cond(&w.cond);
   int ret = 0;
-  while (s->connected && !s->stopping && s->n_free < n) {
+  while (s->connected && !s->stopping && !may_take_locked(s, device, n)) {
     if (s->wakeups != wakeups) {
       ret = -EINTR;
       break;
     }
+    /* Waiting for a resume: the sender thread must keep READing the
+     * bitmap even with nothing to send (it looks at the waiters). */
+    if (dev_paused_locked(s, device))
+      pthread_cond_signal(&s->work_cond);
     if (sleep_free_waiter_locked(
             s, &w, s->cfg.wait_timeout_ms >= 0 ? &deadline : NULL) ==
         ETIMEDOUT) {
-      if (s->n_free < n)
+      if (!may_take_locked(s, device, n))
         ret = -EAGAIN;
       break;
     }
   }
   if (ret == 0 && (!s->connected || s->stopping))
     ret = -ENOTCONN;
-  /* A waker may have picked us for blocks we don't take: pass them on. */
-  if (ret != 0 && w.woken)
-    wake_free_waiters_locked(s, s->n_free);
+  /* Our device no longer competes (or was chosen for blocks it won't
+   * take): others may go on. */
+  if (ret != 0)
+    wake_free_waiters_locked(s);
   pthread_cond_destroy(&w.cond);
   return ret;
 }
 
-static struct sbr_send_block *pop_free_locked(struct sbr_sender *s)
+static struct sbr_send_block *pop_free_locked(struct sbr_sender *s,
+                                              uint8_t device)
 {
   struct sbr_send_block *b = s->free_list;
   s->free_list = b->next;
   s->n_free--;
   b->next = NULL;
   b->state = SBR__SEND_FILLING;
+  b->owner = device;
+  s->dev_held[device]++;
   return b;
 }
 
@@ -560,16 +677,20 @@ static void count_backpressure_drop_locked(struct sbr_sender *s, uint8_t device)
 {
   s->dev_stats[device].drops++;
   s->stats.drops++;
+  if (dev_paused_locked(s, device))
+    s->dev_stats[device].paused_drops++;
 }
 
 int sbr_sender_acquire(sbr_sender *s, uint8_t device, sbr_send_block **out)
 {
   pthread_mutex_lock(&s->lock);
-  int ret = wait_free_locked(s, 1);
-  if (ret == 0)
-    *out = pop_free_locked(s);
-  else if (ret == -EAGAIN)
+  int ret = wait_free_locked(s, 1, device);
+  if (ret == 0) {
+    *out = pop_free_locked(s, device);
+    wake_free_waiters_locked(s); /* the next device's turn */
+  } else if (ret == -EAGAIN) {
     count_backpressure_drop_locked(s, device);
+  }
   pthread_mutex_unlock(&s->lock);
   return ret;
 }
@@ -638,7 +759,7 @@ int sbr_sender_submit(sbr_sender *s, sbr_send_block *b,
         &(struct sbr_send_block){
             .header = {.kind = m.kind, .device = m.device, .flags = m.flags}});
     push_free_locked(s, b);
-    wake_free_waiters_locked(s, 1);
+    wake_free_waiters_locked(s);
     pthread_mutex_unlock(&s->lock);
     return -ENOTCONN;
   }
@@ -653,7 +774,7 @@ void sbr_sender_abandon(sbr_sender *s, sbr_send_block *b)
   pthread_mutex_lock(&s->lock);
   if (b->state == SBR__SEND_FILLING) {
     push_free_locked(s, b);
-    wake_free_waiters_locked(s, 1);
+    wake_free_waiters_locked(s);
   }
   pthread_mutex_unlock(&s->lock);
 }
@@ -678,7 +799,7 @@ int sbr_sender_send(sbr_sender *s, const struct sbr_block_meta *meta,
     return -ENOMEM;
 
   pthread_mutex_lock(&s->lock);
-  int ret = wait_free_locked(s, n);
+  int ret = wait_free_locked(s, n, meta->device);
   if (ret < 0) {
     if (ret == -EAGAIN)
       count_backpressure_drop_locked(s, meta->device);
@@ -686,7 +807,8 @@ int sbr_sender_send(sbr_sender *s, const struct sbr_block_meta *meta,
     goto out;
   }
   for (uint32_t i = 0; i < n; i++)
-    frag[i] = pop_free_locked(s);
+    frag[i] = pop_free_locked(s, meta->device);
+  wake_free_waiters_locked(s); /* the next device's turn */
   pthread_mutex_unlock(&s->lock);
 
   /* Copy outside the lock: other producers keep filling meanwhile. */
@@ -702,7 +824,7 @@ int sbr_sender_send(sbr_sender *s, const struct sbr_block_meta *meta,
   if (!s->connected) {
     for (uint32_t i = 0; i < n; i++)
       push_free_locked(s, frag[i]);
-    wake_free_waiters_locked(s, n);
+    wake_free_waiters_locked(s);
     count_backpressure_drop_locked(s, meta->device);
     pthread_mutex_unlock(&s->lock);
     ret = -ENOTCONN;
@@ -817,6 +939,43 @@ void sbr__sender_requeue_front(struct sbr_sender *s,
   pthread_mutex_unlock(&s->lock);
 }
 
+bool sbr__sender_pause_waiting(struct sbr_sender *s)
+{
+  pthread_mutex_lock(&s->lock);
+  bool waiting = pause_waiting_locked(s);
+  pthread_mutex_unlock(&s->lock);
+  return waiting;
+}
+
+void sbr__sender_pause_seen(struct sbr_sender *s, const uint8_t *bitmap)
+{
+  pthread_mutex_lock(&s->lock);
+  if (memcmp(bitmap, s->paused, sizeof s->paused) == 0) {
+    pthread_mutex_unlock(&s->lock); /* the usual case */
+    return;
+  }
+  uint64_t now = sbr__now_ns();
+  bool resumed = false;
+  for (unsigned d = 0; d < SBR_MAX_DEVICES; d++) {
+    uint8_t bit = (uint8_t)(1u << (d % 8));
+    bool was = s->paused[d / 8] & bit, is = bitmap[d / 8] & bit;
+    if (was == is)
+      continue;
+    if (is) {
+      s->paused_since_ns[d] = now;
+      SBR_DEBUG("sender: the receiver paused device %u", d);
+    } else {
+      s->dev_stats[d].paused_ns += now - s->paused_since_ns[d];
+      resumed = true;
+      SBR_DEBUG("sender: the receiver resumed device %u", d);
+    }
+  }
+  memcpy(s->paused, bitmap, sizeof s->paused);
+  if (resumed)
+    wake_free_waiters_locked(s);
+  pthread_mutex_unlock(&s->lock);
+}
+
 bool sbr__sender_has_queued(struct sbr_sender *s)
 {
   pthread_mutex_lock(&s->lock);
@@ -840,7 +999,8 @@ void sbr__sender_blocks_done(struct sbr_sender *s, const uint32_t *index,
       freed++;
     }
   }
-  wake_free_waiters_locked(s, freed);
+  if (freed)
+    wake_free_waiters_locked(s);
   if (n > 0 && s->n_posted == 0 && s->n_queued == 0)
     pthread_cond_broadcast(&s->idle_cond);
   pthread_mutex_unlock(&s->lock);
@@ -881,6 +1041,9 @@ int sbr_sender_get_device_stats(sbr_sender *s, uint8_t device,
 {
   pthread_mutex_lock(&s->lock);
   *out = s->dev_stats[device];
+  out->paused = dev_paused_locked(s, device);
+  if (out->paused)
+    out->paused_ns += sbr__now_ns() - s->paused_since_ns[device];
   pthread_mutex_unlock(&s->lock);
   return 0;
 }

@@ -30,7 +30,8 @@
  * The segment (sealed against resizing, so a peer can't make us SIGBUS):
  *
  *   0             struct shm_ctrl, then the slots of both rings (pages)
- *   status_addr   block_count status bytes, padded to 64
+ *   status_addr   block_count status bytes, padded to 64, then the 32-byte
+ *                 pause bitmap (status_addr + pause_offset)
  *   blocks_addr   block_count * block_size bytes, page aligned
  *
  * Remote addresses are offsets into the segment; the two rkeys are random
@@ -195,7 +196,12 @@ struct shm_region {
   uint64_t len;  /* bytes */
   uint32_t rkey; /* key a WR must name */
   bool read_ok;  /* REMOTE_READ allowed (status: yes, blocks: no) */
-  bool status;   /* stores are release stores of status bytes */
+  /* WRITEs must end within the first write_len bytes: the status region's
+   * pause bitmap is the receiver's alone (verbs can't tell a sub-range of
+   * one MR apart, so there the engine's rule is all; here a sender that
+   * broke it fails loudly). */
+  uint64_t write_len;
+  bool status; /* stores are release stores of status bytes */
 };
 
 /* A posted send WR, as the NIC sees it. */
@@ -866,6 +872,10 @@ static enum sbr__wc_status shm_execute(struct sbr__conn *c,
     else if (wr->remote_addr < r->off || wr->remote_addr - r->off > r->len ||
              wr->length > r->len - (wr->remote_addr - r->off))
       *verr = SHM_VERR_BOUNDS;
+    else if (wr->opcode != SBR__OP_READ &&
+             (wr->remote_addr - r->off > r->write_len ||
+              wr->length > r->write_len - (wr->remote_addr - r->off)))
+      *verr = SHM_VERR_ACCESS;
     if (*verr)
       return SBR__WC_ERROR;
   }
@@ -1330,9 +1340,21 @@ static int shm_await_answer(struct sbr__conn *c, uint16_t port,
     err = -ECONNREFUSED;
     goto out_close_fd;
   }
-  if (r < SHM_MSG_HDR || msg[0] != SHM_SETUP_ACCEPT || fd < 0 ||
-      sbr__accept_priv_decode(msg + SHM_MSG_HDR, (size_t)r - SHM_MSG_HDR,
-                              lane) < 0) {
+  int dec = -EPROTO;
+  if (r >= SHM_MSG_HDR && msg[0] == SHM_SETUP_ACCEPT && fd >= 0)
+    dec = sbr__accept_priv_decode(msg + SHM_MSG_HDR, (size_t)r - SHM_MSG_HDR,
+                                  lane);
+  if (dec == -EPROTONOSUPPORT) {
+    sbr__errf(errbuf, errlen,
+              "shm: the receiver on port %u speaks sbr protocol version %d, "
+              "this sender %d",
+              (unsigned)port,
+              sbr__priv_version(msg + SHM_MSG_HDR, (size_t)r - SHM_MSG_HDR),
+              SBR__PRIV_VERSION);
+    err = -EPROTONOSUPPORT;
+    goto out_close_fd;
+  }
+  if (dec < 0) {
     sbr__errf(errbuf, errlen,
               "shm: malformed answer from the receiver on port %u",
               (unsigned)port);
@@ -1393,21 +1415,22 @@ static int shm_map_lane(struct sbr__conn *c, int memfd,
   uint32_t off_rx = ctrl->to_sender.slot_offset;
   uint32_t off_tx = ctrl->to_receiver.slot_offset;
   uint64_t blocks_len = (uint64_t)lane->block_count * lane->block_size;
-  bool ok =
-      ctrl->magic == SHM_CTRL_MAGIC && ctrl->version == SHM_CTRL_VERSION &&
-      ctrl_size <= size && n_rx && !(n_rx & (n_rx - 1)) &&
-      n_rx <= SHM_MAX_QUEUE && n_tx && !(n_tx & (n_tx - 1)) &&
-      n_tx <= SHM_MAX_QUEUE && off_rx % alignof(struct shm_msg) == 0 &&
-      off_tx % alignof(struct shm_msg) == 0 &&
-      shm_span_ok(off_rx, (uint64_t)n_rx * sizeof(struct shm_msg), sizeof *ctrl,
-                  ctrl_size) &&
-      shm_span_ok(off_tx, (uint64_t)n_tx * sizeof(struct shm_msg), sizeof *ctrl,
-                  ctrl_size) &&
-      shm_span_ok(lane->status_addr, lane->block_count, ctrl_size, size) &&
-      shm_span_ok(lane->blocks_addr, blocks_len, ctrl_size, size) &&
-      (lane->blocks_addr >= lane->status_addr + lane->block_count ||
-       lane->status_addr >= lane->blocks_addr + blocks_len) &&
-      lane->blocks_rkey != lane->status_rkey;
+  uint64_t status_len = sbr__lane_status_len(lane);
+  bool ok = ctrl->magic == SHM_CTRL_MAGIC &&
+            ctrl->version == SHM_CTRL_VERSION && ctrl_size <= size && n_rx &&
+            !(n_rx & (n_rx - 1)) && n_rx <= SHM_MAX_QUEUE && n_tx &&
+            !(n_tx & (n_tx - 1)) && n_tx <= SHM_MAX_QUEUE &&
+            off_rx % alignof(struct shm_msg) == 0 &&
+            off_tx % alignof(struct shm_msg) == 0 &&
+            shm_span_ok(off_rx, (uint64_t)n_rx * sizeof(struct shm_msg),
+                        sizeof *ctrl, ctrl_size) &&
+            shm_span_ok(off_tx, (uint64_t)n_tx * sizeof(struct shm_msg),
+                        sizeof *ctrl, ctrl_size) &&
+            shm_span_ok(lane->status_addr, status_len, ctrl_size, size) &&
+            shm_span_ok(lane->blocks_addr, blocks_len, ctrl_size, size) &&
+            (lane->blocks_addr >= lane->status_addr + status_len ||
+             lane->status_addr >= lane->blocks_addr + blocks_len) &&
+            lane->blocks_rkey != lane->status_rkey;
   if (!ok) {
     munmap(map, (size_t)size);
     sbr__errf(errbuf, errlen,
@@ -1431,11 +1454,13 @@ static int shm_map_lane(struct sbr__conn *c, int memfd,
                                   .len = blocks_len,
                                   .rkey = lane->blocks_rkey,
                                   .read_ok = false,
+                                  .write_len = blocks_len,
                                   .status = false};
   c->status = (struct shm_region){.off = lane->status_addr,
-                                  .len = lane->block_count,
+                                  .len = status_len,
                                   .rkey = lane->status_rkey,
                                   .read_ok = true,
+                                  .write_len = lane->block_count,
                                   .status = true};
   return 0;
 }
@@ -1635,11 +1660,21 @@ static bool shm_read_request(struct sbr__listener *l, int i,
   if (r == -EAGAIN)
     return false;
   struct sbr__conn_request *req = &ev->req;
-  if (r < SHM_MSG_HDR || msg[0] != SHM_SETUP_CONNECT ||
-      sbr__connect_priv_decode(msg + SHM_MSG_HDR, (size_t)r - SHM_MSG_HDR,
-                               &req->mechanism, &req->block_size,
-                               &req->block_count) < 0) {
-    if (r != 0)
+  int dec = -EPROTO;
+  if (r >= SHM_MSG_HDR && msg[0] == SHM_SETUP_CONNECT)
+    dec = sbr__connect_priv_decode(msg + SHM_MSG_HDR, (size_t)r - SHM_MSG_HDR,
+                                   &req->mechanism, &req->block_size,
+                                   &req->block_count);
+  if (dec < 0) {
+    if (dec == -EPROTONOSUPPORT) {
+      SBR_WARN("shm: port %u: refusing a sender that speaks sbr protocol "
+               "version %d (this receiver %d)",
+               (unsigned)l->port,
+               sbr__priv_version(msg + SHM_MSG_HDR, (size_t)r - SHM_MSG_HDR),
+               SBR__PRIV_VERSION);
+      /* An sbr peer: refused, like verbs' rdma_reject, not hung up on. */
+      shm_send_setup(fd, SHM_SETUP_REJECT, NULL, 0, -1);
+    } else if (r != 0)
       SBR_WARN("shm: port %u: dropping a malformed connect request",
                (unsigned)l->port);
     shm_pending_drop(l, i, true);
@@ -1753,7 +1788,7 @@ static int shm_segment_create(struct sbr__conn *c,
       shm_round_up(off_tx + (uint64_t)n_tx * sizeof(struct shm_msg), SHM_PAGE);
   uint64_t status_off = ctrl_size;
   uint64_t blocks_off =
-      shm_round_up(status_off + shm_round_up(lane->block_count, 64), SHM_PAGE);
+      shm_round_up(status_off + sbr__lane_status_len(lane), SHM_PAGE);
   uint64_t size = blocks_off + (uint64_t)lane->block_count * lane->block_size;
 
   int err;
@@ -1814,8 +1849,10 @@ static int shm_accept(struct sbr__listener *l, struct sbr__conn_request *req,
   /* Same limits as sbr__accept_priv_decode applies on the other side. */
   if (!caps || !lane || !out || !mem || lane->block_count == 0 ||
       lane->block_count > 65536 || lane->block_size < 128 ||
-      lane->block_size > (64u << 20) || caps->max_send_wr > SHM_MAX_QUEUE ||
-      caps->max_recv_wr > SHM_MAX_QUEUE)
+      lane->block_size > (64u << 20) ||
+      lane->pause_offset < lane->block_count ||
+      lane->pause_offset > sbr__pause_offset_for(lane->block_count) ||
+      caps->max_send_wr > SHM_MAX_QUEUE || caps->max_recv_wr > SHM_MAX_QUEUE)
     goto out_refuse;
   err = -ENOMEM;
   c = shm_conn_new(SHM_RECEIVER, caps);

@@ -662,7 +662,14 @@ static int verbs_connect(const char *host, uint16_t port, const uint8_t *priv,
   /* The private data lives in the event: decode before the ack. */
   size_t got = e->param.conn.private_data_len;
   ret = sbr__accept_priv_decode(e->param.conn.private_data, got, lane);
+  int peer_version = sbr__priv_version(e->param.conn.private_data, got);
   rdma_ack_cm_event(e);
+  if (ret == -EPROTONOSUPPORT) {
+    sbr__errf(errbuf, errlen,
+              "rdma_cm: %s speaks sbr protocol version %d, this sender %d",
+              hostport, peer_version, SBR__PRIV_VERSION);
+    goto out_disconnect;
+  }
   if (ret) {
     sbr__errf(errbuf, errlen,
               "rdma_cm: %s accepted with an unusable lane description (%zu "
@@ -786,9 +793,21 @@ static struct rdma_cm_id *handle_request(struct sbr__listener *l,
   /* Not a lane until accept says so. */
   id->context = NULL;
   format_sockaddr(req->peer, sizeof req->peer, rdma_get_peer_addr(id));
-  if (sbr__connect_priv_decode(e->param.conn.private_data,
-                               e->param.conn.private_data_len, &req->mechanism,
-                               &req->block_size, &req->block_count) != 0) {
+  int dec = sbr__connect_priv_decode(
+      e->param.conn.private_data, e->param.conn.private_data_len,
+      &req->mechanism, &req->block_size, &req->block_count);
+  if (dec == -EPROTONOSUPPORT) {
+    SBR_WARN("verbs: %s: rejecting %s: it speaks sbr protocol version %d, "
+             "this receiver %d",
+             l->name, req->peer,
+             sbr__priv_version(e->param.conn.private_data,
+                               e->param.conn.private_data_len),
+             SBR__PRIV_VERSION);
+    rdma_reject(id, NULL, 0);
+    memset(req, 0, sizeof *req);
+    return id;
+  }
+  if (dec != 0) {
     SBR_WARN("verbs: %s: rejecting a connection request from %s: its %u "
              "bytes of private data are not an sbr request",
              l->name, req->peer, (unsigned)e->param.conn.private_data_len);
@@ -897,13 +916,15 @@ static int conn_alloc_lane(struct sbr__conn *c,
    * touched by the registration anyway). */
   memset(c->blocks, 0, blocks_len);
 
-  ret = posix_memalign(&p, VERBS_PAGE, lane->block_count);
+  /* Status bytes, padding, pause bitmap: one region the sender READs. */
+  size_t status_len = sbr__lane_status_len(lane);
+  ret = posix_memalign(&p, VERBS_PAGE, status_len);
   if (ret) {
     ret = -ret;
     goto out_free_blocks;
   }
   c->status = p;
-  memset(c->status, 0, lane->block_count); /* every block starts empty */
+  memset(c->status, 0, status_len); /* every block empty, nothing paused */
 
   /* Rule 8: no REMOTE_READ on the blocks.  Rule 1: no relaxed ordering.
    * REMOTE_WRITE needs LOCAL_WRITE in verbs. */
@@ -913,9 +934,10 @@ static int conn_alloc_lane(struct sbr__conn *c,
     ret = neg_errno(ENOMEM);
     goto out_free_status;
   }
-  /* The sender READs the status array to synchronise and WRITEs one byte
-   * of it after each block. */
-  c->status_mr = ibv_reg_mr(c->pd, c->status, lane->block_count,
+  /* The sender READs the status array (and the pause bitmap after it) to
+   * synchronise and WRITEs status bytes after blocks.  It never WRITEs
+   * the bitmap; one MR can't forbid that, the engine's rule does. */
+  c->status_mr = ibv_reg_mr(c->pd, c->status, status_len,
                             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
                                 IBV_ACCESS_REMOTE_WRITE);
   if (!c->status_mr) {

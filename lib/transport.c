@@ -47,13 +47,36 @@ void sbr__connect_priv_encode(uint8_t out[SBR__CONNECT_PRIV_SIZE],
   sbr__put_le32(out + 12, block_count);
 }
 
+int sbr__priv_version(const void *data, size_t len)
+{
+  const uint8_t *p = data;
+  if (!p || len < 5 || sbr__get_le32(p) != SBR__PRIV_MAGIC)
+    return -1;
+  return p[4];
+}
+
+/* Magic and version: -EPROTO for anything else, -EPROTONOSUPPORT for an sbr
+ * peer of another version (a v1 peer knows no pause bitmap: a v1 sender
+ * would ignore pauses, a v1 receiver publishes none). */
+static int check_magic_version(const uint8_t *p)
+{
+  if (sbr__get_le32(p) != SBR__PRIV_MAGIC)
+    return -EPROTO;
+  if (p[4] != SBR__PRIV_VERSION)
+    return -EPROTONOSUPPORT;
+  return 0;
+}
+
 int sbr__connect_priv_decode(const void *data, size_t len, uint8_t *mechanism,
                              uint32_t *block_size, uint32_t *block_count)
 {
   const uint8_t *p = data;
-  if (!p || len < SBR__CONNECT_PRIV_SIZE)
+  if (!p || len < 5)
     return -EPROTO;
-  if (sbr__get_le32(p) != SBR__PRIV_MAGIC || p[4] != SBR__PRIV_VERSION)
+  int ret = check_magic_version(p);
+  if (ret < 0)
+    return ret;
+  if (len < SBR__CONNECT_PRIV_SIZE)
     return -EPROTO;
   if (p[5] > SBR_MECH_SLIDING_WINDOW)
     return -EPROTO;
@@ -65,7 +88,8 @@ int sbr__connect_priv_decode(const void *data, size_t len, uint8_t *mechanism,
 
 /* Accept private data: magic u32 | version u8 | mechanism u8 | epoch u16 |
  * block_size u32 | block_count u32 | blocks_addr u64 | status_addr u64 |
- * blocks_rkey u32 | status_rkey u32 | lane_id u32 | reserved u32 = 48. */
+ * blocks_rkey u32 | status_rkey u32 | lane_id u32 | pause_offset u32 = 48
+ * (v1 had a reserved zero where v2 has pause_offset). */
 void sbr__accept_priv_encode(uint8_t out[SBR__ACCEPT_PRIV_SIZE],
                              const struct sbr__lane_desc *lane)
 {
@@ -81,15 +105,19 @@ void sbr__accept_priv_encode(uint8_t out[SBR__ACCEPT_PRIV_SIZE],
   sbr__put_le32(out + 32, lane->blocks_rkey);
   sbr__put_le32(out + 36, lane->status_rkey);
   sbr__put_le32(out + 40, lane->lane_id);
+  sbr__put_le32(out + 44, lane->pause_offset);
 }
 
 int sbr__accept_priv_decode(const void *data, size_t len,
                             struct sbr__lane_desc *lane)
 {
   const uint8_t *p = data;
-  if (!p || len < SBR__ACCEPT_PRIV_SIZE)
+  if (!p || len < 5)
     return -EPROTO;
-  if (sbr__get_le32(p) != SBR__PRIV_MAGIC || p[4] != SBR__PRIV_VERSION)
+  int ret = check_magic_version(p);
+  if (ret < 0)
+    return ret;
+  if (len < SBR__ACCEPT_PRIV_SIZE)
     return -EPROTO;
   lane->mechanism = p[5];
   lane->epoch = sbr__get_le16(p + 6);
@@ -100,10 +128,14 @@ int sbr__accept_priv_decode(const void *data, size_t len,
   lane->blocks_rkey = sbr__get_le32(p + 32);
   lane->status_rkey = sbr__get_le32(p + 36);
   lane->lane_id = sbr__get_le32(p + 40);
-  /* Rule 8: a lane we would write outside of is refused here. */
+  lane->pause_offset = sbr__get_le32(p + 44);
+  /* Rule 8: a lane we would write outside of is refused here.  The bitmap
+   * must follow the status bytes, at most one cache line of padding on. */
   if (lane->mechanism > SBR_MECH_SLIDING_WINDOW || lane->block_count == 0 ||
       lane->block_count > 65536 || lane->block_size < 128 ||
-      lane->block_size > (64u << 20))
+      lane->block_size > (64u << 20) ||
+      lane->pause_offset < lane->block_count ||
+      lane->pause_offset > sbr__pause_offset_for(lane->block_count))
     return -EPROTO;
   return 0;
 }

@@ -55,7 +55,12 @@
  * numbers as pointers; the sender bounds-checks the lane against its own
  * limits before using it. */
 #define SBR__PRIV_MAGIC 0x53425243u /* "CRBS" little-endian: "SBRC" */
-#define SBR__PRIV_VERSION 1
+/* 2: the lane carries the per-device pause bitmap (pause_offset). */
+#define SBR__PRIV_VERSION 2
+/* The pause bitmap: bit d (byte d / 8, bit d % 8) set = device d paused.
+ * It follows the status bytes in the status region, at status_addr +
+ * pause_offset, so the sender's status READ fetches both. */
+#define SBR__PAUSE_BITMAP_SIZE (SBR_MAX_DEVICES / 8)
 
 struct sbr__connect_priv {
   uint32_t magic;       /* SBR__PRIV_MAGIC */
@@ -67,18 +72,18 @@ struct sbr__connect_priv {
 };
 
 struct sbr__accept_priv {
-  uint32_t magic;       /* SBR__PRIV_MAGIC */
-  uint8_t version;      /* SBR__PRIV_VERSION */
-  uint8_t mechanism;    /* echoed, must equal the request */
-  uint16_t epoch;       /* lane epoch, written into every block header */
-  uint32_t block_size;  /* bytes per receive block, header+payload+trailer */
-  uint32_t block_count; /* N */
-  uint64_t blocks_addr; /* remote address of block 0 */
-  uint64_t status_addr; /* remote address of the N status bytes */
-  uint32_t blocks_rkey; /* REMOTE_WRITE only (rule 8) */
-  uint32_t status_rkey; /* REMOTE_READ | REMOTE_WRITE */
-  uint32_t lane_id;     /* receiver's lane number, for logs and stats */
-  uint32_t reserved;    /* zero */
+  uint32_t magic;        /* SBR__PRIV_MAGIC */
+  uint8_t version;       /* SBR__PRIV_VERSION */
+  uint8_t mechanism;     /* echoed, must equal the request */
+  uint16_t epoch;        /* lane epoch, written into every block header */
+  uint32_t block_size;   /* bytes per receive block, header+payload+trailer */
+  uint32_t block_count;  /* N */
+  uint64_t blocks_addr;  /* remote address of block 0 */
+  uint64_t status_addr;  /* remote address of the N status bytes */
+  uint32_t blocks_rkey;  /* REMOTE_WRITE only (rule 8) */
+  uint32_t status_rkey;  /* REMOTE_READ | REMOTE_WRITE */
+  uint32_t lane_id;      /* receiver's lane number, for logs and stats */
+  uint32_t pause_offset; /* v2: pause bitmap at status_addr + this */
 };
 
 /* Host-endian view of the lane a sender writes into. */
@@ -92,7 +97,26 @@ struct sbr__lane_desc {
   uint32_t blocks_rkey;
   uint32_t status_rkey;
   uint32_t lane_id;
+  /* The pause bitmap's offset from status_addr: at least block_count, at
+   * most block_count rounded up to 64 (the receiver sets it before accept;
+   * the status region is pause_offset + SBR__PAUSE_BITMAP_SIZE bytes). */
+  uint32_t pause_offset;
 };
+
+/* Where a receiver puts the bitmap: its own cache line after the status
+ * bytes, so the NIC's status WRITEs and the receiver's bitmap stores don't
+ * share one. */
+static inline uint32_t sbr__pause_offset_for(uint32_t block_count)
+{
+  return (block_count + 63u) & ~63u;
+}
+
+/* Bytes of the status region: status bytes, padding, pause bitmap.  The
+ * sender READs all of it and WRITEs only the first block_count bytes. */
+static inline uint32_t sbr__lane_status_len(const struct sbr__lane_desc *lane)
+{
+  return lane->pause_offset + SBR__PAUSE_BITMAP_SIZE;
+}
 
 /* Encoding helpers (lib/transport.c): fixed little-endian layout, checked. */
 #define SBR__CONNECT_PRIV_SIZE 16
@@ -106,6 +130,11 @@ void sbr__accept_priv_encode(uint8_t out[SBR__ACCEPT_PRIV_SIZE],
                              const struct sbr__lane_desc *lane);
 int sbr__accept_priv_decode(const void *data, size_t len,
                             struct sbr__lane_desc *lane);
+/* Both decoders return -EPROTONOSUPPORT for an sbr peer of another protocol
+ * version (magic right, version not ours).  sbr__priv_version says which
+ * version the peer speaks, for a clear message: -1 when data is not sbr
+ * private data at all. */
+int sbr__priv_version(const void *data, size_t len);
 
 /* Memory access flags for sbr__reg_mr (mirror IBV_ACCESS_*). */
 enum {
@@ -167,7 +196,8 @@ struct sbr__listener;
  * accepts (verbs: aligned heap + ibv_reg_mr; shm: a memfd mapping). */
 struct sbr__lane_mem {
   uint8_t *blocks;          /* block_count * block_size bytes */
-  volatile uint8_t *status; /* block_count status bytes */
+  volatile uint8_t *status; /* block_count status bytes, then the pause
+                               bitmap at pause_offset */
 };
 
 /* A pending connection request on a listener. */
@@ -221,8 +251,9 @@ struct sbr__transport_ops {
   int (*get_event)(struct sbr__listener *l, int timeout_ms,
                    struct sbr__listen_event *ev);
   /* Allocate + register the lane for this request (blocks REMOTE_WRITE only,
-   * status REMOTE_READ|REMOTE_WRITE, rule 8), fill in addrs/rkeys of *lane
-   * (block_size, block_count, epoch, lane_id, mechanism set by the caller),
+   * the status region of sbr__lane_status_len bytes REMOTE_READ|REMOTE_WRITE,
+   * rule 8), fill in addrs/rkeys of *lane (block_size, block_count, epoch,
+   * lane_id, mechanism, pause_offset set by the caller),
    * and accept with the encoded lane as private data.  Posts no receives. */
   int (*accept)(struct sbr__listener *l, struct sbr__conn_request *req,
                 const struct sbr__queue_caps *caps, struct sbr__lane_desc *lane,

@@ -171,6 +171,41 @@ static void connect_private_data_round_trip(void)
             -EPROTO);
 }
 
+/* Protocol version 2 added the pause bitmap: a v1 peer (same magic) is
+ * refused as another version, not as garbage, so the log can say so. */
+static void v1_private_data_is_refused(void)
+{
+  uint8_t priv[SBR__CONNECT_PRIV_SIZE];
+  sbr__connect_priv_encode(priv, SBR_MECH_STATUS_BYTE, 4096, 32);
+  ASSERT_EQ(sbr__priv_version(priv, sizeof priv), SBR__PRIV_VERSION);
+  ASSERT_EQ(SBR__PRIV_VERSION, 2);
+  priv[4] = 1;
+  uint8_t mech;
+  uint32_t bs, bc;
+  ASSERT_EQ(sbr__connect_priv_decode(priv, sizeof priv, &mech, &bs, &bc),
+            -EPROTONOSUPPORT);
+  ASSERT_EQ(sbr__priv_version(priv, sizeof priv), 1);
+
+  struct sbr__lane_desc lane = {
+      .mechanism = SBR_MECH_STATUS_BYTE,
+      .block_size = 4096,
+      .block_count = 16,
+      .pause_offset = sbr__pause_offset_for(16),
+  };
+  uint8_t apriv[SBR__ACCEPT_PRIV_SIZE];
+  sbr__accept_priv_encode(apriv, &lane);
+  apriv[4] = 1;
+  apriv[44] = apriv[45] = apriv[46] = apriv[47] = 0; /* v1: reserved 0 */
+  struct sbr__lane_desc got;
+  ASSERT_EQ(sbr__accept_priv_decode(apriv, sizeof apriv, &got),
+            -EPROTONOSUPPORT);
+  ASSERT_EQ(sbr__priv_version(apriv, sizeof apriv), 1);
+  /* Not sbr at all: no version to report. */
+  apriv[0] ^= 0xff;
+  ASSERT_EQ(sbr__accept_priv_decode(apriv, sizeof apriv, &got), -EPROTO);
+  ASSERT_EQ(sbr__priv_version(apriv, sizeof apriv), -1);
+}
+
 static void accept_private_data_rejects_bad_lane(void)
 {
   struct sbr__lane_desc lane = {
@@ -183,6 +218,7 @@ static void accept_private_data_rejects_bad_lane(void)
       .blocks_rkey = 0x1234,
       .status_rkey = 0x5678,
       .lane_id = 9,
+      .pause_offset = 64,
   };
   uint8_t priv[SBR__ACCEPT_PRIV_SIZE];
   sbr__accept_priv_encode(priv, &lane);
@@ -196,6 +232,18 @@ static void accept_private_data_rejects_bad_lane(void)
   ASSERT_EQ(got.blocks_rkey, 0x1234);
   ASSERT_EQ(got.status_rkey, 0x5678);
   ASSERT_EQ(got.lane_id, 9);
+  ASSERT_EQ(got.pause_offset, 64);
+  ASSERT_EQ(sbr__lane_status_len(&got), 64 + SBR__PAUSE_BITMAP_SIZE);
+  /* The bitmap must follow the status bytes, within a cache line. */
+  lane.pause_offset = 15;
+  sbr__accept_priv_encode(priv, &lane);
+  ASSERT_EQ(sbr__accept_priv_decode(priv, sizeof priv, &got), -EPROTO);
+  lane.pause_offset = 65;
+  sbr__accept_priv_encode(priv, &lane);
+  ASSERT_EQ(sbr__accept_priv_decode(priv, sizeof priv, &got), -EPROTO);
+  lane.pause_offset = 16;
+  sbr__accept_priv_encode(priv, &lane);
+  ASSERT_OK(sbr__accept_priv_decode(priv, sizeof priv, &got));
   lane.block_count = 0; /* a lane with no blocks is refused */
   sbr__accept_priv_encode(priv, &lane);
   ASSERT_EQ(sbr__accept_priv_decode(priv, sizeof priv, &got), -EPROTO);
@@ -215,6 +263,7 @@ int main(int argc, char **argv)
       {"rejects_stale_epoch", rejects_stale_epoch},
       {"rejects_fragment_outside_frame", rejects_fragment_outside_frame},
       {"connect_private_data_round_trip", connect_private_data_round_trip},
+      {"v1_private_data_is_refused", v1_private_data_is_refused},
       {"accept_private_data_rejects_bad_lane",
        accept_private_data_rejects_bad_lane},
       {NULL, NULL},

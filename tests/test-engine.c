@@ -1091,7 +1091,7 @@ static void landed_blocks_go_out_without_a_scan_each(void)
 static void waiting_producers_all_get_freed_blocks(void)
 {
   /* Round 0: every producer wants one block (one woken per freed block);
-   * round 1: device 7 sends two-block frames (everyone is woken). */
+   * round 1: device 7 sends two-block frames (woken once two are free). */
   for (unsigned round = 0; round < 2; round++) {
     uint16_t port = fixture_port();
     sbr_receiver *r = new_receiver(port, 4, 4 * KIB, SBR_MECH_STATUS_BYTE);

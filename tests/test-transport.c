@@ -20,7 +20,10 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stddef.h>
+#include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -276,6 +279,7 @@ static void rx_accept(struct rx_end *rx)
   rx->lane.block_size = BLOCK_SIZE;
   rx->lane.block_count = BLOCKS;
   rx->lane.lane_id = LANE_ID;
+  rx->lane.pause_offset = sbr__pause_offset_for(BLOCKS);
   ASSERT_OK(ops->accept(rx->l, &ev.req, &caps, &rx->lane, &rx->c, &rx->mem));
   ASSERT_MSG(rx->mem.blocks && rx->mem.status, "accept gave no lane memory");
   ASSERT_MSG(rx->lane.blocks_rkey != rx->lane.status_rkey,
@@ -533,6 +537,120 @@ static void read_status_array_tx(const struct link *lk)
 static void test_read_status_array(void)
 {
   run_pair(read_status_array_rx, read_status_array_tx, false);
+}
+
+/* 2b. Protocol v2: the pause bitmap follows the status bytes in the same
+ * region, so the one READ the sender does brings both; the region ends
+ * right after the bitmap (a READ one byte longer fails). */
+static uint8_t bitmap_byte(uint32_t i)
+{
+  return (uint8_t)(0x81u ^ (i * 29u));
+}
+
+static void pause_bitmap_rx(const struct link *lk)
+{
+  struct rx_end rx;
+  rx_listen(&rx, lk);
+  rx_accept(&rx);
+  ASSERT_EQ(rx.lane.pause_offset, sbr__pause_offset_for(BLOCKS));
+  for (uint32_t i = 0; i < BLOCKS; i++)
+    status_store(&rx.mem, i, (uint8_t)(i % 3));
+  for (uint32_t i = 0; i < SBR__PAUSE_BITMAP_SIZE; i++)
+    status_store(&rx.mem, rx.lane.pause_offset + i, bitmap_byte(i));
+  step_send(lk, 'S');
+  step_wait(lk, 'D', "the sender to read");
+  rx_close(&rx);
+}
+
+static void pause_bitmap_read_with_status_tx(const struct link *lk)
+{
+  struct tx_end tx;
+  step_wait(lk, 'L', "the receiver to listen");
+  tx_connect(&tx, lk, SBR_MECH_STATUS_BYTE, NULL);
+  ASSERT_EQ(tx.lane.pause_offset, sbr__pause_offset_for(BLOCKS));
+  uint32_t len = sbr__lane_status_len(&tx.lane);
+  step_wait(lk, 'S', "the receiver to set status bytes and bitmap");
+  memset(tx.buf, 0xab, 2 * len);
+  struct sbr__wr rd = status_read(&tx, 1, 0, 0, len);
+  ASSERT_OK(ops->post_send(tx.c, &rd, 1));
+  struct sbr__wc wc;
+  poll_exactly(tx.c, &wc, 1, "the status + bitmap READ");
+  ASSERT_MSG(wc.status == SBR__WC_SUCCESS,
+             "READ of status bytes and bitmap (%u bytes) completed with %d "
+             "(vendor_err 0x%x)",
+             len, (int)wc.status, wc.vendor_err);
+  for (uint32_t i = 0; i < BLOCKS; i++)
+    ASSERT_EQ(tx.buf[i], i % 3);
+  for (uint32_t i = 0; i < SBR__PAUSE_BITMAP_SIZE; i++)
+    ASSERT_MSG(tx.buf[tx.lane.pause_offset + i] == bitmap_byte(i),
+               "bitmap byte %u read as 0x%02x, expected 0x%02x", i,
+               tx.buf[tx.lane.pause_offset + i], bitmap_byte(i));
+  ASSERT_MSG(tx.buf[len] == 0xab, "READ wrote past its length");
+  /* The region is exactly that long (the QP goes to error: last). */
+  rd = status_read(&tx, 2, len, 0, len + 1);
+  ASSERT_OK(ops->post_send(tx.c, &rd, 1));
+  poll_exactly(tx.c, &wc, 1, "the READ past the bitmap");
+  ASSERT_MSG(wc.status != SBR__WC_SUCCESS,
+             "READ of %u bytes, one past the status region, succeeded",
+             len + 1);
+  step_send(lk, 'D');
+  tx_close(&tx);
+}
+
+static void test_pause_bitmap_read_with_status(void)
+{
+  run_pair(pause_bitmap_rx, pause_bitmap_read_with_status_tx, false);
+}
+
+/* 2c. The bitmap is the receiver's alone.  One verbs MR can't forbid a
+ * WRITE into a part of it (there the engine never does); the shm NIC
+ * refuses it, so an engine that broke the rule fails the shm tests. */
+static void bitmap_write_rx(const struct link *lk)
+{
+  struct rx_end rx;
+  rx_listen(&rx, lk);
+  rx_accept(&rx);
+  for (uint32_t i = 0; i < SBR__PAUSE_BITMAP_SIZE; i++)
+    status_store(&rx.mem, rx.lane.pause_offset + i, bitmap_byte(i));
+  step_send(lk, 'S');
+  step_wait(lk, 'D', "the sender's WRITE into the bitmap to fail");
+  for (uint32_t i = 0; i < SBR__PAUSE_BITMAP_SIZE; i++)
+    ASSERT_MSG(status_load(&rx.mem, rx.lane.pause_offset + i) == bitmap_byte(i),
+               "bitmap byte %u changed to 0x%02x by the sender", i,
+               status_load(&rx.mem, rx.lane.pause_offset + i));
+  for (uint32_t i = 0; i < BLOCKS; i++)
+    ASSERT_MSG(status_load(&rx.mem, i) == 0, "status byte %u changed", i);
+  rx_close(&rx);
+}
+
+static void bitmap_write_refused_tx(const struct link *lk)
+{
+  struct tx_end tx;
+  step_wait(lk, 'L', "the receiver to listen");
+  tx_connect(&tx, lk, SBR_MECH_STATUS_BYTE, NULL);
+  step_wait(lk, 'S', "the receiver to set its bitmap");
+  uint8_t zeros[8] = {0};
+  /* Starts on the last status byte and runs into the padding. */
+  struct sbr__wr wr = {.wr_id = 5,
+                       .opcode = SBR__OP_WRITE,
+                       .local_addr = zeros,
+                       .length = sizeof zeros,
+                       .remote_addr = tx.lane.status_addr + BLOCKS - 1,
+                       .rkey = tx.lane.status_rkey,
+                       .signaled = true,
+                       .inline_data = true};
+  ASSERT_OK(ops->post_send(tx.c, &wr, 1));
+  struct sbr__wc wc;
+  poll_exactly(tx.c, &wc, 1, "the WRITE past the status bytes");
+  ASSERT_MSG(wc.status != SBR__WC_SUCCESS,
+             "a WRITE past the status bytes succeeded");
+  step_send(lk, 'D');
+  tx_close(&tx);
+}
+
+static void test_bitmap_write_refused(void)
+{
+  run_pair(bitmap_write_rx, bitmap_write_refused_tx, false);
 }
 
 /* Receiver side for the tests where the sender only needs a lane: accept,
@@ -848,6 +966,85 @@ static void test_connect_refused_is_clear(void)
   run_solo(connect_refused_is_clear);
 }
 
+/* 8b. Protocol v2: a v1 sender (same magic, version byte 1) never becomes
+ * a connect request; the back end refuses it, and the sender's connect
+ * fails instead of timing out. */
+static void v1_sender_rx(const struct link *lk)
+{
+  struct rx_end rx;
+  rx_listen(&rx, lk);
+  uint64_t t0 = now_ns();
+  for (;;) {
+    struct sbr__listen_event ev;
+    ASSERT_OK(ops->get_event(rx.l, 20, &ev));
+    ASSERT_MSG(ev.type != SBR__EV_CONNECT_REQUEST,
+               "a v1 connect request reached the engine");
+    struct pollfd p = {.fd = lk->rd, .events = POLLIN};
+    if (poll(&p, 1, 0) == 1)
+      break;
+    ASSERT_MSG(ms_since(t0) < STEP_MS, "the v1 sender never gave up");
+  }
+  step_wait(lk, 'D', "the v1 sender's connect to fail");
+  ops->close_listener(rx.l);
+}
+
+/* shm's connect refuses to send what it can't decode itself, so the v1
+ * request goes out by hand (the setup datagram of transport-shm.c). */
+static void v1_sender_shm(const struct link *lk, const uint8_t *priv,
+                          size_t len)
+{
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  ASSERT(fd >= 0);
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  int n = snprintf(sa.sun_path + 1, sizeof sa.sun_path - 1, "sbr-shm:%u",
+                   (unsigned)lk->port);
+  ASSERT_MSG(connect(fd, (struct sockaddr *)&sa,
+                     (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+                                 (size_t)n)) == 0,
+             "connect to the shm listener: %s", strerror(errno));
+  uint8_t msg[4 + SBR__CONNECT_PRIV_SIZE] = {'C', 0, 0, 0};
+  memcpy(msg + 4, priv, len);
+  ASSERT(send(fd, msg, 4 + len, 0) == (ssize_t)(4 + len));
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  ASSERT_MSG(poll(&p, 1, STEP_MS / 2) == 1, "no answer to a v1 request");
+  uint8_t answer[64];
+  ssize_t r = recv(fd, answer, sizeof answer, 0);
+  ASSERT_MSG(r >= 1 && answer[0] == 'R',
+             "a v1 request got %zd bytes (first '%c'), not a refusal", r,
+             r >= 1 ? answer[0] : '?');
+  close(fd);
+}
+
+static void v1_sender_tx(const struct link *lk)
+{
+  step_wait(lk, 'L', "the receiver to listen");
+  uint8_t priv[SBR__CONNECT_PRIV_SIZE];
+  sbr__connect_priv_encode(priv, SBR_MECH_STATUS_BYTE, BLOCK_SIZE, BLOCKS);
+  priv[4] = 1;
+  if (is_shm) {
+    v1_sender_shm(lk, priv, sizeof priv);
+    step_send(lk, 'D');
+    return;
+  }
+  char err[256] = "";
+  struct sbr__conn *c = NULL;
+  struct sbr__lane_desc lane;
+  uint64_t t0 = now_ns();
+  int r = ops->connect(rdma_addr, lk->port, priv, sizeof priv, &caps, NULL,
+                       STEP_MS, &c, &lane, err, sizeof err);
+  ASSERT_MSG(r < 0, "a v1 sender was accepted");
+  ASSERT_MSG(c == NULL, "failed connect still returned a conn");
+  ASSERT_MSG(ms_since(t0) < STEP_MS / 2,
+             "the v1 sender was not refused but timed out (%s)", err);
+  fprintf(stderr, "   v1 connect said: %s (%d)\n", err, r);
+  step_send(lk, 'D');
+}
+
+static void test_v1_sender_is_refused(void)
+{
+  run_pair(v1_sender_rx, v1_sender_tx, false);
+}
+
 /* 9. shm: an injected round trip of 20 ms is a floor for a READ, but
  * WRITEs are pipelined: 8 back to back take about one round trip, not 8. */
 #define DELAY_US 20000
@@ -1109,12 +1306,16 @@ static const struct {
 } all_tests[] = {
     {{"write_then_inline_status", test_write_then_inline_status}, false},
     {{"read_status_array", test_read_status_array}, false},
+    {{"pause_bitmap_read_with_status", test_pause_bitmap_read_with_status},
+     false},
+    {{"bitmap_write_refused", test_bitmap_write_refused}, true},
     {{"read_of_blocks_region_fails", test_read_of_blocks_region_fails}, false},
     {{"bad_rkey_or_bounds_fails", test_bad_rkey_or_bounds_fails}, false},
     {{"write_imm_and_ack", test_write_imm_and_ack}, false},
     {{"receiver_posts_no_receives", test_receiver_posts_no_receives}, false},
     {{"disconnect_reported", test_disconnect_reported}, false},
     {{"connect_refused_is_clear", test_connect_refused_is_clear}, false},
+    {{"v1_sender_is_refused", test_v1_sender_is_refused}, false},
     {{"receiver_leaves", test_receiver_leaves}, false},
     {{"injected_delay", test_injected_delay}, true},
     {{"injected_error", test_injected_error}, true},

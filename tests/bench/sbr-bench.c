@@ -33,6 +33,8 @@
  *   --blocks N (receive lane; the sender gets max(N,16) send blocks)
  *   --size BYTES (payload per block)  --read-ahead N  --rate BLOCKS_PER_S
  *   --status-batch BYTES (struct sbr_sender_config.status_batch_bytes)
+ *   --pause-poll-us N (struct sbr_sender_config.pause_poll_us; 0 = the
+ *   paper's sync-when-empty READs only; default: the library's)
  *   --spin-us/--min-sleep-us/--max-sleep-us N (struct sbr_backoff_config,
  *   both ends; default: the library's)  --timer-slack-ns N (prctl, all
  *   threads; default: the system's, 50 us on Linux)
@@ -75,7 +77,8 @@ struct opts {
   uint32_t size;
   uint32_t read_ahead;
   uint32_t status_batch_bytes;
-  double rate; /* blocks/s, 0 = flat out */
+  int64_t pause_poll_us; /* -1 = the library's default */
+  double rate;           /* blocks/s, 0 = flat out */
   uint32_t duration_ms;
   uint32_t interval_ms;
   uint32_t hold_from_ms, hold_to_ms; /* hold_to 0: no hold */
@@ -348,6 +351,8 @@ static void *connect_main(void *arg)
   cfg.block_count_hint = o->blocks;
   cfg.read_ahead = o->read_ahead;
   cfg.status_batch_bytes = o->status_batch_bytes;
+  if (o->pause_poll_us >= 0)
+    cfg.pause_poll_us = (uint32_t)o->pause_poll_us;
   cfg.backpressure = SBR_BACKPRESSURE_WAIT;
   cfg.wait_timeout_ms = 20;
   cfg.backoff = o->backoff;
@@ -364,6 +369,7 @@ static void *connect_main(void *arg)
 static void parse(int argc, char **argv, struct opts *o)
 {
   memset(o, 0, sizeof *o);
+  o->pause_poll_us = -1;
   o->backend = SBR_BACKEND_SHM;
   o->mechanism = SBR_MECH_STATUS_BYTE;
   o->address = "127.0.0.1";
@@ -403,6 +409,8 @@ static void parse(int argc, char **argv, struct opts *o)
       o->read_ahead = (uint32_t)atoi(v);
     } else if (!strcmp(a, "--status-batch")) {
       o->status_batch_bytes = (uint32_t)strtoul(v, NULL, 10);
+    } else if (!strcmp(a, "--pause-poll-us")) {
+      o->pause_poll_us = (int64_t)strtoul(v, NULL, 10);
     } else if (!strcmp(a, "--rate")) {
       o->rate = atof(v);
     } else if (!strcmp(a, "--duration-ms")) {

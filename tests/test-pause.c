@@ -1,0 +1,520 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * test-pause.c - per-device backpressure carried one-sidedly (the pause
+ * bitmap the sender's status READ brings) and sharing the send blocks
+ * between devices, in one process over the shm back end.  One behaviour
+ * per test; the time bounds are hang checks, not measurements.
+ */
+#include <stdatomic.h>
+#include <time.h>
+
+#include "engine-fixture.h"
+
+#define KIB 1024u
+#define DEV_A 3
+#define DEV_B 9
+
+static uint64_t now_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t ms_since(uint64_t t0_ns)
+{
+  return (now_ns() - t0_ns) / 1000000u;
+}
+
+static sbr_receiver *new_receiver(uint16_t port, uint32_t blocks,
+                                  uint32_t block_size)
+{
+  struct sbr_receiver_config rc;
+  fixture_receiver_config(&rc, port, blocks, block_size);
+  sbr_receiver *r;
+  char err[256];
+  int ret = sbr_receiver_new(&rc, &r, err, sizeof err);
+  ASSERT_MSG(ret == 0, "receiver on port %u: %d %s", port, ret, err);
+  return r;
+}
+
+/* Takes frames in on its own thread, verifies every payload byte and, for
+ * devices with one producer (ordered), the frame numbers; releases at
+ * once. */
+struct collector {
+  sbr_receiver *r;
+  pthread_t thread;
+  atomic_bool stop;
+  atomic_uint got[SBR_MAX_DEVICES];
+  unsigned next[SBR_MAX_DEVICES];
+  bool unordered[SBR_MAX_DEVICES]; /* several producers: bytes only */
+};
+
+static void *collector_thread(void *arg)
+{
+  struct collector *c = arg;
+  while (!atomic_load(&c->stop)) {
+    struct sbr_frame f;
+    int ret = sbr_receiver_next_frame(c->r, 20, &f);
+    if (ret == -ETIMEDOUT)
+      continue;
+    ASSERT_OK(ret);
+    unsigned d = f.info.device;
+    unsigned frame = fixture_check_frame(&f);
+    if (!c->unordered[d]) {
+      ASSERT_MSG(frame == c->next[d], "device %u: frame %u, expected %u", d,
+                 frame, c->next[d]);
+      c->next[d]++;
+    }
+    atomic_fetch_add(&c->got[d], 1);
+    sbr_frame_release(&f);
+  }
+  return NULL;
+}
+
+static void collector_start(struct collector *c, sbr_receiver *r)
+{
+  c->r = r;
+  atomic_store(&c->stop, false);
+  ASSERT(pthread_create(&c->thread, NULL, collector_thread, c) == 0);
+}
+
+/* Waits (hang check: 5 s) until device's frames have all arrived. */
+static void collector_wait(struct collector *c, unsigned device, unsigned want)
+{
+  uint64_t t0 = now_ns();
+  while (atomic_load(&c->got[device]) < want) {
+    ASSERT_MSG(ms_since(t0) < 5000, "device %u: %u of %u frames arrived",
+               device, atomic_load(&c->got[device]), want);
+    usleep(1000);
+  }
+}
+
+static void collector_stop(struct collector *c)
+{
+  atomic_store(&c->stop, true);
+  pthread_join(c->thread, NULL);
+}
+
+static bool sender_sees_paused(sbr_sender *s, unsigned device)
+{
+  struct sbr_device_stats ds;
+  sbr_sender_get_device_stats(s, (uint8_t)device, &ds);
+  return ds.paused;
+}
+
+/* Sends device's frames (next is its next frame number) every pace_us
+ * until the sender has seen device paused_dev's bit become want; returns
+ * how many it sent.  Something must flow for the sender to READ. */
+static unsigned send_until_seen(sbr_sender *s, unsigned device, unsigned *next,
+                                unsigned paused_dev, bool want)
+{
+  uint64_t t0 = now_ns();
+  unsigned sent = 0;
+  while (sender_sees_paused(s, paused_dev) != want) {
+    ASSERT_MSG(ms_since(t0) < 5000,
+               "the sender did not see device %u %s within 5 s", paused_dev,
+               want ? "paused" : "resumed");
+    ASSERT_OK(fixture_send(s, device, (*next)++, 300));
+    sent++;
+    usleep(500);
+  }
+  return sent;
+}
+
+/* ------------------------------------------------------------------ */
+
+/* DROP: a paused device's sends fail at once, counted as paused drops,
+ * and another device on the same sender keeps delivering every frame. */
+static void paused_device_drops_while_another_delivers(void)
+{
+  uint16_t port = fixture_port();
+  sbr_receiver *r = new_receiver(port, 16, 4 * KIB);
+  ASSERT_OK(sbr_receiver_pause_device(r, 1, true));
+  ASSERT(sbr_receiver_device_paused(r, 1));
+  ASSERT(!sbr_receiver_device_paused(r, 0));
+  struct sbr_sender_config sc;
+  fixture_sender_config(&sc, port);
+  sc.send_blocks = 8;
+  sc.backpressure = SBR_BACKPRESSURE_DROP;
+  sbr_sender *s = fixture_sender(r, &sc);
+  static struct collector c;
+  memset(&c, 0, sizeof c);
+  collector_start(&c, r);
+
+  /* The lane opened with the bit set: the sender sees it once it READs. */
+  unsigned next0 = 0;
+  send_until_seen(s, 0, &next0, 1, true);
+  enum { TRIES = 50 };
+  for (unsigned i = 0; i < TRIES; i++) {
+    ASSERT_EQ(fixture_send(s, 1, 0, 300), -EAGAIN);
+    ASSERT_OK(fixture_send(s, 0, next0++, 300));
+    sbr_send_block *b;
+    ASSERT_EQ(sbr_sender_acquire(s, 1, &b), -EAGAIN);
+    usleep(200);
+  }
+  ASSERT_OK(sbr_sender_flush(s, 5000));
+  collector_wait(&c, 0, next0);
+  collector_stop(&c);
+  ASSERT_EQ(atomic_load(&c.got[1]), 0);
+
+  struct sbr_device_stats d0, d1;
+  sbr_sender_get_device_stats(s, 0, &d0);
+  sbr_sender_get_device_stats(s, 1, &d1);
+  ASSERT_EQ(d0.drops, 0);
+  ASSERT_EQ(d0.paused_drops, 0);
+  ASSERT(!d0.paused);
+  ASSERT_EQ(d0.frames, next0);
+  ASSERT_EQ(d1.paused_drops, 2 * TRIES);
+  ASSERT_EQ(d1.drops, 2 * TRIES);
+  ASSERT_EQ(d1.frames, 0);
+  ASSERT(d1.paused);
+  ASSERT(d1.paused_ns > 0);
+  sbr_sender_free(s);
+  sbr_receiver_free(r);
+}
+
+struct paced {
+  sbr_sender *s;
+  unsigned device, frames, pace_us;
+  uint64_t max_send_ns;
+  int ret;
+};
+
+static void *paced_thread(void *arg)
+{
+  struct paced *p = arg;
+  for (unsigned i = 0; i < p->frames; i++) {
+    uint64_t t0 = now_ns();
+    p->ret = fixture_send(p->s, p->device, i, 300);
+    uint64_t took = now_ns() - t0;
+    if (took > p->max_send_ns)
+      p->max_send_ns = took;
+    if (p->ret != 0)
+      return NULL;
+    usleep(p->pace_us);
+  }
+  return NULL;
+}
+
+/* WAIT: a paused device's send waits out wait_timeout_ms and gives up
+ * (-EAGAIN, a paused drop) while another device's frames go on, none of
+ * them delayed by the waiting producer. */
+static void paused_device_waits_then_gives_up(void)
+{
+  uint16_t port = fixture_port();
+  sbr_receiver *r = new_receiver(port, 16, 4 * KIB);
+  ASSERT_OK(sbr_receiver_pause_device(r, 1, true));
+  struct sbr_sender_config sc;
+  fixture_sender_config(&sc, port);
+  sc.send_blocks = 8;
+  sc.backpressure = SBR_BACKPRESSURE_WAIT;
+  sc.wait_timeout_ms = 150;
+  sbr_sender *s = fixture_sender(r, &sc);
+  static struct collector c;
+  memset(&c, 0, sizeof c);
+  collector_start(&c, r);
+  unsigned next0 = 0;
+  send_until_seen(s, 0, &next0, 1, true);
+
+  struct paced p = {s, 2, 150, 2000, 0, 0};
+  pthread_t t;
+  ASSERT(pthread_create(&t, NULL, paced_thread, &p) == 0);
+  for (unsigned i = 0; i < 2; i++) {
+    uint64_t t0 = now_ns();
+    ASSERT_EQ(fixture_send(s, 1, 0, 300), -EAGAIN);
+    ASSERT_MSG(ms_since(t0) >= 120, "gave up after %llu ms, not ~150",
+               (unsigned long long)ms_since(t0));
+  }
+  pthread_join(t, NULL);
+  ASSERT_OK(p.ret);
+  ASSERT_MSG(p.max_send_ns < 100000000u,
+             "a send of device 2 took %llu ms while device 1 waited",
+             (unsigned long long)(p.max_send_ns / 1000000u));
+  ASSERT_OK(sbr_sender_flush(s, 5000));
+  collector_wait(&c, 2, 150);
+  collector_wait(&c, 0, next0);
+  collector_stop(&c);
+  ASSERT_EQ(atomic_load(&c.got[1]), 0);
+  struct sbr_device_stats d1, d2;
+  sbr_sender_get_device_stats(s, 1, &d1);
+  sbr_sender_get_device_stats(s, 2, &d2);
+  ASSERT_EQ(d1.paused_drops, 2);
+  ASSERT_EQ(d1.drops, 2);
+  ASSERT_EQ(d2.drops, 0);
+  sbr_sender_free(s);
+  sbr_receiver_free(r);
+}
+
+struct one_send {
+  sbr_sender *s;
+  unsigned device;
+  int ret;
+  atomic_bool done;
+};
+
+static void *one_send_thread(void *arg)
+{
+  struct one_send *o = arg;
+  o->ret = fixture_send(o->s, o->device, 0, 5000);
+  atomic_store(&o->done, true);
+  return NULL;
+}
+
+/* A producer waiting for a paused device resumes when the bit clears,
+ * although nothing else is sent: the sender keeps READing for it. */
+static void resume_wakes_a_waiting_producer(void)
+{
+  uint16_t port = fixture_port();
+  sbr_receiver *r = new_receiver(port, 16, 4 * KIB);
+  ASSERT_OK(sbr_receiver_pause_device(r, 1, true));
+  struct sbr_sender_config sc;
+  fixture_sender_config(&sc, port);
+  sc.wait_timeout_ms = 30000;
+  sbr_sender *s = fixture_sender(r, &sc);
+  static struct collector c;
+  memset(&c, 0, sizeof c);
+  collector_start(&c, r);
+  unsigned next0 = 0;
+  send_until_seen(s, 0, &next0, 1, true);
+  ASSERT_OK(sbr_sender_flush(s, 5000));
+
+  struct one_send o = {.s = s, .device = 1};
+  pthread_t t;
+  ASSERT(pthread_create(&t, NULL, one_send_thread, &o) == 0);
+  usleep(100000);
+  ASSERT_MSG(!atomic_load(&o.done), "a paused device's send returned %d",
+             o.ret);
+  struct sbr_sender_stats st0, st1;
+  sbr_sender_get_stats(s, &st0);
+  ASSERT_OK(sbr_receiver_pause_device(r, 1, false));
+  ASSERT(!sbr_receiver_device_paused(r, 1));
+  uint64_t t0 = now_ns();
+  while (!atomic_load(&o.done))
+    ASSERT_MSG(ms_since(t0) < 5000, "still waiting 5 s after the resume");
+  pthread_join(t, NULL);
+  ASSERT_OK(o.ret);
+  collector_wait(&c, 1, 1);
+  collector_stop(&c);
+  sbr_sender_get_stats(s, &st1);
+  ASSERT_MSG(st1.pause_reads > st0.pause_reads,
+             "no forced READ while the producer waited (%llu)",
+             (unsigned long long)st1.pause_reads);
+  struct sbr_device_stats d1;
+  sbr_sender_get_device_stats(s, 1, &d1);
+  ASSERT(!d1.paused);
+  ASSERT_EQ(d1.drops, 0);
+  ASSERT_EQ(d1.frames, 1);
+  ASSERT_MSG(d1.paused_ns >= 100000000u, "paused for %llu ns only",
+             (unsigned long long)d1.paused_ns);
+  sbr_sender_free(s);
+  sbr_receiver_free(r);
+}
+
+/* Sends device 0's frames every 500 us after pausing it, on a lane far
+ * larger than what is sent: the sender never runs out of free receive
+ * blocks, so only a forced READ can show it the bit.  Returns how many
+ * frames went out before the first -EAGAIN (or `max` when none came). */
+static unsigned frames_until_refused(sbr_receiver *r, sbr_sender *s,
+                                     unsigned *next, unsigned max)
+{
+  ASSERT_OK(sbr_receiver_pause_device(r, 0, true));
+  for (unsigned i = 0; i < max; i++) {
+    int ret = fixture_send(s, 0, *next, 300);
+    if (ret == -EAGAIN)
+      return i;
+    ASSERT_OK(ret);
+    (*next)++;
+    usleep(500);
+  }
+  return max;
+}
+
+/* pause_poll_us (default 1 ms) forces a READ while blocks flow. */
+static void forced_read_sees_pause_without_running_out(void)
+{
+  uint16_t port = fixture_port();
+  sbr_receiver *r = new_receiver(port, 256, 4 * KIB);
+  struct sbr_sender_config sc;
+  fixture_sender_config(&sc, port);
+  sc.backpressure = SBR_BACKPRESSURE_DROP;
+  ASSERT_EQ(sc.pause_poll_us, 1000); /* the default */
+  sbr_sender *s = fixture_sender(r, &sc);
+  static struct collector c;
+  memset(&c, 0, sizeof c);
+  collector_start(&c, r);
+  unsigned next = 0;
+  for (; next < 20; next++) {
+    ASSERT_OK(fixture_send(s, 0, next, 300));
+    usleep(500);
+  }
+  /* Without forced READs the bit would show after ~256 blocks, at the
+   * sync-when-empty READ; with them, a few milliseconds of sending. */
+  unsigned after = frames_until_refused(r, s, &next, 200);
+  ASSERT_MSG(after < 64, "%u frames went out after the pause", after);
+  ASSERT_OK(sbr_sender_flush(s, 5000));
+  collector_wait(&c, 0, next);
+  collector_stop(&c);
+  struct sbr_sender_stats st;
+  sbr_sender_get_stats(s, &st);
+  ASSERT(st.pause_reads > 0);
+  ASSERT_EQ(st.no_free_waits, 0);
+  struct sbr_device_stats d0;
+  sbr_sender_get_device_stats(s, 0, &d0);
+  ASSERT(d0.paused);
+  ASSERT_EQ(d0.paused_drops, 1);
+  sbr_sender_free(s);
+  sbr_receiver_free(r);
+}
+
+/* pause_poll_us = 0 is the paper's sender: one READ when it knows no free
+ * block, and no other; then a pause shows only at such a READ. */
+static void pause_poll_zero_reads_only_when_empty(void)
+{
+  uint16_t port = fixture_port();
+  sbr_receiver *r = new_receiver(port, 256, 4 * KIB);
+  struct sbr_sender_config sc;
+  fixture_sender_config(&sc, port);
+  sc.backpressure = SBR_BACKPRESSURE_DROP;
+  sc.pause_poll_us = 0;
+  sbr_sender *s = fixture_sender(r, &sc);
+  static struct collector c;
+  memset(&c, 0, sizeof c);
+  collector_start(&c, r);
+  unsigned next = 0;
+  for (; next < 20; next++) {
+    ASSERT_OK(fixture_send(s, 0, next, 300));
+    usleep(500);
+  }
+  ASSERT_EQ(frames_until_refused(r, s, &next, 100), 100);
+  ASSERT_OK(sbr_sender_flush(s, 5000));
+  collector_wait(&c, 0, next);
+  collector_stop(&c);
+  struct sbr_sender_stats st;
+  sbr_sender_get_stats(s, &st);
+  ASSERT_EQ(st.pause_reads, 0);
+  ASSERT_EQ(st.sync_reads, 1); /* the first, after connect (rule 7) */
+  ASSERT_EQ(st.wr_posted,
+            st.blocks + st.status_writes + st.sync_reads + st.pause_reads);
+  struct sbr_device_stats d0;
+  sbr_sender_get_device_stats(s, 0, &d0);
+  ASSERT(!d0.paused);
+  ASSERT_EQ(d0.drops, 0);
+  sbr_sender_free(s);
+  sbr_receiver_free(r);
+}
+
+struct hog {
+  sbr_sender *s;
+  size_t len;
+  atomic_bool *stop;
+  unsigned sent;
+};
+
+/* As fast as it can: the payload (frame 0's pattern) is made once. */
+static void *hog_thread(void *arg)
+{
+  struct hog *h = arg;
+  uint8_t *p = malloc(h->len);
+  fixture_fill(p, h->len, DEV_A, 0);
+  struct sbr_block_meta m;
+  sbr_block_meta_init(&m, DEV_A);
+  m.pts = 0;
+  while (!atomic_load(h->stop)) {
+    int ret = sbr_sender_send(h->s, &m, p, h->len);
+    ASSERT_MSG(ret == 0 || ret == -EAGAIN, "device A: send returned %d", ret);
+    h->sent += ret == 0;
+  }
+  free(p);
+  return NULL;
+}
+
+/* Fairness: six producers of device A send one-block frames as fast as
+ * they can; device B's frames need half the send blocks.  Without a share
+ * per device A takes every block as it comes free (one at a time: a small
+ * lane, one status WRITE per block) and B, waiting for eight at once,
+ * waited 25-75 ms for some frames (the FIFO waiters before this change);
+ * with it, under a millisecond.  B's 15 ms timeout is the check. */
+static void busy_device_does_not_starve_another(void)
+{
+  uint16_t port = fixture_port();
+  sbr_receiver *r = new_receiver(port, 8, 4 * KIB);
+  struct sbr_sender_config sc;
+  fixture_sender_config(&sc, port);
+  sc.send_blocks = 16;
+  sc.status_batch_bytes = 1;
+  sc.wait_timeout_ms = 15;
+  sbr_sender *s = fixture_sender(r, &sc);
+  size_t cap = sbr_sender_block_payload_size(s);
+  static struct collector c;
+  memset(&c, 0, sizeof c);
+  c.unordered[DEV_A] = true;
+  collector_start(&c, r);
+
+  atomic_bool stop = false;
+  enum { HOGS = 6 };
+  struct hog h[HOGS];
+  pthread_t t[HOGS];
+  for (unsigned i = 0; i < HOGS; i++) {
+    h[i] = (struct hog){s, cap, &stop, 0};
+    ASSERT(pthread_create(&t[i], NULL, hog_thread, &h[i]) == 0);
+  }
+  usleep(20000); /* A owns the sender */
+  enum { B_FRAMES = 100 };
+  for (unsigned i = 0; i < B_FRAMES; i++) {
+    int ret = fixture_send(s, DEV_B, i, 8 * cap);
+    ASSERT_MSG(ret == 0, "device B's frame %u: %d (%s)", i, ret,
+               strerror(-ret));
+    usleep(1000);
+  }
+  atomic_store(&stop, true);
+  unsigned a_sent = 0;
+  for (unsigned i = 0; i < HOGS; i++) {
+    pthread_join(t[i], NULL);
+    a_sent += h[i].sent;
+  }
+  ASSERT_OK(sbr_sender_flush(s, 5000));
+  collector_wait(&c, DEV_B, B_FRAMES);
+  collector_wait(&c, DEV_A, a_sent);
+  collector_stop(&c);
+  struct sbr_device_stats db;
+  sbr_sender_get_device_stats(s, DEV_B, &db);
+  ASSERT_EQ(db.drops, 0);
+  ASSERT_EQ(db.frames, B_FRAMES);
+  ASSERT_MSG(a_sent > B_FRAMES, "device A sent only %u frames", a_sent);
+  sbr_sender_free(s);
+  sbr_receiver_free(r);
+}
+
+/* The sliding window has no region the sender READs. */
+static void sliding_window_cannot_pause(void)
+{
+  uint16_t port = fixture_port();
+  struct sbr_receiver_config rc;
+  fixture_receiver_config(&rc, port, 8, 4 * KIB);
+  rc.mechanism = SBR_MECH_SLIDING_WINDOW;
+  sbr_receiver *r;
+  ASSERT_OK(sbr_receiver_new(&rc, &r, NULL, 0));
+  ASSERT_EQ(sbr_receiver_pause_device(r, 4, true), -ENOTSUP);
+  ASSERT(!sbr_receiver_device_paused(r, 4));
+  sbr_receiver_free(r);
+}
+
+int main(int argc, char **argv)
+{
+  static const struct test_entry tests[] = {
+      {"paused_device_drops_while_another_delivers",
+       paused_device_drops_while_another_delivers},
+      {"paused_device_waits_then_gives_up", paused_device_waits_then_gives_up},
+      {"resume_wakes_a_waiting_producer", resume_wakes_a_waiting_producer},
+      {"forced_read_sees_pause_without_running_out",
+       forced_read_sees_pause_without_running_out},
+      {"pause_poll_zero_reads_only_when_empty",
+       pause_poll_zero_reads_only_when_empty},
+      {"busy_device_does_not_starve_another",
+       busy_device_does_not_starve_another},
+      {"sliding_window_cannot_pause", sliding_window_cannot_pause},
+      {NULL, NULL},
+  };
+  return test_main(tests, argc, argv);
+}
