@@ -10,31 +10,48 @@
  * the caps that device's sink sent in-band, before its first buffer.
  * Devices may appear at any time, so there is no no-more-pads.  A pad pushes
  * stream-start, caps, a TIME segment, then buffers; it gets EOS when its
- * sink sent EOS, and the element is done (its task pauses) once every pad
- * that appeared has had EOS and nothing more arrived for 100 ms (so a device
- * whose first blocks were already on their way still gets its pad).  When a
- * sender goes away rdmasrc keeps listening, accepts the next one and keeps
- * its pads.
+ * sink sent EOS, and a new stream (stream-start, caps) on the same pad when
+ * the device starts again.  Pads stay for the element's life: across
+ * READY and NULL, links made to them (by a launch line, say) keep working.
  *
- * rdmasrc is a #GstElement with its own streaming task, like a demuxer, not
- * a #GstPushSrc: one thread takes whole frames of every device from the
- * receiver (sbr_receiver_next_frame, in per-device packet order) and pushes
- * each on its device's pad, and pads come and go with the devices.  Flow
- * returns are combined with a #GstFlowCombiner: a device nobody linked
- * (NOT_LINKED) doesn't stop the others.  As after any demuxer, a branch
- * that blocks (a full queue, a slow element) holds up the other devices:
- * put a queue after each src pad you link.  It is a live source: it only reads
- * while PLAYING (senders wait, or drop by their backpressure setting,
- * meanwhile) and answers the LATENCY query with live=TRUE and, unless
- * #GstRdmaSrc:latency says otherwise, one frame duration as the minimum.
+ * Every camera is its own stream.  One receive thread takes the frames of
+ * every device from the receiver (sbr_receiver_next_frame, in per-device
+ * packet order), accepts and notices senders (from PAUSED on), and queues
+ * each frame on its device's pad; it never pushes downstream.  Each pad
+ * has a streaming thread of its own (a pad task) that pushes its queue, so
+ * sinks linked straight to the pads preroll and play, and a slow or stuck
+ * consumer of one camera holds up that camera alone: no queue is needed
+ * after the pads.  Flow returns are combined with a #GstFlowCombiner: a
+ * device nobody linked (NOT_LINKED) doesn't stop the others.
+ *
+ * It is a live source: frames are queued and pushed only while PLAYING
+ * (what arrives while PAUSED is dropped and counted, and PLAYING->PAUSED
+ * empties the queues); it answers the LATENCY query with live=TRUE and,
+ * unless #GstRdmaSrc:latency says otherwise, one frame duration as the
+ * minimum.
  *
  * Zero copy: a buffer wraps the receive blocks its frame landed in, one
  * memory per block (a fragmented frame is one buffer of several memories).
- * The blocks are marked held while downstream has the buffer, so the
- * sender skips them, and are handed back when the buffer is freed.  A slow
- * or buffering consumer can't starve the sender: once more than
- * #GstRdmaSrc:max-held blocks are out downstream, frames are copied and
- * their blocks released at once (counted as "copies" in the stats).
+ * The blocks are marked held while queued or downstream, so the sender
+ * skips them, and are handed back when the buffer is freed.
+ *
+ * A device's share of the lane: every device may have at most
+ * #GstRdmaSrc:device-blocks receive blocks out (queued here or held
+ * downstream) and that many frames queued; by default three quarters of
+ * the lane shared by the devices with pads (2 blocks each for twelve
+ * cameras on the default 32-block lane).  When a frame would take a
+ * device over its share, its pad's "over-budget" property decides (the
+ * element's #GstRdmaSrc:over-budget is the default for new pads; on a
+ * launch line, `rdmasrc src_3::over-budget=copy` sets one pad):
+ * drop-oldest (default, live video) drops the device's oldest queued
+ * frames, counted, and marks the next buffer DISCONT; copy keeps them and
+ * copies the new frame out of the lane, queueing up to
+ * #GstRdmaSrc:max-queued frames; pause does as copy and also sets the
+ * device's pause flag, which its sender reads with its status READ and
+ * obeys (its backpressure setting: wait or drop), until the share is half
+ * free again.  Either way, what downstream holds beyond the share makes
+ * new frames copies, never a stall of the lane, and #GstRdmaSrc:max-held
+ * caps the blocks all devices together keep.
  *
  * Timestamps: the sender sends running times.  For each device the first
  * buffer (and the first after the sender reconnected, or after a
@@ -57,10 +74,15 @@
  * gst-launch-1.0 rdmasrc name=r r.src_3 ! videoconvert ! autovideosink
  * ]| Shows device 3 of whatever rdmasinks connect to port 7471 over verbs.
  * |[
- * gst-launch-1.0 rdmasrc transport=shm name=r r.src_0 ! queue ! videoconvert !
- * comp.sink_0 r.src_1 ! queue ! videoconvert ! comp.sink_1 compositor name=comp
- * sink_1::xpos=320 ! videoconvert ! autovideosink
- * ]| Two cameras side by side, from senders on the same host.
+ * gst-launch-1.0 rdmasrc transport=shm name=r r.src_0 ! fakesink
+ * r.src_1 ! fakesink r.src_2 ! fakesink
+ * ]| Three cameras, sinks straight on the pads.
+ * |[
+ * gst-launch-1.0 rdmasrc transport=shm name=r src_0::over-budget=pause
+ * r.src_0 ! videoconvert ! comp.sink_0 r.src_1 ! videoconvert ! comp.sink_1
+ * compositor name=comp sink_1::xpos=320 ! videoconvert ! autovideosink
+ * ]| Two cameras side by side; camera 0's sender is paused rather than its
+ * frames dropped when the compositor falls behind.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -78,15 +100,6 @@
 #include "gstrdmaelements.h"
 #include "gstrdmaenums.h"
 #include "gstrdmasrcpad.h"
-
-/* TEMP until the library's pause flags land. */
-static int sbr_receiver_pause_device(sbr_receiver *r, uint8_t d, bool p)
-{
-  (void)r;
-  (void)d;
-  (void)p;
-  return -ENOTSUP;
-}
 
 enum {
   PROP_0,
@@ -300,7 +313,8 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
       "over-budget", "Over budget",
       "Policy of new pads when their device is over its device-blocks "
       "share (each src pad has an over-budget property of its own, e.g. "
-      "r::src_3::over-budget=pause): drop-oldest drops its oldest queued "
+      "rdmasrc "
+      "src_3::over-budget=pause): drop-oldest drops its oldest queued "
       "frames (the next buffer is DISCONT) and copies a new frame while "
       "downstream holds the whole share; copy copies new frames out of the "
       "lane; pause also tells the device's sender to stop until the share "
@@ -742,7 +756,7 @@ static RdmaSrcDevice *gst_rdma_src_add_pad(GstRdmaSrc *self, guint device,
   GST_INFO_OBJECT(self, "device %u: adding pad with caps %" GST_PTR_FORMAT,
                   device, caps);
   gst_element_add_pad(GST_ELEMENT(self), pad);
-  /* gst-launch's "r::src_3::over-budget=pause" is set here, before any
+  /* gst-launch's "src_3::over-budget=pause" is set here, before any
    * frame of the device is queued. */
   gst_child_proxy_child_added(GST_CHILD_PROXY(self), G_OBJECT(pad),
                               GST_OBJECT_NAME(pad));
@@ -1387,7 +1401,7 @@ static GstStateChangeReturn gst_rdma_src_change_state(GstElement *element,
 /* ------------------------------------------------------ child proxy */
 
 /* The pads are children, so a launch line can set a pad property before
- * the pad exists: rdmasrc name=r r::src_3::over-budget=pause. */
+ * the pad exists: rdmasrc name=r src_3::over-budget=pause. */
 static GObject *gst_rdma_src_child_by_index(GstChildProxy *proxy, guint index)
 {
   GstElement *element = GST_ELEMENT(proxy);

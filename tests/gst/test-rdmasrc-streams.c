@@ -474,6 +474,77 @@ GST_START_TEST(test_stuck_consumer_then_resumes)
 
 GST_END_TEST;
 
+/* over-budget=pause on a stuck camera's pad: its sender is told to stop
+ * (the pause flag it reads with its status READ) and drops by its own
+ * backpressure setting; the other camera flows in order; pulled again, the
+ * camera's share empties, the flag clears and it resumes. */
+GST_START_TEST(test_pause_policy_stops_the_stuck_sender)
+{
+  guint port = test_port();
+  gchar *desc;
+  GstElement *rx, *tx, *stuck, *tx0;
+  GstStructure *s, *ts = NULL;
+  const GstStructure *ds;
+  guint got = 0, before;
+  gboolean paused = TRUE;
+
+  counts_reset();
+  desc = g_strdup_printf("rdmasrc name=r transport=%s address=%s port=%u "
+                         "stats-interval=0 src_0::over-budget=pause "
+                         "r.src_0 ! appsink name=stuck sync=false "
+                         "max-buffers=1 r.src_1 ! fakesink name=s1 "
+                         "signal-handoffs=true",
+                         transport, rdma_addr, port);
+  rx = parse(desc);
+  g_free(desc);
+  count_sinks(rx, 2);
+  stuck = gst_bin_get_by_name(GST_BIN(rx), "stuck");
+  set_state(rx, GST_STATE_PLAYING);
+  tx = cameras_new(port, 2, 0, "backpressure=drop");
+  set_state(tx, GST_STATE_PLAYING);
+
+  fail_unless(wait_frames(1, 5, WAIT));
+  before = frames_of(1);
+  g_usleep(3 * G_USEC_PER_SEC);
+  /* Camera 1 ran on at 25 fps (>= 50 in 3 s, generous), in order. */
+  fail_unless(frames_of(1) - before >= 50, "%u", frames_of(1) - before);
+  fail_unless_equals_int(counts.out_of_order[1], 0);
+  s = rdmasrc_stats(rx);
+  ds = device_stats(s, 0);
+  fail_unless(gst_structure_get_boolean(ds, "paused", &paused));
+  fail_unless(paused, "device 0 not paused");
+  fail_unless(u64(ds, "pauses") >= 1);
+  fail_unless(u64(ds, "paused-time") > 0);
+  fail_unless_equals_int(u64(device_stats(s, 1), "pauses"), 0);
+  gst_structure_free(s);
+  /* The sender saw the flag and dropped camera 0's frames itself. */
+  tx0 = gst_bin_get_by_name(GST_BIN(tx), "tx0");
+  g_object_get(tx0, "stats", &ts, NULL);
+  fail_unless(u64(ts, "paused-drops") > 0);
+  gst_structure_free(ts);
+
+  /* Pulled again: the share empties, the flag clears, frames come. */
+  for (guint i = 0; i < 40 && got < 35; i++) {
+    GstSample *sample =
+        gst_app_sink_try_pull_sample(GST_APP_SINK(stuck), 2 * GST_SECOND);
+    if (sample) {
+      got++;
+      gst_sample_unref(sample);
+    }
+  }
+  fail_unless(got >= 35, "only %u frames after the pause", got);
+  s = rdmasrc_stats(rx);
+  fail_unless(gst_structure_get_boolean(device_stats(s, 0), "paused", &paused));
+  fail_unless(!paused, "device 0 still paused");
+  gst_structure_free(s);
+  gst_object_unref(tx0);
+  gst_object_unref(stuck);
+  stop(tx);
+  stop(rx);
+}
+
+GST_END_TEST;
+
 /* ------------------------------------------------- state cycles */
 
 /* PLAYING -> PAUSED -> PLAYING -> READY -> NULL -> PLAYING, ten times,
@@ -589,6 +660,7 @@ static Suite *rdmasrc_streams_suite(void)
   tcase_add_test(tc, test_sinks_without_queues_twelve_pads);
   tcase_add_test(tc, test_slow_consumer_does_not_slow_the_others);
   tcase_add_test(tc, test_stuck_consumer_then_resumes);
+  tcase_add_test(tc, test_pause_policy_stops_the_stuck_sender);
   tcase_add_test(tc, test_state_cycles_while_streaming);
   tcase_add_test(tc, test_eos_to_the_source_with_sinks_on_the_pads);
   return s;
