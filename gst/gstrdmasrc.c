@@ -99,6 +99,7 @@
 #include "gstrdmacommon.h"
 #include "gstrdmaelements.h"
 #include "gstrdmaenums.h"
+#include "gstrdmasrcframe.h"
 #include "gstrdmasrcpad.h"
 
 enum {
@@ -140,25 +141,11 @@ enum {
 #define LOOP_TIMEOUT_MS 100
 #define PAUSED_LOOP_TIMEOUT_MS 10
 
-GST_DEBUG_CATEGORY_STATIC(gst_rdma_src_debug);
+GST_DEBUG_CATEGORY(gst_rdma_src_debug);
 #define GST_CAT_DEFAULT gst_rdma_src_debug
 
 static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
     "src_%u", GST_PAD_SRC, GST_PAD_SOMETIMES, GST_STATIC_CAPS_ANY);
-
-/* Blocks out downstream, shared with the memories' free callbacks, which
- * may run after the element is gone. */
-typedef struct {
-  gint count; /* atomic */
-} HeldCounter;
-
-/* One wrapped receive block: counted element-wide (max-held) and for its
- * device (device-blocks). */
-typedef struct {
-  sbr_block *block;
-  HeldCounter *held;            /* referenced (g_atomic_rc_box) */
-  GstRdmaBlockCount *of_device; /* referenced (g_atomic_rc_box) */
-} HeldBlock;
 
 /* One device's stream as the receive thread sees it; the pad owns the
  * queue and the pushing.  Receive thread, except frame_duration (object
@@ -167,13 +154,7 @@ typedef struct {
   guint device;
   GstRdmaSrcPad *pad;
   GstCaps *caps;
-  /* Timestamp mapping, see the SECTION. */
-  gboolean have_base;
-  guint32 lane_id;
-  guint16 epoch;
-  guint64 base_in;       /* sender running time of the base frame */
-  GstClockTime base_out; /* our running time at its arrival */
-  guint64 last_in;       /* last sender time seen (DTS, else PTS) */
+  GstRdmaTimeMap time_map; /* see the SECTION, "Timestamps" */
   GstClockTime frame_duration;
   gboolean pause_set; /* we told its sender to stop */
 } RdmaSrcDevice;
@@ -209,7 +190,7 @@ struct _GstRdmaSrc {
   gint eos_requested;     /* atomic: an application sent EOS to us */
   gboolean eos_done;      /* receive thread: EOS sent, ignore the rest */
   GstRdmaStatsTicker *ticker;
-  HeldCounter *held;
+  GstRdmaHeldCounter *held;
   GstRdmaSharedFlow flow;
 
   /* The device table changes on the receive thread (and on state changes
@@ -705,7 +686,7 @@ static GstEvent **stream_events(GstRdmaSrc *self, RdmaSrcDevice *dev,
   events[1] = gst_event_new_caps(caps);
   gst_segment_init(&segment, GST_FORMAT_TIME);
   events[2] = gst_event_new_segment(&segment);
-  dev->have_base = FALSE;
+  dev->time_map.have_base = FALSE;
   return events;
 }
 
@@ -786,7 +767,7 @@ static void gst_rdma_src_end_streams(GstRdmaSrc *self)
       continue;
     gst_rdma_src_pad_end_stream(dev->pad);
     gst_caps_replace(&dev->caps, NULL);
-    dev->have_base = FALSE;
+    dev->time_map.have_base = FALSE;
     dev->pause_set = FALSE;
   }
 }
@@ -864,89 +845,6 @@ static void gst_rdma_src_device_eos(GstRdmaSrc *self, RdmaSrcDevice *dev)
   gst_rdma_src_pad_queue_event(dev->pad, gst_event_new_eos());
 }
 
-static void held_block_free(gpointer data)
-{
-  HeldBlock *hb = data;
-
-  /* Status 0: the sender may write the block again. */
-  sbr_block_release(hb->block);
-  g_atomic_int_add(&hb->held->count, -1);
-  g_atomic_int_add(&hb->of_device->blocks, -1);
-  g_atomic_rc_box_release(hb->held);
-  g_atomic_rc_box_release(hb->of_device);
-  g_free(hb);
-}
-
-static void copied_frame_free(gpointer data)
-{
-  struct sbr_frame *frame = data;
-
-  sbr_frame_release(frame);
-  g_free(frame);
-}
-
-/* Makes the buffer of a frame; takes the frame.  copy: out of the lane
- * (the device is over its budget).  *lane_blocks: blocks the buffer keeps. */
-static GstBuffer *gst_rdma_src_wrap_frame(GstRdmaSrc *self, RdmaSrcDevice *dev,
-                                          struct sbr_frame *frame,
-                                          gboolean copy, guint *lane_blocks)
-{
-  GstRdmaBlockCount *of_device = gst_rdma_src_pad_block_count(dev->pad);
-  GstBuffer *buf;
-
-  *lane_blocks = 0;
-  if (frame->n_blocks == 0) {
-    /* The library already reassembled it into a heap copy: wrap that. */
-    struct sbr_frame *owned = g_memdup2(frame, sizeof *frame);
-    return gst_buffer_new_wrapped_full(GST_MEMORY_FLAG_READONLY, owned->copy,
-                                       owned->size, 0, owned->size, owned,
-                                       copied_frame_free);
-  }
-
-  if (copy || (guint)g_atomic_int_get(&self->held->count) + frame->n_blocks >
-                  self->max_held_now) {
-    /* Over the device's share or the element's: copy, and give the blocks
-     * back now. */
-    GstMapInfo map;
-    gsize off = 0;
-
-    buf = gst_buffer_new_allocate(NULL, frame->size, NULL);
-    gst_buffer_map(buf, &map, GST_MAP_WRITE);
-    for (guint i = 0; i < frame->n_blocks; i++) {
-      const struct sbr_block_info *bi = sbr_block_get_info(frame->blocks[i]);
-      memcpy(map.data + off, bi->payload, bi->payload_len);
-      off += bi->payload_len;
-    }
-    gst_buffer_unmap(buf, &map);
-    sbr_frame_release(frame);
-    GST_OBJECT_LOCK(self);
-    self->copies++;
-    GST_OBJECT_UNLOCK(self);
-    return buf;
-  }
-
-  buf = gst_buffer_new();
-  for (guint i = 0; i < frame->n_blocks; i++) {
-    sbr_block *b = frame->blocks[i];
-    const struct sbr_block_info *bi = sbr_block_get_info(b);
-    HeldBlock *hb = g_new(HeldBlock, 1);
-
-    hb->block = b;
-    hb->held = g_atomic_rc_box_acquire(self->held);
-    hb->of_device = g_atomic_rc_box_acquire(of_device);
-    g_atomic_int_inc(&self->held->count);
-    g_atomic_int_inc(&of_device->blocks);
-    /* Status 2 while queued or downstream: the sender skips the block. */
-    sbr_block_hold(b);
-    gst_buffer_append_memory(
-        buf, gst_memory_new_wrapped(GST_MEMORY_FLAG_READONLY,
-                                    (gpointer)bi->payload, bi->payload_len, 0,
-                                    bi->payload_len, hb, held_block_free));
-  }
-  *lane_blocks = frame->n_blocks;
-  return buf;
-}
-
 static GstClockTime gst_rdma_src_running_time(GstRdmaSrc *self)
 {
   GstClock *clock = gst_element_get_clock(GST_ELEMENT(self));
@@ -958,69 +856,6 @@ static GstClockTime gst_rdma_src_running_time(GstRdmaSrc *self)
   base = gst_element_get_base_time(GST_ELEMENT(self));
   gst_object_unref(clock);
   return now > base ? now - base : 0;
-}
-
-/* The sender's time t on our timeline (see the SECTION). */
-static GstClockTime map_time(const RdmaSrcDevice *dev, guint64 t)
-{
-  if (t == SBR_TIME_NONE)
-    return GST_CLOCK_TIME_NONE;
-  if (t >= dev->base_in)
-    return dev->base_out + (t - dev->base_in);
-  return dev->base_in - t > dev->base_out ? 0
-                                          : dev->base_out - (dev->base_in - t);
-}
-
-static void gst_rdma_src_timestamp(GstRdmaSrc *self, RdmaSrcDevice *dev,
-                                   const struct sbr_block_info *info,
-                                   GstBuffer *buf)
-{
-  guint64 order = info->dts != SBR_TIME_NONE ? info->dts : info->pts;
-  gboolean rebase;
-
-  rebase = !dev->have_base || dev->lane_id != info->lane_id ||
-           dev->epoch != info->epoch ||
-           ((info->flags & SBR_FLAG_DISCONT) && order != SBR_TIME_NONE &&
-            dev->last_in != SBR_TIME_NONE && order < dev->last_in);
-  if (rebase && info->pts != SBR_TIME_NONE) {
-    dev->have_base = TRUE;
-    dev->lane_id = info->lane_id;
-    dev->epoch = info->epoch;
-    dev->base_in = info->pts;
-    dev->base_out = gst_rdma_src_running_time(self);
-    GST_DEBUG_OBJECT(self,
-                     "device %u: sender time %" GST_TIME_FORMAT
-                     " is running time %" GST_TIME_FORMAT " here",
-                     dev->device, GST_TIME_ARGS(dev->base_in),
-                     GST_TIME_ARGS(dev->base_out));
-    GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DISCONT);
-  }
-  dev->last_in = order;
-
-  if (dev->have_base && info->pts != SBR_TIME_NONE)
-    GST_BUFFER_PTS(buf) = map_time(dev, info->pts);
-  else
-    GST_BUFFER_PTS(buf) = gst_rdma_src_running_time(self);
-  if (dev->have_base)
-    GST_BUFFER_DTS(buf) = map_time(dev, info->dts);
-  if (info->duration != SBR_TIME_NONE) {
-    GST_BUFFER_DURATION(buf) = info->duration;
-    if (!GST_CLOCK_TIME_IS_VALID(dev->frame_duration)) {
-      GST_OBJECT_LOCK(self);
-      dev->frame_duration = info->duration;
-      GST_OBJECT_UNLOCK(self);
-    }
-  }
-  if (info->flags & SBR_FLAG_DISCONT)
-    GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DISCONT);
-  if (info->flags & SBR_FLAG_DELTA)
-    GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DELTA_UNIT);
-  if (info->capture_time != SBR_TIME_NONE) {
-    GstCaps *unix_caps = gst_rdma_unix_timestamp_caps();
-    gst_buffer_add_reference_timestamp_meta(buf, unix_caps, info->capture_time,
-                                            GST_CLOCK_TIME_NONE);
-    gst_caps_unref(unix_caps);
-  }
 }
 
 /* Receive thread: each device's share of its lane now (device-blocks). */
@@ -1096,8 +931,27 @@ static void gst_rdma_src_handle_data(GstRdmaSrc *self, struct sbr_frame *frame)
       gst_rdma_src_pad_get_policy(dev->pad) == GST_RDMA_OVER_BUDGET_PAUSE)
     gst_rdma_src_set_device_paused(self, dev, TRUE);
 
-  buf = gst_rdma_src_wrap_frame(self, dev, frame, copy, &lane_blocks);
-  gst_rdma_src_timestamp(self, dev, &info, buf);
+  /* Over the element's max-held too: copy. */
+  if (frame->n_blocks > 0 &&
+      (guint)g_atomic_int_get(&self->held->count) + frame->n_blocks >
+          self->max_held_now)
+    copy = TRUE;
+  if (copy && frame->n_blocks > 0) {
+    GST_OBJECT_LOCK(self);
+    self->copies++;
+    GST_OBJECT_UNLOCK(self);
+  }
+  buf = gst_rdma_frame_to_buffer(frame, copy, self->held,
+                                 gst_rdma_src_pad_block_count(dev->pad),
+                                 &lane_blocks);
+  gst_rdma_frame_stamp(&dev->time_map, &info, gst_rdma_src_running_time(self),
+                       buf);
+  if (info.duration != SBR_TIME_NONE &&
+      !GST_CLOCK_TIME_IS_VALID(dev->frame_duration)) {
+    GST_OBJECT_LOCK(self);
+    dev->frame_duration = info.duration;
+    GST_OBJECT_UNLOCK(self);
+  }
   /* The sender's numbering (see the SECTION). */
   GST_BUFFER_OFFSET(buf) = info.packet;
   GST_BUFFER_OFFSET_END(buf) = GST_BUFFER_OFFSET_NONE;
@@ -1279,7 +1133,7 @@ static gboolean gst_rdma_src_open(GstRdmaSrc *self)
   self->receiver = receiver;
   self->copies = self->no_caps_drops = 0;
   GST_OBJECT_UNLOCK(self);
-  self->held = g_atomic_rc_box_new0(HeldCounter);
+  self->held = g_atomic_rc_box_new0(GstRdmaHeldCounter);
   self->group_id = gst_util_group_id_next();
   self->last_activity = g_get_monotonic_time();
   self->timeout_posted = FALSE;

@@ -235,6 +235,7 @@ def run_sender(a):
     res["cpu_s"] = cpu_s() - c0
     # Drops the rdmasinks counted (backpressure), summed over the sinks.
     drops = 0
+    by_device = {}
     it = pipeline.iterate_elements()
     while True:
         ok, el = it.next()
@@ -244,7 +245,11 @@ def run_sender(a):
             st = el.get_property("stats")
             if st and st.has_field("drops"):
                 drops += st.get_value("drops")
+                dev = el.get_property("device-id")
+                by_device[dev] = {f: st.get_value(f) for f in ("frames", "drops", "paused-drops")
+                                  if st.has_field(f)}
     res["rdmasink_drops"] = drops
+    res["rdmasink_by_device"] = by_device
     pipeline.set_state(Gst.State.NULL)
     return res
 

@@ -798,6 +798,108 @@ def section_b56(res, out):
     out.append("")
 
 
+# ------------------------------------------------------------- B8
+
+B8_NAMES = {"baseline": "no slow consumer (baseline)",
+            "drop-oldest": "camera 0 slow then stuck, over-budget=drop-oldest (default)",
+            "pause": "camera 0 slow then stuck, over-budget=pause",
+            "before": "camera 0 slow then stuck, single streaming thread (before)"}
+
+
+def b8_rows(res):
+    rows = []
+    for r in res.get("runs", []):
+        if "received" not in r:
+            rows.append((r.get("label"), None))
+            continue
+        n = r["frames_each"]
+        others = r["received"][1:]
+        per_s = r["per_second"]
+        secs = int(res["seconds"])
+        # Steady-state rate of the other eleven: whole seconds 1 .. secs-2.
+        inner = [min(ps[i] for ps in per_s[1:]) for i in range(1, max(2, secs - 1))]
+        tx = r.get("tx") or {}
+        span = r.get("span_s") or 1
+        rows.append((r["label"], {
+            "others_lost": sum(n - x for x in others), "others_min": min(others),
+            "others_min_fps": min(inner) if inner else None,
+            "cam0": r["received"][0], "n": n,
+            "cam0_rx_stats": (r.get("rdmasrc") or {}).get("0", {}),
+            "cam0_tx": (tx.get("rdmasink_by_device") or {}).get("0", {}),
+            "rx_cpu": 100 * r["rx_cpu_s"] / span, "tx_cpu": 100 * tx["cpu_s"] / tx["elapsed_s"]
+            if tx.get("elapsed_s") else None}))
+    return rows
+
+
+def plot_b8(res, path):
+    runs = [r for r in res.get("runs", []) if "per_second" in r]
+    if not runs:
+        return False
+    fig, axes = plt.subplots(1, len(runs), figsize=(3.3 * len(runs), 3.2), sharey=True)
+    if len(runs) == 1:
+        axes = [axes]
+    for ax, r in zip(axes, runs):
+        per_s = r["per_second"]
+        secs = len(per_s[0])
+        xs = list(range(secs))
+        lo = [min(ps[i] for ps in per_s[1:]) for i in xs]
+        hi = [max(ps[i] for ps in per_s[1:]) for i in xs]
+        ax.fill_between(xs, lo, hi, color="tab:blue", alpha=0.3, step="post")
+        ax.step(xs, lo, where="post", color="tab:blue", label="cameras 1-11 (min..max)")
+        ax.step(xs, per_s[0], where="post", color="tab:red", label="camera 0")
+        if r["label"] != "baseline":
+            ax.axvspan(5, 10, color="tab:gray", alpha=0.15)
+        ax.set_title(r["label"], fontsize=9)
+        ax.set_xlabel("s after the first frame")
+        ax.set_ylim(0, 30)
+    axes[0].set_ylabel("frames/s received")
+    axes[0].legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def section_b8(res, out, figdir):
+    out.append("## B8. One slow, then stuck, camera beside eleven (host, shm)\n")
+    if not res or "error" in res or "skipped" in res:
+        why = (res or {}).get("error") or (res or {}).get("skipped") or "part not run"
+        out.append(f"**Not measured in this run**: {why}.\n")
+        return
+    out.append(
+        "`tests/bench/independence.py`: the B5 sender (12 x 640x480 RGB at 25 fps, live, one "
+        f"connection, {res['seconds']} s = {int(res['seconds'] * 25)} frames a camera) into "
+        "`rdmasrc r.src_0 ! queue ! identity sleep-time=200000 ! fakesink` and "
+        "`r.src_N ! queue ! fakesink` for the others: camera 0's consumer takes 200 ms a "
+        "frame (5 fps), is stuck from 5 s to 10 s after the first frame (a probe holds its "
+        "thread; grey band), then runs at 5 fps again. The baseline has every consumer fast. "
+        "\"before\" is rdmasrc as of commit "
+        f"{res.get('before_commit')} (one streaming thread for every pad), built aside, "
+        "at both ends. CPU: getrusage of each process (the receiver's includes its Python "
+        "probes), as % of one core.\n")
+    if plot_b8(res, os.path.join(figdir, "b8_independence.png")):
+        out.append("![B8](bench/b8_independence.png)\n")
+    out.append("| run | cameras 1-11: lost | slowest second of any of them | camera 0: "
+               "received / sent | camera 0 at rdmasrc | camera 0's sender | receiver CPU | "
+               "sender CPU |")
+    out.append("|---|---:|---:|---:|---|---|---:|---:|")
+    for label, r in b8_rows(res):
+        if r is None:
+            out.append(f"| {B8_NAMES.get(label, label)} | failed | | | | | | |")
+            continue
+        rs = r["cam0_rx_stats"]
+        tx = r["cam0_tx"]
+        rx_txt = (f"{rs.get('drops-leaky', 0)} dropped, {rs.get('copies', 0)} copied, "
+                  f"{rs.get('pauses', 0)} pauses ({fmt((rs.get('paused-time') or 0) / 1e9)} s)"
+                  if rs and "drops-leaky" in rs else "-")
+        tx_txt = (f"{tx.get('drops', 0)} drops ({tx.get('paused-drops', 0)} paused)"
+                  if tx else "-")
+        out.append(f"| {B8_NAMES.get(label, label)} | {r['others_lost']} | "
+                   f"{r['others_min_fps']} frames/s | {r['cam0']} / {r['n']} | {rx_txt} | "
+                   f"{tx_txt} | {fmt(r['rx_cpu'])} % | {fmt(r['tx_cpu'])} % |")
+    out.append("")
+
+
 # ------------------------------------------------------------- targets
 
 
@@ -1008,6 +1110,7 @@ def render(results, out_path):
     section_b4(results.get("B4"), out, figdir)
     section_b56(results.get("B56"), out)
     section_b7(results.get("B7"), out, figdir)
+    section_b8(results.get("B8"), out, figdir)
     analysis = os.path.join(HERE, "analysis.md")
     if os.path.exists(analysis):
         with open(analysis) as f:

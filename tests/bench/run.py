@@ -5,7 +5,7 @@
     tests/bench/run.py              # everything, ~17 min (one VM boot)
     tests/bench/run.py --quick      # fewer points, shorter runs, ~5 min
     tests/bench/run.py --no-vm      # host (shm) parts only
-    tests/bench/run.py --only B2,B4 # some parts (B1 B2 B2X B3 B4 B7 B56 VM);
+    tests/bench/run.py --only B2,B4 # some parts (B1 B2 B2X B3 B4 B7 B56 B8 VM);
                                     # the others keep the figures of the
                                     # last run in docs/bench/results.json
     tests/bench/run.py --render     # re-render the doc from the saved JSON
@@ -30,6 +30,10 @@ Parts (see docs/benchmarks.md for what each measures and how):
       lost, CPU (tests/bench/gst_peers.py)
   B6  the same 12 streams flat out: rdmasink/rdmasrc vs shmsink/shmsrc vs
       TCP, frames/s and CPU per GB
+  B8  12 live cameras, one consumer at 5 fps then stuck 5 s: the other
+      eleven's frames/s over time and loss, per rdmasrc policy, next to
+      the no-slow-consumer run and the single-streaming-thread rdmasrc
+      (tests/bench/independence.py)
 
   B2X how much of B2 is polling back-off: the library's back-off knobs and
       the threads' timer slack varied (evidence for the analysis)
@@ -799,6 +803,68 @@ def b56(ctx):
     return res
 
 
+# The last commit whose rdmasrc pushed every pad from one streaming thread:
+# B8's "before" run builds it aside.
+B8_BEFORE_COMMIT = "346091b"
+
+
+def b8_before_plugin(ctx):
+    """Builds the plugin of B8_BEFORE_COMMIT in build/bench/before (once)."""
+    wt = os.path.join(ctx.build, "bench", "before")
+    so = os.path.join(wt, "build", "gst", "libgstrdma.so")
+    if os.path.exists(so):
+        return os.path.dirname(so)
+    if not shutil.which("git") or not os.path.isdir(os.path.join(TOP, ".git")):
+        return None
+    if not os.path.isdir(wt):
+        r = subprocess.run(["git", "-C", TOP, "worktree", "add", "--detach", wt,
+                            B8_BEFORE_COMMIT], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if r.returncode != 0:
+            ctx.log(f"B8: no worktree for {B8_BEFORE_COMMIT}: {r.stderr.decode()[-200:]}")
+            return None
+    for cmd in (["meson", "setup", "build", "-Dtests=disabled"], ["ninja", "-C", "build"]):
+        if cmd[0] == "meson" and os.path.isdir(os.path.join(wt, "build")):
+            continue
+        r = subprocess.run(cmd, cwd=wt, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if r.returncode != 0:
+            ctx.log(f"B8: building {B8_BEFORE_COMMIT} failed: {r.stderr.decode()[-200:]}")
+            return None
+    return os.path.dirname(so) if os.path.exists(so) else None
+
+
+def b8(ctx):
+    """One camera slow (5 fps), then stuck 5 s, beside eleven at 25 fps."""
+    st = gst_status(ctx)
+    if not (st.get("rdmasrc") and st.get("python_gi")):
+        return {"skipped": "the rdma GStreamer plugin (build/gst) or python3-gi is missing"}
+    seconds = 10 if ctx.quick else 15
+    script = os.path.join(HERE, "independence.py")
+    runs = []
+    plans = [("baseline", "none", "", None), ("drop-oldest", "slow", "", None),
+             ("pause", "slow", "pause", None)]
+    before = b8_before_plugin(ctx)
+    if before:
+        plans.append(("before", "slow", "", before))
+    for label, scenario, policy, plugin in plans:
+        cmd = ["/usr/bin/python3", script, "--port", str(ctx.next_port()), "--scenario",
+               scenario, "--seconds", str(seconds)]
+        if policy:
+            cmd += ["--policy", policy]
+        if plugin:
+            cmd += ["--plugin", plugin]
+        r = subprocess.run(cmd, env=gst_env(ctx), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=seconds + 120)
+        try:
+            res = json.loads(r.stdout.strip().splitlines()[-1])
+        except (json.JSONDecodeError, IndexError):
+            res = {"error": r.stderr.strip()[-300:]}
+        res["label"] = label
+        runs.append(res)
+        ctx.log(f"B8 {label}: received {res.get('received')}")
+    return {"runs": runs, "seconds": seconds, "before_commit": B8_BEFORE_COMMIT,
+            "before_built": bool(before)}
+
+
 # ------------------------------------------------------------ rendering
 
 
@@ -823,7 +889,8 @@ def main():
     ap.add_argument("--build", default=os.path.join(TOP, "build"))
     ap.add_argument("--quick", action="store_true", help="fewer points, shorter runs")
     ap.add_argument("--no-vm", action="store_true", help="skip the Soft-RoCE VM part")
-    ap.add_argument("--only", default="", help="comma-separated parts: B1,B2,B2X,B3,B4,B7,B56,VM")
+    ap.add_argument("--only", default="",
+                    help="comma-separated parts: B1,B2,B2X,B3,B4,B7,B56,B8,VM")
     ap.add_argument("--render", action="store_true",
                     help="only re-render docs/benchmarks.md from docs/bench/results.json")
     ap.add_argument("--out", default=os.path.join(TOP, "docs/benchmarks.md"))
@@ -876,6 +943,7 @@ def main():
     part("B4", b4)
     part("B7", b7)
     part("B56", b56)
+    part("B8", b8)
     if not args.no_vm:
         part("VM", run_vm)
     elif "VM" not in results:

@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * gstrdmasrcframe.h - a received frame as a GstBuffer: zero-copy over the
+ * receive blocks (held while the buffer lives) or copied out of the lane,
+ * and its timestamps mapped from the sender's running time onto ours.
+ * rdmasrc's receive thread calls these; the memories' free callbacks run
+ * on any thread, possibly after the element is gone.
+ */
+#ifndef __GST_RDMA_SRC_FRAME_H__
+#define __GST_RDMA_SRC_FRAME_H__
+
+#include <gst/gst.h>
+#include <sbr.h>
+
+#include "gstrdmasrcpad.h"
+
+G_BEGIN_DECLS
+
+/* Blocks of all devices out downstream (max-held); a g_atomic_rc_box. */
+typedef struct {
+  gint count; /* atomic */
+} GstRdmaHeldCounter;
+
+/* Makes the buffer of a frame and takes the frame.  Unless copy (or the
+ * library already copied it), one read-only memory per receive block,
+ * each block marked held (status 2) and counted in held and of_device
+ * until its memory is freed.  *lane_blocks: blocks the buffer keeps. */
+GstBuffer *gst_rdma_frame_to_buffer(struct sbr_frame *frame, gboolean copy,
+                                    GstRdmaHeldCounter *held,
+                                    GstRdmaBlockCount *of_device,
+                                    guint *lane_blocks);
+
+/* One device's mapping of sender times onto this pipeline's running time
+ * (the first frame, and the first after a reconnect or a discontinuity
+ * back in time, is stamped with our running time at its arrival; later
+ * ones keep their distance from it). */
+typedef struct {
+  gboolean have_base;
+  guint32 lane_id;
+  guint16 epoch;
+  guint64 base_in;       /* sender running time of the base frame */
+  GstClockTime base_out; /* our running time at its arrival */
+  guint64 last_in;       /* last sender time seen (DTS, else PTS) */
+} GstRdmaTimeMap;
+
+/* Stamps buf (PTS, DTS, duration, DISCONT/DELTA_UNIT, the capture time as
+ * a "timestamp/x-unix" reference timestamp meta) from what the frame's
+ * first block carries; now is our running time. */
+void gst_rdma_frame_stamp(GstRdmaTimeMap *map,
+                          const struct sbr_block_info *info, GstClockTime now,
+                          GstBuffer *buf);
+
+G_END_DECLS
+
+#endif /* __GST_RDMA_SRC_FRAME_H__ */
