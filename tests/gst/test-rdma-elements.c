@@ -511,9 +511,11 @@ GST_START_TEST(test_twelve_sinks_one_pipeline)
 
   collector_init(&c);
   /* The senders push each camera's frames in a burst: copy keeps every
-   * one (drop-oldest, the live default, would drop the oldest). */
+   * one (drop-oldest, the live default, would drop the oldest), and a
+   * share of 6 blocks lets three-block frames stay zero-copy. */
   append_receiver(desc, port, cameras, N_CAMERAS,
-                  "block-size=16384 over-budget=copy");
+                  "block-size=16384 blocks=96 device-blocks=6 "
+                  "over-budget=copy");
   for (guint d = 0; d < N_CAMERAS; d++)
     append_sender(desc, port, d, "");
   pipeline = parse(desc->str);
@@ -554,7 +556,9 @@ GST_START_TEST(test_twelve_sinks_twelve_pipelines)
 
   collector_init(&c);
   rx = receiver_new(port, cameras, N_CAMERAS,
-                    "block-size=16384 over-budget=copy", &c);
+                    "block-size=16384 blocks=96 device-blocks=6 "
+                    "over-budget=copy",
+                    &c);
   set_state(rx, GST_STATE_PLAYING);
   for (guint d = 0; d < N_CAMERAS; d++) {
     tx[d] = sender_new(port, d, "");
@@ -1082,8 +1086,8 @@ GST_START_TEST(test_held_buffers_and_max_held)
 
   collector_init(&c);
   c.hold = TRUE; /* downstream keeps every buffer */
-  rx = receiver_new(port, devices, 1, "blocks=8 max-held=3 over-budget=copy",
-                    &c);
+  rx = receiver_new(port, devices, 1,
+                    "blocks=8 max-held=3 over-budget=copy max-queued=64", &c);
   set_state(rx, GST_STATE_PLAYING);
   tx = sender_new(port, 3, "wait-timeout=2000");
   set_state(tx, GST_STATE_PLAYING);
