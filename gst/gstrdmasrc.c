@@ -329,10 +329,17 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_STATS] = gst_rdma_param_spec_stats(
       "Statistics (\"rdmasrc-stats\"): lanes-opened, lanes-closed, "
-      "lanes-active, blocks, bytes, rejected, frames-copied (reassembled by "
-      "copy), recv-wr-posted, copies (max-held), pushed, held, "
-      "no-caps-drops, and \"devices\", an array of per-device structures "
-      "(device-id, frames, bytes, drops, gaps, rejected, eos)");
+      "lanes-active, blocks, bytes, rejected, blocks-held, frames-copied "
+      "(reassembled by copy), recv-wr-posted, copies (over a share or "
+      "max-held), held (blocks out downstream), no-caps-drops, pushed, "
+      "device-blocks (each device's share now), and \"devices\", an array "
+      "of per-device structures: device-id, frames, blocks, bytes, drops and "
+      "gaps (lost on the way), rejected, queued (frames waiting for the "
+      "pad), lane-blocks (blocks out: queued or downstream), "
+      "held-downstream, pushed, copies (over its share), drops-leaky "
+      "(queued frames dropped for room), drops-not-playing, drops-ended "
+      "(after EOS), paused (its sender told to stop), pauses, paused-time "
+      "(ns), eos, over-budget (the pad's policy)");
   properties[PROP_STATS_INTERVAL] =
       gst_rdma_param_spec_stats_interval("rdmasrc-stats");
   g_object_class_install_properties(gobject_class, N_PROPERTIES, properties);
