@@ -54,11 +54,16 @@
  * caps the blocks all devices together keep.
  *
  * Timestamps: the sender sends running times.  For each device the first
- * buffer (and the first after the sender reconnected, or after a
- * discontinuity that goes back in time, i.e. a restarted sender pipeline)
- * is stamped with this pipeline's running time at its arrival; every later
- * PTS/DTS is that plus its distance from the first one in the sender's
- * timeline, so relative timestamps are kept exactly.  Duration and the
+ * buffer is stamped with this pipeline's running time at its arrival;
+ * every later PTS/DTS is that plus its distance from the first one in the
+ * sender's timeline, so relative timestamps are kept exactly.  The mapping
+ * starts again (a new base, the buffer DISCONT) after the sender
+ * reconnected, after a discontinuity that goes back in time (a restarted
+ * sender pipeline), when this pipeline goes from PAUSED to PLAYING (its
+ * running time skipped the pause), and when the sender's pipeline was
+ * paused: its capture clock ran more than 500 ms further than its running
+ * time between two frames.  So sync=true sinks render on time after any
+ * pause of either side.  Duration and the
  * DISCONT/DELTA_UNIT flags are kept.  The sender's capture time (its wall
  * clock) comes as a "timestamp/x-unix" #GstReferenceTimestampMeta.
  *
@@ -155,6 +160,7 @@ typedef struct {
   GstRdmaSrcPad *pad;
   GstCaps *caps;
   GstRdmaTimeMap time_map; /* see the SECTION, "Timestamps" */
+  gint rebase_seen;         /* the element's rebase count it has applied */
   GstClockTime frame_duration;
   gboolean pause_set; /* we told its sender to stop */
 } RdmaSrcDevice;
@@ -187,6 +193,7 @@ struct _GstRdmaSrc {
   sbr_receiver *receiver; /* READY->PAUSED to PAUSED->READY; object lock */
   gint flushing;          /* atomic: leave the loop */
   gint playing;           /* atomic: frames are queued, else dropped */
+  gint rebase_count;      /* atomic: PAUSED->PLAYING moved running time */
   gint eos_requested;     /* atomic: an application sent EOS to us */
   gboolean eos_done;      /* receive thread: EOS sent, ignore the rest */
   GstRdmaStatsTicker *ticker;
@@ -718,6 +725,8 @@ static RdmaSrcDevice *gst_rdma_src_add_pad(GstRdmaSrc *self, guint device,
   policy = self->over_budget;
   GST_OBJECT_UNLOCK(self);
   dev->device = device;
+  dev->time_map.last_pts = dev->time_map.last_capture = SBR_TIME_NONE;
+  dev->rebase_seen = g_atomic_int_get(&self->rebase_count);
   dev->pad = gst_rdma_src_pad_new(templ, device, policy, &self->flow);
   pad = GST_PAD(dev->pad);
   /* Ours until finalize, whether or not the element still has it. */
@@ -951,6 +960,10 @@ static void gst_rdma_src_handle_data(GstRdmaSrc *self, struct sbr_frame *frame)
   buf = gst_rdma_frame_to_buffer(frame, copy, self->held,
                                  gst_rdma_src_pad_block_count(dev->pad),
                                  &lane_blocks);
+  if (dev->rebase_seen != g_atomic_int_get(&self->rebase_count)) {
+    dev->rebase_seen = g_atomic_int_get(&self->rebase_count);
+    dev->time_map.have_base = FALSE;
+  }
   gst_rdma_frame_stamp(&dev->time_map, &info, gst_rdma_src_running_time(self),
                        buf);
   if (info.duration != SBR_TIME_NONE &&
@@ -1175,6 +1188,11 @@ static void gst_rdma_src_close(GstRdmaSrc *self)
 static void gst_rdma_src_set_playing(GstRdmaSrc *self, gboolean playing)
 {
   g_mutex_lock(&self->state_lock);
+  /* Our running time skipped the time spent PAUSED: every device's next
+   * frame is a new base, or sync=true sinks would hold each frame back
+   * by the length of the pause. */
+  if (playing)
+    g_atomic_int_inc(&self->rebase_count);
   g_atomic_int_set(&self->playing, playing);
   for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
     RdmaSrcDevice *dev = self->devices[d];

@@ -121,6 +121,23 @@ void gst_rdma_frame_stamp(GstRdmaTimeMap *map,
            map->epoch != info->epoch ||
            ((info->flags & SBR_FLAG_DISCONT) && order != SBR_TIME_NONE &&
             map->last_in != SBR_TIME_NONE && order < map->last_in);
+  /* The sender's pipeline was paused: its capture clock (wall time) went
+   * on while its running time stood still.  A burst (capture times closer
+   * than PTS) or jitter never comes near the threshold. */
+  if (!rebase && info->pts != SBR_TIME_NONE && map->last_pts != SBR_TIME_NONE &&
+      info->capture_time != SBR_TIME_NONE &&
+      map->last_capture != SBR_TIME_NONE && info->pts >= map->last_pts &&
+      info->capture_time > map->last_capture &&
+      (info->capture_time - map->last_capture) >
+          (info->pts - map->last_pts) + GST_RDMA_SENDER_PAUSE_THRESHOLD) {
+    GST_DEBUG("device %u: the sender's pipeline paused for %" GST_TIME_FORMAT,
+              info->device,
+              GST_TIME_ARGS((info->capture_time - map->last_capture) -
+                            (info->pts - map->last_pts)));
+    rebase = TRUE;
+  }
+  map->last_pts = info->pts;
+  map->last_capture = info->capture_time;
   if (rebase && info->pts != SBR_TIME_NONE) {
     map->have_base = TRUE;
     map->lane_id = info->lane_id;

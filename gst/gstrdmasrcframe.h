@@ -31,9 +31,10 @@ GstBuffer *gst_rdma_frame_to_buffer(struct sbr_frame *frame, gboolean copy,
                                     guint *lane_blocks);
 
 /* One device's mapping of sender times onto this pipeline's running time
- * (the first frame, and the first after a reconnect or a discontinuity
- * back in time, is stamped with our running time at its arrival; later
- * ones keep their distance from it). */
+ * (the first frame, and the first after a reconnect, a discontinuity
+ * back in time, a pause of the sender's pipeline or of ours, is stamped
+ * with our running time at its arrival; later ones keep their distance
+ * from it).  have_base = FALSE makes the next frame a new base. */
 typedef struct {
   gboolean have_base;
   guint32 lane_id;
@@ -41,7 +42,14 @@ typedef struct {
   guint64 base_in;       /* sender running time of the base frame */
   GstClockTime base_out; /* our running time at its arrival */
   guint64 last_in;       /* last sender time seen (DTS, else PTS) */
+  guint64 last_pts;      /* of the previous frame, and its capture time: */
+  guint64 last_capture;  /* a pause of the sender shows between them */
 } GstRdmaTimeMap;
+
+/* The sender's capture clock ran this much further than its running time
+ * between two frames: its pipeline was paused (or stalled), so its
+ * running times no longer map onto ours by their distance. */
+#define GST_RDMA_SENDER_PAUSE_THRESHOLD (500 * GST_MSECOND)
 
 /* Stamps buf (PTS, DTS, duration, DISCONT/DELTA_UNIT, the capture time as
  * a "timestamp/x-unix" reference timestamp meta) from what the frame's
