@@ -62,7 +62,8 @@
  * sender pipeline), when this pipeline goes from PAUSED to PLAYING (its
  * running time skipped the pause), and when the sender's pipeline was
  * paused: its capture clock ran more than 500 ms further than its running
- * time between two frames.  So sync=true sinks render on time after any
+ * time (two frames in a row agreeing; the first of them is still stamped
+ * on the old base).  So sync=true sinks render on time after any
  * pause of either side.  Duration and the
  * DISCONT/DELTA_UNIT flags are kept.  The sender's capture time (its wall
  * clock) comes as a "timestamp/x-unix" #GstReferenceTimestampMeta.
@@ -160,7 +161,7 @@ typedef struct {
   GstRdmaSrcPad *pad;
   GstCaps *caps;
   GstRdmaTimeMap time_map; /* see the SECTION, "Timestamps" */
-  gint rebase_seen;         /* the element's rebase count it has applied */
+  gint rebase_seen;        /* the element's rebase count it has applied */
   GstClockTime frame_duration;
   gboolean pause_set; /* we told its sender to stop */
 } RdmaSrcDevice;
@@ -725,7 +726,6 @@ static RdmaSrcDevice *gst_rdma_src_add_pad(GstRdmaSrc *self, guint device,
   policy = self->over_budget;
   GST_OBJECT_UNLOCK(self);
   dev->device = device;
-  dev->time_map.last_pts = dev->time_map.last_capture = SBR_TIME_NONE;
   dev->rebase_seen = g_atomic_int_get(&self->rebase_count);
   dev->pad = gst_rdma_src_pad_new(templ, device, policy, &self->flow);
   pad = GST_PAD(dev->pad);

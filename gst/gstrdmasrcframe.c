@@ -110,6 +110,41 @@ static GstClockTime map_time(const GstRdmaTimeMap *map, guint64 t)
                                           : map->base_out - (map->base_in - t);
 }
 
+/* The sender's pipeline was paused: its capture clock (wall time) went on
+ * while its running time stood still, and the next frame agrees.  Bursts
+ * (capture times closer together than PTS) and jitter never come near the
+ * threshold; a capture time that jumps back (another clock) is ignored. */
+static gboolean sender_paused(GstRdmaTimeMap *map,
+                              const struct sbr_block_info *info)
+{
+  gint64 off, jump;
+
+  if (info->pts == SBR_TIME_NONE || info->capture_time == SBR_TIME_NONE)
+    return FALSE;
+  off = (gint64)info->capture_time - (gint64)info->pts;
+  if (!map->have_offset) {
+    map->have_offset = TRUE;
+    map->offset = off;
+    return FALSE;
+  }
+  jump = off - map->offset;
+  if (jump > (gint64)GST_RDMA_SENDER_PAUSE_THRESHOLD) {
+    if (map->jump_pending &&
+        ABS(off - map->jump_offset) < (gint64)GST_RDMA_SENDER_PAUSE_THRESHOLD) {
+      map->jump_pending = FALSE;
+      map->offset = off;
+      return TRUE;
+    }
+    map->jump_pending = TRUE;
+    map->jump_offset = off;
+    return FALSE;
+  }
+  map->jump_pending = FALSE;
+  if (jump >= -(gint64)GST_RDMA_SENDER_PAUSE_THRESHOLD)
+    map->offset = off; /* follow slow drift between the two clocks */
+  return FALSE;
+}
+
 void gst_rdma_frame_stamp(GstRdmaTimeMap *map,
                           const struct sbr_block_info *info, GstClockTime now,
                           GstBuffer *buf)
@@ -121,23 +156,10 @@ void gst_rdma_frame_stamp(GstRdmaTimeMap *map,
            map->epoch != info->epoch ||
            ((info->flags & SBR_FLAG_DISCONT) && order != SBR_TIME_NONE &&
             map->last_in != SBR_TIME_NONE && order < map->last_in);
-  /* The sender's pipeline was paused: its capture clock (wall time) went
-   * on while its running time stood still.  A burst (capture times closer
-   * than PTS) or jitter never comes near the threshold. */
-  if (!rebase && info->pts != SBR_TIME_NONE && map->last_pts != SBR_TIME_NONE &&
-      info->capture_time != SBR_TIME_NONE &&
-      map->last_capture != SBR_TIME_NONE && info->pts >= map->last_pts &&
-      info->capture_time > map->last_capture &&
-      (info->capture_time - map->last_capture) >
-          (info->pts - map->last_pts) + GST_RDMA_SENDER_PAUSE_THRESHOLD) {
-    GST_DEBUG("device %u: the sender's pipeline paused for %" GST_TIME_FORMAT,
-              info->device,
-              GST_TIME_ARGS((info->capture_time - map->last_capture) -
-                            (info->pts - map->last_pts)));
+  if (!rebase && sender_paused(map, info)) {
+    GST_DEBUG("device %u: the sender's pipeline paused", info->device);
     rebase = TRUE;
   }
-  map->last_pts = info->pts;
-  map->last_capture = info->capture_time;
   if (rebase && info->pts != SBR_TIME_NONE) {
     map->have_base = TRUE;
     map->lane_id = info->lane_id;

@@ -42,12 +42,17 @@ typedef struct {
   guint64 base_in;       /* sender running time of the base frame */
   GstClockTime base_out; /* our running time at its arrival */
   guint64 last_in;       /* last sender time seen (DTS, else PTS) */
-  guint64 last_pts;      /* of the previous frame, and its capture time: */
-  guint64 last_capture;  /* a pause of the sender shows between them */
+  /* Capture time minus PTS, as long as it stays put; a sender whose
+   * pipeline paused shows as a jump of it (confirmed by the next frame, so
+   * one frame with a capture time from another clock changes nothing). */
+  gboolean have_offset;
+  gint64 offset;
+  gboolean jump_pending;
+  gint64 jump_offset;
 } GstRdmaTimeMap;
 
 /* The sender's capture clock ran this much further than its running time
- * between two frames: its pipeline was paused (or stalled), so its
+ * (over two frames in a row): its pipeline was paused (or stalled), so its
  * running times no longer map onto ours by their distance. */
 #define GST_RDMA_SENDER_PAUSE_THRESHOLD (500 * GST_MSECOND)
 
