@@ -105,6 +105,7 @@
 #include "gstrdmacommon.h"
 #include "gstrdmaelements.h"
 #include "gstrdmaenums.h"
+#include "gstrdmasrcdevice.h"
 #include "gstrdmasrcframe.h"
 #include "gstrdmasrcpad.h"
 
@@ -123,6 +124,7 @@ enum {
   PROP_MAX_SENDERS,
   PROP_LATENCY,
   PROP_TIMEOUT,
+  PROP_DEVICE_LOST_EOS,
   PROP_STATS,
   PROP_STATS_INTERVAL,
   N_PROPERTIES
@@ -142,6 +144,9 @@ enum {
 #define DEFAULT_MAX_SENDERS 8
 #define DEFAULT_LATENCY (-1)
 #define DEFAULT_TIMEOUT 0
+#define DEFAULT_DEVICE_LOST_EOS FALSE
+/* How often the receive thread looks for departed or silent devices. */
+#define LIFE_CHECK_US (50 * G_TIME_SPAN_MILLISECOND)
 /* The receive thread re-checks flushing, the idle timeout and paused
  * devices at least this often even if a wakeup were lost. */
 #define LOOP_TIMEOUT_MS 100
@@ -152,19 +157,6 @@ GST_DEBUG_CATEGORY(gst_rdma_src_debug);
 
 static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
     "src_%u", GST_PAD_SRC, GST_PAD_SOMETIMES, GST_STATIC_CAPS_ANY);
-
-/* One device's stream as the receive thread sees it; the pad owns the
- * queue and the pushing.  Receive thread, except frame_duration (object
- * lock, read by latency queries). */
-typedef struct {
-  guint device;
-  GstRdmaSrcPad *pad;
-  GstCaps *caps;
-  GstRdmaTimeMap time_map; /* see the SECTION, "Timestamps" */
-  gint rebase_seen;        /* the element's rebase count it has applied */
-  GstClockTime frame_duration;
-  gboolean pause_set; /* we told its sender to stop */
-} RdmaSrcDevice;
 
 struct _GstRdmaSrc {
   GstElement parent;
@@ -183,6 +175,7 @@ struct _GstRdmaSrc {
   guint max_senders;
   gint latency;
   guint timeout;
+  gboolean device_lost_eos;
   guint stats_interval;
 
   /* The receive thread: takes every frame from the receiver, queues it on
@@ -204,7 +197,7 @@ struct _GstRdmaSrc {
   /* The device table changes on the receive thread (and on state changes
    * while it is stopped) under the object lock; the receive thread reads
    * it without. */
-  RdmaSrcDevice *devices[SBR_MAX_DEVICES];
+  GstRdmaSrcDevice *devices[SBR_MAX_DEVICES];
   guint group_id;
   guint max_held_now;      /* max_held as started, clamped */
   guint device_blocks_now; /* device_blocks as started; 0 = automatic */
@@ -213,7 +206,9 @@ struct _GstRdmaSrc {
   guint max_queued_now;
   gboolean can_pause; /* the mechanism carries pause flags */
   guint timeout_now;
-  gint64 last_activity; /* monotonic us of the last frame */
+  gboolean device_lost_eos_now;
+  gint64 last_life_check; /* monotonic us */
+  gint64 last_activity;   /* monotonic us of the last frame */
   gboolean timeout_posted;
 
   /* Counters (object lock). */
@@ -332,8 +327,21 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
   properties[PROP_TIMEOUT] = g_param_spec_uint(
       "timeout", "Timeout",
       "Post an element message \"rdmasrc-timeout\" after this many "
-      "milliseconds without a frame (0 = never); once per idle spell",
+      "milliseconds without a frame of any device, and "
+      "\"rdmasrc-device-timeout\" (device-id) after as long without a "
+      "frame of one device whose stream is on (0 = never); once per idle "
+      "spell",
       0, G_MAXUINT, DEFAULT_TIMEOUT,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_DEVICE_LOST_EOS] = g_param_spec_boolean(
+      "device-lost-eos", "EOS on device lost",
+      "When a device's sender goes away without EOS (its connection "
+      "closed: it left, died, or its QP failed), also end the device's "
+      "stream with EOS after what arrived; the element message "
+      "\"rdmasrc-device-lost\" (device-id, peer, lane) is posted either "
+      "way.  When the device comes back it starts a new stream on the same "
+      "pad (DISCONT, new caps if they changed)",
+      DEFAULT_DEVICE_LOST_EOS,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_STATS] = gst_rdma_param_spec_stats(
       "Statistics (\"rdmasrc-stats\"): lanes-opened, lanes-closed, "
@@ -387,6 +395,7 @@ static void gst_rdma_src_init(GstRdmaSrc *self)
   self->max_senders = DEFAULT_MAX_SENDERS;
   self->latency = DEFAULT_LATENCY;
   self->timeout = DEFAULT_TIMEOUT;
+  self->device_lost_eos = DEFAULT_DEVICE_LOST_EOS;
   self->stats_interval = GST_RDMA_DEFAULT_STATS_INTERVAL;
 
   g_rec_mutex_init(&self->task_lock);
@@ -405,13 +414,14 @@ static void gst_rdma_src_finalize(GObject *object)
   GstRdmaSrc *self = GST_RDMA_SRC(object);
 
   for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
-    RdmaSrcDevice *dev = self->devices[d];
+    GstRdmaSrcDevice *dev = self->devices[d];
 
     if (!dev)
       continue;
     gst_pad_set_element_private(GST_PAD(dev->pad), NULL);
     gst_object_unref(dev->pad);
     gst_caps_replace(&dev->caps, NULL);
+    g_clear_pointer(&dev->refused_caps, g_free);
     g_free(dev);
   }
   gst_object_unref(self->task);
@@ -471,6 +481,9 @@ static void gst_rdma_src_set_property(GObject *object, guint prop_id,
     break;
   case PROP_TIMEOUT:
     self->timeout = g_value_get_uint(value);
+    break;
+  case PROP_DEVICE_LOST_EOS:
+    self->device_lost_eos = g_value_get_boolean(value);
     break;
   case PROP_STATS_INTERVAL:
     self->stats_interval = g_value_get_uint(value);
@@ -533,6 +546,9 @@ static void gst_rdma_src_get_property(GObject *object, guint prop_id,
   case PROP_TIMEOUT:
     g_value_set_uint(value, self->timeout);
     break;
+  case PROP_DEVICE_LOST_EOS:
+    g_value_set_boolean(value, self->device_lost_eos);
+    break;
   case PROP_STATS_INTERVAL:
     g_value_set_uint(value, self->stats_interval);
     break;
@@ -573,7 +589,7 @@ static GstStructure *gst_rdma_src_get_stats(GstElement *element)
       "no-caps-drops", G_TYPE_UINT64, self->no_caps_drops, NULL);
   /* The device table only changes under the object lock too. */
   for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
-    RdmaSrcDevice *dev = self->devices[d];
+    GstRdmaSrcDevice *dev = self->devices[d];
     struct sbr_device_stats ds;
     GValue v = G_VALUE_INIT;
     GstStructure *ps;
@@ -587,7 +603,9 @@ static GstStructure *gst_rdma_src_get_stats(GstElement *element)
         (guint64)ds.frames, "blocks", G_TYPE_UINT64, (guint64)ds.blocks,
         "bytes", G_TYPE_UINT64, (guint64)ds.bytes, "drops", G_TYPE_UINT64,
         (guint64)ds.drops, "gaps", G_TYPE_UINT64, (guint64)ds.gaps, "rejected",
-        G_TYPE_UINT64, (guint64)ds.rejected, NULL);
+        G_TYPE_UINT64, (guint64)ds.rejected, "refused", G_TYPE_UINT64,
+        dev->refused, "losses", G_TYPE_UINT64, dev->losses, "owner",
+        G_TYPE_STRING, dev->owned ? dev->owner_peer : "", NULL);
     /* Queue, budget and drops by reason, from the pad. */
     gst_rdma_src_pad_add_stats(dev->pad, ps);
     gst_structure_get_uint64(ps, "pushed", &dev_pushed);
@@ -613,7 +631,7 @@ static gboolean gst_rdma_src_pad_query(GstPad *pad, GstObject *parent,
 
   if (GST_QUERY_TYPE(query) == GST_QUERY_LATENCY) {
     GstClockTime min = 0;
-    RdmaSrcDevice *dev;
+    GstRdmaSrcDevice *dev;
 
     /* The device goes away under the object lock (remove_pads). */
     GST_OBJECT_LOCK(self);
@@ -662,7 +680,7 @@ static gboolean gst_rdma_src_query(GstElement *element, GstQuery *query)
       min = (GstClockTime)self->latency * GST_MSECOND;
     } else {
       for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
-        RdmaSrcDevice *dev = self->devices[d];
+        GstRdmaSrcDevice *dev = self->devices[d];
         if (dev && GST_CLOCK_TIME_IS_VALID(dev->frame_duration))
           min = MAX(min, dev->frame_duration);
       }
@@ -687,7 +705,7 @@ static GstClockTime caps_frame_duration(GstCaps *caps)
 
 /* The events that open a stream: stream-start, caps, a TIME segment (buffers
  * carry running times, see the SECTION). */
-static GstEvent **stream_events(GstRdmaSrc *self, RdmaSrcDevice *dev,
+static GstEvent **stream_events(GstRdmaSrc *self, GstRdmaSrcDevice *dev,
                                 GstCaps *caps, GstEvent *events[3])
 {
   GstSegment segment;
@@ -706,16 +724,16 @@ static GstEvent **stream_events(GstRdmaSrc *self, RdmaSrcDevice *dev,
 }
 
 /* Starts (PLAYING) or not a pad, in step with the state changes. */
-static void gst_rdma_src_sync_pad(GstRdmaSrc *self, RdmaSrcDevice *dev)
+static void gst_rdma_src_sync_pad(GstRdmaSrc *self, GstRdmaSrcDevice *dev)
 {
   if (g_atomic_int_get(&self->playing))
     gst_rdma_src_pad_start(dev->pad);
 }
 
-static RdmaSrcDevice *gst_rdma_src_add_pad(GstRdmaSrc *self, guint device,
-                                           GstCaps *caps)
+static GstRdmaSrcDevice *gst_rdma_src_add_pad(GstRdmaSrc *self, guint device,
+                                              GstCaps *caps)
 {
-  RdmaSrcDevice *dev = g_new0(RdmaSrcDevice, 1);
+  GstRdmaSrcDevice *dev = g_new0(GstRdmaSrcDevice, 1);
   GstPadTemplate *templ =
       gst_element_class_get_pad_template(GST_ELEMENT_GET_CLASS(self), "src_%u");
   GstRdmaOverBudget policy;
@@ -777,26 +795,31 @@ static RdmaSrcDevice *gst_rdma_src_add_pad(GstRdmaSrc *self, guint device,
 static void gst_rdma_src_end_streams(GstRdmaSrc *self)
 {
   for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
-    RdmaSrcDevice *dev = self->devices[d];
+    GstRdmaSrcDevice *dev = self->devices[d];
 
     if (!dev)
       continue;
     gst_rdma_src_pad_end_stream(dev->pad);
     gst_caps_replace(&dev->caps, NULL);
+    g_clear_pointer(&dev->refused_caps, g_free);
     dev->time_map.have_base = FALSE;
+    dev->time_map.have_offset = FALSE;
     dev->pause_set = FALSE;
+    /* Lanes of the next receiver are new: nobody owns the device. */
+    dev->owned = FALSE;
+    dev->idle_posted = FALSE;
   }
 }
 
 /* ----------------------------------------------------------- frames */
 
-static void gst_rdma_src_handle_caps(GstRdmaSrc *self,
-                                     const struct sbr_frame *frame)
+/* A device's caps from lane: a pad for a new device, a new stream after
+ * EOS or when new_stream (a new owner), else a caps change. */
+static void gst_rdma_src_handle_caps(GstRdmaSrc *self, guint device,
+                                     guint32 lane, const gchar *str,
+                                     gboolean new_stream)
 {
-  guint device = frame->info.device;
-  RdmaSrcDevice *dev = self->devices[device];
-  gchar *str =
-      g_strndup((const gchar *)frame->info.payload, frame->info.payload_len);
+  GstRdmaSrcDevice *dev = self->devices[device];
   GstCaps *caps = gst_caps_from_string(str);
 
   if (!caps || !gst_caps_is_fixed(caps)) {
@@ -805,14 +828,13 @@ static void gst_rdma_src_handle_caps(GstRdmaSrc *self,
                         ("\"%s\"", str));
     if (caps)
       gst_caps_unref(caps);
-    g_free(str);
     return;
   }
-  g_free(str);
 
   if (!dev) {
     dev = gst_rdma_src_add_pad(self, device, caps);
-  } else if (gst_rdma_src_pad_is_eos(dev->pad)) {
+    gst_rdma_src_device_claim(dev, GST_ELEMENT(self), self->receiver, lane);
+  } else if (new_stream || gst_rdma_src_pad_is_eos(dev->pad)) {
     /* The device's sender started a new stream after its EOS. */
     GstEvent *events[3];
 
@@ -853,7 +875,7 @@ static void gst_rdma_src_pause_task(GstRdmaSrc *self)
 }
 
 /* Ends dev's stream: its pad task pushes EOS after what is queued. */
-static void gst_rdma_src_device_eos(GstRdmaSrc *self, RdmaSrcDevice *dev)
+static void gst_rdma_src_device_eos(GstRdmaSrc *self, GstRdmaSrcDevice *dev)
 {
   if (gst_rdma_src_pad_is_eos(dev->pad))
     return;
@@ -883,7 +905,8 @@ static guint gst_rdma_src_budget(GstRdmaSrc *self)
 }
 
 /* The pause policy: tell dev's sender to stop, or to go on. */
-static void gst_rdma_src_set_device_paused(GstRdmaSrc *self, RdmaSrcDevice *dev,
+static void gst_rdma_src_set_device_paused(GstRdmaSrc *self,
+                                           GstRdmaSrcDevice *dev,
                                            gboolean paused)
 {
   if (dev->pause_set == paused)
@@ -900,7 +923,7 @@ static gboolean gst_rdma_src_check_pauses(GstRdmaSrc *self)
   gboolean any = FALSE;
 
   for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
-    RdmaSrcDevice *dev = self->devices[d];
+    GstRdmaSrcDevice *dev = self->devices[d];
 
     if (!dev || !dev->pause_set)
       continue;
@@ -916,7 +939,7 @@ static gboolean gst_rdma_src_check_pauses(GstRdmaSrc *self)
 /* Queues a data frame on its device's pad; takes the frame. */
 static void gst_rdma_src_handle_data(GstRdmaSrc *self, struct sbr_frame *frame)
 {
-  RdmaSrcDevice *dev = self->devices[frame->info.device];
+  GstRdmaSrcDevice *dev = self->devices[frame->info.device];
   struct sbr_block_info info = frame->info;
   gboolean over = FALSE, copy = FALSE;
   guint lane_blocks;
@@ -996,6 +1019,65 @@ static void gst_rdma_src_check_timeout(GstRdmaSrc *self)
                             (guint64)self->timeout_now * GST_MSECOND, NULL)));
 }
 
+/* Ownership of frame's device (gstrdmasrcdevice.c): FALSE when another
+ * sender owns it.  A refused sender's caps are kept, so that when it takes
+ * the device over (the owner left) its stream starts with them. */
+static gboolean gst_rdma_src_owner_check(GstRdmaSrc *self,
+                                         const struct sbr_frame *frame)
+{
+  GstRdmaSrcDevice *dev = self->devices[frame->info.device];
+  guint32 lane = frame->info.lane_id;
+  gboolean takeover;
+
+  if (!dev)
+    return TRUE;
+  takeover = dev->owned && dev->owner_lane != lane;
+  if (!gst_rdma_src_device_claim(dev, GST_ELEMENT(self), self->receiver,
+                                 lane)) {
+    if (frame->info.kind == SBR_KIND_CAPS) {
+      g_free(dev->refused_caps);
+      dev->refused_caps = g_strndup((const gchar *)frame->info.payload,
+                                    frame->info.payload_len);
+      dev->refused_caps_lane = lane;
+    }
+    return FALSE;
+  }
+  if (takeover || (!dev->owned && dev->refused_caps))
+    GST_INFO_OBJECT(self, "device %u: taken over by lane %u", dev->device,
+                    lane);
+  if (dev->refused_caps && dev->refused_caps_lane == lane) {
+    /* The new owner's stream, with the caps it sent while refused (unless
+     * this frame brings caps itself). */
+    if (frame->info.kind != SBR_KIND_CAPS)
+      gst_rdma_src_handle_caps(self, dev->device, lane, dev->refused_caps,
+                               TRUE);
+    g_clear_pointer(&dev->refused_caps, g_free);
+  }
+  return TRUE;
+}
+
+/* Departed and silent devices: events on the bus (and EOS if asked). */
+static void gst_rdma_src_check_lives(GstRdmaSrc *self)
+{
+  gint64 now = g_get_monotonic_time();
+
+  if (now - self->last_life_check < LIFE_CHECK_US)
+    return;
+  self->last_life_check = now;
+  for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
+    GstRdmaSrcDevice *dev = self->devices[d];
+
+    if (!dev)
+      continue;
+    if (gst_rdma_src_device_check_lane(dev, GST_ELEMENT(self),
+                                       self->receiver) &&
+        self->device_lost_eos_now)
+      gst_rdma_src_device_eos(self, dev);
+    gst_rdma_src_device_check_idle(dev, GST_ELEMENT(self), self->timeout_now,
+                                   now);
+  }
+}
+
 /* Every pad's stream ends after what its pad has queued. */
 static void gst_rdma_src_eos_all(GstRdmaSrc *self)
 {
@@ -1048,6 +1130,7 @@ static void gst_rdma_src_loop(gpointer data)
     gst_rdma_src_eos_all(self);
     self->eos_done = TRUE;
   }
+  gst_rdma_src_check_lives(self);
   if (ret == -EINTR) /* a wakeup: EOS, or a stale one */
     return;
   if (ret == -ETIMEDOUT) {
@@ -1066,6 +1149,10 @@ static void gst_rdma_src_loop(gpointer data)
     sbr_frame_release(&frame);
     return;
   }
+  if (!gst_rdma_src_owner_check(self, &frame)) {
+    sbr_frame_release(&frame);
+    return;
+  }
   self->last_activity = g_get_monotonic_time();
   self->timeout_posted = FALSE;
   GST_LOG_OBJECT(self,
@@ -1076,10 +1163,15 @@ static void gst_rdma_src_loop(gpointer data)
                  frame.n_blocks);
 
   switch (frame.info.kind) {
-  case SBR_KIND_CAPS:
-    gst_rdma_src_handle_caps(self, &frame);
+  case SBR_KIND_CAPS: {
+    gchar *str =
+        g_strndup((const gchar *)frame.info.payload, frame.info.payload_len);
+    gst_rdma_src_handle_caps(self, frame.info.device, frame.info.lane_id, str,
+                             FALSE);
+    g_free(str);
     sbr_frame_release(&frame);
     break;
+  }
   case SBR_KIND_EOS:
     if (self->devices[frame.info.device])
       gst_rdma_src_device_eos(self, self->devices[frame.info.device]);
@@ -1128,6 +1220,7 @@ static gboolean gst_rdma_src_open(GstRdmaSrc *self)
   self->max_queued_now = self->max_queued;
   self->can_pause = cfg.mechanism == SBR_MECH_STATUS_BYTE;
   self->timeout_now = self->timeout;
+  self->device_lost_eos_now = self->device_lost_eos;
   stats_interval = self->stats_interval;
   GST_OBJECT_UNLOCK(self);
   cfg.address = address;
@@ -1195,7 +1288,7 @@ static void gst_rdma_src_set_playing(GstRdmaSrc *self, gboolean playing)
     g_atomic_int_inc(&self->rebase_count);
   g_atomic_int_set(&self->playing, playing);
   for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
-    RdmaSrcDevice *dev = self->devices[d];
+    GstRdmaSrcDevice *dev = self->devices[d];
 
     if (!dev)
       continue;

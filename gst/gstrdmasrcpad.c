@@ -60,6 +60,9 @@ struct _GstRdmaSrcPad {
   guint64 drops_not_playing;
   guint64 drops_ended; /* after EOS */
   guint64 pushed;
+
+  /* Pad task only. */
+  gboolean eos_pushed; /* downstream had EOS: a new stream flushes first */
 };
 
 G_DEFINE_TYPE(GstRdmaSrcPad, gst_rdma_src_pad, GST_TYPE_PAD);
@@ -408,6 +411,8 @@ void gst_rdma_src_pad_stop(GstRdmaSrcPad *pad)
   pad->queued_buffers = pad->queued_blocks = 0;
   pad->discont = FALSE;
   g_mutex_unlock(&pad->lock);
+  /* Downstream went to READY too: it has forgotten the EOS. */
+  pad->eos_pushed = FALSE;
 }
 
 void gst_rdma_src_pad_end_stream(GstRdmaSrcPad *pad)
@@ -467,9 +472,20 @@ static void gst_rdma_src_pad_loop(gpointer data)
     gboolean eos = GST_EVENT_TYPE(event) == GST_EVENT_EOS;
 
     g_free(item);
+    if (GST_EVENT_TYPE(event) == GST_EVENT_STREAM_START && pad->eos_pushed) {
+      /* Sinks drop everything after EOS but a flush: the device's new
+       * stream flushes its branch first (running time kept, so the rest
+       * of the pipeline's timing is untouched; the sink prerolls again). */
+      GST_INFO_OBJECT(pad, "new stream after EOS: flushing downstream");
+      gst_pad_push_event(GST_PAD(pad), gst_event_new_flush_start());
+      gst_pad_push_event(GST_PAD(pad), gst_event_new_flush_stop(FALSE));
+      pad->eos_pushed = FALSE;
+    }
     gst_pad_push_event(GST_PAD(pad), event);
-    if (eos)
+    if (eos) {
+      pad->eos_pushed = TRUE;
       combine(pad, GST_FLOW_EOS);
+    }
     return;
   }
 
@@ -489,6 +505,7 @@ static void gst_rdma_src_pad_loop(gpointer data)
     flush_buffers(pad);
     g_mutex_unlock(&pad->lock);
     gst_pad_push_event(GST_PAD(pad), gst_event_new_eos());
+    pad->eos_pushed = TRUE;
     combine(pad, flow);
     break;
   default: {

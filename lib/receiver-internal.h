@@ -69,6 +69,7 @@ struct sbr__lane {
   struct sbr_receiver *rx;    /* owner (referenced) */
   atomic_int refs;            /* receiver + blocks out */
   uint32_t id;                /* lane number, in logs and blocks */
+  char peer[64];              /* the sender, "ip:port" or "shm:pid" */
   struct sbr__conn *conn;     /* this sender's connection */
   struct sbr__lane_desc desc; /* geometry as sent to the sender */
   struct sbr__lane_mem mem;   /* blocks and status bytes */

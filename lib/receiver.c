@@ -173,6 +173,24 @@ bool sbr_receiver_device_paused(sbr_receiver *r, uint8_t device)
   return paused;
 }
 
+int sbr_receiver_lane_peer(sbr_receiver *r, uint32_t lane_id, char *peer,
+                           size_t len)
+{
+  int ret = -ENOENT;
+
+  pthread_mutex_lock(&r->stats_lock); /* guards the list for other threads */
+  for (struct sbr__lane *l = r->lanes; l; l = l->next) {
+    if (l->id == lane_id) {
+      if (peer && len)
+        snprintf(peer, len, "%s", l->peer);
+      ret = 0;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&r->stats_lock);
+  return ret;
+}
+
 static void lane_open(struct sbr_receiver *r, struct sbr__conn_request *req)
 {
   if (req->mechanism != r->cfg.mechanism) {
@@ -196,6 +214,7 @@ static void lane_open(struct sbr_receiver *r, struct sbr__conn_request *req)
     goto out_free_lane;
   lane->rx = r;
   lane->id = r->next_lane_id++;
+  snprintf(lane->peer, sizeof lane->peer, "%s", req->peer);
   lane->engine = r->engine;
   pthread_mutex_init(&lane->lock, NULL);
   /* Epochs start at 1 and never repeat on one receiver, so a block a

@@ -357,6 +357,13 @@ int sbr_receiver_pause_device(sbr_receiver *r, uint8_t device, bool paused);
 /* Is device paused by sbr_receiver_pause_device?  Any thread. */
 bool sbr_receiver_device_paused(sbr_receiver *r, uint8_t device);
 
+/* Is the lane (a block's lane_id) still open, and who sent it?  0 and the
+ * sender's address ("ip:port", "shm:pid") in peer; -ENOENT once the lane
+ * closed (its sender left or died, and what it had landed was delivered
+ * first).  Any thread. */
+int sbr_receiver_lane_peer(sbr_receiver *r, uint32_t lane_id, char *peer,
+                           size_t len);
+
 struct sbr_receiver_stats {
   uint64_t blocks, bytes;
   uint64_t rejected; /* failed validation, dropped, counted */

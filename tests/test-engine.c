@@ -545,6 +545,11 @@ static void receiver_frees_lane_of_departed_sender(void)
   ASSERT_OK(fixture_send(s, 0, 0, 100));
   struct sbr_frame f;
   next_frame_ok(r, &f);
+  uint32_t lane = f.info.lane_id;
+  char peer[64] = "";
+  /* While connected, the lane names its sender. */
+  ASSERT_OK(sbr_receiver_lane_peer(r, lane, peer, sizeof peer));
+  ASSERT(peer[0] != '\0');
   sbr_frame_release(&f);
   sbr_sender_free(s);
 
@@ -558,6 +563,8 @@ static void receiver_frees_lane_of_departed_sender(void)
   }
   ASSERT_EQ(st.lanes_closed, 1);
   ASSERT_EQ(st.lanes_active, 0);
+  /* Gone: the departure a caller can notice per lane. */
+  ASSERT_EQ(sbr_receiver_lane_peer(r, lane, peer, sizeof peer), -ENOENT);
 
   s = fixture_sender(r, &sc);
   ASSERT_OK(fixture_send(s, 0, 5, 100));

@@ -13,8 +13,10 @@
 #include <gst/app/gstappsink.h>
 #include <gst/check/gstcheck.h>
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define MAX_PADS 12
@@ -685,6 +687,256 @@ GST_START_TEST(test_timing_survives_pauses_of_either_side)
 
 GST_END_TEST;
 
+/* ------------------------------------------------- a device's life */
+
+/* A camera in another process (a second sender), width wide. */
+static GPid camera_process(guint port, guint device, guint width)
+{
+  gchar *caps = g_strdup_printf(
+      "video/x-raw,format=GRAY8,width=%u,height=48,framerate=25/1", width);
+  gchar *host = g_strdup_printf("host=%s", rdma_addr);
+  gchar *port_s = g_strdup_printf("port=%u", port);
+  gchar *dev_s = g_strdup_printf("device-id=%u", device);
+  gchar *tr = g_strdup_printf("transport=%s", transport);
+  gchar *argv[] = {"gst-launch-1.0",
+                   "-q",
+                   "videotestsrc",
+                   "is-live=true",
+                   "!",
+                   caps,
+                   "!",
+                   "rdmasink",
+                   tr,
+                   host,
+                   port_s,
+                   dev_s,
+                   "stats-interval=0",
+                   NULL};
+  GError *err = NULL;
+  GPid pid = 0;
+
+  fail_unless(g_spawn_async(NULL, argv, NULL,
+                            G_SPAWN_SEARCH_PATH | G_SPAWN_DO_NOT_REAP_CHILD |
+                                G_SPAWN_STDOUT_TO_DEV_NULL,
+                            NULL, NULL, &pid, &err),
+              "spawn: %s", err ? err->message : "?");
+  g_free(caps);
+  g_free(host);
+  g_free(port_s);
+  g_free(dev_s);
+  g_free(tr);
+  return pid;
+}
+
+static void kill_process(GPid pid)
+{
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+}
+
+/* The first message from r of the types whose structure is named name
+ * (NULL: any), within timeout. */
+static GstMessage *wait_named(GstElement *pipeline, GstMessageType types,
+                              const gchar *name, GstClockTime timeout)
+{
+  GstBus *bus = gst_element_get_bus(pipeline);
+  gint64 end = g_get_monotonic_time() + (gint64)(timeout / GST_USECOND);
+  GstMessage *msg = NULL;
+
+  while (g_get_monotonic_time() < end) {
+    msg = gst_bus_timed_pop_filtered(bus, 100 * GST_MSECOND, types);
+    if (!msg)
+      continue;
+    if (!name || (gst_message_get_structure(msg) &&
+                  gst_structure_has_name(gst_message_get_structure(msg), name)))
+      break;
+    gst_message_unref(msg);
+    msg = NULL;
+  }
+  gst_object_unref(bus);
+  return msg;
+}
+
+static gint pad_width(GstElement *pipeline, const gchar *pad_name)
+{
+  GstElement *r = gst_bin_get_by_name(GST_BIN(pipeline), "r");
+  GstPad *pad = gst_element_get_static_pad(r, pad_name);
+  GstCaps *caps = pad ? gst_pad_get_current_caps(pad) : NULL;
+  gint width = -1;
+
+  if (caps)
+    gst_structure_get_int(gst_caps_get_structure(caps, 0), "width", &width);
+  if (caps)
+    gst_caps_unref(caps);
+  if (pad)
+    gst_object_unref(pad);
+  gst_object_unref(r);
+  return width;
+}
+
+/* Two senders (processes) with the same device-id: the first keeps it, the
+ * second's frames are refused with a warning naming both; when the first
+ * leaves, the second takes the device over on the same pad. */
+GST_START_TEST(test_second_sender_of_a_device_is_refused)
+{
+  guint port = test_port();
+  gchar *desc;
+  GstElement *rx, *tx;
+  GstMessage *msg;
+  GError *err = NULL;
+  GstStructure *s;
+  GPid other;
+
+  counts_reset();
+  desc = g_strdup_printf("rdmasrc name=r transport=%s address=%s port=%u "
+                         "stats-interval=0 r.src_0 ! fakesink name=s0 "
+                         "signal-handoffs=true",
+                         transport, rdma_addr, port);
+  rx = parse(desc);
+  g_free(desc);
+  count_sinks(rx, 1);
+  set_state(rx, GST_STATE_PLAYING);
+  tx = cameras_new(port, 1, 0, ""); /* 64 pixels wide */
+  set_state(tx, GST_STATE_PLAYING);
+  fail_unless(wait_frames(0, 5, WAIT));
+  fail_unless_equals_int(pad_width(rx, "src_0"), 64);
+
+  other = camera_process(port, 0, 80);
+  msg = wait_named(rx, GST_MESSAGE_WARNING, NULL, WAIT);
+  fail_unless(msg != NULL, "no warning about the second sender");
+  gst_message_parse_warning(msg, &err, NULL);
+  fail_unless(strstr(err->message, "Device 0 is already sent by") != NULL, "%s",
+              err->message);
+  g_error_free(err);
+  gst_message_unref(msg);
+  g_usleep(G_USEC_PER_SEC);
+  s = rdmasrc_stats(rx);
+  fail_unless(u64(device_stats(s, 0), "refused") > 0);
+  gst_structure_free(s);
+  /* Never mixed: the pad still carries the first camera. */
+  fail_unless_equals_int(pad_width(rx, "src_0"), 64);
+  fail_unless_equals_int(counts.out_of_order[0], 0);
+
+  /* The owner leaves: the other camera takes over on the same pad. */
+  stop(tx);
+  for (gint i = 0; i < 150 && pad_width(rx, "src_0") != 80; i++)
+    g_usleep(100000);
+  fail_unless_equals_int(pad_width(rx, "src_0"), 80);
+  kill_process(other);
+  stop(rx);
+}
+
+GST_END_TEST;
+
+/* A sender SIGKILLed while another device flows: its device's departure
+ * is an event (and EOS with device-lost-eos), the other device goes on,
+ * and a new sender brings the device back on the same pad. */
+GST_START_TEST(test_killed_sender_is_a_device_lost_event)
+{
+  guint port = test_port();
+  gchar *desc;
+  GstElement *rx, *tx;
+  GstMessage *msg;
+  const GstStructure *ms;
+  GstStructure *s;
+  guint dev = 99, before;
+  gboolean eos = FALSE;
+  GPid other;
+
+  counts_reset();
+  desc = g_strdup_printf("rdmasrc name=r transport=%s address=%s port=%u "
+                         "stats-interval=0 device-lost-eos=true r.src_0 ! "
+                         "fakesink name=s0 signal-handoffs=true r.src_1 ! "
+                         "fakesink name=s1 signal-handoffs=true",
+                         transport, rdma_addr, port);
+  rx = parse(desc);
+  g_free(desc);
+  count_sinks(rx, 2);
+  set_state(rx, GST_STATE_PLAYING);
+  tx = cameras_new(port, 1, 0, "");
+  set_state(tx, GST_STATE_PLAYING);
+  other = camera_process(port, 1, 64);
+  fail_unless(wait_frames(0, 5, WAIT));
+  fail_unless(wait_frames(1, 5, WAIT));
+
+  kill_process(other);
+  msg = wait_named(rx, GST_MESSAGE_ELEMENT, "rdmasrc-device-lost", WAIT);
+  fail_unless(msg != NULL, "no rdmasrc-device-lost");
+  ms = gst_message_get_structure(msg);
+  fail_unless(gst_structure_get_uint(ms, "device-id", &dev));
+  fail_unless_equals_int(dev, 1);
+  fail_unless(gst_structure_get_string(ms, "peer") != NULL);
+  gst_message_unref(msg);
+  /* Device 0 is unaffected. */
+  before = frames_of(0);
+  fail_unless(wait_frames(0, before + 10, WAIT));
+  s = rdmasrc_stats(rx);
+  fail_unless(gst_structure_get_boolean(device_stats(s, 1), "eos", &eos));
+  fail_unless(eos, "device 1's stream did not end");
+  fail_unless_equals_int(u64(device_stats(s, 1), "losses"), 1);
+  fail_unless_equals_int(u64(device_stats(s, 0), "losses"), 0);
+  gst_structure_free(s);
+
+  /* It comes back: a new stream on the same pad. */
+  before = frames_of(1);
+  other = camera_process(port, 1, 64);
+  fail_unless(wait_frames(1, before + 5, WAIT), "device 1 did not come back");
+  kill_process(other);
+  stop(tx);
+  stop(rx);
+}
+
+GST_END_TEST;
+
+/* timeout applies per device: one camera falling silent is noticed while
+ * the other flows (the element-wide timeout never fires then). */
+GST_START_TEST(test_silent_device_times_out_while_others_flow)
+{
+  guint port = test_port();
+  gchar *desc;
+  GstElement *rx, *tx0, *tx1, *one;
+  GstMessage *msg;
+  guint dev = 99;
+
+  counts_reset();
+  desc = g_strdup_printf("rdmasrc name=r transport=%s address=%s port=%u "
+                         "stats-interval=0 timeout=300 r.src_0 ! fakesink "
+                         "name=s0 signal-handoffs=true r.src_1 ! fakesink "
+                         "name=s1 signal-handoffs=true",
+                         transport, rdma_addr, port);
+  rx = parse(desc);
+  g_free(desc);
+  count_sinks(rx, 2);
+  set_state(rx, GST_STATE_PLAYING);
+  tx0 = cameras_new(port, 1, 0, "");
+  /* Device 1 in a pipeline of its own (same connection). */
+  tx1 = parse("videotestsrc is-live=true ! video/x-raw,format=GRAY8,width=64,"
+              "height=48,framerate=25/1 ! rdmasink name=one stats-interval=0");
+  one = gst_bin_get_by_name(GST_BIN(tx1), "one");
+  g_object_set(one, "host", rdma_addr, "port", port, "device-id", 1, NULL);
+  gst_util_set_object_arg(G_OBJECT(one), "transport", transport);
+  gst_object_unref(one);
+  set_state(tx0, GST_STATE_PLAYING);
+  set_state(tx1, GST_STATE_PLAYING);
+  fail_unless(wait_frames(0, 5, WAIT));
+  fail_unless(wait_frames(1, 5, WAIT));
+
+  change_state(tx1, GST_STATE_PAUSED);
+  msg = wait_named(rx, GST_MESSAGE_ELEMENT, "rdmasrc-device-timeout",
+                   5 * GST_SECOND);
+  fail_unless(msg != NULL, "no rdmasrc-device-timeout");
+  fail_unless(gst_structure_get_uint(gst_message_get_structure(msg),
+                                     "device-id", &dev));
+  fail_unless_equals_int(dev, 1);
+  gst_message_unref(msg);
+  fail_unless(wait_frames(0, frames_of(0) + 5, WAIT));
+  stop(tx1);
+  stop(tx0);
+  stop(rx);
+}
+
+GST_END_TEST;
+
 /* ------------------------------------------------- state cycles */
 
 /* PLAYING -> PAUSED -> PLAYING -> READY -> NULL -> PLAYING, ten times,
@@ -809,6 +1061,9 @@ static Suite *rdmasrc_streams_suite(void)
   tcase_add_test(tc, test_stuck_consumer_then_resumes);
   tcase_add_test(tc, test_pause_policy_stops_the_stuck_sender);
   tcase_add_test(tc, test_timing_survives_pauses_of_either_side);
+  tcase_add_test(tc, test_second_sender_of_a_device_is_refused);
+  tcase_add_test(tc, test_killed_sender_is_a_device_lost_event);
+  tcase_add_test(tc, test_silent_device_times_out_while_others_flow);
   tcase_add_test(tc, test_state_cycles_while_streaming);
   tcase_add_test(tc, test_eos_to_the_source_with_sinks_on_the_pads);
   return s;

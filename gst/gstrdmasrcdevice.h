@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * gstrdmasrcdevice.h - one device's life as rdmasrc's receive thread sees
+ * it: which sender connection (lane) owns it, when that sender is gone,
+ * when the device falls silent.  Each of those is an event on the bus.
+ *
+ * Threads: the receive thread only (the element's state changes touch a
+ * device while that thread is stopped), except frame_duration (object
+ * lock, read by latency queries).
+ */
+#ifndef __GST_RDMA_SRC_DEVICE_H__
+#define __GST_RDMA_SRC_DEVICE_H__
+
+#include <gst/gst.h>
+#include <sbr.h>
+
+#include "gstrdmasrcframe.h"
+#include "gstrdmasrcpad.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+  guint device;
+  GstRdmaSrcPad *pad;
+  GstCaps *caps;
+  GstRdmaTimeMap time_map; /* see rdmasrc's SECTION, "Timestamps" */
+  gint rebase_seen;        /* the element's rebase count it has applied */
+  GstClockTime frame_duration;
+  gboolean pause_set; /* we told its sender to stop */
+
+  /* Ownership: one sender connection at a time. */
+  gboolean owned;
+  guint32 owner_lane;
+  gchar owner_peer[64];
+  guint32 warned_lane; /* the intruder last warned about */
+  guint64 refused;     /* frames of another sender, dropped */
+  guint64 losses;      /* owners gone without EOS */
+  gchar *refused_caps; /* what the refused sender sent (owned) */
+  guint32 refused_caps_lane;
+
+  /* Silence. */
+  gint64 last_frame_us; /* monotonic */
+  gboolean idle_posted;
+} GstRdmaSrcDevice;
+
+/* May lane deliver the device's frames?  The first lane to send a device
+ * owns it until that lane closes; another lane's frames meanwhile are
+ * refused (counted, one warning on the bus naming both senders per
+ * intruder).  A frame that may pass also counts as activity. */
+gboolean gst_rdma_src_device_claim(GstRdmaSrcDevice *dev, GstElement *element,
+                                   sbr_receiver *receiver, guint32 lane);
+
+/* Has the owner's lane closed?  If so the device is free again; unless its
+ * stream had ended (EOS), posts "rdmasrc-device-lost" (device-id, peer,
+ * lane) and returns TRUE (the caller may end the stream). */
+gboolean gst_rdma_src_device_check_lane(GstRdmaSrcDevice *dev,
+                                        GstElement *element,
+                                        sbr_receiver *receiver);
+
+/* Posts "rdmasrc-device-timeout" (device-id, timeout) once per silent
+ * spell of timeout_ms without a frame of a device whose stream is on. */
+void gst_rdma_src_device_check_idle(GstRdmaSrcDevice *dev, GstElement *element,
+                                    guint timeout_ms, gint64 now_us);
+
+G_END_DECLS
+
+#endif /* __GST_RDMA_SRC_DEVICE_H__ */
