@@ -35,6 +35,18 @@
  * The blocks are marked held while queued or downstream, so the sender
  * skips them, and are handed back when the buffer is freed.
  *
+ * A device belongs to one sender: the first connection to send it owns it
+ * until that connection closes; another sender's frames of the same device
+ * are dropped (counted as "refused" in the stats, one warning naming both
+ * senders), and take the device over, with a new stream on the same pad,
+ * once the owner is gone.  When an owner goes away without EOS (it left,
+ * died, or its connection failed) the element message
+ * "rdmasrc-device-lost" (device-id, peer, lane) is posted, and with
+ * #GstRdmaSrc:device-lost-eos the device's stream ends with EOS; when the
+ * device comes back it starts a new stream on the same pad (its branch is
+ * flushed first, as sinks ignore everything after EOS but a flush).
+ * #GstRdmaSrc:timeout also applies per device ("rdmasrc-device-timeout").
+ *
  * A device's share of the lane: every device may have at most
  * #GstRdmaSrc:device-blocks receive blocks out (queued here or held
  * downstream) and that many frames queued; by default three quarters of
