@@ -242,7 +242,9 @@ static void gst_rdma_sink_class_init(GstRdmaSinkClass *klass)
       "block-size", "Block size",
       "Block size in bytes to ask the receiver for (0 = the receiver's "
       "choice); the receiver decides, and its rdmasrc block-size is what "
-      "counts.  Connection-wide",
+      "counts.  Connection-wide.  Not GstBaseSink's \"blocksize\" (bytes "
+      "per pull in pull mode), which rdmasink, a push-mode sink, never "
+      "uses",
       0, 64 << 20, DEFAULT_BLOCK_SIZE,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_READ_AHEAD] = g_param_spec_uint(

@@ -783,6 +783,10 @@ static GstRdmaSrcDevice *gst_rdma_src_add_pad(GstRdmaSrc *self, guint device,
   GST_INFO_OBJECT(self, "device %u: adding pad with caps %" GST_PTR_FORMAT,
                   device, caps);
   gst_element_add_pad(GST_ELEMENT(self), pad);
+  /* The caps were set before the pad had a parent, so nothing up the
+   * hierarchy heard of them: say it again (gst-launch -v shows src_N's
+   * caps by this deep-notify). */
+  g_object_notify(G_OBJECT(pad), "caps");
   /* gst-launch's "src_3::over-budget=pause" is set here, before any
    * frame of the device is queued. */
   gst_child_proxy_child_added(GST_CHILD_PROXY(self), G_OBJECT(pad),
