@@ -18,6 +18,10 @@ packages=(
   gstreamer1.0-x python3-gi gir1.2-gstreamer-1.0 gir1.2-gst-plugins-base-1.0
   # benchmarks and plots (shmsink/shmsrc peers are in plugins-bad)
   python3 python3-matplotlib perftest valgrind gstreamer1.0-plugins-bad
+  # samples/: the OpenCV app (only its modules: libopencv-dev would pull
+  # every module and VTK; meson finds these without opencv4.pc) and numpy
+  g++ libopencv-core-dev libopencv-imgproc-dev libopencv-video-dev
+  libopencv-objdetect-dev libopencv-imgcodecs-dev python3-numpy
 )
 
 missing=()

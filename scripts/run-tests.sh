@@ -71,9 +71,10 @@ fi
 note "build (werror)"
 if { [ -d build-ci ] || meson setup build-ci -Dwerror=true >/dev/null; } &&
   ninja -C build-ci; then
-  note "unit + shm + element tests"
-  meson test -C build-ci --suite unit --suite shm --suite gst --print-errorlogs
-  tally build-ci/meson-logs/testlog.json "host (unit, shm, gst)"
+  note "unit + shm + element + samples tests"
+  meson test -C build-ci --suite unit --suite shm --suite gst --suite samples \
+    --print-errorlogs
+  tally build-ci/meson-logs/testlog.json "host (unit, shm, gst, samples)"
 else
   step_failed "build failed"
 fi

@@ -689,43 +689,55 @@ GST_END_TEST;
 
 /* ------------------------------------------------- a device's life */
 
-/* A camera in another process (a second sender), width wide. */
+/* A camera in another process (a second sender), width wide: this test
+ * binary again (so a sanitized build runs a sanitized sender), which
+ * becomes the camera in run_camera_process before main. */
+#define CAMERA_ENV "RDMASRC_STREAMS_TEST_CAMERA"
+
 static GPid camera_process(guint port, guint device, guint width)
 {
-  gchar *caps = g_strdup_printf(
-      "video/x-raw,format=GRAY8,width=%u,height=48,framerate=25/1", width);
-  gchar *host = g_strdup_printf("host=%s", rdma_addr);
-  gchar *port_s = g_strdup_printf("port=%u", port);
-  gchar *dev_s = g_strdup_printf("device-id=%u", device);
-  gchar *tr = g_strdup_printf("transport=%s", transport);
-  gchar *argv[] = {"gst-launch-1.0",
-                   "-q",
-                   "videotestsrc",
-                   "is-live=true",
-                   "!",
-                   caps,
-                   "!",
-                   "rdmasink",
-                   tr,
-                   host,
-                   port_s,
-                   dev_s,
-                   "stats-interval=0",
-                   NULL};
+  gchar *value = g_strdup_printf("%s %s %u %u %u", transport, rdma_addr, port,
+                                 device, width);
+  gchar **envp = g_environ_setenv(g_get_environ(), CAMERA_ENV, value, TRUE);
+  gchar *argv[] = {"/proc/self/exe", NULL};
   GError *err = NULL;
   GPid pid = 0;
 
-  fail_unless(g_spawn_async(NULL, argv, NULL,
-                            G_SPAWN_SEARCH_PATH | G_SPAWN_DO_NOT_REAP_CHILD |
-                                G_SPAWN_STDOUT_TO_DEV_NULL,
-                            NULL, NULL, &pid, &err),
-              "spawn: %s", err ? err->message : "?");
-  g_free(caps);
-  g_free(host);
-  g_free(port_s);
-  g_free(dev_s);
-  g_free(tr);
+  fail_unless(
+      g_spawn_async(NULL, argv, envp,
+                    G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL,
+                    NULL, NULL, &pid, &err),
+      "spawn: %s", err ? err->message : "?");
+  g_strfreev(envp);
+  g_free(value);
   return pid;
+}
+
+/* In the child: one live camera into rdmasink until killed. */
+__attribute__((constructor)) static void run_camera_process(void)
+{
+  const gchar *spec = g_getenv(CAMERA_ENV);
+  gchar tr[16], host[64];
+  guint port, device, width;
+  GstElement *pipeline;
+  gchar *desc;
+
+  if (!spec ||
+      sscanf(spec, "%15s %63s %u %u %u", tr, host, &port, &device, &width) != 5)
+    return;
+  gst_init(NULL, NULL);
+  desc = g_strdup_printf(
+      "videotestsrc is-live=true ! video/x-raw,format=GRAY8,width=%u,"
+      "height=48,framerate=25/1 ! rdmasink transport=%s host=%s port=%u "
+      "device-id=%u stats-interval=0",
+      width, tr, host, port, device);
+  pipeline = gst_parse_launch(desc, NULL);
+  g_free(desc);
+  if (!pipeline)
+    _exit(2);
+  gst_element_set_state(pipeline, GST_STATE_PLAYING);
+  for (;;)
+    g_usleep(G_USEC_PER_SEC);
 }
 
 static void kill_process(GPid pid)
