@@ -59,7 +59,7 @@ namespace
 const char *const kFaceCascade =
     "/usr/share/opencv4/haarcascades/haarcascade_frontalface_default.xml";
 // Frames the background model learns from before "motion" means anything.
-const int kWarmupFrames = 10;
+const int kWarmupFrames = 25;
 
 struct Options {
   std::string transport = "shm";
