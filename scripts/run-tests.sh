@@ -3,8 +3,8 @@
 #
 # The one test command (README "Testing", and what .ci/run calls):
 #   1. installs missing dependencies and checks the C formatting,
-#   2. builds with warnings as errors and runs the unit, shm and element
-#      (gst) suites,
+#   2. builds with warnings as errors and runs the unit, shm, element
+#      (gst) and samples suites,
 #   3. builds with ASan + UBSan and runs the unit, shm and element suites,
 #   4. boots the Soft-RoCE VM and runs the verbs suite on real verbs,
 #   5. runs the README's demo (12 cameras over Soft-RoCE into a mosaic),
@@ -61,9 +61,9 @@ scripts/install-deps.sh || step_failed "install-deps failed"
 
 note "format (.clang-format)"
 # shellcheck disable=SC2046
-if clang-format --dry-run -Werror $(git ls-files '*.c' '*.h'); then
+if clang-format --dry-run -Werror $(git ls-files '*.c' '*.h' '*.cpp'); then
   passed=$((passed + 1))
-  summary+=("format: every C file follows .clang-format")
+  summary+=("format: every C/C++ file follows .clang-format")
 else
   step_failed "format: clang-format would change the files above"
 fi

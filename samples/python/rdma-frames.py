@@ -56,7 +56,9 @@ def on_sample(sink, dev):
     w, h = s.get_value("width"), s.get_value("height")
     ok, info = buf.map(Gst.MapFlags.READ)  # one contiguous block
     try:
-        # A view of the mapped memory (no copy); rows may be padded to 4.
+        # PyGObject hands the mapped bytes over as one bytes object (a copy;
+        # python3-gst-1.0 would give a memoryview); numpy views it without
+        # another.  Rows may be padded to a multiple of 4.
         stride = len(info.data) // h
         rows = np.ndarray((h, stride), np.uint8, buffer=info.data)
         frame = rows[:, : w * 3].reshape(h, w, 3)
