@@ -1,0 +1,65 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Check samples/container/Containerfile's assumptions without a runtime.
+
+    check-containerfile.py SOURCE-DIR
+
+No container registry is reachable here (podman installs from Debian but
+can't pull debian:12), so this checks what the RUN steps rely on: every
+package they install exists in this Debian 12's apt-cache (a candidate
+version), and their `meson setup` line (the same options, into a scratch
+directory) configures this checkout with the samples enabled.
+"""
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def main():
+    src = sys.argv[1]
+    text = open(os.path.join(src, "samples/container/Containerfile")).read()
+    text = text.replace("\\\n", " ")
+    runs = [l[4:] for l in text.splitlines() if l.startswith("RUN ")]
+    words = shlex.split(runs[0])
+    i = words.index("install")
+    pkgs = []
+    for w in words[i + 1:]:
+        if w == "&&":
+            break
+        if not w.startswith("-"):
+            pkgs.append(w)
+    for p in pkgs:
+        out = subprocess.run(["apt-cache", "policy", p], capture_output=True,
+                             text=True).stdout
+        m = re.search(r"Candidate: (\S+)", out)
+        if not m or m.group(1) == "(none)":
+            fail("package %s: no candidate in apt-cache" % p)
+        print("package %-36s %s" % (p, m.group(1)))
+    setup = next(r for r in runs if "meson setup" in r)
+    args = shlex.split(setup.split("&&")[0])
+    opts = [a for a in args[4:] if a.startswith("-D")]
+    if "-Dsamples=enabled" not in opts:
+        fail("the image doesn't build the samples")
+    with tempfile.TemporaryDirectory() as build:
+        r = subprocess.run(["meson", "setup", build, src] + opts,
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            print(r.stdout[-3000:])
+            fail("meson setup %s failed" % " ".join(opts))
+        if not os.path.exists(os.path.join(build, "build.ninja")):
+            fail("no build.ninja")
+    print("meson setup %s: OK" % " ".join(opts))
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
