@@ -20,6 +20,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 CAMERAS, FRAMES, WARM = 12, 75, 25
@@ -95,7 +96,12 @@ def main():
     port, kind = int(sys.argv[1]), sys.argv[2]
     rounds = int(sys.argv[3]) if sys.argv[3] != "--" else 1
     cmd = sys.argv[sys.argv.index("--") + 1:]
-    app = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    # The app's output goes to a file, read at the end: a pipe nobody reads
+    # while the senders run fills after 64 KiB and blocks the app (its
+    # cameras then lose frames to rdmasrc's drop-oldest, as a stuck
+    # consumer should).
+    out_file = tempfile.TemporaryFile(mode="w+")
+    app = subprocess.Popen(cmd, stdout=out_file, text=True)
     time.sleep(1.0)  # rdmasrc listening before the sender connects
     for _ in range(rounds - 1):
         if sender(port).wait(timeout=20) != 0:
@@ -103,7 +109,9 @@ def main():
         time.sleep(0.5)
     tx = sender(port)
     try:
-        out, _ = app.communicate(timeout=25)
+        app.wait(timeout=25)
+        out_file.seek(0)
+        out = out_file.read()
     except subprocess.TimeoutExpired:
         app.kill()
         tx.kill()
