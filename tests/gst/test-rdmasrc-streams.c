@@ -114,6 +114,27 @@ static void count_sinks(GstElement *pipeline, guint n)
   }
 }
 
+/* rdmasrc "r" with a counting fakesink "s<d>" straight on src_<d> for
+ * d < n (no queues), after extra_props; counts reset. */
+static GstElement *receiver_new(guint port, guint n, const gchar *extra_props)
+{
+  GString *desc = g_string_new(NULL);
+  GstElement *rx;
+
+  counts_reset();
+  g_string_append_printf(desc,
+                         "rdmasrc name=r transport=%s address=%s port=%u "
+                         "stats-interval=0 %s",
+                         transport, rdma_addr, port, extra_props);
+  for (guint d = 0; d < n; d++)
+    g_string_append_printf(
+        desc, " r.src_%u ! fakesink name=s%u signal-handoffs=true", d, d);
+  rx = parse(desc->str);
+  g_string_free(desc, TRUE);
+  count_sinks(rx, n);
+  return rx;
+}
+
 /* n live cameras (small frames, 25 fps, frames of them or endless when 0)
  * into rdmasinks sharing one connection. */
 static GstElement *cameras_new(guint port, guint n, guint frames,
@@ -260,23 +281,10 @@ static void sinks_without_queues(guint n, guint runs)
 {
   for (guint run = 0; run < runs; run++) {
     guint port = test_port();
-    GString *desc = g_string_new(NULL);
     GstElement *rx, *tx;
     GstStructure *s;
 
-    counts_reset();
-    g_string_append_printf(desc,
-                           "rdmasrc name=r transport=%s address=%s port=%u "
-                           "stats-interval=0",
-                           transport, rdma_addr, port);
-    for (guint d = 0; d < n; d++)
-      g_string_append_printf(desc,
-                             " r.src_%u ! fakesink name=s%u "
-                             "signal-handoffs=true",
-                             d, d);
-    rx = parse(desc->str);
-    g_string_free(desc, TRUE);
-    count_sinks(rx, n);
+    rx = receiver_new(port, n, "");
     set_state(rx, GST_STATE_PLAYING);
     tx = cameras_new(port, n, RUN_FRAMES, "");
     set_state(tx, GST_STATE_PLAYING);
@@ -958,7 +966,6 @@ GST_START_TEST(test_state_cycles_while_streaming)
 {
   const guint n = 3;
   guint port = test_port();
-  GString *desc = g_string_new(NULL);
   GstElement *rx, *tx;
   gsize rss_warm = 0;
   guint cycles =
@@ -966,17 +973,7 @@ GST_START_TEST(test_state_cycles_while_streaming)
           ? (guint)g_ascii_strtoull(g_getenv("SBR_TEST_CYCLES"), NULL, 10)
           : 10;
 
-  counts_reset();
-  g_string_append_printf(desc,
-                         "rdmasrc name=r transport=%s address=%s port=%u "
-                         "stats-interval=0",
-                         transport, rdma_addr, port);
-  for (guint d = 0; d < n; d++)
-    g_string_append_printf(
-        desc, " r.src_%u ! fakesink name=s%u signal-handoffs=true", d, d);
-  rx = parse(desc->str);
-  g_string_free(desc, TRUE);
-  count_sinks(rx, n);
+  rx = receiver_new(port, n, "");
   /* Live: PLAYING completes (the sinks preroll) once frames come, so the
    * returns to PLAYING below are checked by the frames that follow. */
   set_state(rx, GST_STATE_PLAYING);
@@ -1022,20 +1019,9 @@ GST_START_TEST(test_eos_to_the_source_with_sinks_on_the_pads)
 {
   const guint n = 3;
   guint port = test_port();
-  GString *desc = g_string_new(NULL);
   GstElement *rx, *tx;
 
-  counts_reset();
-  g_string_append_printf(desc,
-                         "rdmasrc name=r transport=%s address=%s port=%u "
-                         "stats-interval=0",
-                         transport, rdma_addr, port);
-  for (guint d = 0; d < n; d++)
-    g_string_append_printf(
-        desc, " r.src_%u ! fakesink name=s%u signal-handoffs=true", d, d);
-  rx = parse(desc->str);
-  g_string_free(desc, TRUE);
-  count_sinks(rx, n);
+  rx = receiver_new(port, n, "");
   set_state(rx, GST_STATE_PLAYING);
   tx = cameras_new(port, n, 0, "");
   set_state(tx, GST_STATE_PLAYING);
