@@ -822,7 +822,9 @@ static void gst_rdma_src_end_streams(GstRdmaSrc *self)
     dev->time_map.have_offset = FALSE;
     dev->pause_set = FALSE;
     /* Lanes of the next receiver are new: nobody owns the device. */
+    GST_OBJECT_LOCK(self);
     dev->owned = FALSE;
+    GST_OBJECT_UNLOCK(self);
     dev->idle_posted = FALSE;
   }
 }
@@ -978,10 +980,12 @@ static void gst_rdma_src_handle_data(GstRdmaSrc *self, struct sbr_frame *frame)
     return;
   }
 
-  if (frame->n_blocks > 0)
-    copy = gst_rdma_src_pad_admit(
-               dev->pad, frame->n_blocks, gst_rdma_src_budget(self),
-               self->max_queued_now, &over) == GST_RDMA_ADMIT_COPY;
+  /* Every frame, also one the library already copied (the lane was nearly
+   * full: a slow consumer), meets the share and the queue bound. */
+  copy = gst_rdma_src_pad_admit(dev->pad, frame->n_blocks,
+                                gst_rdma_src_budget(self), self->max_queued_now,
+                                &over) == GST_RDMA_ADMIT_COPY &&
+         frame->n_blocks > 0;
   if (over && self->can_pause &&
       gst_rdma_src_pad_get_policy(dev->pad) == GST_RDMA_OVER_BUDGET_PAUSE)
     gst_rdma_src_set_device_paused(self, dev, TRUE);
@@ -1232,7 +1236,7 @@ static gboolean gst_rdma_src_open(GstRdmaSrc *self)
     self->max_held_now = 0;
   self->device_blocks_now = self->device_blocks;
   self->usable_blocks = self->blocks - self->blocks / 4;
-  self->n_pads = 0;
+  /* n_pads is not reset: the pads live as long as the element. */
   self->max_queued_now = self->max_queued;
   self->can_pause = cfg.mechanism == SBR_MECH_STATUS_BYTE;
   self->timeout_now = self->timeout;
@@ -1262,7 +1266,9 @@ static gboolean gst_rdma_src_open(GstRdmaSrc *self)
   self->receiver = receiver;
   self->copies = self->no_caps_drops = 0;
   GST_OBJECT_UNLOCK(self);
+  GST_OBJECT_LOCK(self);
   self->held = g_atomic_rc_box_new0(GstRdmaHeldCounter);
+  GST_OBJECT_UNLOCK(self);
   self->group_id = gst_util_group_id_next();
   self->last_activity = g_get_monotonic_time();
   self->timeout_posted = FALSE;
@@ -1276,6 +1282,7 @@ static gboolean gst_rdma_src_open(GstRdmaSrc *self)
 
 static void gst_rdma_src_close(GstRdmaSrc *self)
 {
+  GstRdmaHeldCounter *held;
   sbr_receiver *receiver;
 
   gst_rdma_stats_ticker_stop(self->ticker);
@@ -1287,10 +1294,13 @@ static void gst_rdma_src_close(GstRdmaSrc *self)
   GST_OBJECT_UNLOCK(self);
   /* Buffers still downstream keep their lanes until they are freed. */
   sbr_receiver_free(receiver);
-  if (self->held) {
-    g_atomic_rc_box_release(self->held);
-    self->held = NULL;
-  }
+  /* Stats read it under the object lock. */
+  GST_OBJECT_LOCK(self);
+  held = self->held;
+  self->held = NULL;
+  GST_OBJECT_UNLOCK(self);
+  if (held)
+    g_atomic_rc_box_release(held);
 }
 
 /* PLAYING: every pad's task pushes; else they wait, queues emptied. */
@@ -1365,8 +1375,14 @@ static GstStateChangeReturn gst_rdma_src_change_state(GstElement *element,
   }
 
   ret = GST_ELEMENT_CLASS(parent_class)->change_state(element, transition);
-  if (ret == GST_STATE_CHANGE_FAILURE)
+  if (ret == GST_STATE_CHANGE_FAILURE) {
+    if (transition == GST_STATE_CHANGE_READY_TO_PAUSED) {
+      /* Undo the open: no receive thread left running, no receiver. */
+      gst_rdma_src_stop_receiving(self);
+      gst_rdma_src_close(self);
+    }
     return ret;
+  }
 
   switch (transition) {
   case GST_STATE_CHANGE_READY_TO_PAUSED:

@@ -22,7 +22,9 @@ gboolean gst_rdma_src_device_claim(GstRdmaSrcDevice *dev, GstElement *element,
 {
   if (dev->owned && dev->owner_lane != lane &&
       sbr_receiver_lane_peer(receiver, dev->owner_lane, NULL, 0) == 0) {
+    GST_OBJECT_LOCK(element); /* the stats read these */
     dev->refused++;
+    GST_OBJECT_UNLOCK(element);
     if (dev->warned_lane != lane) {
       gchar peer[64] = "?";
 
@@ -42,12 +44,15 @@ gboolean gst_rdma_src_device_claim(GstRdmaSrcDevice *dev, GstElement *element,
   }
   if (!dev->owned || dev->owner_lane != lane) {
     /* First sender, or the one after the previous owner left. */
+    gchar peer[64] = "?";
+
+    sbr_receiver_lane_peer(receiver, lane, peer, sizeof peer);
+    GST_OBJECT_LOCK(element); /* the stats read these */
     dev->owned = TRUE;
     dev->owner_lane = lane;
+    g_strlcpy(dev->owner_peer, peer, sizeof dev->owner_peer);
+    GST_OBJECT_UNLOCK(element);
     dev->warned_lane = G_MAXUINT32;
-    g_strlcpy(dev->owner_peer, "?", sizeof dev->owner_peer);
-    sbr_receiver_lane_peer(receiver, lane, dev->owner_peer,
-                           sizeof dev->owner_peer);
     GST_INFO_OBJECT(element, "device %u: sent by %s (lane %u)", dev->device,
                     dev->owner_peer, lane);
   }
@@ -63,12 +68,16 @@ gboolean gst_rdma_src_device_check_lane(GstRdmaSrcDevice *dev,
   if (!dev->owned ||
       sbr_receiver_lane_peer(receiver, dev->owner_lane, NULL, 0) == 0)
     return FALSE;
+  GST_OBJECT_LOCK(element);
   dev->owned = FALSE;
+  GST_OBJECT_UNLOCK(element);
   if (gst_rdma_src_pad_is_eos(dev->pad)) {
     /* It said goodbye (EOS) before it went: nothing was lost. */
     return FALSE;
   }
+  GST_OBJECT_LOCK(element);
   dev->losses++;
+  GST_OBJECT_UNLOCK(element);
   GST_WARNING_OBJECT(element, "device %u: its sender %s is gone", dev->device,
                      dev->owner_peer);
   gst_element_post_message(

@@ -190,13 +190,15 @@ GstRdmaOverBudget gst_rdma_src_pad_get_policy(GstRdmaSrcPad *pad)
 
 /* ------------------------------------------------------------ queue */
 
-/* Lock held.  Drops the oldest queued buffer (events stay); FALSE if none. */
-static gboolean drop_oldest_buffer(GstRdmaSrcPad *pad)
+/* Lock held.  Drops the oldest queued buffer (events stay), or with
+ * lane_only the oldest that holds lane blocks (dropping a copy frees none);
+ * FALSE if none. */
+static gboolean drop_oldest_buffer(GstRdmaSrcPad *pad, gboolean lane_only)
 {
   for (GList *l = pad->queue.head; l; l = l->next) {
     QueueItem *item = l->data;
 
-    if (!GST_IS_BUFFER(item->obj))
+    if (!GST_IS_BUFFER(item->obj) || (lane_only && item->lane_blocks == 0))
       continue;
     g_queue_delete_link(&pad->queue, l);
     pad->queued_buffers--;
@@ -232,14 +234,15 @@ GstRdmaAdmit gst_rdma_src_pad_admit(GstRdmaSrcPad *pad, guint n_blocks,
   over = lane_over_budget(pad, n_blocks, budget);
   if (pad->policy == GST_RDMA_OVER_BUDGET_DROP_OLDEST) {
     /* Live video: the newest frame matters, the oldest queued one goes. */
-    while ((lane_over_budget(pad, n_blocks, budget) ||
-            pad->queued_buffers >= budget) &&
-           drop_oldest_buffer(pad))
+    while (lane_over_budget(pad, n_blocks, budget) &&
+           drop_oldest_buffer(pad, TRUE))
+      ;
+    while (pad->queued_buffers >= budget && drop_oldest_buffer(pad, FALSE))
       ;
   } else {
     /* copy / pause keep what is queued while the queue has room. */
     while (pad->queued_buffers >= MAX(budget, max_queued) &&
-           drop_oldest_buffer(pad))
+           drop_oldest_buffer(pad, FALSE))
       ;
   }
   /* What downstream holds can't be dropped: copy the new frame instead, so
@@ -521,6 +524,7 @@ static void gst_rdma_src_pad_loop(gpointer data)
     flush_buffers(pad);
     g_mutex_unlock(&pad->lock);
     gst_pad_push_event(GST_PAD(pad), gst_event_new_eos());
+    pad->eos_pushed = TRUE;
     if (parent)
       gst_object_unref(parent);
     break;

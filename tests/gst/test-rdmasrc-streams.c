@@ -1004,6 +1004,13 @@ GST_START_TEST(test_state_cycles_while_streaming)
   }
   for (guint d = 0; d < n; d++)
     fail_unless(wait_frames(d, frames_of(d) + 3, WAIT));
+  /* The pads stayed, and so did each one's share: three quarters of the
+   * default 32-block lane over 3 devices, not the whole of it. */
+  {
+    GstStructure *st = rdmasrc_stats(rx);
+    fail_unless_equals_int(uint_field(st, "device-blocks"), 24 / n);
+    gst_structure_free(st);
+  }
   /* Flat: under 8 MiB over seven cycles after warm-up (a leaked lane of
    * 32 x 1 MiB blocks per cycle would be far more). */
   fail_unless(rss_kib() < rss_warm + 8 * 1024, "RSS %zu KiB, warm %zu KiB",
