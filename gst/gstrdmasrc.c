@@ -5,14 +5,21 @@
  * @see_also: rdmasink
  *
  * rdmasrc listens on a port for rdmasinks (any number of sender processes,
- * each one connection with any number of devices) and exposes one
- * sometimes pad per device, `src_<device>` (src_0 ... src_255), added with
- * the caps that device's sink sent in-band, before its first buffer.
- * Devices may appear at any time, so there is no no-more-pads.  A pad pushes
- * stream-start, caps, a TIME segment, then buffers; it gets EOS when its
- * sink sent EOS, and a new stream (stream-start, caps) on the same pad when
- * the device starts again.  Pads stay for the element's life: across
- * READY and NULL, links made to them (by a launch line, say) keep working.
+ * each one connection with any number of devices) and has one pad per
+ * device, `src_<device>` (src_0 ... src_255).  A pad named on a launch line
+ * (`r.src_3`) or requested by name is there at once, before its camera
+ * comes, so the link is made at once and EOS sent to the element reaches
+ * it even if the camera never comes (`gst-launch-1.0 -e` ends on Ctrl-C).
+ * A device nobody asked for gets a sometimes pad when its caps arrive,
+ * before its first buffer, and an unnamed link (`rdmasrc ! sink`) takes
+ * the first camera that comes, whatever its device.  Devices may appear at
+ * any time, so there is no no-more-pads.  A pad pushes stream-start, caps,
+ * a TIME segment, then buffers; it gets EOS when its sink sent EOS, and a
+ * new stream (stream-start, caps) on the same pad when the device starts
+ * again.  Pads stay for the element's life: across READY and NULL, links
+ * made to them keep working.  As with any live source, a sink that may
+ * never get data (a camera that may not come) needs async=false, or the
+ * pipeline waits for it to preroll before any sink plays.
  *
  * Every camera is its own stream.  One receive thread takes the frames of
  * every device from the receiver (sbr_receiver_next_frame, in per-device
@@ -167,8 +174,18 @@ enum {
 GST_DEBUG_CATEGORY(gst_rdma_src_debug);
 #define GST_CAT_DEFAULT gst_rdma_src_debug
 
+/* Two templates for the same pads, src_<device>.  Requested by name
+ * (`r.src_3` on a launch line, gst_element_request_pad_simple) a device's
+ * pad exists before its camera comes, so links are made at once and EOS
+ * reaches them even if the camera never comes.  A device nobody asked for
+ * gets a sometimes pad when its caps arrive; the sometimes template is
+ * also what makes an unnamed link (`rdmasrc ! sink`) wait for the first
+ * camera, as with a demuxer.  Its name differs only because a class can't
+ * have two templates of one name. */
 static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
-    "src_%u", GST_PAD_SRC, GST_PAD_SOMETIMES, GST_STATIC_CAPS_ANY);
+    "src_%u", GST_PAD_SRC, GST_PAD_REQUEST, GST_STATIC_CAPS_ANY);
+static GstStaticPadTemplate src_sometimes_template = GST_STATIC_PAD_TEMPLATE(
+    "src_%s", GST_PAD_SRC, GST_PAD_SOMETIMES, GST_STATIC_CAPS_ANY);
 
 struct _GstRdmaSrc {
   GstElement parent;
@@ -210,11 +227,15 @@ struct _GstRdmaSrc {
    * while it is stopped) under the object lock; the receive thread reads
    * it without. */
   GstRdmaSrcDevice *devices[SBR_MAX_DEVICES];
+  /* Pads requested while the receive thread may run wait here (object
+   * lock) until it adopts them into devices[] at its next turn. */
+  GstRdmaSrcDevice *requested[SBR_MAX_DEVICES];
+  gint have_requested; /* atomic: something in requested[] */
   guint group_id;
   guint max_held_now;      /* max_held as started, clamped */
   guint device_blocks_now; /* device_blocks as started; 0 = automatic */
   guint usable_blocks;     /* what the automatic share divides */
-  guint n_pads;            /* devices with a pad (receive thread) */
+  guint n_pads;            /* devices sharing the lane (shares_lane) */
   guint max_queued_now;
   gboolean can_pause; /* the mechanism carries pause flags */
   guint timeout_now;
@@ -250,6 +271,11 @@ static GstStateChangeReturn
 gst_rdma_src_change_state(GstElement *element, GstStateChange transition);
 static gboolean gst_rdma_src_query(GstElement *element, GstQuery *query);
 static gboolean gst_rdma_src_send_event(GstElement *element, GstEvent *event);
+static GstPad *gst_rdma_src_request_new_pad(GstElement *element,
+                                            GstPadTemplate *templ,
+                                            const gchar *name,
+                                            const GstCaps *caps);
+static void gst_rdma_src_release_pad(GstElement *element, GstPad *pad);
 static void gst_rdma_src_loop(gpointer data);
 static GstStructure *gst_rdma_src_get_stats(GstElement *element);
 static guint gst_rdma_src_budget(GstRdmaSrc *self);
@@ -372,6 +398,10 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
       gst_rdma_param_spec_stats_interval("rdmasrc-stats");
   g_object_class_install_properties(gobject_class, N_PROPERTIES, properties);
 
+  /* The sometimes template first: an unnamed link looks at templates in
+   * this order and, finding no pad, waits for one (see above). */
+  gst_element_class_add_static_pad_template(element_class,
+                                            &src_sometimes_template);
   gst_element_class_add_static_pad_template(element_class, &src_template);
   gst_element_class_set_static_metadata(
       element_class, "RDMA source", "Source/Network",
@@ -388,6 +418,9 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
   element_class->change_state = GST_DEBUG_FUNCPTR(gst_rdma_src_change_state);
   element_class->query = GST_DEBUG_FUNCPTR(gst_rdma_src_query);
   element_class->send_event = GST_DEBUG_FUNCPTR(gst_rdma_src_send_event);
+  element_class->request_new_pad =
+      GST_DEBUG_FUNCPTR(gst_rdma_src_request_new_pad);
+  element_class->release_pad = GST_DEBUG_FUNCPTR(gst_rdma_src_release_pad);
 
   GST_DEBUG_CATEGORY_INIT(gst_rdma_src_debug, "rdmasrc", 0, "RDMA source");
 }
@@ -425,8 +458,10 @@ static void gst_rdma_src_finalize(GObject *object)
 {
   GstRdmaSrc *self = GST_RDMA_SRC(object);
 
-  for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
-    GstRdmaSrcDevice *dev = self->devices[d];
+  for (guint i = 0; i < 2 * SBR_MAX_DEVICES; i++) {
+    GstRdmaSrcDevice *dev = i < SBR_MAX_DEVICES
+                                ? self->devices[i]
+                                : self->requested[i - SBR_MAX_DEVICES];
 
     if (!dev)
       continue;
@@ -742,31 +777,78 @@ static void gst_rdma_src_sync_pad(GstRdmaSrc *self, GstRdmaSrcDevice *dev)
     gst_rdma_src_pad_start(dev->pad);
 }
 
-static GstRdmaSrcDevice *gst_rdma_src_add_pad(GstRdmaSrc *self, guint device,
-                                              GstCaps *caps)
+/* A device and its pad, not yet in the table nor on the element. */
+static GstRdmaSrcDevice *gst_rdma_src_device_new(GstRdmaSrc *self, guint device,
+                                                 GstPadTemplate *templ,
+                                                 GstRdmaOverBudget policy)
 {
   GstRdmaSrcDevice *dev = g_new0(GstRdmaSrcDevice, 1);
-  GstPadTemplate *templ =
-      gst_element_class_get_pad_template(GST_ELEMENT_GET_CLASS(self), "src_%u");
-  GstRdmaOverBudget policy;
-  GstEvent *events[3];
   GstPad *pad;
 
-  GST_OBJECT_LOCK(self);
-  policy = self->over_budget;
-  GST_OBJECT_UNLOCK(self);
   dev->device = device;
   dev->rebase_seen = g_atomic_int_get(&self->rebase_count);
+  dev->frame_duration = GST_CLOCK_TIME_NONE;
   dev->pad = gst_rdma_src_pad_new(templ, device, policy, &self->flow);
   pad = GST_PAD(dev->pad);
   /* Ours until finalize, whether or not the element still has it. */
   gst_object_ref_sink(pad);
-  /* Before the pad shows: the latency message below makes sinks ask. */
-  dev->frame_duration = caps_frame_duration(caps);
   gst_pad_set_element_private(pad, dev);
   gst_pad_set_query_function(pad, gst_rdma_src_pad_query);
   gst_pad_set_event_function(pad, gst_rdma_src_pad_event);
   gst_pad_use_fixed_caps(pad);
+  g_mutex_lock(&self->flow.lock);
+  gst_flow_combiner_add_pad(self->flow.combiner, pad);
+  g_mutex_unlock(&self->flow.lock);
+  return dev;
+}
+
+/* Receive thread: pads requested since its last turn become devices
+ * (started if PLAYING).  Also called with the thread stopped (open). */
+static void gst_rdma_src_adopt_requested(GstRdmaSrc *self)
+{
+  GstRdmaSrcDevice *adopted[SBR_MAX_DEVICES];
+  guint n = 0;
+
+  if (!g_atomic_int_get(&self->have_requested))
+    return;
+  g_mutex_lock(&self->state_lock);
+  GST_OBJECT_LOCK(self);
+  g_atomic_int_set(&self->have_requested, 0);
+  for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
+    if (!self->requested[d])
+      continue;
+    adopted[n++] = self->devices[d] = self->requested[d];
+    self->requested[d] = NULL;
+  }
+  GST_OBJECT_UNLOCK(self);
+  for (guint i = 0; i < n; i++)
+    gst_rdma_src_sync_pad(self, adopted[i]);
+  g_mutex_unlock(&self->state_lock);
+}
+
+/* Receive thread: a device nobody asked for sends caps: its sometimes pad,
+ * with the stream events on it before anyone can link it. */
+static GstRdmaSrcDevice *gst_rdma_src_add_pad(GstRdmaSrc *self, guint device,
+                                              GstCaps *caps)
+{
+  GstPadTemplate *templ =
+      gst_element_class_get_pad_template(GST_ELEMENT_GET_CLASS(self), "src_%s");
+  GstRdmaOverBudget policy;
+  GstRdmaSrcDevice *dev;
+  GstEvent *events[3];
+  GstPad *pad;
+
+  /* Requested just now, after this turn's adoption. */
+  gst_rdma_src_adopt_requested(self);
+  if (self->devices[device])
+    return NULL;
+  GST_OBJECT_LOCK(self);
+  policy = self->over_budget;
+  GST_OBJECT_UNLOCK(self);
+  dev = gst_rdma_src_device_new(self, device, templ, policy);
+  pad = GST_PAD(dev->pad);
+  /* Before the pad shows: the latency message below makes sinks ask. */
+  dev->frame_duration = caps_frame_duration(caps);
   gst_pad_set_active(pad, TRUE);
   /* Sticky events go on before the pad is exposed, so whoever links it in
    * pad-added finds the caps there; its task pushes them with the first
@@ -776,10 +858,17 @@ static GstRdmaSrcDevice *gst_rdma_src_add_pad(GstRdmaSrc *self, guint device,
     gst_pad_store_sticky_event(pad, events[i]);
     gst_event_unref(events[i]);
   }
+  gst_rdma_src_pad_mark_stream(dev->pad);
 
-  g_mutex_lock(&self->flow.lock);
-  gst_flow_combiner_add_pad(self->flow.combiner, pad);
-  g_mutex_unlock(&self->flow.lock);
+  /* In the table first: a request for the same name made now is refused
+   * rather than racing this pad onto the element. */
+  g_mutex_lock(&self->state_lock);
+  GST_OBJECT_LOCK(self);
+  self->devices[device] = dev;
+  self->n_pads++;
+  dev->shares_lane = TRUE;
+  GST_OBJECT_UNLOCK(self);
+  g_mutex_unlock(&self->state_lock);
   GST_INFO_OBJECT(self, "device %u: adding pad with caps %" GST_PTR_FORMAT,
                   device, caps);
   gst_element_add_pad(GST_ELEMENT(self), pad);
@@ -792,16 +881,89 @@ static GstRdmaSrcDevice *gst_rdma_src_add_pad(GstRdmaSrc *self, guint device,
   gst_child_proxy_child_added(GST_CHILD_PROXY(self), G_OBJECT(pad),
                               GST_OBJECT_NAME(pad));
   g_mutex_lock(&self->state_lock);
-  GST_OBJECT_LOCK(self);
-  self->devices[device] = dev;
-  self->n_pads++;
-  GST_OBJECT_UNLOCK(self);
   gst_rdma_src_sync_pad(self, dev);
   g_mutex_unlock(&self->state_lock);
   /* A new stream may raise the latency. */
   gst_element_post_message(GST_ELEMENT(self),
                            gst_message_new_latency(GST_OBJECT(self)));
   return dev;
+}
+
+/* A pad asked for by name, src_<device>, before (or after) its camera
+ * comes.  Its stream starts with the camera's caps; EOS sent to the
+ * element reaches it even if the camera never came. */
+static GstPad *gst_rdma_src_request_new_pad(GstElement *element,
+                                            GstPadTemplate *templ,
+                                            const gchar *name,
+                                            const GstCaps *caps)
+{
+  GstRdmaSrc *self = GST_RDMA_SRC(element);
+  GstRdmaSrcDevice *dev;
+  gchar *end = NULL;
+  guint64 device = G_MAXUINT64;
+  gboolean active;
+  GstPad *pad;
+
+  (void)caps;
+  if (name && g_str_has_prefix(name, "src_") && g_ascii_isdigit(name[4]))
+    device = g_ascii_strtoull(name + 4, &end, 10);
+  if (device >= SBR_MAX_DEVICES || !end || *end) {
+    /* An unnamed request (`rdmasrc ! sink`) is refused on purpose: the
+     * link then waits for the first camera (the sometimes template). */
+    GST_DEBUG_OBJECT(self, "not a device pad name: %s", GST_STR_NULL(name));
+    return NULL;
+  }
+
+  GST_OBJECT_LOCK(self);
+  if (self->devices[device] || self->requested[device]) {
+    GST_OBJECT_UNLOCK(self);
+    GST_WARNING_OBJECT(self, "pad %s exists already", name);
+    return NULL;
+  }
+  dev = gst_rdma_src_device_new(self, (guint)device, templ, self->over_budget);
+  /* No stream until its camera's caps (a new stream after "EOS"). */
+  gst_rdma_src_pad_end_stream(dev->pad);
+  self->requested[device] = dev;
+  g_atomic_int_set(&self->have_requested, 1);
+  active = GST_STATE(self) >= GST_STATE_PAUSED ||
+           GST_STATE_TARGET(self) >= GST_STATE_PAUSED;
+  if (self->receiver)
+    sbr_receiver_wakeup(self->receiver);
+  GST_OBJECT_UNLOCK(self);
+
+  pad = GST_PAD(dev->pad);
+  if (active)
+    gst_pad_set_active(pad, TRUE);
+  GST_INFO_OBJECT(self, "device %" G_GUINT64_FORMAT ": pad requested", device);
+  gst_element_add_pad(element, pad);
+  gst_child_proxy_child_added(GST_CHILD_PROXY(self), G_OBJECT(pad),
+                              GST_OBJECT_NAME(pad));
+  return pad;
+}
+
+/* Releasing a pad (or disposing of the element) ends its device here: its
+ * task stops, its frames are dropped from now on (counted as no-caps
+ * drops), the name stays taken until the element is freed. */
+static void gst_rdma_src_release_pad(GstElement *element, GstPad *pad)
+{
+  GstRdmaSrc *self = GST_RDMA_SRC(element);
+  GstRdmaSrcDevice *dev = gst_pad_get_element_private(pad);
+
+  GST_INFO_OBJECT(self, "releasing %s:%s", GST_DEBUG_PAD_NAME(pad));
+  if (dev) {
+    g_mutex_lock(&self->state_lock);
+    g_atomic_int_set(&dev->released, 1);
+    gst_rdma_src_pad_stop(dev->pad);
+    gst_rdma_src_pad_end_stream(dev->pad);
+    g_mutex_unlock(&self->state_lock);
+    g_mutex_lock(&self->flow.lock);
+    gst_flow_combiner_remove_pad(self->flow.combiner, pad);
+    g_mutex_unlock(&self->flow.lock);
+  }
+  gst_child_proxy_child_removed(GST_CHILD_PROXY(self), G_OBJECT(pad),
+                                GST_OBJECT_NAME(pad));
+  gst_pad_set_active(pad, FALSE);
+  gst_element_remove_pad(element, pad);
 }
 
 /* PAUSED->READY, with the receive thread and the pad tasks stopped.  The
@@ -839,6 +1001,7 @@ static void gst_rdma_src_handle_caps(GstRdmaSrc *self, guint device,
 {
   GstRdmaSrcDevice *dev = self->devices[device];
   GstCaps *caps = gst_caps_from_string(str);
+  gboolean added = FALSE;
 
   if (!caps || !gst_caps_is_fixed(caps)) {
     GST_ELEMENT_WARNING(self, STREAM, FORMAT,
@@ -851,12 +1014,30 @@ static void gst_rdma_src_handle_caps(GstRdmaSrc *self, guint device,
 
   if (!dev) {
     dev = gst_rdma_src_add_pad(self, device, caps);
+    added = dev != NULL;
+    if (!dev) /* requested meanwhile: adopted by add_pad */
+      dev = self->devices[device];
     gst_rdma_src_device_claim(dev, GST_ELEMENT(self), self->receiver, lane);
+  }
+  if (g_atomic_int_get(&dev->released)) {
+    GST_LOG_OBJECT(self, "device %u: its pad was released", device);
+    gst_caps_unref(caps);
+    return;
+  }
+  if (!dev->shares_lane) {
+    /* A requested pad's camera came: from now on it has a share. */
+    GST_OBJECT_LOCK(self);
+    dev->shares_lane = TRUE;
+    self->n_pads++;
+    GST_OBJECT_UNLOCK(self);
+  }
+  if (added) {
+    /* The pad was made with these caps. */
   } else if (new_stream || gst_rdma_src_pad_is_eos(dev->pad)) {
     /* The device's sender started a new stream after its EOS. */
     GstEvent *events[3];
 
-    GST_INFO_OBJECT(self, "device %u: new stream after EOS", device);
+    GST_INFO_OBJECT(self, "device %u: new stream", device);
     gst_rdma_src_pad_clear_eos(dev->pad);
     stream_events(self, dev, caps, events);
     for (guint i = 0; i < G_N_ELEMENTS(events); i++)
@@ -892,10 +1073,28 @@ static void gst_rdma_src_pause_task(GstRdmaSrc *self)
   GST_OBJECT_UNLOCK(self);
 }
 
-/* Ends dev's stream: its pad task pushes EOS after what is queued. */
+/* Ends dev's stream: its pad task pushes EOS after what is queued.  A pad
+ * whose camera hasn't come (requested, or kept across READY) gets a
+ * stream of its own first, stream-start and segment, so that whatever is
+ * linked to it sees EOS too (gst-launch -e ends). */
 static void gst_rdma_src_device_eos(GstRdmaSrc *self, GstRdmaSrcDevice *dev)
 {
-  if (gst_rdma_src_pad_is_eos(dev->pad))
+  if (g_atomic_int_get(&dev->released))
+    return;
+  if (!gst_rdma_src_pad_has_stream(dev->pad)) {
+    gchar *stream_id = gst_pad_create_stream_id_printf(
+        GST_PAD(dev->pad), GST_ELEMENT(self), "device-%u", dev->device);
+    GstEvent *start = gst_event_new_stream_start(stream_id);
+    GstSegment segment;
+
+    g_free(stream_id);
+    gst_event_set_group_id(start, self->group_id);
+    gst_segment_init(&segment, GST_FORMAT_TIME);
+    GST_INFO_OBJECT(self, "device %u: EOS before any stream", dev->device);
+    gst_rdma_src_pad_clear_eos(dev->pad);
+    gst_rdma_src_pad_queue_event(dev->pad, start);
+    gst_rdma_src_pad_queue_event(dev->pad, gst_event_new_segment(&segment));
+  } else if (gst_rdma_src_pad_is_eos(dev->pad))
     return;
   GST_INFO_OBJECT(self, "device %u: EOS", dev->device);
   gst_rdma_src_pad_queue_event(dev->pad, gst_event_new_eos());
@@ -1132,9 +1331,12 @@ static gboolean gst_rdma_src_send_event(GstElement *element, GstEvent *event)
 static void gst_rdma_src_loop(gpointer data)
 {
   GstRdmaSrc *self = GST_RDMA_SRC(data);
-  gboolean any_paused = gst_rdma_src_check_pauses(self);
+  gboolean any_paused;
   struct sbr_frame frame;
   int ret;
+
+  gst_rdma_src_adopt_requested(self);
+  any_paused = gst_rdma_src_check_pauses(self);
 
   ret = sbr_receiver_next_frame(
       self->receiver, any_paused ? PAUSED_LOOP_TIMEOUT_MS : LOOP_TIMEOUT_MS,
@@ -1147,6 +1349,7 @@ static void gst_rdma_src_loop(gpointer data)
     return;
   }
   if (g_atomic_int_compare_and_exchange(&self->eos_requested, 1, 0)) {
+    gst_rdma_src_adopt_requested(self);
     gst_rdma_src_eos_all(self);
     self->eos_done = TRUE;
   }
@@ -1275,6 +1478,8 @@ static gboolean gst_rdma_src_open(GstRdmaSrc *self)
   self->eos_done = FALSE;
   g_atomic_int_set(&self->eos_requested, 0);
   gst_flow_combiner_reset(self->flow.combiner);
+  /* Pads requested while stopped join before the receive thread starts. */
+  gst_rdma_src_adopt_requested(self);
   self->ticker = gst_rdma_stats_ticker_start(GST_ELEMENT(self), stats_interval,
                                              gst_rdma_src_get_stats);
   return TRUE;

@@ -26,7 +26,10 @@ typedef struct {
   GstRdmaTimeMap time_map; /* see rdmasrc's SECTION, "Timestamps" */
   gint rebase_seen;        /* the element's rebase count it has applied */
   GstClockTime frame_duration;
-  gboolean pause_set; /* we told its sender to stop */
+  gboolean pause_set;   /* we told its sender to stop */
+  gint released;        /* atomic: its requested pad was released */
+  gboolean shares_lane; /* counted in the automatic device-blocks share:
+                           its camera has come (a requested pad waits) */
 
   /* Ownership: one sender connection at a time. */
   gboolean owned;

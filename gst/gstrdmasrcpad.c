@@ -50,6 +50,8 @@ struct _GstRdmaSrcPad {
   gboolean flushing;        /* stopping: the task pauses itself */
   gboolean discont;         /* a frame was dropped: mark the next one */
   gboolean eos;             /* EOS queued or returned from downstream */
+  gboolean has_stream;      /* stream-start sent or queued since the last
+                               state cycle (end_stream) */
   GstRdmaOverBudget policy; /* property; also read by admit */
   gboolean paused;          /* the sender was told to stop */
   gint64 paused_since;      /* monotonic us */
@@ -294,6 +296,8 @@ void gst_rdma_src_pad_queue_event(GstRdmaSrcPad *pad, GstEvent *event)
   g_mutex_lock(&pad->lock);
   if (GST_EVENT_TYPE(event) == GST_EVENT_EOS)
     pad->eos = TRUE;
+  if (GST_EVENT_TYPE(event) == GST_EVENT_STREAM_START)
+    pad->has_stream = TRUE;
   queue_item(pad, GST_MINI_OBJECT_CAST(event), 0);
   g_mutex_unlock(&pad->lock);
 }
@@ -316,6 +320,24 @@ gboolean gst_rdma_src_pad_is_eos(GstRdmaSrcPad *pad)
   eos = pad->eos;
   g_mutex_unlock(&pad->lock);
   return eos;
+}
+
+gboolean gst_rdma_src_pad_has_stream(GstRdmaSrcPad *pad)
+{
+  gboolean has;
+
+  g_mutex_lock(&pad->lock);
+  has = pad->has_stream;
+  g_mutex_unlock(&pad->lock);
+  return has;
+}
+
+void gst_rdma_src_pad_mark_stream(GstRdmaSrcPad *pad)
+{
+  g_mutex_lock(&pad->lock);
+  pad->has_stream = TRUE;
+  pad->eos = FALSE;
+  g_mutex_unlock(&pad->lock);
 }
 
 void gst_rdma_src_pad_clear_eos(GstRdmaSrcPad *pad)
@@ -425,6 +447,7 @@ void gst_rdma_src_pad_end_stream(GstRdmaSrcPad *pad)
   pad->queued_buffers = pad->queued_blocks = 0;
   pad->discont = FALSE;
   pad->eos = TRUE;
+  pad->has_stream = FALSE;
   if (pad->paused)
     pad->paused_us += (guint64)(g_get_monotonic_time() - pad->paused_since);
   pad->paused = FALSE;

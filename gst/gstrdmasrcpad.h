@@ -66,6 +66,13 @@ void gst_rdma_src_pad_queue_event(GstRdmaSrcPad *pad, GstEvent *event);
 void gst_rdma_src_pad_count_drop(GstRdmaSrcPad *pad, gboolean not_playing);
 /* Has the stream ended (EOS queued, or downstream returned EOS)? */
 gboolean gst_rdma_src_pad_is_eos(GstRdmaSrcPad *pad);
+/* Has a stream started on the pad (stream-start sent or queued) since it
+ * was made or since the last end_stream?  A pad requested before its
+ * camera came, or kept across READY, has none. */
+gboolean gst_rdma_src_pad_has_stream(GstRdmaSrcPad *pad);
+/* The stream events were stored on the pad directly (before it was
+ * added): it has a stream, not ended. */
+void gst_rdma_src_pad_mark_stream(GstRdmaSrcPad *pad);
 /* Receive thread: a new stream starts on the pad (after EOS). */
 void gst_rdma_src_pad_clear_eos(GstRdmaSrcPad *pad);
 /* Lane blocks out plus frames queued: how full the device's share is. */

@@ -19,6 +19,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "pipeline-check.h"
+
 #define MAX_PADS 12
 #define WAIT (15 * GST_SECOND)
 
@@ -88,16 +90,6 @@ static void counts_reset(void)
 
 /* ---------------------------------------------------------- pipelines */
 
-static GstElement *parse(const gchar *desc)
-{
-  GError *err = NULL;
-  GstElement *pipeline = gst_parse_launch(desc, &err);
-
-  fail_unless(pipeline != NULL && err == NULL, "parse \"%s\": %s", desc,
-              err ? err->message : "?");
-  return pipeline;
-}
-
 /* Counts what fakesink "s<d>" gets as frames of device d. */
 static void count_sinks(GstElement *pipeline, guint n)
 {
@@ -135,69 +127,12 @@ static GstElement *receiver_new(guint port, guint n, const gchar *extra_props)
   return rx;
 }
 
-/* n live cameras (small frames, 25 fps, frames of them or endless when 0)
- * into rdmasinks sharing one connection. */
+/* n live cameras, devices 0..n-1, into rdmasinks sharing one connection
+ * (frames of them, or endless when 0). */
 static GstElement *cameras_new(guint port, guint n, guint frames,
                                const gchar *sink_props)
 {
-  GString *desc = g_string_new(NULL);
-  GstElement *pipeline;
-
-  for (guint d = 0; d < n; d++) {
-    g_string_append_printf(desc,
-                           " videotestsrc is-live=true pattern=%u "
-                           "num-buffers=%d ! video/x-raw,format=GRAY8,"
-                           "width=64,height=48,framerate=25/1 ! rdmasink "
-                           "name=tx%u transport=%s host=%s port=%u "
-                           "device-id=%u stats-interval=0 %s",
-                           d % 20, frames ? (gint)frames : -1, d, transport,
-                           rdma_addr, port, d, sink_props);
-  }
-  pipeline = parse(desc->str);
-  g_string_free(desc, TRUE);
-  return pipeline;
-}
-
-static void set_state(GstElement *pipeline, GstState state)
-{
-  fail_if(gst_element_set_state(pipeline, state) == GST_STATE_CHANGE_FAILURE);
-}
-
-/* Sets the state and waits until it is reached (generous: a hang check). */
-static void change_state(GstElement *pipeline, GstState state)
-{
-  GstStateChangeReturn ret = gst_element_set_state(pipeline, state);
-
-  fail_if(ret == GST_STATE_CHANGE_FAILURE);
-  ret = gst_element_get_state(pipeline, NULL, NULL, 10 * GST_SECOND);
-  fail_if(ret == GST_STATE_CHANGE_FAILURE || ret == GST_STATE_CHANGE_ASYNC,
-          "state %s not reached: %s", gst_element_state_get_name(state),
-          gst_element_state_change_return_get_name(ret));
-}
-
-static void stop(GstElement *pipeline)
-{
-  fail_unless_equals_int(gst_element_set_state(pipeline, GST_STATE_NULL),
-                         GST_STATE_CHANGE_SUCCESS);
-  gst_object_unref(pipeline);
-}
-
-/* Waits for EOS (or fails on an error or after timeout). */
-static void expect_eos(GstElement *pipeline, GstClockTime timeout)
-{
-  GstBus *bus = gst_element_get_bus(pipeline);
-  GstMessage *msg = gst_bus_timed_pop_filtered(
-      bus, timeout, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
-
-  gst_object_unref(bus);
-  fail_unless(msg != NULL, "no EOS within %" GST_TIME_FORMAT,
-              GST_TIME_ARGS(timeout));
-  if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ERROR) {
-    GError *err = NULL;
-    gst_message_parse_error(msg, &err, NULL);
-    fail("error from %s: %s", GST_OBJECT_NAME(msg->src), err->message);
-  }
-  gst_message_unref(msg);
+  return camera_rig_new(transport, rdma_addr, port, 0, n, frames, sink_props);
 }
 
 static gboolean wait_frames(guint d, guint count, GstClockTime timeout)

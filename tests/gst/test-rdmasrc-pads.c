@@ -1,0 +1,297 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * test-rdmasrc-pads.c - rdmasrc's pads as a launch line and an application
+ * see them: a pad named on the launch line exists before its camera comes
+ * (requested), so EOS ends the pipeline even when that camera never comes
+ * or no sender is there at all (gst-launch -e exits); an unnamed link
+ * still waits for the first camera, whatever its device; pads are asked
+ * for by name only, and released ones go away.
+ *
+ * Transport: SBR_TEST_TRANSPORT (shm on the host, verbs in the VM).
+ */
+#include <gst/check/gstcheck.h>
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "pipeline-check.h"
+
+#define WAIT (15 * GST_SECOND)
+
+static const gchar *transport; /* SBR_TEST_TRANSPORT */
+static const gchar *rdma_addr; /* SBR_RDMA_ADDR */
+
+static guint test_port(void)
+{
+  /* 30000..34999: clear of the other element tests' ranges. */
+  static guint seq;
+  return 30000 + (guint)(getpid() % 500) * 10 + (seq++ % 10);
+}
+
+static gint handoffs; /* atomic: buffers fakesink "s" got */
+
+static void on_handoff(GstElement *sink, GstBuffer *buf, GstPad *pad,
+                       gpointer user_data)
+{
+  (void)sink;
+  (void)buf;
+  (void)pad;
+  (void)user_data;
+  g_atomic_int_inc(&handoffs);
+}
+
+/* The receiver, with fakesink "s" counting its buffers. */
+static GstElement *receiver_new(const gchar *links, guint port)
+{
+  gchar *desc = g_strdup_printf("rdmasrc name=r transport=%s address=%s "
+                                "port=%u stats-interval=0 %s",
+                                transport, rdma_addr, port, links);
+  GstElement *rx = parse(desc);
+  GstElement *s = gst_bin_get_by_name(GST_BIN(rx), "s");
+
+  g_free(desc);
+  g_atomic_int_set(&handoffs, 0);
+  if (s) {
+    g_object_set(s, "signal-handoffs", TRUE, NULL);
+    g_signal_connect(s, "handoff", G_CALLBACK(on_handoff), NULL);
+    gst_object_unref(s);
+  }
+  return rx;
+}
+
+static gboolean wait_handoffs(gint count, GstClockTime timeout)
+{
+  gint64 end = g_get_monotonic_time() + (gint64)(timeout / GST_USECOND);
+
+  while (g_atomic_int_get(&handoffs) < count && g_get_monotonic_time() < end)
+    g_usleep(10000);
+  return g_atomic_int_get(&handoffs) >= count;
+}
+
+static gboolean has_pad(GstElement *pipeline, const gchar *name)
+{
+  GstElement *r = gst_bin_get_by_name(GST_BIN(pipeline), "r");
+  GstPad *pad = gst_element_get_static_pad(r, name);
+  gboolean linked = pad && gst_pad_is_linked(pad);
+
+  if (pad)
+    gst_object_unref(pad);
+  gst_object_unref(r);
+  return linked;
+}
+
+/* Nobody sends: EOS to the pipeline (what gst-launch -e does) still ends
+ * it, through the two pads the launch line asked for. */
+GST_START_TEST(test_eos_without_a_sender)
+{
+  GstElement *rx = receiver_new(
+      "r.src_0 ! fakesink name=s r.src_5 ! fakesink sync=true", test_port());
+
+  /* Linked at once: the pads exist before any camera. */
+  fail_unless(has_pad(rx, "src_0") && has_pad(rx, "src_5"));
+  set_state(rx, GST_STATE_PLAYING);
+  g_usleep(200000);
+  fail_unless(gst_element_send_event(rx, gst_event_new_eos()));
+  expect_eos(rx, WAIT);
+  stop(rx);
+}
+
+GST_END_TEST;
+
+/* Camera 0 streams, camera 5 never comes: EOS ends both branches.  The
+ * sink of the absent camera has async=false: in a live pipeline a sink
+ * that never gets data would keep every sink waiting to preroll
+ * (GStreamer's rule, not rdmasrc's; docs/design.md "Pads"). */
+GST_START_TEST(test_eos_with_a_camera_that_never_came)
+{
+  guint port = test_port();
+  GstElement *rx = receiver_new(
+      "r.src_0 ! fakesink name=s r.src_5 ! fakesink async=false", port);
+  GstElement *tx = camera_rig_new(transport, rdma_addr, port, 0, 1, 0, "");
+
+  set_state(rx, GST_STATE_PLAYING);
+  set_state(tx, GST_STATE_PLAYING);
+  fail_unless(wait_handoffs(5, WAIT), "camera 0: %d frames",
+              g_atomic_int_get(&handoffs));
+  fail_unless(gst_element_send_event(rx, gst_event_new_eos()));
+  expect_eos(rx, WAIT);
+  stop(tx);
+  stop(rx);
+}
+
+GST_END_TEST;
+
+/* The same after a state cycle: pads kept across NULL have no stream in
+ * the new run until their camera sends, and still get EOS. */
+GST_START_TEST(test_eos_after_a_state_cycle)
+{
+  guint port = test_port();
+  GstElement *rx = receiver_new("r.src_2 ! fakesink name=s", port);
+  GstElement *tx = camera_rig_new(transport, rdma_addr, port, 2, 1, 0, "");
+
+  set_state(rx, GST_STATE_PLAYING);
+  set_state(tx, GST_STATE_PLAYING);
+  fail_unless(wait_handoffs(3, WAIT));
+  stop(tx);
+  change_state(rx, GST_STATE_NULL);
+  set_state(rx, GST_STATE_PLAYING);
+  g_usleep(200000);
+  fail_unless(gst_element_send_event(rx, gst_event_new_eos()));
+  expect_eos(rx, WAIT);
+  stop(rx);
+}
+
+GST_END_TEST;
+
+/* A requested pad gets its camera when it comes, after PLAYING. */
+GST_START_TEST(test_requested_pad_gets_its_camera_later)
+{
+  guint port = test_port();
+  GstElement *rx = receiver_new("r.src_3 ! fakesink name=s", port);
+  GstElement *tx;
+
+  set_state(rx, GST_STATE_PLAYING);
+  g_usleep(300000);
+  tx = camera_rig_new(transport, rdma_addr, port, 3, 1, 0, "");
+  set_state(tx, GST_STATE_PLAYING);
+  fail_unless(wait_handoffs(10, WAIT), "src_3: %d frames",
+              g_atomic_int_get(&handoffs));
+  stop(tx);
+  stop(rx);
+}
+
+GST_END_TEST;
+
+/* `rdmasrc ! sink` waits for the first camera, device 7 here, as a link
+ * to a demuxer waits for its first stream. */
+GST_START_TEST(test_unnamed_link_takes_the_first_camera)
+{
+  guint port = test_port();
+  GstElement *rx = receiver_new("! fakesink name=s", port);
+  GstElement *tx = camera_rig_new(transport, rdma_addr, port, 7, 1, 0, "");
+
+  set_state(rx, GST_STATE_PLAYING);
+  set_state(tx, GST_STATE_PLAYING);
+  fail_unless(wait_handoffs(5, WAIT), "%d frames", g_atomic_int_get(&handoffs));
+  fail_unless(has_pad(rx, "src_7"));
+  stop(tx);
+  stop(rx);
+}
+
+GST_END_TEST;
+
+/* Pads are asked for by name, src_<device> with device < 256; a released
+ * pad goes away.  (Asking twice for one name is GStreamer's own warning.) */
+GST_START_TEST(test_pads_are_requested_by_name)
+{
+  GstElement *r = gst_element_factory_make("rdmasrc", NULL);
+  GstPad *pad;
+
+  fail_unless(r != NULL);
+  fail_unless(gst_element_request_pad_simple(r, "src_%u") == NULL);
+  fail_unless(gst_element_request_pad_simple(r, "src_x") == NULL);
+  fail_unless(gst_element_request_pad_simple(r, "src_256") == NULL);
+  fail_unless(gst_element_request_pad_simple(r, "src_1x") == NULL);
+  pad = gst_element_request_pad_simple(r, "src_255");
+  fail_unless(pad != NULL);
+  fail_unless_equals_string(GST_PAD_NAME(pad), "src_255");
+  gst_element_release_request_pad(r, pad);
+  gst_object_unref(pad);
+  fail_unless(gst_element_get_static_pad(r, "src_255") == NULL);
+  fail_unless_equals_int(GST_ELEMENT(r)->numsrcpads, 0);
+  gst_object_unref(r);
+}
+
+GST_END_TEST;
+
+/* What a user types: gst-launch-1.0 -e with a pad for a camera that
+ * isn't there, Ctrl-C, and the pipeline ends cleanly (exit status 0). */
+GST_START_TEST(test_gst_launch_e_exits_on_ctrl_c)
+{
+  gchar *port = g_strdup_printf("port=%u", test_port());
+  gchar *transport_arg = g_strdup_printf("transport=%s", transport);
+  gchar *address_arg = g_strdup_printf("address=%s", rdma_addr);
+  const gchar *argv[] = {"gst-launch-1.0",
+                         "-e",
+                         "rdmasrc",
+                         "name=r",
+                         transport_arg,
+                         address_arg,
+                         port,
+                         "r.src_4",
+                         "!",
+                         "fakesink",
+                         NULL};
+  GError *err = NULL;
+  gint out_fd = -1, status = -1;
+  GPid pid;
+  gchar buf[4096];
+  GString *out = g_string_new(NULL);
+  gint64 end;
+
+  fail_unless(
+      g_spawn_async_with_pipes(NULL, (gchar **)argv, NULL,
+                               G_SPAWN_SEARCH_PATH | G_SPAWN_DO_NOT_REAP_CHILD,
+                               NULL, NULL, &pid, NULL, &out_fd, NULL, &err),
+      "spawn: %s", err ? err->message : "?");
+  /* Ctrl-C once it plays. */
+  end = g_get_monotonic_time() + 15 * G_TIME_SPAN_SECOND;
+  while (!strstr(out->str, "Setting pipeline to PLAYING") &&
+         g_get_monotonic_time() < end) {
+    ssize_t n = read(out_fd, buf, sizeof buf - 1);
+    if (n <= 0)
+      break;
+    g_string_append_len(out, buf, n);
+  }
+  fail_unless(strstr(out->str, "Setting pipeline to PLAYING") != NULL,
+              "gst-launch said: %s", out->str);
+  g_usleep(300000);
+  kill(pid, SIGINT);
+  end = g_get_monotonic_time() + 10 * G_TIME_SPAN_SECOND;
+  while (g_get_monotonic_time() < end) {
+    if (waitpid(pid, &status, WNOHANG) == pid)
+      break;
+    g_usleep(20000);
+  }
+  if (!WIFEXITED(status)) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    fail("gst-launch -e did not end within 10 s of Ctrl-C");
+  }
+  fail_unless_equals_int(WEXITSTATUS(status), 0);
+  close(out_fd);
+  g_string_free(out, TRUE);
+  g_free(port);
+  g_free(transport_arg);
+  g_free(address_arg);
+}
+
+GST_END_TEST;
+
+static Suite *rdmasrc_pads_suite(void)
+{
+  Suite *s = suite_create("rdmasrc-pads");
+  TCase *tc = tcase_create("general");
+
+  transport = g_getenv("SBR_TEST_TRANSPORT");
+  if (!transport)
+    transport = "shm";
+  rdma_addr = g_getenv("SBR_RDMA_ADDR");
+  if (!rdma_addr)
+    rdma_addr = "127.0.0.1";
+  tcase_set_timeout(tc, 60);
+  suite_add_tcase(s, tc);
+  tcase_add_test(tc, test_eos_without_a_sender);
+  tcase_add_test(tc, test_eos_with_a_camera_that_never_came);
+  tcase_add_test(tc, test_eos_after_a_state_cycle);
+  tcase_add_test(tc, test_requested_pad_gets_its_camera_later);
+  tcase_add_test(tc, test_unnamed_link_takes_the_first_camera);
+  tcase_add_test(tc, test_pads_are_requested_by_name);
+  tcase_add_test(tc, test_gst_launch_e_exits_on_ctrl_c);
+  return s;
+}
+
+GST_CHECK_MAIN(rdmasrc_pads);
