@@ -42,13 +42,21 @@ GParamSpec *gst_rdma_param_spec_stats(const gchar *blurb)
                             G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
 }
 
-GParamSpec *gst_rdma_param_spec_stats_interval(const gchar *message_name)
+GParamSpec *gst_rdma_param_spec_stats_interval(const gchar *message_name,
+                                               const gchar *nested_name)
 {
-  /* The blurb names the message; interned so it can be static. */
-  gchar *blurb = g_strdup_printf(
-      "Post the stats as an element message \"%s\" every this many "
-      "milliseconds (0 = never)",
-      message_name);
+  /* The blurb names the messages; interned so it can be static. */
+  gchar *blurb =
+      nested_name
+          ? g_strdup_printf(
+                "Post the stats as an element message \"%s\" every this "
+                "many milliseconds (0 = never), each device's \"%s\" "
+                "structure in it also as a message of its own (which "
+                "gst-launch -m prints unescaped)",
+                message_name, nested_name)
+          : g_strdup_printf("Post the stats as an element message \"%s\" "
+                            "every this many milliseconds (0 = never)",
+                            message_name);
   const gchar *interned = g_intern_string(blurb);
   g_free(blurb);
   return g_param_spec_uint("stats-interval", "Stats interval", interned, 0,
@@ -70,16 +78,33 @@ static gboolean ticker_fired(GstClock *clock, GstClockTime time, GstClockID id,
                              gpointer user_data)
 {
   GstRdmaStatsTicker *ticker = user_data;
+  GstObject *src = GST_OBJECT(ticker->element);
+  GPtrArray *nested;
   GstStructure *s;
 
   (void)clock;
   (void)time;
   (void)id;
   s = ticker->func(ticker->element);
-  if (s)
-    gst_element_post_message(
-        ticker->element,
-        gst_message_new_element(GST_OBJECT(ticker->element), s));
+  if (!s)
+    return TRUE;
+  /* gst-launch -m prints a nested structure as one escaped string (it
+   * uses gst_structure_to_string, which keeps the pre-1.20 form), so each
+   * one (rdmasrc's "device-<N>") also goes out as a message of its own,
+   * which it prints plainly.  Copied first: the bus owns s once posted. */
+  nested = g_ptr_array_new();
+  for (gint i = 0; i < gst_structure_n_fields(s); i++) {
+    const GValue *v =
+        gst_structure_get_value(s, gst_structure_nth_field_name(s, (guint)i));
+
+    if (G_VALUE_HOLDS(v, GST_TYPE_STRUCTURE))
+      g_ptr_array_add(nested, gst_structure_copy(gst_value_get_structure(v)));
+  }
+  gst_element_post_message(ticker->element, gst_message_new_element(src, s));
+  for (guint i = 0; i < nested->len; i++)
+    gst_element_post_message(ticker->element,
+                             gst_message_new_element(src, nested->pdata[i]));
+  g_ptr_array_free(nested, TRUE);
   return TRUE;
 }
 

@@ -24,13 +24,17 @@ GParamSpec *gst_rdma_param_spec_port(const gchar *blurb);
 GParamSpec *gst_rdma_param_spec_transport(void);
 GParamSpec *gst_rdma_param_spec_mechanism(void);
 GParamSpec *gst_rdma_param_spec_stats(const gchar *blurb);
-GParamSpec *gst_rdma_param_spec_stats_interval(const gchar *message_name);
+/* nested_name: what the structures nested in the stats are called (they
+ * are posted on their own too, see the ticker), or NULL. */
+GParamSpec *gst_rdma_param_spec_stats_interval(const gchar *message_name,
+                                               const gchar *nested_name);
 
 /* Builds an element's stats structure; called from the ticker's thread. */
 typedef GstStructure *(*GstRdmaStatsFunc)(GstElement *element);
 
 /* Posts func(element) as an element message every interval_ms on the system
- * clock's thread, so stats keep coming while no data flows.  The ticker holds
+ * clock's thread, so stats keep coming while no data flows, then each
+ * structure-valued field of it as a message of its own.  The ticker holds
  * a reference to the element until it is stopped. */
 typedef struct _GstRdmaStatsTicker GstRdmaStatsTicker;
 GstRdmaStatsTicker *gst_rdma_stats_ticker_start(GstElement *element,

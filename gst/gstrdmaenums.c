@@ -117,3 +117,8 @@ const gchar *gst_rdma_mechanism_nick(GstRdmaMechanism mechanism)
 {
   return enum_nick(GST_TYPE_RDMA_MECHANISM, mechanism);
 }
+
+const gchar *gst_rdma_over_budget_nick(GstRdmaOverBudget policy)
+{
+  return enum_nick(GST_TYPE_RDMA_OVER_BUDGET, policy);
+}

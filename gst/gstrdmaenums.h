@@ -81,6 +81,7 @@ gst_rdma_backpressure_to_sbr(GstRdmaBackpressure backpressure);
 /* The property nick of a value ("verbs", "status-byte", ...). */
 const gchar *gst_rdma_transport_nick(GstRdmaTransport transport);
 const gchar *gst_rdma_mechanism_nick(GstRdmaMechanism mechanism);
+const gchar *gst_rdma_over_budget_nick(GstRdmaOverBudget policy);
 
 G_END_DECLS
 

@@ -242,9 +242,9 @@ static void gst_rdma_sink_class_init(GstRdmaSinkClass *klass)
       "block-size", "Block size",
       "Block size in bytes to ask the receiver for (0 = the receiver's "
       "choice); the receiver decides, and its rdmasrc block-size is what "
-      "counts.  Connection-wide.  Not GstBaseSink's \"blocksize\" (bytes "
-      "per pull in pull mode), which rdmasink, a push-mode sink, never "
-      "uses",
+      "counts.  Connection-wide.  This is the one that matters: "
+      "\"blocksize\" (no hyphen, above or below) is GstBaseSink's bytes per "
+      "pull in pull mode, which rdmasink, a push-mode sink, never uses",
       0, 64 << 20, DEFAULT_BLOCK_SIZE,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_READ_AHEAD] = g_param_spec_uint(
@@ -257,14 +257,19 @@ static void gst_rdma_sink_class_init(GstRdmaSinkClass *klass)
       0, 4096, 0,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_STATS] = gst_rdma_param_spec_stats(
-      "Statistics (\"rdmasink-stats\"): this device's frames, bytes, drops, "
-      "paused (the receiver paused this device), paused-drops, paused-ns, "
-      "zero-copy-buffers, copied-buffers, reconnect-drops; the shared "
-      "connection's connection-id, connection-users, connected, reconnects, "
-      "sync-reads, held-skipped, busy-skipped, no-free-waits, "
-      "connection-drops, block-payload-size, ...");
+      "Statistics, also posted as the element message \"rdmasink-stats\" "
+      "every stats-interval; one flat structure.  This device: device-id, "
+      "frames, blocks, bytes, drops (backpressure or loss), paused (the "
+      "receiver paused this device), paused-drops, paused-ns, "
+      "zero-copy-buffers, copied-buffers, reconnect-drops, "
+      "unmappable-drops.  The connection it shares with the other "
+      "rdmasinks of the process: connection-id, connection-users, "
+      "connected, block-payload-size, reconnects, sync-reads (status "
+      "READs), sync-read-ns-max, held-skipped, busy-skipped, no-free-waits, "
+      "connection-blocks, connection-bytes, connection-drops, wr-posted, "
+      "acks (sliding-window)");
   properties[PROP_STATS_INTERVAL] =
-      gst_rdma_param_spec_stats_interval("rdmasink-stats");
+      gst_rdma_param_spec_stats_interval("rdmasink-stats", NULL);
   g_object_class_install_properties(gobject_class, N_PROPERTIES, properties);
 
   gst_element_class_add_static_pad_template(element_class, &sink_template);

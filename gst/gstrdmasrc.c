@@ -116,7 +116,6 @@
 #include "gstrdmasrc.h"
 
 #include <errno.h>
-#include <string.h>
 
 #include <gst/base/gstflowcombiner.h>
 #include <sbr.h>
@@ -127,6 +126,7 @@
 #include "gstrdmasrcdevice.h"
 #include "gstrdmasrcframe.h"
 #include "gstrdmasrcpad.h"
+#include "gstrdmasrcstats.h"
 
 enum {
   PROP_0,
@@ -251,7 +251,6 @@ struct _GstRdmaSrc {
 };
 
 #define gst_rdma_src_parent_class parent_class
-static void gst_rdma_src_child_proxy_init(gpointer g_iface, gpointer data);
 
 G_DEFINE_TYPE_WITH_CODE(GstRdmaSrc, gst_rdma_src, GST_TYPE_ELEMENT,
                         G_IMPLEMENT_INTERFACE(GST_TYPE_CHILD_PROXY,
@@ -381,21 +380,9 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
       "pad (DISCONT, new caps if they changed)",
       DEFAULT_DEVICE_LOST_EOS,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
-  properties[PROP_STATS] = gst_rdma_param_spec_stats(
-      "Statistics (\"rdmasrc-stats\"): lanes-opened, lanes-closed, "
-      "lanes-active, blocks, bytes, rejected, blocks-held, frames-copied "
-      "(reassembled by copy), recv-wr-posted, copies (over a share or "
-      "max-held), held (blocks out downstream), no-caps-drops, pushed, "
-      "device-blocks (each device's share now), and \"devices\", an array "
-      "of per-device structures: device-id, frames, blocks, bytes, drops and "
-      "gaps (lost on the way), rejected, queued (frames waiting for the "
-      "pad), lane-blocks (blocks out: queued or downstream), "
-      "held-downstream, pushed, copies (over its share), drops-leaky "
-      "(queued frames dropped for room), drops-not-playing, drops-ended "
-      "(after EOS), paused (its sender told to stop), pauses, paused-time "
-      "(ns), eos, over-budget (the pad's policy)");
-  properties[PROP_STATS_INTERVAL] =
-      gst_rdma_param_spec_stats_interval("rdmasrc-stats");
+  properties[PROP_STATS] = gst_rdma_src_stats_param_spec();
+  properties[PROP_STATS_INTERVAL] = gst_rdma_param_spec_stats_interval(
+      "rdmasrc-stats", "rdmasrc-device-stats");
   g_object_class_install_properties(gobject_class, N_PROPERTIES, properties);
 
   /* The sometimes template first: an unnamed link looks at templates in
@@ -611,61 +598,17 @@ static void gst_rdma_src_get_property(GObject *object, guint prop_id,
 static GstStructure *gst_rdma_src_get_stats(GstElement *element)
 {
   GstRdmaSrc *self = GST_RDMA_SRC(element);
-  struct sbr_receiver_stats rs;
-  GValue devices = G_VALUE_INIT;
-  guint64 pushed = 0;
+  GstRdmaSrcCounters counters;
   GstStructure *s;
 
-  memset(&rs, 0, sizeof rs);
-  g_value_init(&devices, GST_TYPE_ARRAY);
-
-  GST_OBJECT_LOCK(self);
-  if (self->receiver)
-    sbr_receiver_get_stats(self->receiver, &rs);
-  s = gst_structure_new(
-      "rdmasrc-stats", "lanes-opened", G_TYPE_UINT64, (guint64)rs.lanes_opened,
-      "lanes-closed", G_TYPE_UINT64, (guint64)rs.lanes_closed, "lanes-active",
-      G_TYPE_UINT, (guint)rs.lanes_active, "blocks", G_TYPE_UINT64,
-      (guint64)rs.blocks, "bytes", G_TYPE_UINT64, (guint64)rs.bytes, "rejected",
-      G_TYPE_UINT64, (guint64)rs.rejected, "blocks-held", G_TYPE_UINT64,
-      (guint64)rs.blocks_held, "frames-copied", G_TYPE_UINT64,
-      (guint64)rs.frames_copied, "recv-wr-posted", G_TYPE_UINT64,
-      (guint64)rs.recv_wr_posted, "copies", G_TYPE_UINT64, self->copies, "held",
-      G_TYPE_UINT,
-      (guint)(self->held ? g_atomic_int_get(&self->held->count) : 0),
-      "no-caps-drops", G_TYPE_UINT64, self->no_caps_drops, NULL);
   /* The device table only changes under the object lock too. */
-  for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
-    GstRdmaSrcDevice *dev = self->devices[d];
-    struct sbr_device_stats ds;
-    GValue v = G_VALUE_INIT;
-    GstStructure *ps;
-    guint64 dev_pushed = 0;
-
-    if (!dev || !self->receiver)
-      continue;
-    sbr_receiver_get_device_stats(self->receiver, (uint8_t)d, &ds);
-    ps = gst_structure_new(
-        "device", "device-id", G_TYPE_UINT, d, "frames", G_TYPE_UINT64,
-        (guint64)ds.frames, "blocks", G_TYPE_UINT64, (guint64)ds.blocks,
-        "bytes", G_TYPE_UINT64, (guint64)ds.bytes, "drops", G_TYPE_UINT64,
-        (guint64)ds.drops, "gaps", G_TYPE_UINT64, (guint64)ds.gaps, "rejected",
-        G_TYPE_UINT64, (guint64)ds.rejected, "refused", G_TYPE_UINT64,
-        dev->refused, "losses", G_TYPE_UINT64, dev->losses, "owner",
-        G_TYPE_STRING, dev->owned ? dev->owner_peer : "", NULL);
-    /* Queue, budget and drops by reason, from the pad. */
-    gst_rdma_src_pad_add_stats(dev->pad, ps);
-    gst_structure_get_uint64(ps, "pushed", &dev_pushed);
-    pushed += dev_pushed;
-    g_value_init(&v, GST_TYPE_STRUCTURE);
-    g_value_take_boxed(&v, ps);
-    gst_value_array_append_and_take_value(&devices, &v);
-  }
+  GST_OBJECT_LOCK(self);
+  counters.copies = self->copies;
+  counters.no_caps_drops = self->no_caps_drops;
+  counters.held = self->held ? (guint)g_atomic_int_get(&self->held->count) : 0;
+  counters.device_blocks = self->receiver ? gst_rdma_src_budget(self) : 0;
+  s = gst_rdma_src_stats_new(self->receiver, self->devices, &counters);
   GST_OBJECT_UNLOCK(self);
-  gst_structure_set(s, "pushed", G_TYPE_UINT64, pushed, "device-blocks",
-                    G_TYPE_UINT, self->receiver ? gst_rdma_src_budget(self) : 0,
-                    NULL);
-  gst_structure_take_value(s, "devices", &devices);
   return s;
 }
 
@@ -1605,48 +1548,4 @@ static GstStateChangeReturn gst_rdma_src_change_state(GstElement *element,
     break;
   }
   return ret;
-}
-
-/* ------------------------------------------------------ child proxy */
-
-/* The pads are children, so a launch line can set a pad property before
- * the pad exists: rdmasrc name=r src_3::over-budget=pause. */
-static GObject *gst_rdma_src_child_by_index(GstChildProxy *proxy, guint index)
-{
-  GstElement *element = GST_ELEMENT(proxy);
-  GObject *child = NULL;
-
-  GST_OBJECT_LOCK(element);
-  child = g_list_nth_data(element->srcpads, index);
-  if (child)
-    gst_object_ref(child);
-  GST_OBJECT_UNLOCK(element);
-  return child;
-}
-
-static GObject *gst_rdma_src_child_by_name(GstChildProxy *proxy,
-                                           const gchar *name)
-{
-  return G_OBJECT(gst_element_get_static_pad(GST_ELEMENT(proxy), name));
-}
-
-static guint gst_rdma_src_children_count(GstChildProxy *proxy)
-{
-  GstElement *element = GST_ELEMENT(proxy);
-  guint count;
-
-  GST_OBJECT_LOCK(element);
-  count = element->numsrcpads;
-  GST_OBJECT_UNLOCK(element);
-  return count;
-}
-
-static void gst_rdma_src_child_proxy_init(gpointer g_iface, gpointer data)
-{
-  GstChildProxyInterface *iface = g_iface;
-
-  (void)data;
-  iface->get_child_by_index = gst_rdma_src_child_by_index;
-  iface->get_child_by_name = gst_rdma_src_child_by_name;
-  iface->get_children_count = gst_rdma_src_children_count;
 }

@@ -577,7 +577,54 @@ void gst_rdma_src_pad_add_stats(GstRdmaSrcPad *pad, GstStructure *s)
       "drops-not-playing", G_TYPE_UINT64, pad->drops_not_playing, "drops-ended",
       G_TYPE_UINT64, pad->drops_ended, "paused", G_TYPE_BOOLEAN, pad->paused,
       "pauses", G_TYPE_UINT64, pad->pauses, "paused-time", G_TYPE_UINT64,
-      paused_us * GST_USECOND, "eos", G_TYPE_BOOLEAN, pad->eos, "over-budget",
-      GST_TYPE_RDMA_OVER_BUDGET, pad->policy, NULL);
+      paused_us * GST_USECOND, "eos", G_TYPE_BOOLEAN, pad->eos,
+      /* The policy's nick as a string: "(GstRdmaOverBudget)pause" would
+       * not parse back where the plugin isn't loaded (a log reader). */
+      "over-budget", G_TYPE_STRING, gst_rdma_over_budget_nick(pad->policy),
+      NULL);
   g_mutex_unlock(&pad->lock);
+}
+
+/* ------------------------------------------------------ child proxy */
+
+/* rdmasrc's pads are its children, so a launch line can set a pad property
+ * before the pad exists: rdmasrc name=r src_3::over-budget=pause. */
+static GObject *gst_rdma_src_child_by_index(GstChildProxy *proxy, guint index)
+{
+  GstElement *element = GST_ELEMENT(proxy);
+  GObject *child = NULL;
+
+  GST_OBJECT_LOCK(element);
+  child = g_list_nth_data(element->srcpads, index);
+  if (child)
+    gst_object_ref(child);
+  GST_OBJECT_UNLOCK(element);
+  return child;
+}
+
+static GObject *gst_rdma_src_child_by_name(GstChildProxy *proxy,
+                                           const gchar *name)
+{
+  return G_OBJECT(gst_element_get_static_pad(GST_ELEMENT(proxy), name));
+}
+
+static guint gst_rdma_src_children_count(GstChildProxy *proxy)
+{
+  GstElement *element = GST_ELEMENT(proxy);
+  guint count;
+
+  GST_OBJECT_LOCK(element);
+  count = element->numsrcpads;
+  GST_OBJECT_UNLOCK(element);
+  return count;
+}
+
+void gst_rdma_src_child_proxy_init(gpointer g_iface, gpointer data)
+{
+  GstChildProxyInterface *iface = g_iface;
+
+  (void)data;
+  iface->get_child_by_index = gst_rdma_src_child_by_index;
+  iface->get_child_by_name = gst_rdma_src_child_by_name;
+  iface->get_children_count = gst_rdma_src_children_count;
 }

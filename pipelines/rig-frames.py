@@ -42,7 +42,6 @@ import signal
 import sys
 import threading
 import time
-import warnings
 
 import gi
 
@@ -54,19 +53,20 @@ PACKET_WRAP = 1 << 16
 
 
 def structure_to_dict(s):
+    """A GstStructure as a dict; rdmasrc's per-device fields ("device-<N>")
+    are structures and become dicts."""
     out = {"name": s.get_name()}
     for i in range(s.n_fields()):
         name = s.nth_field_name(i)
-        try:
-            v = s.get_value(name)
-            out[name] = structure_to_dict(v) if isinstance(v, Gst.Structure) else v
-        except TypeError:  # GstValueArray: no conversion without gst-python
-            ok, arr = s.get_array(name)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", DeprecationWarning)
-                items = [arr.get_nth(j) for j in range(arr.n_values)] if ok else []
-            out[name] = [structure_to_dict(v) if isinstance(v, Gst.Structure) else str(v) for v in items]
+        v = s.get_value(name)
+        out[name] = structure_to_dict(v) if isinstance(v, Gst.Structure) else v
     return out
+
+
+def device_stats(stats):
+    """rdmasrc's per-device stats by device number."""
+    return {v["device-id"]: v for v in stats.values()
+            if isinstance(v, dict) and v.get("name") == "rdmasrc-device-stats"}
 
 
 def cpu_seconds():
@@ -415,7 +415,7 @@ def main():
     app.run()
     report = app.report()
     app.pipeline.set_state(Gst.State.NULL)
-    rs = {d["device-id"]: d for d in report["elements"]["r"]["stats"].get("devices", [])}
+    rs = device_stats(report["elements"]["r"]["stats"])
     for name, d in report["devices"].items():
         s = rs.get(int(name[3:]), {})
         print(

@@ -31,7 +31,6 @@ import signal
 import sys
 import threading
 import time
-import warnings
 
 import gi
 
@@ -40,22 +39,12 @@ from gi.repository import GLib, Gst  # noqa: E402
 
 
 def structure_to_dict(s):
-    """A GstStructure as a dict (nested structures and arrays included)."""
+    """A GstStructure as a dict, nested structures (rdmasrc's
+    "device-<N>") as dicts too."""
     out = {"name": s.get_name()}
     for i in range(s.n_fields()):
         name = s.nth_field_name(i)
-        try:
-            out[name] = value_to_py(s.get_value(name))
-        except TypeError:
-            # GstValueArray has no Python conversion without gst-python.
-            ok, arr = s.get_array(name)
-            if ok:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", DeprecationWarning)
-                    items = [arr.get_nth(j) for j in range(arr.n_values)]
-                out[name] = [value_to_py(v) for v in items]
-            else:
-                out[name] = None
+        out[name] = value_to_py(s.get_value(name))
     return out
 
 

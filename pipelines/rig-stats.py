@@ -45,8 +45,10 @@ def receiver_devices(report):
     out = {}
     for e in report.get("elements", {}).values():
         if e.get("factory") == "rdmasrc":
-            for d in e["stats"].get("devices", []):
-                out[d["device-id"]] = d
+            # One field per device, "device-<N>", a "rdmasrc-device-stats".
+            for d in e["stats"].values():
+                if isinstance(d, dict) and d.get("name") == "rdmasrc-device-stats":
+                    out[d["device-id"]] = d
     return out
 
 

@@ -32,7 +32,6 @@ import subprocess
 import sys
 import threading
 import time
-import warnings
 
 import gi
 
@@ -95,17 +94,13 @@ class Receiver:
         r = self.pipeline.get_by_name("r")
         st = r.get_property("stats")
         out = {}
-        if st is None or not st.has_field("devices"):
+        if st is None:
             return out
-        # A GstValueArray: PyGObject reads it only as a (deprecated)
-        # GValueArray.
-        ok, devices = st.get_array("devices")
-        if not ok:
-            return out
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            items = [devices.get_nth(j) for j in range(devices.n_values)]
-        for ds in items:
+        # One field per device with a pad: "device-<N>", a structure.
+        for i in range(st.n_fields()):
+            ds = st.get_value(st.nth_field_name(i))
+            if not isinstance(ds, Gst.Structure) or ds.get_name() != "rdmasrc-device-stats":
+                continue
             d = ds.get_value("device-id")
             out[d] = {f: ds.get_value(f) for f in (
                 "frames", "pushed", "copies", "drops-leaky", "pauses", "paused-time",

@@ -438,20 +438,22 @@ static guint uint_field(const GstStructure *s, const gchar *field)
   return v;
 }
 
-/* The per-device structure of an rdmasrc stats structure. */
+/* The per-device structure of an rdmasrc stats structure: the field
+ * "device-<N>", a structure "rdmasrc-device-stats". */
 static const GstStructure *device_stats(const GstStructure *s, guint device)
 {
-  const GValue *devices = gst_structure_get_value(s, "devices");
+  gchar name[16];
+  const GValue *v;
+  const GstStructure *d;
 
-  fail_unless(devices != NULL);
-  for (guint i = 0; i < gst_value_array_get_size(devices); i++) {
-    const GstStructure *d =
-        gst_value_get_structure(gst_value_array_get_value(devices, i));
-    if (uint_field(d, "device-id") == device)
-      return d;
-  }
-  fail("no stats for device %u in %" GST_PTR_FORMAT, device, s);
-  return NULL;
+  g_snprintf(name, sizeof name, "device-%u", device);
+  v = gst_structure_get_value(s, name);
+  fail_unless(v && G_VALUE_HOLDS(v, GST_TYPE_STRUCTURE),
+              "no stats for device %u in %" GST_PTR_FORMAT, device, s);
+  d = gst_value_get_structure(v);
+  fail_unless(gst_structure_has_name(d, "rdmasrc-device-stats"));
+  fail_unless_equals_int(uint_field(d, "device-id"), device);
+  return d;
 }
 
 /* ---------------------------------------------- twelve cameras, one QP */

@@ -156,21 +156,17 @@ static GstStructure *rdmasrc_stats(GstElement *pipeline)
   return s;
 }
 
+/* A device's "rdmasrc-device-stats": the field "device-<N>". */
 static const GstStructure *device_stats(const GstStructure *s, guint device)
 {
-  const GValue *devices = gst_structure_get_value(s, "devices");
+  gchar name[16];
+  const GValue *v;
 
-  fail_unless(devices != NULL);
-  for (guint i = 0; i < gst_value_array_get_size(devices); i++) {
-    const GstStructure *d =
-        gst_value_get_structure(gst_value_array_get_value(devices, i));
-    guint id = G_MAXUINT;
-    gst_structure_get_uint(d, "device-id", &id);
-    if (id == device)
-      return d;
-  }
-  fail("no stats for device %u", device);
-  return NULL;
+  g_snprintf(name, sizeof name, "device-%u", device);
+  v = gst_structure_get_value(s, name);
+  fail_unless(v && G_VALUE_HOLDS(v, GST_TYPE_STRUCTURE),
+              "no stats for device %u", device);
+  return gst_value_get_structure(v);
 }
 
 static guint64 u64(const GstStructure *s, const gchar *field)

@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * gstrdmasrcstats.c - rdmasrc's stats structure (gstrdmasrcstats.h).
+ *
+ * Why a field per device: the per-device structures used to travel as a
+ * GstValueArray under "devices".  gst-launch-1.0 -m prints that as a list
+ * of escaped strings, prints an empty one as "devices=(int)< >", and
+ * PyGObject reads it only through the deprecated GValueArray.  Every
+ * nesting prints escaped in -m (gst-launch uses gst_structure_to_string,
+ * which keeps the pre-1.20 escaped form for nested structures, in every
+ * GStreamer version), so readable lines come from the ticker instead: it
+ * also posts each device's structure as a message of its own
+ * (gstrdmacommon.c).
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstrdmasrcstats.h"
+
+#include <string.h>
+
+#include "gstrdmacommon.h"
+#include "gstrdmasrcpad.h"
+
+GParamSpec *gst_rdma_src_stats_param_spec(void)
+{
+  return gst_rdma_param_spec_stats(
+      "Statistics, also posted as the element message \"rdmasrc-stats\" "
+      "every stats-interval.  Element-wide: lanes-opened, lanes-closed, "
+      "lanes-active (sender connections), blocks, bytes, rejected (blocks "
+      "that failed validation), blocks-held (by buffers now), frames-copied "
+      "(reassembled by copy), recv-wr-posted (sliding-window only), copies "
+      "(frames copied: over a share or max-held), held (lane blocks out), "
+      "no-caps-drops (frames of a device without a stream), pushed, "
+      "device-blocks (each device's share now).  Then one field per device "
+      "with a pad, \"device-<N>\" (e.g. device-3): a structure "
+      "\"rdmasrc-device-stats\", which every stats-interval also posts as "
+      "a message of its own (gst-launch -m prints nested structures "
+      "escaped, messages plainly): "
+      "device-id, frames, blocks, bytes, drops and gaps (lost on the way), "
+      "rejected, refused (another sender's frames of it), losses (owners "
+      "gone without EOS), owner (the owning sender, \"\" for none), queued "
+      "(frames waiting for the pad), lane-blocks (blocks out: queued or "
+      "downstream), held-downstream, pushed, copies (over its share), "
+      "drops-leaky (queued frames dropped for room), drops-not-playing, "
+      "drops-ended (after EOS), paused (its sender told to stop), pauses, "
+      "paused-time (ns), eos, over-budget (the pad's policy).  In C: "
+      "gst_structure_get (s, \"device-3\", GST_TYPE_STRUCTURE, &d, NULL); "
+      "in Python: s.get_value (\"device-3\")");
+}
+
+/* One device's structure: the receiver's counters of it, its ownership,
+ * then the pad's queue, share and drops by reason. */
+static GstStructure *device_stats_new(sbr_receiver *receiver,
+                                      GstRdmaSrcDevice *dev)
+{
+  struct sbr_device_stats ds;
+  GstStructure *s;
+
+  sbr_receiver_get_device_stats(receiver, (uint8_t)dev->device, &ds);
+  s = gst_structure_new(
+      "rdmasrc-device-stats", "device-id", G_TYPE_UINT, dev->device, "frames",
+      G_TYPE_UINT64, (guint64)ds.frames, "blocks", G_TYPE_UINT64,
+      (guint64)ds.blocks, "bytes", G_TYPE_UINT64, (guint64)ds.bytes, "drops",
+      G_TYPE_UINT64, (guint64)ds.drops, "gaps", G_TYPE_UINT64, (guint64)ds.gaps,
+      "rejected", G_TYPE_UINT64, (guint64)ds.rejected, "refused", G_TYPE_UINT64,
+      dev->refused, "losses", G_TYPE_UINT64, dev->losses, "owner",
+      G_TYPE_STRING, dev->owned ? dev->owner_peer : "", NULL);
+  gst_rdma_src_pad_add_stats(dev->pad, s);
+  return s;
+}
+
+GstStructure *gst_rdma_src_stats_new(sbr_receiver *receiver,
+                                     GstRdmaSrcDevice *const *devices,
+                                     const GstRdmaSrcCounters *counters)
+{
+  struct sbr_receiver_stats rs;
+  GstStructure *per_device[SBR_MAX_DEVICES] = {NULL};
+  guint64 pushed = 0;
+  GstStructure *s;
+
+  memset(&rs, 0, sizeof rs);
+  if (receiver) {
+    sbr_receiver_get_stats(receiver, &rs);
+    for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
+      guint64 dev_pushed = 0;
+
+      if (!devices[d])
+        continue;
+      per_device[d] = device_stats_new(receiver, devices[d]);
+      gst_structure_get_uint64(per_device[d], "pushed", &dev_pushed);
+      pushed += dev_pushed;
+    }
+  }
+  s = gst_structure_new(
+      "rdmasrc-stats", "lanes-opened", G_TYPE_UINT64, (guint64)rs.lanes_opened,
+      "lanes-closed", G_TYPE_UINT64, (guint64)rs.lanes_closed, "lanes-active",
+      G_TYPE_UINT, (guint)rs.lanes_active, "blocks", G_TYPE_UINT64,
+      (guint64)rs.blocks, "bytes", G_TYPE_UINT64, (guint64)rs.bytes, "rejected",
+      G_TYPE_UINT64, (guint64)rs.rejected, "blocks-held", G_TYPE_UINT64,
+      (guint64)rs.blocks_held, "frames-copied", G_TYPE_UINT64,
+      (guint64)rs.frames_copied, "recv-wr-posted", G_TYPE_UINT64,
+      (guint64)rs.recv_wr_posted, "copies", G_TYPE_UINT64, counters->copies,
+      "held", G_TYPE_UINT, counters->held, "no-caps-drops", G_TYPE_UINT64,
+      counters->no_caps_drops, "pushed", G_TYPE_UINT64, pushed, "device-blocks",
+      G_TYPE_UINT, counters->device_blocks, NULL);
+  /* The devices last, in device order, so the element-wide counters lead
+   * a printed line. */
+  for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
+    GValue v = G_VALUE_INIT;
+    gchar name[16];
+
+    if (!per_device[d])
+      continue;
+    g_snprintf(name, sizeof name, "device-%u", d);
+    g_value_init(&v, GST_TYPE_STRUCTURE);
+    g_value_take_boxed(&v, per_device[d]);
+    gst_structure_take_value(s, name, &v);
+  }
+  return s;
+}

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * gstrdmasrcstats.h - rdmasrc's "stats" property and "rdmasrc-stats"
+ * message: what the structure holds and how it is laid out.
+ *
+ * Layout: the element-wide counters, then one field per device that has a
+ * pad, "device-<N>" (device-0 ... device-255), whose value is a
+ * "rdmasrc-device-stats" structure.  A field per device, not an array of
+ * structures: an application asks for the camera it means
+ * (gst_structure_get (s, "device-3", GST_TYPE_STRUCTURE, &d, NULL), in
+ * Python s.get_value ("device-3") is a Gst.Structure), where a
+ * GstValueArray needs a search and, in PyGObject, the deprecated
+ * GValueArray; and no devices means no fields, not "devices=(int)< >".
+ *
+ * Threads: build the structure with the element's object lock held (it
+ * guards the device table and the counters read here).
+ */
+#ifndef __GST_RDMA_SRC_STATS_H__
+#define __GST_RDMA_SRC_STATS_H__
+
+#include <gst/gst.h>
+#include <sbr.h>
+
+#include "gstrdmasrcdevice.h"
+
+G_BEGIN_DECLS
+
+/* What rdmasrc counts itself, element-wide. */
+typedef struct {
+  guint64 copies;        /* frames copied: over a share or max-held */
+  guint64 no_caps_drops; /* frames of a device without a stream */
+  guint held;            /* lane blocks out (queued or downstream) */
+  guint device_blocks;   /* each device's share now; 0 when stopped */
+} GstRdmaSrcCounters;
+
+/* The "stats" property, its blurb naming every field built below. */
+GParamSpec *gst_rdma_src_stats_param_spec(void);
+
+/* The "rdmasrc-stats" structure (see above).  receiver may be NULL (not
+ * started): then only the counters, all zero, and no device fields. */
+GstStructure *gst_rdma_src_stats_new(sbr_receiver *receiver,
+                                     GstRdmaSrcDevice *const *devices,
+                                     const GstRdmaSrcCounters *counters);
+
+G_END_DECLS
+
+#endif /* __GST_RDMA_SRC_STATS_H__ */

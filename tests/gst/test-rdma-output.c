@@ -1,0 +1,470 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * test-rdma-output.c - what users read: the stats as gst-launch-1.0 -m
+ * prints them (and whether those lines parse back), src_N's caps in -v,
+ * the stats an application reads from the property, and blurbs that name
+ * every stats field.
+ *
+ * The gst-launch test runs receiver and sender as gst-launch-1.0
+ * processes (found on PATH; the plugin through GST_PLUGIN_PATH, which
+ * meson sets to the build's gst/ directory), so this process never loads
+ * the plugin and parses the printed lines as a log reader would.  The
+ * transport is SBR_TEST_TRANSPORT (shm on the host, verbs in the VM).
+ */
+#include <gst/check/gstcheck.h>
+
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define WAIT (15 * GST_SECOND)
+
+static const gchar *transport; /* SBR_TEST_TRANSPORT */
+static const gchar *rdma_addr; /* SBR_RDMA_ADDR */
+
+static guint test_port(void)
+{
+  /* 30000..34999: clear of the other element tests' ranges. */
+  static guint seq;
+  return 30000 + (guint)(getpid() % 500) * 10 + (seq++ % 10);
+}
+
+/* ----------------------------------------------------- gst-launch-1.0 */
+
+/* gst-launch-1.0 with args (a NULL-terminated list), stdout into out_fd
+ * (-1: /dev/null). */
+static GPid launch(gint out_fd, const gchar *const *args)
+{
+  GPtrArray *argv = g_ptr_array_new();
+  GError *err = NULL;
+  GPid pid = 0;
+  gboolean ok;
+
+  g_ptr_array_add(argv, (gpointer) "gst-launch-1.0");
+  for (guint i = 0; args[i]; i++)
+    g_ptr_array_add(argv, (gpointer)args[i]);
+  g_ptr_array_add(argv, NULL);
+  ok = g_spawn_async_with_fds(NULL, (gchar **)argv->pdata, NULL,
+                              G_SPAWN_SEARCH_PATH | G_SPAWN_DO_NOT_REAP_CHILD |
+                                  (out_fd < 0 ? G_SPAWN_STDOUT_TO_DEV_NULL : 0),
+                              NULL, NULL, &pid, -1, out_fd, -1, &err);
+  fail_unless(ok, "spawn gst-launch-1.0: %s", err ? err->message : "?");
+  g_ptr_array_free(argv, TRUE);
+  return pid;
+}
+
+/* SIGINT (gst-launch stops its pipeline and exits, its output flushed);
+ * SIGKILL if it hasn't exited within timeout.  Returns TRUE if it exited
+ * on its own. */
+static gboolean interrupt(GPid pid, GstClockTime timeout)
+{
+  gint64 end = g_get_monotonic_time() + (gint64)(timeout / GST_USECOND);
+
+  kill(pid, SIGINT);
+  while (g_get_monotonic_time() < end) {
+    if (waitpid(pid, NULL, WNOHANG) == pid)
+      return TRUE;
+    g_usleep(20000);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  return FALSE;
+}
+
+/* The structure a -m line "Got message #N from element "r" (element): S"
+ * prints, if the line is one and S is named name; NULL otherwise, and a
+ * test failure if such a line doesn't parse. */
+static GstStructure *parse_message_line(const gchar *line, const gchar *name)
+{
+  const gchar *tag = "(element): ";
+  const gchar *p = strstr(line, tag);
+  GstStructure *s;
+
+  if (!g_str_has_prefix(line, "Got message #") || !p)
+    return NULL;
+  p += strlen(tag);
+  if (!g_str_has_prefix(p, name) || p[strlen(name)] != ',')
+    return NULL;
+  s = gst_structure_from_string(p, NULL);
+  fail_unless(s != NULL, "a printed %s doesn't parse back: %s", name, p);
+  return s;
+}
+
+static guint64 u64(const GstStructure *s, const gchar *field)
+{
+  guint64 v = 0;
+
+  fail_unless(gst_structure_get_uint64(s, field, &v),
+              "no %s in %" GST_PTR_FORMAT, field, s);
+  return v;
+}
+
+/* Receiver and sender as gst-launch-1.0 (the sender streams devices 0 and
+ * 1 for ~2 s); the receiver's -m -v output parses back: rdmasrc-stats with
+ * a structure per device, rdmasrc-device-stats lines of their own, and
+ * src_N's caps. */
+GST_START_TEST(test_launch_m_prints_stats_that_parse_back)
+{
+  guint port = test_port();
+  gchar *port_arg = g_strdup_printf("port=%u", port);
+  gchar *transport_arg = g_strdup_printf("transport=%s", transport);
+  gchar *address_arg = g_strdup_printf("address=%s", rdma_addr);
+  gchar *host_arg = g_strdup_printf("host=%s", rdma_addr);
+  const gchar *recv_args[] = {
+      "-m",        "-v",       "rdmasrc",  transport_arg,
+      address_arg, port_arg,   "name=r",   "stats-interval=200",
+      "r.src_0",   "!",        "fakesink", "r.src_1",
+      "!",         "fakesink", NULL};
+  const gchar *caps =
+      "video/x-raw,format=GRAY8,width=64,height=48,framerate=25/1";
+  const gchar *send_args[] = {"videotestsrc",
+                              "is-live=true",
+                              "!",
+                              caps,
+                              "!",
+                              "rdmasink",
+                              transport_arg,
+                              host_arg,
+                              port_arg,
+                              "device-id=0",
+                              "stats-interval=0",
+                              "videotestsrc",
+                              "is-live=true",
+                              "!",
+                              caps,
+                              "!",
+                              "rdmasink",
+                              transport_arg,
+                              host_arg,
+                              port_arg,
+                              "device-id=1",
+                              "stats-interval=0",
+                              NULL};
+  GstStructure *last = NULL;
+  guint64 dev_frames[2] = {0, 0};
+  guint n_stats = 0, n_dev = 0;
+  gboolean caps_shown[2] = {FALSE, FALSE};
+  gchar *path = NULL, *text = NULL, **lines;
+  GError *err = NULL;
+  GPid rx, tx;
+  gint fd;
+
+  /* A log reader: nothing of the plugin's is registered here. */
+  fail_unless(g_type_from_name("GstRdmaOverBudget") == 0);
+  fd = g_file_open_tmp("rdma-output-XXXXXX", &path, &err);
+  fail_unless(fd >= 0, "tmp file: %s", err ? err->message : "?");
+  rx = launch(fd, recv_args);
+  g_usleep(500 * G_TIME_SPAN_MILLISECOND); /* listening */
+  tx = launch(-1, send_args);
+  g_usleep(2500 * G_TIME_SPAN_MILLISECOND);
+  fail_unless(interrupt(rx, 10 * GST_SECOND), "receiver didn't exit");
+  interrupt(tx, 5 * GST_SECOND);
+  close(fd);
+
+  fail_unless(g_file_get_contents(path, &text, NULL, &err), "%s",
+              err ? err->message : "?");
+  unlink(path);
+  lines = g_strsplit(text, "\n", -1);
+  for (guint i = 0; lines[i]; i++) {
+    GstStructure *s;
+
+    /* The per-device stats are no longer an array. */
+    fail_if(strstr(lines[i], "devices=(") != NULL, "%s", lines[i]);
+    for (guint d = 0; d < 2; d++) {
+      gchar *want = g_strdup_printf(
+          "GstRdmaSrc:r.GstRdmaSrcPad:src_%u: caps = video/x-raw", d);
+      if (strstr(lines[i], want))
+        caps_shown[d] = TRUE;
+      g_free(want);
+    }
+    if ((s = parse_message_line(lines[i], "rdmasrc-stats"))) {
+      n_stats++;
+      if (last)
+        gst_structure_free(last);
+      last = s;
+    } else if ((s = parse_message_line(lines[i], "rdmasrc-device-stats"))) {
+      guint id = G_MAXUINT;
+
+      n_dev++;
+      fail_unless(gst_structure_get_uint(s, "device-id", &id));
+      fail_unless(id < 2, "device %u", id);
+      dev_frames[id] = MAX(dev_frames[id], u64(s, "frames"));
+      gst_structure_free(s);
+    }
+  }
+  fail_unless(n_stats >= 3, "%u rdmasrc-stats lines in:\n%s", n_stats, text);
+  fail_unless(n_dev >= 2, "%u rdmasrc-device-stats lines", n_dev);
+  for (guint d = 0; d < 2; d++) {
+    GstStructure *ds = NULL;
+    gchar name[16];
+
+    g_snprintf(name, sizeof name, "device-%u", d);
+    fail_unless(gst_structure_get(last, name, GST_TYPE_STRUCTURE, &ds, NULL),
+                "no %s in %" GST_PTR_FORMAT, name, last);
+    fail_unless(gst_structure_has_name(ds, "rdmasrc-device-stats"));
+    fail_unless(u64(ds, "frames") > 0, "device %u: no frames", d);
+    fail_unless_equals_string(gst_structure_get_string(ds, "over-budget"),
+                              "drop-oldest");
+    gst_structure_free(ds);
+    fail_unless(dev_frames[d] > 0, "device %u: no frames in its own lines", d);
+    fail_unless(caps_shown[d], "-v didn't show src_%u's caps", d);
+  }
+  fail_unless(u64(last, "pushed") > 0);
+
+  gst_structure_free(last);
+  g_strfreev(lines);
+  g_free(text);
+  g_free(path);
+  g_free(port_arg);
+  g_free(transport_arg);
+  g_free(address_arg);
+  g_free(host_arg);
+}
+
+GST_END_TEST;
+
+/* ------------------------------------------------- in this process */
+
+static GstElement *pipeline_new(const gchar *desc)
+{
+  GError *err = NULL;
+  GstElement *p = gst_parse_launch(desc, &err);
+
+  fail_unless(p != NULL, "%s: %s", desc, err ? err->message : "?");
+  return p;
+}
+
+static void stop(GstElement *pipeline)
+{
+  fail_unless_equals_int(gst_element_set_state(pipeline, GST_STATE_NULL),
+                         GST_STATE_CHANGE_SUCCESS);
+  gst_object_unref(pipeline);
+}
+
+static GstStructure *stats_of(GstElement *pipeline, const gchar *name)
+{
+  GstElement *e = gst_bin_get_by_name(GST_BIN(pipeline), name);
+  GstStructure *s = NULL;
+
+  fail_unless(e != NULL);
+  g_object_get(e, "stats", &s, NULL);
+  gst_object_unref(e);
+  fail_unless(s != NULL);
+  return s;
+}
+
+/* How an application reads device N: the field "device-<N>". */
+static guint64 device_frames(const GstStructure *s, guint device)
+{
+  GstStructure *d = NULL;
+  gchar name[16];
+  guint64 frames = 0;
+
+  g_snprintf(name, sizeof name, "device-%u", device);
+  if (!gst_structure_get(s, name, GST_TYPE_STRUCTURE, &d, NULL))
+    return 0;
+  gst_structure_get_uint64(d, "frames", &frames);
+  gst_structure_free(d);
+  return frames;
+}
+
+/* A receiver with pads for devices 0 and 1, and a sender of both. */
+static void start_pair(GstElement **rx, GstElement **tx)
+{
+  guint port = test_port();
+  gchar *desc;
+
+  desc = g_strdup_printf("rdmasrc name=r transport=%s address=%s port=%u "
+                         "stats-interval=100 r.src_0 ! fakesink "
+                         "r.src_1 ! fakesink",
+                         transport, rdma_addr, port);
+  *rx = pipeline_new(desc);
+  g_free(desc);
+  desc = g_strdup_printf(
+      "videotestsrc is-live=true ! video/x-raw,format=GRAY8,width=64,"
+      "height=48,framerate=25/1 ! rdmasink name=tx0 transport=%s host=%s "
+      "port=%u device-id=0 stats-interval=0 videotestsrc is-live=true ! "
+      "video/x-raw,format=GRAY8,width=64,height=48,framerate=25/1 ! "
+      "rdmasink name=tx1 transport=%s host=%s port=%u device-id=1 "
+      "stats-interval=0",
+      transport, rdma_addr, port, transport, rdma_addr, port);
+  *tx = pipeline_new(desc);
+  g_free(desc);
+  fail_if(gst_element_set_state(*rx, GST_STATE_PLAYING) ==
+          GST_STATE_CHANGE_FAILURE);
+  fail_if(gst_element_set_state(*tx, GST_STATE_PLAYING) ==
+          GST_STATE_CHANGE_FAILURE);
+}
+
+/* Both devices have frames in the stats property, within WAIT. */
+static GstStructure *wait_both_devices(GstElement *rx)
+{
+  gint64 end = g_get_monotonic_time() + (gint64)(WAIT / GST_USECOND);
+
+  while (g_get_monotonic_time() < end) {
+    GstStructure *s = stats_of(rx, "r");
+
+    if (device_frames(s, 0) > 0 && device_frames(s, 1) > 0)
+      return s;
+    gst_structure_free(s);
+    g_usleep(50000);
+  }
+  fail("devices 0 and 1 never both had frames");
+  return NULL;
+}
+
+/* The property as an application reads it: a field per device with a
+ * pad, nothing for the others, no array; and the bus carries each
+ * device's structure as a message of its own. */
+GST_START_TEST(test_stats_property_has_a_field_per_device)
+{
+  GstElement *rx, *tx, *r;
+  GstStructure *s;
+  GstBus *bus;
+  gboolean seen[2] = {FALSE, FALSE};
+  gint64 end;
+  gchar *str;
+
+  /* Not started: counters only, and no "devices=(int)< >". */
+  r = gst_element_factory_make("rdmasrc", NULL);
+  g_object_get(r, "stats", &s, NULL);
+  fail_unless(gst_structure_has_name(s, "rdmasrc-stats"));
+  fail_if(gst_structure_has_field(s, "devices"));
+  fail_if(gst_structure_has_field(s, "device-0"));
+  str = gst_structure_to_string(s);
+  fail_if(strchr(str, '<') != NULL, "%s", str);
+  g_free(str);
+  gst_structure_free(s);
+  gst_object_unref(r);
+
+  start_pair(&rx, &tx);
+  s = wait_both_devices(rx);
+  fail_if(gst_structure_has_field(s, "devices"));
+  fail_if(gst_structure_has_field(s, "device-2"), "no pad, no field");
+  for (guint d = 0; d < 2; d++) {
+    const GstStructure *ds;
+    gchar name[16];
+    guint id = G_MAXUINT;
+
+    g_snprintf(name, sizeof name, "device-%u", d);
+    ds = gst_value_get_structure(gst_structure_get_value(s, name));
+    fail_unless(gst_structure_has_name(ds, "rdmasrc-device-stats"));
+    fail_unless(gst_structure_get_uint(ds, "device-id", &id));
+    fail_unless_equals_int(id, d);
+    /* A plain string: parses back without the plugin. */
+    fail_unless_equals_string(gst_structure_get_string(ds, "over-budget"),
+                              "drop-oldest");
+  }
+  gst_structure_free(s);
+
+  bus = gst_element_get_bus(rx);
+  end = g_get_monotonic_time() + (gint64)(WAIT / GST_USECOND);
+  while (!(seen[0] && seen[1]) && g_get_monotonic_time() < end) {
+    GstMessage *msg =
+        gst_bus_timed_pop_filtered(bus, 100 * GST_MSECOND, GST_MESSAGE_ELEMENT);
+    const GstStructure *ms;
+    guint id = G_MAXUINT;
+
+    if (!msg)
+      continue;
+    ms = gst_message_get_structure(msg);
+    if (gst_structure_has_name(ms, "rdmasrc-device-stats") &&
+        gst_structure_get_uint(ms, "device-id", &id) && id < 2 &&
+        u64(ms, "frames") > 0)
+      seen[id] = TRUE;
+    gst_message_unref(msg);
+  }
+  gst_object_unref(bus);
+  fail_unless(seen[0] && seen[1], "no rdmasrc-device-stats messages");
+
+  stop(tx);
+  stop(rx);
+}
+
+GST_END_TEST;
+
+/* Every field the stats carry is named in the stats blurb (rdmasrc's
+ * element-wide and per-device fields, rdmasink's device and connection
+ * fields), and rdmasink's block-size tells itself apart from basesink's
+ * blocksize. */
+static void check_blurb_names(const gchar *blurb, const GstStructure *s,
+                              const gchar *what)
+{
+  gchar **words = g_regex_split_simple("[^a-z0-9-]+", blurb, 0, 0);
+
+  for (gint i = 0; i < gst_structure_n_fields(s); i++) {
+    const gchar *field = gst_structure_nth_field_name(s, (guint)i);
+    const GValue *v = gst_structure_get_value(s, field);
+
+    if (G_VALUE_HOLDS(v, GST_TYPE_STRUCTURE)) {
+      /* "device-<N>" is named as such; its fields are checked. */
+      fail_unless(g_str_has_prefix(field, "device-"), "%s", field);
+      check_blurb_names(blurb, gst_value_get_structure(v), what);
+      continue;
+    }
+    fail_unless(g_strv_contains((const gchar *const *)words, field),
+                "%s: the stats blurb doesn't name \"%s\"", what, field);
+  }
+  g_strfreev(words);
+}
+
+static const gchar *blurb_of(GstElement *pipeline, const gchar *name,
+                             const gchar *property)
+{
+  GstElement *e = gst_bin_get_by_name(GST_BIN(pipeline), name);
+  GParamSpec *pspec =
+      g_object_class_find_property(G_OBJECT_GET_CLASS(e), property);
+
+  gst_object_unref(e);
+  fail_unless(pspec != NULL);
+  return g_param_spec_get_blurb(pspec);
+}
+
+GST_START_TEST(test_blurbs_name_every_stats_field)
+{
+  GstElement *rx, *tx;
+  GstStructure *s;
+  const gchar *blurb;
+
+  start_pair(&rx, &tx);
+  s = wait_both_devices(rx);
+  check_blurb_names(blurb_of(rx, "r", "stats"), s, "rdmasrc");
+  gst_structure_free(s);
+  s = stats_of(tx, "tx0");
+  fail_unless(gst_structure_has_field(s, "connection-id"), "not connected");
+  check_blurb_names(blurb_of(tx, "tx0", "stats"), s, "rdmasink");
+  gst_structure_free(s);
+
+  blurb = blurb_of(tx, "tx0", "block-size");
+  fail_unless(strstr(blurb, "\"blocksize\"") != NULL, "%s", blurb);
+  fail_unless(strstr(blurb, "the one that matters") != NULL, "%s", blurb);
+  blurb = blurb_of(rx, "r", "stats-interval");
+  fail_unless(strstr(blurb, "rdmasrc-device-stats") != NULL, "%s", blurb);
+
+  stop(tx);
+  stop(rx);
+}
+
+GST_END_TEST;
+
+static Suite *rdma_output_suite(void)
+{
+  Suite *s = suite_create("rdma-output");
+  TCase *tc = tcase_create("general");
+
+  transport = g_getenv("SBR_TEST_TRANSPORT");
+  if (!transport)
+    transport = "shm";
+  rdma_addr = g_getenv("SBR_RDMA_ADDR");
+  if (!rdma_addr)
+    rdma_addr = "127.0.0.1";
+  tcase_set_timeout(tc, 60);
+  suite_add_tcase(s, tc);
+  tcase_add_test(tc, test_launch_m_prints_stats_that_parse_back);
+  tcase_add_test(tc, test_stats_property_has_a_field_per_device);
+  tcase_add_test(tc, test_blurbs_name_every_stats_field);
+  return s;
+}
+
+GST_CHECK_MAIN(rdma_output);
