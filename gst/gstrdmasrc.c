@@ -33,9 +33,16 @@
  *
  * It is a live source: frames are queued and pushed only while PLAYING
  * (what arrives while PAUSED is dropped and counted, and PLAYING->PAUSED
- * empties the queues); it answers the LATENCY query with live=TRUE and,
- * unless #GstRdmaSrc:latency says otherwise, one frame duration as the
- * minimum.
+ * empties the queues).  It answers the LATENCY query with live=TRUE and
+ * what the transport really adds: unless #GstRdmaSrc:latency says
+ * otherwise, the minimum is measured per device as twice the worst
+ * lateness of a frame at arrival (our running time then minus its PTS:
+ * the transport's jitter, as the first frame is stamped with its arrival)
+ * plus 2 ms, rounded up to 1 ms, and a latency message asks the pipeline
+ * again when frames come later than that; the maximum adds what the pad's
+ * queue holds (its share of frames, or max-queued under copy and pause) at
+ * the stream's frame rate.  So sync=true sinks and compositors neither
+ * drop late frames nor wait a whole frame for nothing.
  *
  * Zero copy: a buffer wraps the receive blocks its frame landed in, one
  * memory per block (a fragmented frame is one buffer of several memories).
@@ -357,8 +364,9 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_LATENCY] = g_param_spec_int(
       "latency", "Latency",
-      "Minimum latency reported in milliseconds (-1 = one frame duration of "
-      "the stream, from its framerate or buffer durations)",
+      "Minimum latency reported in milliseconds (-1 = measured: twice the "
+      "worst lateness of a frame at arrival plus 2 ms, raised with a latency "
+      "message when frames come later)",
       -1, G_MAXINT, DEFAULT_LATENCY,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING);
   properties[PROP_TIMEOUT] = g_param_spec_uint(
@@ -614,26 +622,49 @@ static GstStructure *gst_rdma_src_get_stats(GstElement *element)
 
 /* ------------------------------------------------------------- pads */
 
+/* What a device's pad adds to the latency.  min: the latency property if
+ * set, else what was measured (gst_rdma_src_pad_latency): the transport's
+ * jitter with headroom, a few ms, not a whole frame.  max: min plus what
+ * the pad's queue can hold while downstream waits (its share of frames
+ * under drop-oldest, max-queued under copy and pause) at the device's
+ * frame rate; unknown rate, no bound. */
+static void gst_rdma_src_device_latency(GstRdmaSrc *self, GstRdmaSrcDevice *dev,
+                                        GstClockTime *min, GstClockTime *max)
+{
+  gboolean drops;
+  guint frames;
+
+  *min = 0;
+  *max = GST_CLOCK_TIME_NONE;
+  if (!dev)
+    return;
+  /* Measured first: it also records what was reported. */
+  *min = gst_rdma_src_pad_latency(dev->pad);
+  drops =
+      gst_rdma_src_pad_get_policy(dev->pad) == GST_RDMA_OVER_BUDGET_DROP_OLDEST;
+  GST_OBJECT_LOCK(self);
+  if (self->latency >= 0)
+    *min = (GstClockTime)self->latency * GST_MSECOND;
+  frames = drops ? gst_rdma_src_budget(self) : self->max_queued_now;
+  if (GST_CLOCK_TIME_IS_VALID(dev->frame_duration) && frames > 0)
+    *max = *min + frames * dev->frame_duration;
+  GST_OBJECT_UNLOCK(self);
+}
+
 static gboolean gst_rdma_src_pad_query(GstPad *pad, GstObject *parent,
                                        GstQuery *query)
 {
   GstRdmaSrc *self = GST_RDMA_SRC(parent);
 
   if (GST_QUERY_TYPE(query) == GST_QUERY_LATENCY) {
-    GstClockTime min = 0;
-    GstRdmaSrcDevice *dev;
+    GstClockTime min, max;
 
-    /* The device goes away under the object lock (remove_pads). */
-    GST_OBJECT_LOCK(self);
-    dev = gst_pad_get_element_private(pad);
-    if (self->latency >= 0)
-      min = (GstClockTime)self->latency * GST_MSECOND;
-    else if (dev && GST_CLOCK_TIME_IS_VALID(dev->frame_duration))
-      min = dev->frame_duration;
-    GST_OBJECT_UNLOCK(self);
-    /* Live; the sender, not we, decides how much it buffers: no maximum. */
-    gst_query_set_latency(query, TRUE, min, GST_CLOCK_TIME_NONE);
-    GST_LOG_OBJECT(pad, "latency: min %" GST_TIME_FORMAT, GST_TIME_ARGS(min));
+    gst_rdma_src_device_latency(self, gst_pad_get_element_private(pad), &min,
+                                &max);
+    gst_query_set_latency(query, TRUE, min, max);
+    GST_LOG_OBJECT(pad,
+                   "latency: min %" GST_TIME_FORMAT " max %" GST_TIME_FORMAT,
+                   GST_TIME_ARGS(min), GST_TIME_ARGS(max));
     return TRUE;
   }
   return gst_pad_query_default(pad, parent, query);
@@ -662,21 +693,28 @@ static gboolean gst_rdma_src_query(GstElement *element, GstQuery *query)
   GstRdmaSrc *self = GST_RDMA_SRC(element);
 
   if (GST_QUERY_TYPE(query) == GST_QUERY_LATENCY) {
-    GstClockTime min = 0;
+    GstClockTime min = 0, max = GST_CLOCK_TIME_NONE;
+    GstRdmaSrcDevice *devices[SBR_MAX_DEVICES];
+    guint n = 0;
 
-    /* The element as a whole: the largest of its pads' answers. */
+    /* The element as a whole: the largest minimum of its pads, the
+     * smallest maximum. */
     GST_OBJECT_LOCK(self);
-    if (self->latency >= 0) {
-      min = (GstClockTime)self->latency * GST_MSECOND;
-    } else {
-      for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
-        GstRdmaSrcDevice *dev = self->devices[d];
-        if (dev && GST_CLOCK_TIME_IS_VALID(dev->frame_duration))
-          min = MAX(min, dev->frame_duration);
-      }
-    }
+    for (guint d = 0; d < SBR_MAX_DEVICES; d++)
+      if (self->devices[d])
+        devices[n++] = self->devices[d];
     GST_OBJECT_UNLOCK(self);
-    gst_query_set_latency(query, TRUE, min, GST_CLOCK_TIME_NONE);
+    if (n == 0)
+      gst_rdma_src_device_latency(self, NULL, &min, &max);
+    for (guint i = 0; i < n; i++) {
+      GstClockTime dmin, dmax;
+
+      gst_rdma_src_device_latency(self, devices[i], &dmin, &dmax);
+      min = MAX(min, dmin);
+      if (GST_CLOCK_TIME_IS_VALID(dmax))
+        max = GST_CLOCK_TIME_IS_VALID(max) ? MIN(max, dmax) : dmax;
+    }
+    gst_query_set_latency(query, TRUE, min, max);
     return TRUE;
   }
   return GST_ELEMENT_CLASS(parent_class)->query(element, query);
@@ -1103,6 +1141,7 @@ static void gst_rdma_src_handle_data(GstRdmaSrc *self, struct sbr_frame *frame)
   struct sbr_block_info info = frame->info;
   gboolean over = FALSE, copy = FALSE;
   guint lane_blocks;
+  GstClockTime now;
   GstBuffer *buf;
 
   if (!dev || gst_rdma_src_pad_is_eos(dev->pad)) {
@@ -1149,8 +1188,17 @@ static void gst_rdma_src_handle_data(GstRdmaSrc *self, struct sbr_frame *frame)
     dev->rebase_seen = g_atomic_int_get(&self->rebase_count);
     dev->time_map.have_base = FALSE;
   }
-  gst_rdma_frame_stamp(&dev->time_map, &info, gst_rdma_src_running_time(self),
-                       buf);
+  now = gst_rdma_src_running_time(self);
+  gst_rdma_frame_stamp(&dev->time_map, &info, now, buf);
+  if (GST_BUFFER_PTS_IS_VALID(buf) && now > GST_BUFFER_PTS(buf) &&
+      gst_rdma_src_pad_note_lateness(dev->pad, now - GST_BUFFER_PTS(buf))) {
+    GST_INFO_OBJECT(dev->pad,
+                    "a frame came %" GST_TIME_FORMAT " late: "
+                    "latency up",
+                    GST_TIME_ARGS(now - GST_BUFFER_PTS(buf)));
+    gst_element_post_message(GST_ELEMENT(self),
+                             gst_message_new_latency(GST_OBJECT(self)));
+  }
   if (info.duration != SBR_TIME_NONE &&
       !GST_CLOCK_TIME_IS_VALID(dev->frame_duration)) {
     GST_OBJECT_LOCK(self);

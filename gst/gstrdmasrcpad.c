@@ -62,6 +62,8 @@ struct _GstRdmaSrcPad {
   guint64 drops_not_playing;
   guint64 drops_ended; /* after EOS */
   guint64 pushed;
+  GstClockTime late_max;          /* most a buffer's push was after its PTS */
+  GstClockTime latency_announced; /* what the last LATENCY answer said */
 
   /* Pad task only. */
   gboolean eos_pushed; /* downstream had EOS: a new stream flushes first */
@@ -448,6 +450,7 @@ void gst_rdma_src_pad_end_stream(GstRdmaSrcPad *pad)
   pad->discont = FALSE;
   pad->eos = TRUE;
   pad->has_stream = FALSE;
+  pad->late_max = 0; /* a new run, perhaps a new sender and path */
   if (pad->paused)
     pad->paused_us += (guint64)(g_get_monotonic_time() - pad->paused_since);
   pad->paused = FALSE;
@@ -464,6 +467,42 @@ static GstFlowReturn combine(GstRdmaSrcPad *pad, GstFlowReturn flow)
                                                GST_PAD(pad), flow);
   g_mutex_unlock(&pad->flow->lock);
   return combined;
+}
+
+/* What the LATENCY query answers from what was measured: twice the worst
+ * lateness seen (jitter comes in bursts) plus a floor for the hand-off to
+ * the pad task and the push, rounded up to a millisecond. */
+#define LATENCY_FLOOR (2 * GST_MSECOND)
+
+static GstClockTime latency_for(GstClockTime late_max)
+{
+  GstClockTime t = 2 * late_max + LATENCY_FLOOR;
+
+  return (t + GST_MSECOND - 1) / GST_MSECOND * GST_MSECOND;
+}
+
+gboolean gst_rdma_src_pad_note_lateness(GstRdmaSrcPad *pad, GstClockTime late)
+{
+  gboolean announce = FALSE;
+
+  g_mutex_lock(&pad->lock);
+  if (late > pad->late_max) {
+    pad->late_max = late;
+    announce =
+        latency_for(late) > pad->latency_announced + pad->latency_announced / 4;
+  }
+  g_mutex_unlock(&pad->lock);
+  return announce;
+}
+
+GstClockTime gst_rdma_src_pad_latency(GstRdmaSrcPad *pad)
+{
+  GstClockTime t;
+
+  g_mutex_lock(&pad->lock);
+  t = pad->latency_announced = latency_for(pad->late_max);
+  g_mutex_unlock(&pad->lock);
+  return t;
 }
 
 static void gst_rdma_src_pad_loop(gpointer data)

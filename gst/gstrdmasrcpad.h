@@ -94,6 +94,18 @@ void gst_rdma_src_pad_stop(GstRdmaSrcPad *pad);
  * stream events); nothing is queued. */
 void gst_rdma_src_pad_end_stream(GstRdmaSrcPad *pad);
 
+/* Receive thread: a frame of the device arrived late after its PTS (our
+ * running time at arrival minus its PTS: the first frame of a stream is
+ * stamped with its arrival and later ones keep the sender's spacing, so
+ * this is the transport's jitter).  TRUE when the latency to report grew
+ * by more than a quarter over what was last reported: post a latency
+ * message so the pipeline asks again. */
+gboolean gst_rdma_src_pad_note_lateness(GstRdmaSrcPad *pad, GstClockTime late);
+/* The minimum latency the pad's LATENCY query answers: twice the worst
+ * lateness seen plus 2 ms for the hand-off and push, rounded up to 1 ms;
+ * remembered as reported. */
+GstClockTime gst_rdma_src_pad_latency(GstRdmaSrcPad *pad);
+
 /* Per-device counters into s (queued, lane-blocks, copies, drops-*). */
 void gst_rdma_src_pad_add_stats(GstRdmaSrcPad *pad, GstStructure *s);
 
