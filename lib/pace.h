@@ -11,7 +11,8 @@
  * whose period is stable (enough frames, jitter under an eighth of the
  * period) has a predicted next arrival, grid + period, and a window
  * around it; the receiver sleeps
- * until the earliest window of any device opens and polls through it.
+ * until the earliest window of any device opens (in sleeps no longer than
+ * the back-off's ceiling) and polls through it.
  * Devices that aren't periodic (still learning, jittery, or overdue) make it
  * fall back to the back-off schedule.  docs/design.md, "Waiting for a
  * frame", explains the choices.

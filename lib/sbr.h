@@ -37,8 +37,9 @@
  *   is the receiver's poll mode: busy (spin: the lowest latency, a whole
  *   core), adaptive (the default: learns each device's frame period from
  *   the arrivals, sleeps until just before the next frame of any device
- *   is due and polls through a short window; back-off for streams that
- *   aren't periodic and while idle) or backoff (spin 20 us, then sleeps
+ *   is due, in sleeps no longer than the back-off's 1 ms ceiling, and
+ *   polls through a short window; back-off for streams that aren't
+ *   periodic and while idle) or backoff (spin 20 us, then sleeps
  *   doubling up to 1 ms).  In adaptive mode a call that sleeps lowers the
  *   calling thread's timer slack to 1 ns (PR_SET_TIMERSLACK; Linux adds
  *   50 us to every timed sleep by default) and restores it before it
