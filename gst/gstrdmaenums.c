@@ -78,6 +78,25 @@ GType gst_rdma_backpressure_get_type(void)
   return (GType)id;
 }
 
+GType gst_rdma_poll_mode_get_type(void)
+{
+  static gsize id = 0;
+  static const GEnumValue values[] = {
+      {GST_RDMA_POLL_MODE_ADAPTIVE,
+       "Sleep until the next frame is due (learned period), then poll",
+       "adaptive"},
+      {GST_RDMA_POLL_MODE_BUSY, "Spin: lowest latency, costs a core", "busy"},
+      {GST_RDMA_POLL_MODE_BACKOFF, "Spin 20 us, then sleep doubling up to 1 ms",
+       "backoff"},
+      {0, NULL, NULL},
+  };
+  if (g_once_init_enter(&id)) {
+    GType t = g_enum_register_static("GstRdmaPollMode", values);
+    g_once_init_leave(&id, t);
+  }
+  return (GType)id;
+}
+
 enum sbr_backend gst_rdma_transport_to_sbr(GstRdmaTransport transport)
 {
   return transport == GST_RDMA_TRANSPORT_SHM ? SBR_BACKEND_SHM
@@ -96,6 +115,19 @@ gst_rdma_backpressure_to_sbr(GstRdmaBackpressure backpressure)
 {
   return backpressure == GST_RDMA_BACKPRESSURE_DROP ? SBR_BACKPRESSURE_DROP
                                                     : SBR_BACKPRESSURE_WAIT;
+}
+
+enum sbr_poll_mode gst_rdma_poll_mode_to_sbr(GstRdmaPollMode mode)
+{
+  switch (mode) {
+  case GST_RDMA_POLL_MODE_BUSY:
+    return SBR_POLL_BUSY;
+  case GST_RDMA_POLL_MODE_BACKOFF:
+    return SBR_POLL_BACKOFF;
+  case GST_RDMA_POLL_MODE_ADAPTIVE:
+  default:
+    return SBR_POLL_ADAPTIVE;
+  }
 }
 
 static const gchar *enum_nick(GType type, gint value)

@@ -73,6 +73,27 @@ GType gst_rdma_backpressure_get_type(void);
 #define GST_TYPE_RDMA_OVER_BUDGET (gst_rdma_over_budget_get_type())
 GType gst_rdma_over_budget_get_type(void);
 
+/**
+ * GstRdmaPollMode:
+ * @GST_RDMA_POLL_MODE_ADAPTIVE: learn each device's frame period, sleep
+ *   until just before its next frame, poll through a short window; back
+ *   off for streams that aren't periodic
+ * @GST_RDMA_POLL_MODE_BUSY: spin on the status bytes (lowest latency, a
+ *   whole core)
+ * @GST_RDMA_POLL_MODE_BACKOFF: spin 20 us, then sleep doubling up to 1 ms
+ *
+ * How rdmasrc's receive thread waits for frames (libsbr's sbr_poll_mode).
+ */
+typedef enum {
+  GST_RDMA_POLL_MODE_ADAPTIVE = 0,
+  GST_RDMA_POLL_MODE_BUSY = 1,
+  GST_RDMA_POLL_MODE_BACKOFF = 2,
+} GstRdmaPollMode;
+
+#define GST_TYPE_RDMA_POLL_MODE (gst_rdma_poll_mode_get_type())
+GType gst_rdma_poll_mode_get_type(void);
+enum sbr_poll_mode gst_rdma_poll_mode_to_sbr(GstRdmaPollMode mode);
+
 enum sbr_backend gst_rdma_transport_to_sbr(GstRdmaTransport transport);
 enum sbr_mechanism gst_rdma_mechanism_to_sbr(GstRdmaMechanism mechanism);
 enum sbr_backpressure

@@ -153,6 +153,7 @@ enum {
   PROP_DEVICE_LOST_EOS,
   PROP_STATS,
   PROP_STATS_INTERVAL,
+  PROP_POLL_MODE,
   N_PROPERTIES
 };
 
@@ -171,6 +172,7 @@ enum {
 #define DEFAULT_LATENCY (-1)
 #define DEFAULT_TIMEOUT 0
 #define DEFAULT_DEVICE_LOST_EOS FALSE
+#define DEFAULT_POLL_MODE GST_RDMA_POLL_MODE_ADAPTIVE
 /* How often the receive thread looks for departed or silent devices. */
 #define LIFE_CHECK_US (50 * G_TIME_SPAN_MILLISECOND)
 /* The receive thread re-checks flushing, the idle timeout and paused
@@ -213,6 +215,7 @@ struct _GstRdmaSrc {
   guint timeout;
   gboolean device_lost_eos;
   guint stats_interval;
+  GstRdmaPollMode poll_mode;
 
   /* The receive thread: takes every frame from the receiver, queues it on
    * its device's pad, never pushes downstream. */
@@ -391,6 +394,16 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
   properties[PROP_STATS] = gst_rdma_src_stats_param_spec();
   properties[PROP_STATS_INTERVAL] = gst_rdma_param_spec_stats_interval(
       "rdmasrc-stats", "rdmasrc-device-stats");
+  properties[PROP_POLL_MODE] = g_param_spec_enum(
+      "poll-mode", "Poll mode",
+      "How the receive thread waits for frames: adaptive learns each "
+      "device's frame period (and takes it from the caps' framerate), "
+      "sleeps until just before the next frame and polls through a short "
+      "window, backing off for streams that aren't periodic; busy spins "
+      "(lowest latency, a whole core); backoff spins 20 us, then sleeps "
+      "doubling up to 1 ms",
+      GST_TYPE_RDMA_POLL_MODE, DEFAULT_POLL_MODE,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   g_object_class_install_properties(gobject_class, N_PROPERTIES, properties);
 
   /* The sometimes template first: an unnamed link looks at templates in
@@ -437,6 +450,7 @@ static void gst_rdma_src_init(GstRdmaSrc *self)
   self->timeout = DEFAULT_TIMEOUT;
   self->device_lost_eos = DEFAULT_DEVICE_LOST_EOS;
   self->stats_interval = GST_RDMA_DEFAULT_STATS_INTERVAL;
+  self->poll_mode = DEFAULT_POLL_MODE;
 
   g_rec_mutex_init(&self->task_lock);
   self->task = gst_task_new(gst_rdma_src_loop, self, NULL);
@@ -530,6 +544,9 @@ static void gst_rdma_src_set_property(GObject *object, guint prop_id,
   case PROP_STATS_INTERVAL:
     self->stats_interval = g_value_get_uint(value);
     break;
+  case PROP_POLL_MODE:
+    self->poll_mode = g_value_get_enum(value);
+    break;
   default:
     G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
     break;
@@ -593,6 +610,9 @@ static void gst_rdma_src_get_property(GObject *object, guint prop_id,
     break;
   case PROP_STATS_INTERVAL:
     g_value_set_uint(value, self->stats_interval);
+    break;
+  case PROP_POLL_MODE:
+    g_value_set_enum(value, self->poll_mode);
     break;
   default:
     G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
@@ -1030,6 +1050,9 @@ static void gst_rdma_src_handle_caps(GstRdmaSrc *self, guint device,
   gst_caps_replace(&dev->caps, caps);
   {
     GstClockTime d = caps_frame_duration(caps);
+    /* The adaptive poll mode predicts from the second frame on. */
+    if (GST_CLOCK_TIME_IS_VALID(d))
+      sbr_receiver_set_device_period(self->receiver, (uint8_t)device, d);
     if (GST_CLOCK_TIME_IS_VALID(d) && d != dev->frame_duration) {
       GST_OBJECT_LOCK(self);
       dev->frame_duration = d;
@@ -1420,6 +1443,7 @@ static gboolean gst_rdma_src_open(GstRdmaSrc *self)
   cfg.block_count = self->blocks;
   cfg.block_size = self->block_size;
   cfg.max_lanes = self->max_senders;
+  cfg.poll_mode = gst_rdma_poll_mode_to_sbr(self->poll_mode);
   /* Never all of a lane: the sender must always find a free block. */
   self->max_held_now = MIN(self->max_held, self->blocks - 1);
   /* The sliding window ACKs strictly in slot order: one buffer a sink keeps

@@ -30,6 +30,14 @@ void sbr__sleep_us(uint32_t us)
     ;
 }
 
+void sbr__sleep_until_ns(uint64_t t_ns)
+{
+  struct timespec ts = {(time_t)(t_ns / 1000000000u),
+                        (long)(t_ns % 1000000000u)};
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+    ;
+}
+
 void sbr__deadline_after_us(struct timespec *ts, uint64_t us)
 {
   clock_gettime(CLOCK_MONOTONIC, ts);
@@ -108,4 +116,18 @@ void sbr__backoff_wait(struct sbr__backoff *b)
 void sbr__thread_precise_sleeps(void)
 {
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0); /* 1 us; best effort */
+}
+
+long sbr__thread_lower_slack(void)
+{
+  int old = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+  prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0); /* best effort */
+  return old;
+}
+
+void sbr__thread_restore_slack(long slack_ns)
+{
+  /* 0 would mean "the thread's default", not what it had: keep 1 then. */
+  if (slack_ns > 0)
+    prctl(PR_SET_TIMERSLACK, (unsigned long)slack_ns, 0, 0, 0);
 }

@@ -14,6 +14,9 @@
 uint64_t sbr__now_ns(void);      /* CLOCK_MONOTONIC */
 uint64_t sbr__realtime_ns(void); /* CLOCK_REALTIME, for capture times */
 void sbr__sleep_us(uint32_t us);
+/* Sleeps until CLOCK_MONOTONIC reaches t_ns (absolute: no drift from the
+ * time it takes to get here). */
+void sbr__sleep_until_ns(uint64_t t_ns);
 /* *ts = CLOCK_MONOTONIC now + us, for timed waits on condition variables
  * made with that clock. */
 void sbr__deadline_after_us(struct timespec *ts, uint64_t us);
@@ -24,6 +27,11 @@ void sbr__backoff_config_fill(struct sbr_backoff_config *cfg);
  * every sleep by the thread's timer slack (50 us by default), which turned
  * the back-off's 10 us naps into ~90 us and made sync READs wait for it. */
 void sbr__thread_precise_sleeps(void);
+/* For a caller's thread that the library sleeps on for a while: set its
+ * timer slack to 1 ns and return the old value, which
+ * sbr__thread_restore_slack puts back. */
+long sbr__thread_lower_slack(void);
+void sbr__thread_restore_slack(long slack_ns);
 
 struct sbr__backoff {
   struct sbr_backoff_config cfg;

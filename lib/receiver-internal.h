@@ -18,6 +18,7 @@
 
 #include "block.h"
 #include "clock.h"
+#include "pace.h"
 #include "transport.h"
 
 enum sbr__recv_state {
@@ -104,6 +105,15 @@ struct sbr_receiver {
   atomic_bool wakeup;
   struct sbr__backoff backoff;
   uint64_t last_event_check_ns;
+  /* Adaptive poll mode (receiver thread): the devices' periods, when the
+   * scans under way started, whether they are the first since a timed
+   * sleep, and verdicts not yet added to stats. */
+  struct sbr__pace pace;
+  uint64_t scan_ns;
+  bool after_sleep;
+  uint64_t pace_verdicts[3]; /* by enum sbr__pace_verdict */
+  /* sbr_receiver_set_device_period (any thread, atomic loads/stores). */
+  uint64_t period_hint[SBR_MAX_DEVICES];
 
   pthread_mutex_t stats_lock; /* stats, the lane list, pause bitmaps */
   /* Devices paused (sbr_receiver_pause_device), under stats_lock; every

@@ -15,6 +15,7 @@
  * dropped across a reconnect) and the gap is counted.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,8 @@
 /* With no sender at all, wait for one in slices this long (ms): the bound
  * on how late a wakeup or timeout is noticed while idle. */
 #define IDLE_LISTEN_MS 10
+/* Adaptive mode: a sleep shorter than this is spun instead. */
+#define MIN_SLEEP_NS 10000u
 /* The largest frame reassembled by copying (a 4K RGBA frame is 33 MB). */
 #define SBR__MAX_COPIED_FRAME (256u << 20)
 
@@ -44,6 +47,7 @@ void sbr_receiver_config_init(struct sbr_receiver_config *cfg)
   cfg->block_size = DEFAULT_BLOCK_SIZE;
   cfg->max_lanes = DEFAULT_MAX_LANES;
   memset(cfg->device_mask, 0xff, sizeof cfg->device_mask);
+  cfg->poll_mode = SBR_POLL_ADAPTIVE;
   sbr__backoff_config_fill(&cfg->backoff);
 }
 
@@ -330,6 +334,11 @@ int sbr_receiver_new(const struct sbr_receiver_config *cfg, sbr_receiver **out,
               cfg->block_size, SBR__BLOCK_OVERHEAD + 1, 64u << 20);
     return -EINVAL;
   }
+  if (cfg->poll_mode != SBR_POLL_ADAPTIVE && cfg->poll_mode != SBR_POLL_BUSY &&
+      cfg->poll_mode != SBR_POLL_BACKOFF) {
+    sbr__errf(errbuf, errlen, "unknown poll mode %d", (int)cfg->poll_mode);
+    return -EINVAL;
+  }
   struct sbr_receiver *r = calloc(1, sizeof *r);
   if (!r)
     return -ENOMEM;
@@ -357,6 +366,7 @@ int sbr_receiver_new(const struct sbr_receiver_config *cfg, sbr_receiver **out,
   r->cfg.block_size = (r->cfg.block_size + 63u) & ~63u;
   sbr__backoff_config_fill(&r->cfg.backoff);
   sbr__backoff_init(&r->backoff, &r->cfg.backoff);
+  sbr__pace_init(&r->pace);
   r->ops = ops;
   r->engine = cfg->mechanism == SBR_MECH_SLIDING_WINDOW
                   ? &sbr__receiver_sliding_window
@@ -369,8 +379,9 @@ int sbr_receiver_new(const struct sbr_receiver_config *cfg, sbr_receiver **out,
     free(r);
     return ret;
   }
-  SBR_INFO("receiver: listening on %s:%u (%s, %s)", r->address, r->cfg.port,
-           ops->name, r->engine->name);
+  SBR_INFO("receiver: listening on %s:%u (%s, %s, poll mode %s)", r->address,
+           r->cfg.port, ops->name, r->engine->name,
+           sbr_poll_mode_name(r->cfg.poll_mode));
   *out = r;
   return 0;
 }
@@ -389,6 +400,15 @@ void sbr_receiver_free(sbr_receiver *r)
 void sbr_receiver_wakeup(sbr_receiver *r)
 {
   atomic_store(&r->wakeup, true);
+}
+
+int sbr_receiver_set_device_period(sbr_receiver *r, uint8_t device,
+                                   uint64_t period_ns)
+{
+  if (!r)
+    return -EINVAL;
+  __atomic_store_n(&r->period_hint[device], period_ns, __ATOMIC_RELAXED);
+  return 0;
 }
 
 /* ------------------------------------------------------------ arrival */
@@ -436,6 +456,14 @@ void sbr__lane_arrived(struct sbr__lane *lane, uint32_t index)
   b->found_scan = lane->scan_gen;
   set_block_state(b, SBR__RECV_PENDING);
   lane->n_pending++;
+  /* A frame's first fragment tells when the device's frames land. */
+  if (r->cfg.poll_mode == SBR_POLL_ADAPTIVE && h.kind == SBR_KIND_DATA &&
+      (h.flags & SBR_FLAG_FIRST)) {
+    uint64_t hint =
+        __atomic_load_n(&r->period_hint[h.device], __ATOMIC_RELAXED);
+    r->pace_verdicts[sbr__pace_arrival(&r->pace, h.device, r->scan_ns, hint,
+                                       r->after_sleep)]++;
+  }
 }
 
 /* The lane's expected next block when it is pending where it usually is:
@@ -503,6 +531,10 @@ static void deliver(struct sbr_receiver *r, struct sbr__lane *lane,
   d->gaps += gap;
   if (in->kind == SBR_KIND_DATA && (in->flags & SBR_FLAG_LAST))
     d->frames++;
+  if (r->cfg.poll_mode == SBR_POLL_ADAPTIVE) {
+    const struct sbr__pace_dev *pd = &r->pace.dev[in->device];
+    d->period_ns = sbr__pace_periodic(pd) ? pd->period_ns : 0;
+  }
   r->stats.blocks++;
   r->stats.bytes += in->payload_len;
   r->stats.blocks_held++;
@@ -529,9 +561,113 @@ static void lane_to_back(struct sbr_receiver *r, struct sbr__lane *lane)
   pthread_mutex_unlock(&r->stats_lock);
 }
 
-int sbr_receiver_next(sbr_receiver *r, int timeout_ms, sbr_block **out)
+/* ------------------------------------------------------------ waiting */
+
+/* One sbr_receiver_next call's waiting, added to the stats when it ends. */
+struct wait {
+  uint64_t start_ns;
+  uint64_t slept_ns;
+  uint64_t sleeps;
+  bool slack_lowered;
+  long saved_slack;
+};
+
+static void wait_sleep_until(struct sbr_receiver *r, struct wait *w,
+                             uint64_t t_ns)
 {
-  uint64_t start = sbr__now_ns();
+  /* Adaptive sleeps aim at a window tens of microseconds wide: the default
+   * 50 us of timer slack would close it.  Lowered for the rest of the call
+   * only (restored in sbr_receiver_next), so the caller's thread is left as
+   * it was; two prctl calls per call that sleeps. */
+  if (r->cfg.poll_mode == SBR_POLL_ADAPTIVE && !w->slack_lowered) {
+    w->saved_slack = sbr__thread_lower_slack();
+    w->slack_lowered = true;
+  }
+  uint64_t t0 = sbr__now_ns();
+  sbr__sleep_until_ns(t_ns);
+  w->slept_ns += sbr__now_ns() - t0;
+  w->sleeps++;
+  r->after_sleep = true;
+}
+
+/* Nothing was found: wait before the next poll, the poll mode's way. */
+static void wait_for_more(struct sbr_receiver *r, struct wait *w,
+                          uint64_t deadline)
+{
+  switch (r->cfg.poll_mode) {
+  case SBR_POLL_BUSY:
+    sbr__cpu_relax();
+    return;
+  case SBR_POLL_BACKOFF:
+    /* sbr__backoff_wait, with the sleep counted. */
+    if (!sbr__backoff_spin(&r->backoff)) {
+      uint64_t t0 = sbr__now_ns();
+      sbr__sleep_us(sbr__backoff_next_sleep_us(&r->backoff));
+      w->slept_ns += sbr__now_ns() - t0;
+      w->sleeps++;
+    }
+    return;
+  case SBR_POLL_ADAPTIVE:
+  default:
+    break;
+  }
+  uint64_t now = sbr__now_ns();
+  struct sbr__pace_plan plan;
+  sbr__pace_plan(&r->pace, now, &plan);
+  if (plan.action == SBR__PACE_SPIN) {
+    /* Poll, but let another thread of this core run: a receiver that
+     * slept for most of a period is the scheduler's favourite when it
+     * wakes, and on a busy host a pure spin through the window delayed
+     * the very thread that would make the frame land (the shm NIC or the
+     * sender, same host): 100 fps arrivals then alternated 9.6/10.5 ms
+     * and most fell outside the window. */
+    sched_yield();
+    return;
+  }
+  /* Never past the caller's deadline, nor the next look for connects and
+   * disconnects (that also bounds how late a wakeup is seen: 10 ms). */
+  uint64_t cap = r->last_event_check_ns + EVENT_CHECK_NS;
+  if (deadline < cap)
+    cap = deadline;
+  uint64_t t = plan.until_ns;
+  if (plan.action == SBR__PACE_SLEEP) {
+    /* Never longer than the back-off's ceiling: a frame that comes early
+     * (a burst at a stream's start, a sender that caught up) waits no
+     * longer than it would in backoff mode.  Sleeping to the window in
+     * one go let such frames wait up to a period, and twelve cameras'
+     * delayed frames then reached rdmasrc in bursts its per-device share
+     * dropped from (test-rdmasrc-streams). */
+    uint64_t ceiling = now + (uint64_t)r->backoff.cfg.max_sleep_us * 1000u;
+    if (ceiling < t)
+      t = ceiling;
+  } else if (plan.action == SBR__PACE_BACKOFF) {
+    if (sbr__backoff_spin(&r->backoff))
+      return;
+    uint64_t backoff_end =
+        now + (uint64_t)sbr__backoff_next_sleep_us(&r->backoff) * 1000u;
+    if (backoff_end < t)
+      t = backoff_end;
+  }
+  bool to_window = t == plan.until_ns;
+  if (cap < t) {
+    t = cap;
+    to_window = false;
+  }
+  if (t <= now + MIN_SLEEP_NS) {
+    sbr__cpu_relax();
+    return;
+  }
+  wait_sleep_until(r, w, t);
+  if (to_window) {
+    uint64_t woke = sbr__now_ns();
+    sbr__pace_overslept(&r->pace, woke > t ? woke - t : 0);
+  }
+}
+
+static int receiver_next(sbr_receiver *r, int timeout_ms, sbr_block **out,
+                         struct wait *w)
+{
+  uint64_t start = w->start_ns;
   uint64_t deadline =
       timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000u;
   sbr__backoff_reset(&r->backoff);
@@ -546,10 +682,16 @@ int sbr_receiver_next(sbr_receiver *r, int timeout_ms, sbr_block **out)
       handle_events(r,
                     left_ms < IDLE_LISTEN_MS ? (int)left_ms : IDLE_LISTEN_MS);
       r->last_event_check_ns = sbr__now_ns();
+      if (left_ms) { /* that was a sleep in the listener's poll */
+        w->slept_ns += r->last_event_check_ns - now;
+        w->sleeps++;
+      }
+      now = r->last_event_check_ns;
     } else if (now - r->last_event_check_ns >= EVENT_CHECK_NS) {
       r->last_event_check_ns = now;
       handle_events(r, 0);
     }
+    r->scan_ns = now; /* arrival time of what these scans find */
     /* A scan finds every block that landed; until they are delivered, the
      * next in sequence can go without scanning again. */
     for (struct sbr__lane *l = r->lanes; l; l = l->next) {
@@ -585,6 +727,7 @@ int sbr_receiver_next(sbr_receiver *r, int timeout_ms, sbr_block **out)
       if (quiet)
         l->scan_gen++; /* a complete scan, nothing skipped mid-release */
     }
+    r->after_sleep = false;
     for (struct sbr__lane *l = r->lanes; l; l = l->next) {
       struct sbr_block *b = lane_pick(l);
       if (b) {
@@ -596,8 +739,30 @@ int sbr_receiver_next(sbr_receiver *r, int timeout_ms, sbr_block **out)
     }
     if (timeout_ms == 0 || sbr__now_ns() >= deadline)
       return -ETIMEDOUT;
-    sbr__backoff_wait(&r->backoff);
+    wait_for_more(r, w, deadline);
   }
+}
+
+int sbr_receiver_next(sbr_receiver *r, int timeout_ms, sbr_block **out)
+{
+  struct wait w = {.start_ns = sbr__now_ns()};
+  int ret = receiver_next(r, timeout_ms, out, &w);
+  uint64_t awake = sbr__now_ns() - w.start_ns - w.slept_ns;
+  pthread_mutex_lock(&r->stats_lock);
+  r->stats.poll_sleeps += w.sleeps;
+  r->stats.poll_sleep_ns += w.slept_ns;
+  r->stats.poll_busy_ns += awake;
+  if (r->cfg.poll_mode == SBR_POLL_ADAPTIVE) {
+    r->stats.frames_unpredicted += r->pace_verdicts[SBR__PACE_UNPREDICTED];
+    r->stats.frames_predicted += r->pace_verdicts[SBR__PACE_PREDICTED];
+    r->stats.frames_missed += r->pace_verdicts[SBR__PACE_MISSED];
+    memset(r->pace_verdicts, 0, sizeof r->pace_verdicts);
+    r->stats.periodic_devices = sbr__pace_periodic_count(&r->pace);
+  }
+  pthread_mutex_unlock(&r->stats_lock);
+  if (w.slack_lowered)
+    sbr__thread_restore_slack(w.saved_slack);
+  return ret;
 }
 
 const struct sbr_block_info *sbr_block_get_info(const sbr_block *b)

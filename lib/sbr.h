@@ -28,8 +28,22 @@
  *   sbr_receiver: sbr_receiver_next / _next_frame are called by one thread
  *   at a time.  sbr_block_release / _hold / sbr_frame_release may be called
  *   from any thread (a GStreamer buffer is freed wherever it is unreffed).
- *   sbr_receiver_wakeup, _pause_device and _device_paused may be called
- *   from any thread.
+ *   sbr_receiver_wakeup, _pause_device, _device_paused and
+ *   _set_device_period may be called from any thread.
+ *
+ * Waiting (enum sbr_poll_mode)
+ *   The receiver has no completion to wake on: the thread inside
+ *   sbr_receiver_next polls the status bytes.  How it waits between polls
+ *   is the receiver's poll mode: busy (spin: the lowest latency, a whole
+ *   core), adaptive (the default: learns each device's frame period from
+ *   the arrivals, sleeps until just before the next frame of any device
+ *   is due, in sleeps no longer than the back-off's 1 ms ceiling, and
+ *   polls through a short window; back-off for streams that aren't
+ *   periodic and while idle) or backoff (spin 20 us, then sleeps
+ *   doubling up to 1 ms).  In adaptive mode a call that sleeps lowers the
+ *   calling thread's timer slack to 1 ns (PR_SET_TIMERSLACK; Linux adds
+ *   50 us to every timed sleep by default) and restores it before it
+ *   returns.
  *
  * Memory
  *   A send block belongs to the caller between acquire and submit/abandon,
@@ -116,6 +130,18 @@ struct sbr_backoff_config {
   uint32_t min_sleep_us; /* default 10 */
   uint32_t max_sleep_us; /* default 1000 */
 };
+
+/* How sbr_receiver_next waits between polls of the status bytes (see
+ * "Waiting" above and docs/design.md, "Waiting for a frame"). */
+enum sbr_poll_mode {
+  SBR_POLL_ADAPTIVE = 0, /* sleep until the next frame is due (default) */
+  SBR_POLL_BUSY = 1,     /* spin: lowest latency, costs a core */
+  SBR_POLL_BACKOFF = 2,  /* spin, then sleep doubling to max_sleep_us */
+};
+
+const char *sbr_poll_mode_name(enum sbr_poll_mode mode);
+/* Parse "adaptive"/"busy"/"backoff"; -EINVAL otherwise. */
+int sbr_poll_mode_from_name(const char *name, enum sbr_poll_mode *out);
 
 /* Fault injection, honoured by the shm back end only (tests, studies). */
 struct sbr_fault_injection {
@@ -244,6 +270,9 @@ struct sbr_device_stats {
   uint64_t paused_drops;
   uint64_t paused_ns;
   bool paused;
+  /* Receiver, adaptive poll mode: the device's learned frame period, 0
+   * while it is not stable (learning, jittery, or another mode). */
+  uint64_t period_ns;
 };
 
 struct sbr_sender_stats {
@@ -286,6 +315,9 @@ struct sbr_receiver_config {
   /* Devices accepted; a block for another device is rejected.  Default: all
    * bits set. */
   uint8_t device_mask[SBR_MAX_DEVICES / 8];
+  /* Waiting between polls; default SBR_POLL_ADAPTIVE. */
+  enum sbr_poll_mode poll_mode;
+  /* The back-off schedule (backoff mode; adaptive mode's fallback). */
   struct sbr_backoff_config backoff;
 };
 void sbr_receiver_config_init(struct sbr_receiver_config *cfg);
@@ -357,6 +389,14 @@ int sbr_receiver_pause_device(sbr_receiver *r, uint8_t device, bool paused);
 /* Is device paused by sbr_receiver_pause_device?  Any thread. */
 bool sbr_receiver_device_paused(sbr_receiver *r, uint8_t device);
 
+/* Adaptive poll mode: device's frame period is about period_ns (e.g. from
+ * its caps' framerate); 0 withdraws the hint.  The hint stands for the
+ * first intervals, so the receiver predicts from the second frame on;
+ * arrivals keep refining it and overrule it when they disagree.  Ignored
+ * by the other modes.  Any thread.  0, or -EINVAL. */
+int sbr_receiver_set_device_period(sbr_receiver *r, uint8_t device,
+                                   uint64_t period_ns);
+
 /* Is the lane (a block's lane_id) still open, and who sent it?  0 and the
  * sender's address ("ip:port", "shm:pid") in peer; -ENOENT once the lane
  * closed (its sender left or died, and what it had landed was delivered
@@ -373,6 +413,20 @@ struct sbr_receiver_stats {
   uint64_t recv_wr_posted; /* all lanes; 0 for status-byte (the point) */
   uint64_t frames_copied;  /* frames reassembled by copying */
   uint64_t acks_sent;      /* sliding-window */
+  /* Waiting, every poll mode: timed sleeps (each a wake-up), the time
+   * spent in them, and the time sbr_receiver_next spent awake (scanning,
+   * spinning, delivering; roughly the receiver's CPU in the library). */
+  uint64_t poll_sleeps;
+  uint64_t poll_sleep_ns;
+  uint64_t poll_busy_ns;
+  /* Adaptive mode, one per frame (first fragment) found: inside its
+   * device's predicted window while polling; outside it (early, late, or
+   * already waiting when a sleep ended) although the device's period was
+   * stable; from a device without a stable period (learning, jittery). */
+  uint64_t frames_predicted;
+  uint64_t frames_missed;
+  uint64_t frames_unpredicted;
+  uint32_t periodic_devices; /* devices whose period is stable now */
 };
 int sbr_receiver_get_stats(sbr_receiver *r, struct sbr_receiver_stats *out);
 int sbr_receiver_get_device_stats(sbr_receiver *r, uint8_t device,

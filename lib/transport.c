@@ -172,3 +172,29 @@ int sbr_mechanism_from_name(const char *name, enum sbr_mechanism *out)
     return -EINVAL;
   return 0;
 }
+
+const char *sbr_poll_mode_name(enum sbr_poll_mode mode)
+{
+  switch (mode) {
+  case SBR_POLL_BUSY:
+    return "busy";
+  case SBR_POLL_BACKOFF:
+    return "backoff";
+  case SBR_POLL_ADAPTIVE:
+  default:
+    return "adaptive";
+  }
+}
+
+int sbr_poll_mode_from_name(const char *name, enum sbr_poll_mode *out)
+{
+  if (name && strcmp(name, "adaptive") == 0)
+    *out = SBR_POLL_ADAPTIVE;
+  else if (name && strcmp(name, "busy") == 0)
+    *out = SBR_POLL_BUSY;
+  else if (name && strcmp(name, "backoff") == 0)
+    *out = SBR_POLL_BACKOFF;
+  else
+    return -EINVAL;
+  return 0;
+}

@@ -118,6 +118,7 @@ struct options {
   uint32_t fail_after;
   uint32_t read_ahead;
   uint32_t status_batch_bytes;
+  enum sbr_poll_mode poll_mode;
   bool json;
   int verbose;
 };
@@ -333,6 +334,7 @@ enum {
   OPT_FAIL_AFTER,
   OPT_READ_AHEAD,
   OPT_STATUS_BATCH,
+  OPT_POLL_MODE,
   OPT_JSON,
   OPT_HELP,
   OPT_VERSION,
@@ -361,6 +363,7 @@ static const struct option long_options[] = {
     {"fail-after", required_argument, NULL, OPT_FAIL_AFTER},
     {"read-ahead", required_argument, NULL, OPT_READ_AHEAD},
     {"status-batch", required_argument, NULL, OPT_STATUS_BATCH},
+    {"poll-mode", required_argument, NULL, OPT_POLL_MODE},
     {"json", no_argument, NULL, OPT_JSON},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, OPT_HELP},
@@ -392,6 +395,7 @@ static const unsigned option_modes[OPT_END - OPT_BACKEND] = {
     [OPT_FAIL_AFTER - OPT_BACKEND] = MODE_SEND,
     [OPT_READ_AHEAD - OPT_BACKEND] = MODE_SEND,
     [OPT_STATUS_BATCH - OPT_BACKEND] = MODE_SEND,
+    [OPT_POLL_MODE - OPT_BACKEND] = MODE_RECEIVE,
     [OPT_JSON - OPT_BACKEND] = MODE_BOTH,
     [OPT_HELP - OPT_BACKEND] = MODE_BOTH,
     [OPT_VERSION - OPT_BACKEND] = MODE_BOTH,
@@ -443,6 +447,9 @@ static void usage(FILE *f)
           "  --timeout SECONDS            fail when nothing arrives for this "
           "long;\n"
           "                               0 waits forever [10]\n"
+          "  --poll-mode busy|adaptive|backoff\n"
+          "                               how to wait between polls "
+          "[adaptive]\n"
           "Send:\n"
           "  --count N                    frames per device [1000]\n"
           "  --duration SECONDS           send for this long instead\n"
@@ -626,6 +633,10 @@ static void parse_option(struct options *o, int c, const char *arg)
   case OPT_STATUS_BATCH:
     o->status_batch_bytes =
         (uint32_t)parse_uint("--status-batch", arg, 1, UINT32_MAX, true);
+    break;
+  case OPT_POLL_MODE:
+    if (sbr_poll_mode_from_name(arg, &o->poll_mode) < 0)
+      usage_error("--poll-mode: '%s' is not busy, adaptive or backoff", arg);
     break;
   case OPT_JSON:
     o->json = true;
@@ -1516,6 +1527,7 @@ static int run_receive(const struct options *o)
   cfg.port = o->port;
   cfg.block_count = o->blocks;
   cfg.block_size = o->block_size;
+  cfg.poll_mode = o->poll_mode;
 
   static struct recv_run run; /* 256 device tracks: keep it off the stack */
   memset(&run, 0, sizeof run);
