@@ -222,6 +222,7 @@ struct _GstRdmaSrc {
   GstRdmaStatsTicker *ticker;
   GstRdmaHeldCounter *held;
   GstRdmaSharedFlow flow;
+  GstRdmaRefusals *refusals; /* receive thread: refused senders warned of */
 
   /* The device table changes on the receive thread (and on state changes
    * while it is stopped) under the object lock; the receive thread reads
@@ -1354,6 +1355,16 @@ static void gst_rdma_src_loop(gpointer data)
 
 /* ----------------------------------------------------- state changes */
 
+/* libsbr refused a sender (receive thread): tell the application who and
+ * why, once per sender host and reason every few seconds. */
+static void gst_rdma_src_refused(void *data, const char *peer,
+                                 enum sbr_refusal reason, const char *text)
+{
+  GstRdmaSrc *self = data;
+
+  gst_rdma_refusals_warn(self->refusals, GST_ELEMENT(self), peer, reason, text);
+}
+
 static gboolean gst_rdma_src_open(GstRdmaSrc *self)
 {
   struct sbr_receiver_config cfg;
@@ -1390,6 +1401,9 @@ static gboolean gst_rdma_src_open(GstRdmaSrc *self)
   stats_interval = self->stats_interval;
   GST_OBJECT_UNLOCK(self);
   cfg.address = address;
+  self->refusals = gst_rdma_refusals_new();
+  cfg.on_refusal = gst_rdma_src_refused;
+  cfg.refusal_user_data = self;
 
   ret = sbr_receiver_new(&cfg, &receiver, errbuf, sizeof errbuf);
   if (ret < 0) {
@@ -1397,6 +1411,8 @@ static gboolean gst_rdma_src_open(GstRdmaSrc *self)
         self, RESOURCE, OPEN_READ,
         ("Could not listen on %s:%u.", address, cfg.port),
         ("%s (%s)", errbuf[0] ? errbuf : g_strerror(-ret), g_strerror(-ret)));
+    gst_rdma_refusals_free(self->refusals);
+    self->refusals = NULL;
     g_free(address);
     return FALSE;
   }
@@ -1442,6 +1458,8 @@ static void gst_rdma_src_close(GstRdmaSrc *self)
   GST_OBJECT_UNLOCK(self);
   /* Buffers still downstream keep their lanes until they are freed. */
   sbr_receiver_free(receiver);
+  gst_rdma_refusals_free(self->refusals);
+  self->refusals = NULL;
   /* Stats read it under the object lock. */
   GST_OBJECT_LOCK(self);
   held = self->held;
