@@ -54,6 +54,14 @@
  * flushed first, as sinks ignore everything after EOS but a flush).
  * #GstRdmaSrc:timeout also applies per device ("rdmasrc-device-timeout").
  *
+ * A sender this receiver can't take (another #GstRdmaSrc:mechanism or
+ * protocol version, every one of #GstRdmaSrc:max-senders lanes in use) is
+ * refused and told why, so its rdmasink fails at once naming the mismatch;
+ * here a warning names the sender and the reason ("Refused the sender at
+ * 10.0.0.2:41234: the receiver runs the status-byte mechanism, the sender
+ * sliding-window.", details peer, reason, repeats), at most one per sender
+ * host and reason every 10 s, and the stats count refused-connections.
+ *
  * A device's share of the lane: every device may have at most
  * #GstRdmaSrc:device-blocks receive blocks out (queued here or held
  * downstream) and that many frames queued; by default three quarters of
