@@ -5,7 +5,10 @@
  */
 #include "gstrdmacommon.h"
 
+#include <string.h>
 #include <time.h>
+
+#include <sbr.h>
 
 GParamSpec *gst_rdma_param_spec_port(const gchar *blurb)
 {
@@ -169,4 +172,106 @@ GstCaps *gst_rdma_unix_timestamp_caps(void)
   static GstStaticCaps caps = GST_STATIC_CAPS("timestamp/x-unix");
 
   return gst_static_caps_get(&caps);
+}
+
+/* ------------------------------------------------------------ refusals */
+
+typedef struct {
+  gint64 posted_us; /* monotonic time of the last warning posted */
+  guint repeats;    /* refusals not posted since */
+} RefusalEntry;
+
+struct _GstRdmaRefusals {
+  GHashTable *seen; /* "host|reason" -> RefusalEntry */
+};
+
+GstRdmaRefusals *gst_rdma_refusals_new(void)
+{
+  GstRdmaRefusals *r = g_new0(GstRdmaRefusals, 1);
+
+  r->seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+  return r;
+}
+
+void gst_rdma_refusals_free(GstRdmaRefusals *refusals)
+{
+  if (!refusals)
+    return;
+  g_hash_table_unref(refusals->seen);
+  g_free(refusals);
+}
+
+static gboolean refusal_expired(gpointer key, gpointer value, gpointer data)
+{
+  const RefusalEntry *e = value;
+  (void)key;
+  return *(const gint64 *)data - e->posted_us >
+         GST_RDMA_REFUSAL_REPOST_S * G_USEC_PER_SEC;
+}
+
+void gst_rdma_refusals_warn(GstRdmaRefusals *refusals, GstElement *element,
+                            const gchar *peer, gint reason, const gchar *text)
+{
+  gint64 now = g_get_monotonic_time();
+  const gchar *colon = strrchr(peer, ':');
+  gsize host_len = strlen(peer);
+  RefusalEntry *e;
+  GstStructure *details;
+  GstResourceError code;
+  gchar *key, *debug;
+  guint repeats;
+
+  /* One sender host: a verbs peer's port changes with every attempt
+   * ("10.0.0.2:41234"); "shm:pid=7" names one process. */
+  if (colon && colon[1] && strspn(colon + 1, "0123456789") == strlen(colon + 1))
+    host_len = (gsize)(colon - peer);
+  key = g_strdup_printf("%.*s|%d", (int)host_len, peer, reason);
+  e = g_hash_table_lookup(refusals->seen, key);
+  if (e && now - e->posted_us < GST_RDMA_REFUSAL_REPOST_S * G_USEC_PER_SEC) {
+    e->repeats++;
+    g_free(key);
+    return;
+  }
+  if (!e) {
+    if (g_hash_table_size(refusals->seen) >= 64)
+      g_hash_table_foreach_remove(refusals->seen, refusal_expired, &now);
+    e = g_new0(RefusalEntry, 1);
+    g_hash_table_insert(refusals->seen, key, e);
+  } else {
+    g_free(key);
+  }
+  repeats = e->repeats;
+  e->repeats = 0;
+  e->posted_us = now;
+
+  switch (reason) {
+  case SBR_REFUSAL_LANES_FULL:
+  case SBR_REFUSAL_RESOURCES:
+    code = GST_RESOURCE_ERROR_BUSY;
+    break;
+  case SBR_REFUSAL_NOT_ALLOWED:
+    code = GST_RESOURCE_ERROR_NOT_AUTHORIZED;
+    break;
+  default: /* version, mechanism, geometry, malformed: the two ends differ */
+    code = GST_RESOURCE_ERROR_SETTINGS;
+    break;
+  }
+  debug =
+      repeats
+          ? g_strdup_printf("reason %s; %u more refusal(s) of %.*s for "
+                            "it in the last %d s were not posted",
+                            sbr_refusal_name((enum sbr_refusal)reason), repeats,
+                            (int)host_len, peer, GST_RDMA_REFUSAL_REPOST_S)
+          : g_strdup_printf("reason %s; repeats from %.*s are posted at "
+                            "most every %d s",
+                            sbr_refusal_name((enum sbr_refusal)reason),
+                            (int)host_len, peer, GST_RDMA_REFUSAL_REPOST_S);
+  details = gst_structure_new("rdma-refusal", "peer", G_TYPE_STRING, peer,
+                              "reason", G_TYPE_STRING,
+                              sbr_refusal_name((enum sbr_refusal)reason),
+                              "repeats", G_TYPE_UINT, repeats, NULL);
+  gst_element_message_full_with_details(
+      element, GST_MESSAGE_WARNING, GST_RESOURCE_ERROR, code,
+      g_strdup_printf("Refused the sender at %s: %s.", peer, text), debug,
+      __FILE__, GST_FUNCTION, __LINE__, details);
 }

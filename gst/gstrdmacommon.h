@@ -42,6 +42,21 @@ GstRdmaStatsTicker *gst_rdma_stats_ticker_start(GstElement *element,
                                                 GstRdmaStatsFunc func);
 void gst_rdma_stats_ticker_stop(GstRdmaStatsTicker *ticker);
 
+/* Warnings about refused senders, collapsed per sender host and reason: a
+ * sender that retries (every lane busy, or an old one that never learns)
+ * must not flood the bus.  The first refusal is posted at once; repeats
+ * within GST_RDMA_REFUSAL_REPOST_S are counted, and the next one posted
+ * after that says how many were not.  One thread only (rdmasrc's receive
+ * thread, where libsbr reports refusals). */
+#define GST_RDMA_REFUSAL_REPOST_S 10
+typedef struct _GstRdmaRefusals GstRdmaRefusals;
+GstRdmaRefusals *gst_rdma_refusals_new(void);
+void gst_rdma_refusals_free(GstRdmaRefusals *refusals);
+/* A GST_ELEMENT_WARNING on element: "Refused the sender at PEER: TEXT.",
+ * details "peer", "reason" (sbr_refusal_name) and "repeats". */
+void gst_rdma_refusals_warn(GstRdmaRefusals *refusals, GstElement *element,
+                            const gchar *peer, gint reason, const gchar *text);
+
 /* CLOCK_REALTIME in ns: the capture time the sender stamps on a frame. */
 guint64 gst_rdma_realtime_ns(void);
 

@@ -48,7 +48,9 @@ struct _GstRdmaConnection {
   GCond cond; /* state changed, or users dropped, or a waiter must wake */
   GstRdmaConnectionState state;
   guint generation;   /* successful (re)connects */
-  gchar *error;       /* FAILED: why */
+  gchar *error;       /* FAILED: why, with the attempts */
+  gchar *reason;      /* FAILED: what libsbr said (its errbuf) */
+  gint error_code;    /* FAILED: libsbr's negative errno */
   sbr_sender *sender; /* set once, freed with the connection */
   guint users;
   DeviceUser devices[SBR_MAX_DEVICES];
@@ -85,6 +87,7 @@ void gst_rdma_connection_unref(GstRdmaConnection *conn)
   if (conn->sender)
     sbr_sender_free(conn->sender);
   g_free(conn->error);
+  g_free(conn->reason);
   g_free(conn->key);
   g_free(conn->address);
   g_free(conn->description);
@@ -111,12 +114,15 @@ static gboolean config_differs(const GstRdmaConnectionConfig *a,
          a->read_ahead != b->read_ahead;
 }
 
-/* Errors no retry can fix: a mechanism mismatch, bad arguments, a back end
- * that isn't built in. */
-static gboolean is_fatal(int err)
+/* Errors no retry can fix (sbr.h, sbr_sender_new): the receiver refused
+ * for good (another version, mechanism or geometry; not allowed; a request
+ * it can't read), no RDMA device or no route, bad arguments, a back end
+ * that isn't built in.  Full lanes (-EBUSY) and the rest may heal. */
+gboolean gst_rdma_connection_error_is_fatal(gint err)
 {
-  return err == -EPROTO || err == -EINVAL || err == -ENOTSUP ||
-         err == -ENOMEM || err == -EMSGSIZE;
+  return err == -EPROTONOSUPPORT || err == -EACCES || err == -EPROTO ||
+         err == -ENODEV || err == -ENETUNREACH || err == -EINVAL ||
+         err == -ENOTSUP || err == -ENOMEM || err == -EMSGSIZE;
 }
 
 /* Collects the users to tell about a failure (a GArray of DeviceUser with
@@ -155,15 +161,54 @@ static void sleep_locked(GstRdmaConnection *conn, gint ms)
       break;
 }
 
+/* Called with conn->lock held, returns with it released: the connection
+ * has FAILED with ret (errbuf: what libsbr said; attempts: how hard we
+ * tried, taken), leaves the registry so a later start tries afresh, and
+ * every user is told. */
+static void fail_and_report(GstRdmaConnection *conn, int ret,
+                            const char *errbuf, gchar *attempts)
+{
+  conn->state = GST_RDMA_CONNECTION_FAILED;
+  conn->error_code = ret;
+  /* errbuf is what the transport (rdma_cm, shm) or the receiver said;
+   * errno text if nothing. */
+  g_free(conn->reason);
+  conn->reason = g_strdup(errbuf[0] ? errbuf : g_strerror(-ret));
+  g_free(conn->error);
+  conn->error = g_strdup_printf("%s (%s)", conn->reason, attempts);
+  g_free(attempts);
+  GST_WARNING("connection %u to %s failed: %s", conn->id, conn->address,
+              conn->error);
+  g_cond_broadcast(&conn->cond);
+  GArray *users = failed_users_locked(conn);
+  gchar *error = g_strdup(conn->error);
+  g_mutex_unlock(&conn->lock);
+
+  leave_registry(conn);
+
+  for (guint i = 0; i < users->len; i++) {
+    DeviceUser *u = &g_array_index(users, DeviceUser, i);
+    if (ret != -ECANCELED)
+      u->failed(u->element, error);
+    gst_object_unref(u->element);
+  }
+  g_array_unref(users);
+  g_free(error);
+}
+
 static gpointer connect_thread(gpointer data)
 {
   GstRdmaConnection *conn = data;
+  gint64 start = g_get_monotonic_time();
   gint64 deadline =
-      g_get_monotonic_time() +
-      (gint64)conn->cfg.connect_timeout_ms * G_TIME_SPAN_MILLISECOND;
+      start + (gint64)conn->cfg.connect_timeout_ms * G_TIME_SPAN_MILLISECOND;
   gint retry_ms = RETRY_MIN_MS;
   gint attempts = 0;
   char errbuf[256] = "";
+  /* The receiver's last retryable refusal (every lane busy): the reason to
+   * report when a later attempt merely runs out of time. */
+  char refused[256] = "";
+  int refused_ret = 0;
   int ret = 0;
 
   g_mutex_lock(&conn->lock);
@@ -205,36 +250,28 @@ static gpointer connect_thread(gpointer data)
       gst_rdma_connection_unref(conn);
       return NULL;
     }
-    if (is_fatal(ret) || g_get_monotonic_time() >= deadline)
+    if (ret == -EBUSY) {
+      g_strlcpy(refused, errbuf, sizeof refused);
+      refused_ret = ret;
+    }
+    if (gst_rdma_connection_error_is_fatal(ret) ||
+        g_get_monotonic_time() >= deadline)
       break;
     sleep_locked(conn, retry_ms);
     retry_ms = MIN(retry_ms * 2, RETRY_MAX_MS);
   }
+  if (ret == -ETIMEDOUT && refused_ret) {
+    ret = refused_ret;
+    g_strlcpy(errbuf, refused, sizeof errbuf);
+  }
 
   /* Failed (or nobody wants it any more). */
-  conn->state = GST_RDMA_CONNECTION_FAILED;
-  /* errbuf is what the transport (rdma_cm, shm) said; errno text if not. */
-  conn->error = g_strdup_printf("%s (%d attempt(s) in %d ms)",
-                                errbuf[0] ? errbuf : g_strerror(-ret), attempts,
-                                conn->cfg.connect_timeout_ms);
-  GST_WARNING("connection %u to %s failed: %s", conn->id, conn->address,
-              conn->error);
-  g_cond_broadcast(&conn->cond);
-  GArray *users = failed_users_locked(conn);
-  gchar *error = g_strdup(conn->error);
-  g_mutex_unlock(&conn->lock);
-
-  /* A later start must try afresh, not find this dead connection. */
-  leave_registry(conn);
-
-  for (guint i = 0; i < users->len; i++) {
-    DeviceUser *u = &g_array_index(users, DeviceUser, i);
-    if (ret != -ECANCELED)
-      u->failed(u->element, error);
-    gst_object_unref(u->element);
-  }
-  g_array_unref(users);
-  g_free(error);
+  fail_and_report(
+      conn, ret, errbuf,
+      g_strdup_printf(
+          "%d attempt(s) in %" G_GINT64_FORMAT " ms of connect-timeout %d",
+          attempts, (g_get_monotonic_time() - start) / G_TIME_SPAN_MILLISECOND,
+          conn->cfg.connect_timeout_ms));
   gst_rdma_connection_unref(conn);
   return NULL;
 }
@@ -262,6 +299,14 @@ static gpointer reconnect_thread(gpointer data)
     }
     GST_DEBUG("reconnect attempt %d to %s: %s (%s)", attempts, conn->address,
               errbuf, g_strerror(-ret));
+    if (gst_rdma_connection_error_is_fatal(ret)) {
+      /* The receiver came back refusing us for good (another mechanism,
+       * say): waiting won't change that. */
+      fail_and_report(conn, ret, errbuf,
+                      g_strdup_printf("reconnect attempt %d", attempts));
+      gst_rdma_connection_unref(conn);
+      return NULL;
+    }
     sleep_locked(conn, backoff_ms);
     backoff_ms = MIN(backoff_ms * 2, RECONNECT_MAX_MS);
   }
@@ -365,6 +410,8 @@ GstRdmaConnection *gst_rdma_connection_open(const GstRdmaConnectionConfig *cfg,
       conn->state = GST_RDMA_CONNECTION_FAILED;
       conn->error =
           g_strdup_printf("cannot start the connect thread: %s", err->message);
+      conn->reason = g_strdup(conn->error);
+      conn->error_code = -EAGAIN;
       g_mutex_unlock(&conn->lock);
       g_clear_error(&err);
       leave_registry(conn);
@@ -476,6 +523,21 @@ GstRdmaConnectionState gst_rdma_connection_lost(GstRdmaConnection *conn)
   state = conn->state;
   g_mutex_unlock(&conn->lock);
   return state;
+}
+
+gint gst_rdma_connection_get_error(GstRdmaConnection *conn, gchar **reason,
+                                   gchar **error)
+{
+  gint code;
+
+  g_mutex_lock(&conn->lock);
+  code = conn->state == GST_RDMA_CONNECTION_FAILED ? conn->error_code : 0;
+  if (reason)
+    *reason = code ? g_strdup(conn->reason) : NULL;
+  if (error)
+    *error = code ? g_strdup(conn->error) : NULL;
+  g_mutex_unlock(&conn->lock);
+  return code;
 }
 
 const gchar *gst_rdma_connection_get_address(GstRdmaConnection *conn)

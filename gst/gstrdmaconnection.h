@@ -105,6 +105,15 @@ sbr_sender *gst_rdma_connection_get_sender(GstRdmaConnection *conn);
  * later calls while it runs do nothing).  Returns the state after. */
 GstRdmaConnectionState gst_rdma_connection_lost(GstRdmaConnection *conn);
 
+/* FAILED: libsbr's negative errno, with *reason what it said (for a
+ * refusal "... refused the connection: <the mismatch>") and *error that
+ * with the attempts made (both to be freed); 0 and NULLs otherwise. */
+gint gst_rdma_connection_get_error(GstRdmaConnection *conn, gchar **reason,
+                                   gchar **error);
+/* Whether a libsbr connect error is one no retry fixes: connecting stops
+ * at once (a refusal for another version or mechanism, no RDMA device). */
+gboolean gst_rdma_connection_error_is_fatal(gint err);
+
 /* "host:port" and "transport, mechanism" for messages. */
 const gchar *gst_rdma_connection_get_address(GstRdmaConnection *conn);
 const gchar *gst_rdma_connection_get_description(GstRdmaConnection *conn);

@@ -23,6 +23,17 @@
  * where it needs the connection (allocation query, first buffer, EOS) and
  * fails with a resource error naming host:port and what the transport said
  * when the receiver did not answer within #GstRdmaSink:connect-timeout.
+ * What no retry can fix fails at once, the cause in the error message: a
+ * receiver that refuses this sender for another #GstRdmaSink:mechanism,
+ * protocol version or block geometry (%GST_RESOURCE_ERROR_SETTINGS, "The
+ * RDMA receiver at A refused the connection: the receiver runs the
+ * status-byte mechanism, the sender sliding-window."), or is not allowed
+ * (%GST_RESOURCE_ERROR_NOT_AUTHORIZED), or no RDMA device or no route to
+ * the host (%GST_RESOURCE_ERROR_OPEN_WRITE).  A receiver whose lanes are
+ * all in use is asked again until the timeout, and then the error
+ * (%GST_RESOURCE_ERROR_BUSY) says so.  The same holds when a lost
+ * connection is re-established (#GstRdmaSink:reconnect) and the receiver
+ * that came back refuses it.
  *
  * Zero copy: the sink proposes an allocator whose memories are registered
  * send blocks, so an upstream element that allocates from it (videotestsrc,
@@ -485,17 +496,57 @@ static GstStructure *gst_rdma_sink_get_stats(GstElement *element)
 
 /* Connecting failed: called on the connection's thread, or by the
  * streaming thread that finds it failed; the error goes out once. */
+/* A failure no retry fixes names its cause in the message itself, a
+ * receiver's refusal the mismatch: "The RDMA receiver at A refused the
+ * connection: the receiver runs the status-byte mechanism, the sender
+ * sliding-window."  Timeouts and the like keep the short message, with what
+ * the transport said in the debug text. */
 static void gst_rdma_sink_post_connect_error(GstRdmaSink *self,
                                              GstRdmaConnection *conn,
                                              const gchar *error)
 {
+  const gchar *address = gst_rdma_connection_get_address(conn);
+  const gchar *description = gst_rdma_connection_get_description(conn);
+  gchar *reason = NULL, *full = NULL;
+  const gchar *refusal;
+  gint code;
+
   if (!g_atomic_int_compare_and_exchange(&self->error_posted, 0, 1))
     return;
-  GST_ELEMENT_ERROR(self, RESOURCE, OPEN_WRITE,
-                    ("Could not connect to the RDMA receiver at %s.",
-                     gst_rdma_connection_get_address(conn)),
-                    ("%s (%s): %s", gst_rdma_connection_get_address(conn),
-                     gst_rdma_connection_get_description(conn), error));
+  code = gst_rdma_connection_get_error(conn, &reason, &full);
+  if (full)
+    error = full;
+  refusal = reason ? strstr(reason, "refused the connection: ") : NULL;
+  if (refusal && code == -EBUSY) {
+    /* Retried until connect-timeout: every lane stayed in use. */
+    GST_ELEMENT_ERROR(self, RESOURCE, BUSY,
+                      ("The RDMA receiver at %s refused the connection: %s.",
+                       address, refusal + strlen("refused the connection: ")),
+                      ("%s (%s): %s", address, description, error));
+  } else if (!gst_rdma_connection_error_is_fatal(code) || !reason) {
+    GST_ELEMENT_ERROR(
+        self, RESOURCE, OPEN_WRITE,
+        ("Could not connect to the RDMA receiver at %s.", address),
+        ("%s (%s): %s", address, description, error));
+  } else if (refusal && code == -EACCES) {
+    GST_ELEMENT_ERROR(self, RESOURCE, NOT_AUTHORIZED,
+                      ("The RDMA receiver at %s refused the connection: %s.",
+                       address, refusal + strlen("refused the connection: ")),
+                      ("%s (%s): %s", address, description, error));
+  } else if (refusal) {
+    /* Another version, mechanism or geometry: the two ends' settings. */
+    GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
+                      ("The RDMA receiver at %s refused the connection: %s.",
+                       address, refusal + strlen("refused the connection: ")),
+                      ("%s (%s): %s", address, description, error));
+  } else {
+    GST_ELEMENT_ERROR(
+        self, RESOURCE, OPEN_WRITE,
+        ("Could not connect to the RDMA receiver at %s: %s.", address, reason),
+        ("%s (%s): %s", address, description, error));
+  }
+  g_free(reason);
+  g_free(full);
 }
 
 static void gst_rdma_sink_connect_failed(GstElement *element,

@@ -61,6 +61,14 @@
  * flushed first, as sinks ignore everything after EOS but a flush).
  * #GstRdmaSrc:timeout also applies per device ("rdmasrc-device-timeout").
  *
+ * A sender this receiver can't take (another #GstRdmaSrc:mechanism or
+ * protocol version, every one of #GstRdmaSrc:max-senders lanes in use) is
+ * refused and told why, so its rdmasink fails at once naming the mismatch;
+ * here a warning names the sender and the reason ("Refused the sender at
+ * 10.0.0.2:41234: the receiver runs the status-byte mechanism, the sender
+ * sliding-window.", details peer, reason, repeats), at most one per sender
+ * host and reason every 10 s, and the stats count refused-connections.
+ *
  * A device's share of the lane: every device may have at most
  * #GstRdmaSrc:device-blocks receive blocks out (queued here or held
  * downstream) and that many frames queued; by default three quarters of
@@ -232,6 +240,7 @@ struct _GstRdmaSrc {
   GstRdmaStatsTicker *ticker;
   GstRdmaHeldCounter *held;
   GstRdmaSharedFlow flow;
+  GstRdmaRefusals *refusals; /* receive thread: refused senders warned of */
 
   /* The device table changes on the receive thread (and on state changes
    * while it is stopped) under the object lock; the receive thread reads
@@ -1425,6 +1434,16 @@ static void gst_rdma_src_loop(gpointer data)
 
 /* ----------------------------------------------------- state changes */
 
+/* libsbr refused a sender (receive thread): tell the application who and
+ * why, once per sender host and reason every few seconds. */
+static void gst_rdma_src_refused(void *data, const char *peer,
+                                 enum sbr_refusal reason, const char *text)
+{
+  GstRdmaSrc *self = data;
+
+  gst_rdma_refusals_warn(self->refusals, GST_ELEMENT(self), peer, reason, text);
+}
+
 static gboolean gst_rdma_src_open(GstRdmaSrc *self)
 {
   struct sbr_receiver_config cfg;
@@ -1462,6 +1481,9 @@ static gboolean gst_rdma_src_open(GstRdmaSrc *self)
   stats_interval = self->stats_interval;
   GST_OBJECT_UNLOCK(self);
   cfg.address = address;
+  self->refusals = gst_rdma_refusals_new();
+  cfg.on_refusal = gst_rdma_src_refused;
+  cfg.refusal_user_data = self;
 
   ret = sbr_receiver_new(&cfg, &receiver, errbuf, sizeof errbuf);
   if (ret < 0) {
@@ -1469,6 +1491,8 @@ static gboolean gst_rdma_src_open(GstRdmaSrc *self)
         self, RESOURCE, OPEN_READ,
         ("Could not listen on %s:%u.", address, cfg.port),
         ("%s (%s)", errbuf[0] ? errbuf : g_strerror(-ret), g_strerror(-ret)));
+    gst_rdma_refusals_free(self->refusals);
+    self->refusals = NULL;
     g_free(address);
     return FALSE;
   }
@@ -1514,6 +1538,8 @@ static void gst_rdma_src_close(GstRdmaSrc *self)
   GST_OBJECT_UNLOCK(self);
   /* Buffers still downstream keep their lanes until they are freed. */
   sbr_receiver_free(receiver);
+  gst_rdma_refusals_free(self->refusals);
+  self->refusals = NULL;
   /* Stats read it under the object lock. */
   GST_OBJECT_LOCK(self);
   held = self->held;

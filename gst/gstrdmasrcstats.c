@@ -27,7 +27,9 @@ GParamSpec *gst_rdma_src_stats_param_spec(void)
 {
   return gst_rdma_param_spec_stats(
       "Statistics, also posted as the element message \"rdmasrc-stats\" "
-      "every stats-interval.  Element-wide: lanes-opened, lanes-closed, "
+      "every stats-interval.  Element-wide: refused-connections (senders "
+      "refused: another mechanism or version, lanes full, ...), "
+      "lanes-opened, lanes-closed, "
       "lanes-active (sender connections), blocks, bytes, rejected (blocks "
       "that failed validation), blocks-held (by buffers now), frames-copied "
       "(reassembled by copy), recv-wr-posted (sliding-window only), copies "
@@ -105,6 +107,8 @@ GstStructure *gst_rdma_src_stats_new(sbr_receiver *receiver,
       "held", G_TYPE_UINT, counters->held, "no-caps-drops", G_TYPE_UINT64,
       counters->no_caps_drops, "pushed", G_TYPE_UINT64, pushed, "device-blocks",
       G_TYPE_UINT, counters->device_blocks, NULL);
+  gst_structure_set(s, "refused-connections", G_TYPE_UINT64,
+                    (guint64)rs.refused, NULL);
   /* The devices last, in device order, so the element-wide counters lead
    * a printed line. */
   for (guint d = 0; d < SBR_MAX_DEVICES; d++) {

@@ -195,27 +195,71 @@ int sbr_receiver_lane_peer(sbr_receiver *r, uint32_t lane_id, char *peer,
   return ret;
 }
 
-static void lane_open(struct sbr_receiver *r, struct sbr__conn_request *req)
+/* The one place a connection is refused: the sender is told why (unless
+ * the back end already did, when its accept failed), and the refusal is
+ * logged, counted and reported to the application. */
+static void lane_refuse(struct sbr_receiver *r, struct sbr__conn_request *req,
+                        const struct sbr__refusal *why, bool answered)
+{
+  char text[256];
+  sbr_refusal_describe((enum sbr_refusal)why->reason, why->receiver_value,
+                       why->sender_value, text, sizeof text);
+  SBR_WARN("receiver: refused %s (%s): %s", req->peer,
+           sbr_refusal_name((enum sbr_refusal)why->reason), text);
+  if (!answered)
+    r->ops->reject(r->listener, req, why);
+  pthread_mutex_lock(&r->stats_lock);
+  r->stats.refused++;
+  pthread_mutex_unlock(&r->stats_lock);
+  if (r->cfg.on_refusal)
+    r->cfg.on_refusal(r->cfg.refusal_user_data, req->peer,
+                      (enum sbr_refusal)why->reason, text);
+}
+
+/* Why this receiver can't take req, or false.  Geometry: the receiver
+ * decides block size and count and a sender adapts to any within the
+ * protocol's limits, which sbr_receiver_new enforces, except that a
+ * sliding-window sender acknowledges at most as many slots as it posts ACK
+ * receives for (sender.c sizes its queue before it knows the lane). */
+static bool request_refused(const struct sbr_receiver *r,
+                            const struct sbr__conn_request *req,
+                            struct sbr__refusal *why)
 {
   if (req->mechanism != r->cfg.mechanism) {
-    SBR_WARN("receiver: refusing %s: it speaks %s, this receiver %s", req->peer,
-             sbr_mechanism_name(req->mechanism),
-             sbr_mechanism_name(r->cfg.mechanism));
-    r->ops->reject(r->listener, req);
-    return;
+    sbr__refusal_set(why, SBR_REFUSAL_MECHANISM, r->cfg.mechanism,
+                     req->mechanism);
+    return true;
+  }
+  if (r->cfg.mechanism == SBR_MECH_SLIDING_WINDOW) {
+    uint32_t can_ack =
+        req->block_count ? req->block_count : SBR__SW_DEFAULT_ACK_SLOTS;
+    if (r->cfg.block_count > can_ack) {
+      sbr__refusal_set(why, SBR_REFUSAL_GEOMETRY, r->cfg.block_count, can_ack);
+      return true;
+    }
   }
   if (r->stats.lanes_active >= r->cfg.max_lanes) {
-    SBR_WARN("receiver: refusing %s: all %u lanes in use", req->peer,
-             r->cfg.max_lanes);
-    r->ops->reject(r->listener, req);
+    sbr__refusal_set(why, SBR_REFUSAL_LANES_FULL, r->cfg.max_lanes, 0);
+    return true;
+  }
+  return false;
+}
+
+static void lane_open(struct sbr_receiver *r, struct sbr__conn_request *req)
+{
+  struct sbr__refusal why;
+  if (request_refused(r, req, &why)) {
+    lane_refuse(r, req, &why, false);
     return;
   }
   struct sbr__lane *lane = calloc(1, sizeof *lane);
   if (!lane)
     goto out_reject;
   lane->blocks = calloc(r->cfg.block_count, sizeof *lane->blocks);
-  if (!lane->blocks)
-    goto out_free_lane;
+  if (!lane->blocks) {
+    free(lane);
+    goto out_reject; /* nothing was answered yet */
+  }
   lane->rx = r;
   lane->id = r->next_lane_id++;
   snprintf(lane->peer, sizeof lane->peer, "%s", req->peer);
@@ -240,7 +284,9 @@ static void lane_open(struct sbr_receiver *r, struct sbr__conn_request *req)
   int ret = r->ops->accept(r->listener, req, &caps, &lane->desc, &lane->conn,
                            &lane->mem);
   if (ret < 0) {
-    SBR_WARN("receiver: accepting %s failed: %s", req->peer, strerror(-ret));
+    /* The back end has refused the peer already, saying so. */
+    sbr__refusal_set(&why, SBR_REFUSAL_RESOURCES, (uint32_t)-ret, 0);
+    lane_refuse(r, req, &why, true);
     goto out_destroy;
   }
   for (uint32_t i = 0; i < r->cfg.block_count; i++) {
@@ -276,11 +322,11 @@ static void lane_open(struct sbr_receiver *r, struct sbr__conn_request *req)
 out_destroy:
   pthread_mutex_destroy(&lane->lock);
   free(lane->blocks);
-out_free_lane:
   free(lane);
-  return; /* accept failed: the back end already refused the peer */
+  return; /* the back end refused the peer, or it is connected and closed */
 out_reject:
-  r->ops->reject(r->listener, req);
+  sbr__refusal_set(&why, SBR_REFUSAL_RESOURCES, ENOMEM, 0);
+  lane_refuse(r, req, &why, false);
 }
 
 /* The sender left.  What it wrote before it went has landed (its writes
@@ -305,6 +351,8 @@ static void handle_events(struct sbr_receiver *r, int wait_ms)
       return;
     if (ev.type == SBR__EV_CONNECT_REQUEST) {
       lane_open(r, &ev.req);
+    } else if (ev.type == SBR__EV_BAD_REQUEST) {
+      lane_refuse(r, &ev.req, &ev.req.refusal, false);
     } else if (ev.type == SBR__EV_DISCONNECTED) {
       for (struct sbr__lane *l = r->lanes; l; l = l->next) {
         if (l->conn == ev.conn && !l->disconnected)

@@ -29,7 +29,9 @@
  *   at a time.  sbr_block_release / _hold / sbr_frame_release may be called
  *   from any thread (a GStreamer buffer is freed wherever it is unreffed).
  *   sbr_receiver_wakeup, _pause_device, _device_paused and
- *   _set_device_period may be called from any thread.
+ *   _set_device_period may be called from any thread.  The on_refusal
+ *   callback of sbr_receiver_config runs on the thread inside
+ *   sbr_receiver_next / _next_frame.
  *
  * Waiting (enum sbr_poll_mode)
  *   The receiver has no completion to wake on: the thread inside
@@ -122,6 +124,46 @@ const char *sbr_mechanism_name(enum sbr_mechanism mechanism);
 int sbr_backend_from_name(const char *name, enum sbr_backend *out);
 int sbr_mechanism_from_name(const char *name, enum sbr_mechanism *out);
 
+/* Why a receiver refused a connection.  The values travel in the reject's
+ * private data (docs/protocol.md, "Refusals"); each refusal carries two
+ * numbers, what the receiver has and what the sender asked for, that the
+ * sentence of sbr_refusal_describe names. */
+enum sbr_refusal {
+  SBR_REFUSAL_NONE = 0,
+  /* Another sbr protocol version: receiver's, sender's. */
+  SBR_REFUSAL_VERSION = 1,
+  /* Another mechanism (enum sbr_mechanism): receiver's, sender's. */
+  SBR_REFUSAL_MECHANISM = 2,
+  /* The receiver's lanes can't work with this sender: a sliding-window
+   * sender acknowledges at most as many slots as it posts ACK receives for
+   * (its block count hint, or 1020 without one).  Receiver's block count,
+   * the sender's limit. */
+  SBR_REFUSAL_GEOMETRY = 3,
+  /* The connect request is not one this receiver understands (not sbr, cut
+   * short): 0, the bytes received. */
+  SBR_REFUSAL_MALFORMED = 4,
+  /* This sender may not connect (reserved for an access list). */
+  SBR_REFUSAL_NOT_ALLOWED = 5,
+  /* Every lane is in use (max_lanes, 0); retrying later may work. */
+  SBR_REFUSAL_LANES_FULL = 6,
+  /* The receiver could not set the lane up (the errno, 0); retryable. */
+  SBR_REFUSAL_RESOURCES = 7,
+};
+
+/* "mechanism", "lanes-full", ...; "unknown" for a value this version does
+ * not know (a newer receiver's). */
+const char *sbr_refusal_name(enum sbr_refusal reason);
+/* Whether waiting and connecting again may succeed (lanes full, out of
+ * resources).  A receiver says so on the wire too, so a sender knows it
+ * even for a reason it does not know. */
+bool sbr_refusal_retryable(enum sbr_refusal reason);
+/* One sentence naming the mismatch, without a capital or a full stop:
+ * "the receiver runs the status-byte mechanism, the sender sliding-window".
+ * receiver_value and sender_value as documented per reason.  Always
+ * NUL-terminates buf (len > 0). */
+void sbr_refusal_describe(enum sbr_refusal reason, uint32_t receiver_value,
+                          uint32_t sender_value, char *buf, size_t len);
+
 /* Polling back-off: spin for spin_us, then sleep starting at min_sleep_us and
  * doubling up to max_sleep_us.  An idle waiter costs one wake-up per
  * max_sleep_us; a busy one adds at most max_sleep_us of delay. */
@@ -194,7 +236,25 @@ struct sbr_sender_config {
 void sbr_sender_config_init(struct sbr_sender_config *cfg);
 
 /* Connects and starts the sender thread.  On failure *errbuf says what the
- * connection manager said (may be NULL). */
+ * connection manager or the receiver said (may be NULL).  Errors a retry
+ * cannot fix, as they are returned:
+ *   -EPROTONOSUPPORT  the receiver refused: another protocol version,
+ *                     mechanism or a geometry this sender can't use
+ *   -EACCES           the receiver refused: this sender is not allowed
+ *   -EPROTO           the receiver did not understand the request, or
+ *                     answered with a lane this sender can't use
+ *   -ENODEV           no RDMA device (rdma_cm not there, or none can reach
+ *                     that address)
+ *   -ENETUNREACH      no route to that address
+ *   -EINVAL, -ENOTSUP, -ENOMEM  bad configuration, back end not built in
+ * and ones that may heal:
+ *   -EBUSY            the receiver refused: every lane is in use
+ *   -ECONNREFUSED     the receiver refused for a passing reason (out of
+ *                     resources), or nobody listens on that port
+ *   -ETIMEDOUT, -EHOSTUNREACH, -ECONNRESET, -ECONNABORTED
+ * A refusal's errbuf names the receiver and the mismatch ("... refused the
+ * connection: the receiver runs the status-byte mechanism, the sender
+ * sliding-window"). */
 int sbr_sender_new(const struct sbr_sender_config *cfg, sbr_sender **out,
                    char *errbuf, size_t errlen);
 /* Drains what was submitted (up to 1 s), disconnects and frees. */
@@ -319,6 +379,15 @@ struct sbr_receiver_config {
   enum sbr_poll_mode poll_mode;
   /* The back-off schedule (backoff mode; adaptive mode's fallback). */
   struct sbr_backoff_config backoff;
+  /* Called for every connection the receiver refuses (after it refused
+   * and counted it), on the thread inside sbr_receiver_next / _next_frame,
+   * with no library lock held; it must not call sbr_receiver_next,
+   * _next_frame or _free.  peer is "ip:port" or "shm:pid=N"; text is
+   * sbr_refusal_describe's sentence.  The strings are valid during the
+   * call only.  NULL: refusals are only logged and counted. */
+  void (*on_refusal)(void *user_data, const char *peer, enum sbr_refusal reason,
+                     const char *text);
+  void *refusal_user_data;
 };
 void sbr_receiver_config_init(struct sbr_receiver_config *cfg);
 
@@ -427,6 +496,7 @@ struct sbr_receiver_stats {
   uint64_t frames_missed;
   uint64_t frames_unpredicted;
   uint32_t periodic_devices; /* devices whose period is stable now */
+  uint64_t refused;          /* connections refused, any reason */
 };
 int sbr_receiver_get_stats(sbr_receiver *r, struct sbr_receiver_stats *out);
 int sbr_receiver_get_device_stats(sbr_receiver *r, uint8_t device,

@@ -22,7 +22,9 @@
  *   sender -> receiver   'C' 0 0 0 | connect private data (<= 56 bytes)
  *   receiver -> sender   'A' 0 0 0 | accept private data (48 bytes),
  *                                    with the memfd attached (SCM_RIGHTS)
- *                    or  'R' 0 0 0   refused
+ *                    or  'R' 0 0 0 | reject private data (16 bytes, why;
+ *                                    transport.h; an old receiver sent
+ *                                    none)
  *
  * After that the socket carries nothing: its hang-up is the disconnect, seen
  * by the receiver's get_event and poll_cq and by the sender's NIC thread.
@@ -1335,9 +1337,21 @@ static int shm_await_answer(struct sbr__conn *c, uint16_t port,
   }
   int err = -EPROTO;
   if (msg[0] == SHM_SETUP_REJECT) {
-    sbr__errf(errbuf, errlen, "shm: receiver on port %u refused the connection",
-              (unsigned)port);
-    err = -ECONNREFUSED;
+    struct sbr__refusal why;
+    if (r >= SHM_MSG_HDR &&
+        sbr__reject_priv_decode(msg + SHM_MSG_HDR, (size_t)r - SHM_MSG_HDR,
+                                &why) == 0) {
+      char where[64];
+      snprintf(where, sizeof where, "shm: the receiver on port %u",
+               (unsigned)port);
+      sbr__refusal_errf(errbuf, errlen, where, &why);
+      err = sbr__refusal_errno(&why);
+    } else {
+      sbr__errf(errbuf, errlen,
+                "shm: receiver on port %u refused the connection",
+                (unsigned)port);
+      err = -ECONNREFUSED;
+    }
     goto out_close_fd;
   }
   int dec = -EPROTO;
@@ -1659,31 +1673,33 @@ static bool shm_read_request(struct sbr__listener *l, int i,
     close(extra); /* nobody passes us descriptors */
   if (r == -EAGAIN)
     return false;
-  struct sbr__conn_request *req = &ev->req;
-  int dec = -EPROTO;
-  if (r >= SHM_MSG_HDR && msg[0] == SHM_SETUP_CONNECT)
-    dec = sbr__connect_priv_decode(msg + SHM_MSG_HDR, (size_t)r - SHM_MSG_HDR,
-                                   &req->mechanism, &req->block_size,
-                                   &req->block_count);
-  if (dec < 0) {
-    if (dec == -EPROTONOSUPPORT) {
-      SBR_WARN("shm: port %u: refusing a sender that speaks sbr protocol "
-               "version %d (this receiver %d)",
-               (unsigned)l->port,
-               sbr__priv_version(msg + SHM_MSG_HDR, (size_t)r - SHM_MSG_HDR),
-               SBR__PRIV_VERSION);
-      /* An sbr peer: refused, like verbs' rdma_reject, not hung up on. */
-      shm_send_setup(fd, SHM_SETUP_REJECT, NULL, 0, -1);
-    } else if (r != 0)
-      SBR_WARN("shm: port %u: dropping a malformed connect request",
-               (unsigned)l->port);
+  if (r <= 0 && r != -EPROTO) {
+    /* Hung up (or failed) before asking anything: nobody to answer.  A
+     * request too long for us (-EPROTO) is answered: it is malformed. */
     shm_pending_drop(l, i, true);
     return false;
   }
+  struct sbr__conn_request *req = &ev->req;
+  const uint8_t *priv = msg + SHM_MSG_HDR;
+  size_t len = r >= SHM_MSG_HDR ? (size_t)r - SHM_MSG_HDR : 0;
+  int dec = -EPROTO;
+  if (r >= SHM_MSG_HDR && msg[0] == SHM_SETUP_CONNECT)
+    dec = sbr__connect_priv_decode(priv, len, &req->mechanism, &req->block_size,
+                                   &req->block_count);
   /* impl holds fd + 1, so NULL means "already answered". */
   req->impl = (void *)(intptr_t)(fd + 1);
   shm_peer_name(fd, req->peer, sizeof req->peer);
   ev->type = SBR__EV_CONNECT_REQUEST;
+  /* One the engine can't take is still the engine's to refuse (and to
+   * report): like verbs, the sender hears why rather than a hang-up. */
+  if (dec == -EPROTONOSUPPORT) {
+    ev->type = SBR__EV_BAD_REQUEST;
+    sbr__refusal_set(&req->refusal, SBR_REFUSAL_VERSION, SBR__PRIV_VERSION,
+                     (uint32_t)sbr__priv_version(priv, len));
+  } else if (dec < 0) {
+    ev->type = SBR__EV_BAD_REQUEST;
+    sbr__refusal_set(&req->refusal, SBR_REFUSAL_MALFORMED, 0, (uint32_t)len);
+  }
   shm_pending_drop(l, i, false);
   return true;
 }
@@ -1836,6 +1852,17 @@ out_close_fd:
   return err;
 }
 
+/* 'R' with the reason and the receiver's value. */
+static void shm_send_reject(int sock, enum sbr_refusal reason,
+                            uint32_t receiver_value)
+{
+  struct sbr__refusal why;
+  uint8_t priv[SBR__REJECT_PRIV_SIZE];
+  sbr__refusal_set(&why, reason, receiver_value, 0);
+  sbr__reject_priv_encode(priv, &why);
+  shm_send_setup(sock, SHM_SETUP_REJECT, priv, sizeof priv, -1);
+}
+
 static int shm_accept(struct sbr__listener *l, struct sbr__conn_request *req,
                       const struct sbr__queue_caps *caps,
                       struct sbr__lane_desc *lane, struct sbr__conn **out,
@@ -1898,18 +1925,24 @@ out_destroy:
 out_refuse:
   /* The request is answered either way: the sender hears no at once rather
    * than at its timeout, and a later reject of req is a no-op. */
-  shm_send_setup(sock, SHM_SETUP_REJECT, NULL, 0, -1);
+  shm_send_reject(sock, SBR_REFUSAL_RESOURCES, (uint32_t)-err);
   close(sock);
   return err;
 }
 
-static void shm_reject(struct sbr__listener *l, struct sbr__conn_request *req)
+static void shm_reject(struct sbr__listener *l, struct sbr__conn_request *req,
+                       const struct sbr__refusal *why)
 {
   (void)l;
   int sock = shm_req_take(req);
-  if (sock < 0)
+  if (sock < 0 || !why) {
+    if (sock >= 0)
+      close(sock);
     return;
-  shm_send_setup(sock, SHM_SETUP_REJECT, NULL, 0, -1);
+  }
+  uint8_t priv[SBR__REJECT_PRIV_SIZE];
+  sbr__reject_priv_encode(priv, why);
+  shm_send_setup(sock, SHM_SETUP_REJECT, priv, sizeof priv, -1);
   close(sock);
 }
 

@@ -32,12 +32,20 @@
  * closing the channel under a live id would leave librdmacm writing to a
  * dead fd).
  *
- * Error codes: connect returns -ECONNREFUSED (REJECTED), -EHOSTUNREACH
- * (ADDR_ERROR, ROUTE_ERROR, UNREACHABLE, name lookup failure), -ECONNABORTED
+ * Error codes: connect returns the errno of the receiver's refusal when a
+ * REJECTED event carries sbr reject private data (sbr__refusal_errno:
+ * -EPROTONOSUPPORT, -EACCES, -EPROTO, -EBUSY, -ECONNREFUSED), else
+ * -ECONNREFUSED (REJECTED), -ENODEV (no rdma_cm, no RDMA device for that
+ * address, device removal), -ENETUNREACH (no route), -EHOSTUNREACH (other
+ * ADDR_ERROR, ROUTE_ERROR, UNREACHABLE, name lookup failure), -ECONNABORTED
  * (CONNECT_ERROR, anything unexpected), -ETIMEDOUT (deadline, or address/
  * route resolution timed out), -EPROTO (the receiver's lane description is
- * unusable), -ENODEV (no rdma_cm).  timeout_ms <= 0 means 5 s: a connect
- * never waits forever.
+ * unusable).  timeout_ms <= 0 means 5 s: a connect never waits forever.
+ *
+ * Refusals: the receiver rejects with 16 bytes of reject private data
+ * (transport.h); rdma_reject makes that an IB CM REJ with reason 28
+ * (consumer defined) whose private data the sender's REJECTED event
+ * carries (148 bytes over IB CM, the rest zero).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -209,12 +217,13 @@ static int open_channel(const char *hostport, struct rdma_event_channel **out,
 {
   struct rdma_event_channel *ch = rdma_create_event_channel();
   if (!ch) {
-    int ret = neg_errno(ENODEV);
+    /* ENODEV whatever librdmacm said (ENOENT without /dev/infiniband/
+     * rdma_cm): no RDMA here, and no retry brings it. */
     sbr__errf(errbuf, errlen,
               "rdma_cm: %s: cannot open the RDMA connection manager: %s (no "
               "RDMA device, or rdma_ucm not loaded?)",
-              hostport, strerror(-ret));
-    return ret;
+              hostport, strerror(errno ? errno : ENODEV));
+    return -ENODEV;
   }
   int ret = set_nonblocking(ch->fd);
   if (ret) {
@@ -415,6 +424,11 @@ static const char *cm_failure_hint(const struct rdma_cm_event *e)
 {
   switch (e->event) {
   case RDMA_CM_EVENT_ADDR_ERROR:
+    if (e->status == -ENODEV)
+      return "no RDMA device can reach that address (the route to it leaves "
+             "by an interface without RDMA)";
+    if (e->status == -ENETUNREACH)
+      return "no route to that address";
     return "no RDMA device can reach that address (no route, or no ARP "
            "answer)?";
   case RDMA_CM_EVENT_ROUTE_ERROR:
@@ -441,11 +455,18 @@ static const char *cm_failure_hint(const struct rdma_cm_event *e)
 static int cm_failure_errno(const struct rdma_cm_event *e)
 {
   /* rdma_resolve_addr/_route's own timeout and our deadline are the same
-   * instant: report both as a timeout. */
-  if ((e->event == RDMA_CM_EVENT_ADDR_ERROR ||
-       e->event == RDMA_CM_EVENT_ROUTE_ERROR) &&
-      e->status == -ETIMEDOUT)
-    return -ETIMEDOUT;
+   * instant: report both as a timeout.  The two that no retry fixes keep
+   * their errno: no RDMA device for that address (the route leaves by a
+   * netdev without one), and no route at all.  Everything else may heal:
+   * an ARP answer that did not come shows as ETIMEDOUT (the kernel keeps
+   * asking until the resolve timeout), an "unreachable" route or an ICMP
+   * error as EHOSTUNREACH. */
+  if (e->event == RDMA_CM_EVENT_ADDR_ERROR ||
+      e->event == RDMA_CM_EVENT_ROUTE_ERROR) {
+    if (e->status == -ETIMEDOUT || e->status == -ENODEV ||
+        e->status == -ENETUNREACH)
+      return e->status;
+  }
   switch (e->event) {
   case RDMA_CM_EVENT_REJECTED:
     return -ECONNREFUSED;
@@ -504,8 +525,22 @@ static int wait_cm_event(struct sbr__conn *c, uint64_t deadline, int timeout_ms,
     return 0;
   }
   int ret = cm_failure_errno(e);
-  sbr__errf(errbuf, errlen, "rdma_cm: cannot reach %s: %s (status %d): %s",
-            hostport, rdma_event_str(e->event), e->status, cm_failure_hint(e));
+  struct sbr__refusal why;
+  /* An sbr receiver's refusal says why in the REJ's private data (status
+   * is then 28, IB's consumer-defined reject); anything else (nobody on
+   * that port: status 8, an old receiver's bare reject) is only refused. */
+  if (e->event == RDMA_CM_EVENT_REJECTED &&
+      sbr__reject_priv_decode(e->param.conn.private_data,
+                              e->param.conn.private_data_len, &why) == 0) {
+    char where[128];
+    snprintf(where, sizeof where, "rdma_cm: the receiver at %s", hostport);
+    sbr__refusal_errf(errbuf, errlen, where, &why);
+    ret = sbr__refusal_errno(&why);
+  } else {
+    sbr__errf(errbuf, errlen, "rdma_cm: cannot reach %s: %s (status %d): %s",
+              hostport, rdma_event_str(e->event), e->status,
+              cm_failure_hint(e));
+  }
   rdma_ack_cm_event(e);
   return ret;
 }
@@ -782,42 +817,34 @@ out_free_listener:
   return ret;
 }
 
-/* CONNECT_REQUEST: fills ev, or rejects a request that is not ours and
- * returns the id to destroy once the event is acked. */
-static struct rdma_cm_id *handle_request(struct sbr__listener *l,
-                                         struct rdma_cm_event *e,
-                                         struct sbr__listen_event *ev)
+/* CONNECT_REQUEST: fills ev with a request, or with a bad one (another
+ * protocol version, not sbr) that the engine refuses through reject. */
+static void handle_request(struct sbr__listener *l, struct rdma_cm_event *e,
+                           struct sbr__listen_event *ev)
 {
   struct rdma_cm_id *id = e->id;
   struct sbr__conn_request *req = &ev->req;
+  const void *priv = e->param.conn.private_data;
+  size_t len = e->param.conn.private_data_len;
   /* Not a lane until accept says so. */
   id->context = NULL;
-  format_sockaddr(req->peer, sizeof req->peer, rdma_get_peer_addr(id));
-  int dec = sbr__connect_priv_decode(
-      e->param.conn.private_data, e->param.conn.private_data_len,
-      &req->mechanism, &req->block_size, &req->block_count);
-  if (dec == -EPROTONOSUPPORT) {
-    SBR_WARN("verbs: %s: rejecting %s: it speaks sbr protocol version %d, "
-             "this receiver %d",
-             l->name, req->peer,
-             sbr__priv_version(e->param.conn.private_data,
-                               e->param.conn.private_data_len),
-             SBR__PRIV_VERSION);
-    rdma_reject(id, NULL, 0);
-    memset(req, 0, sizeof *req);
-    return id;
-  }
-  if (dec != 0) {
-    SBR_WARN("verbs: %s: rejecting a connection request from %s: its %u "
-             "bytes of private data are not an sbr request",
-             l->name, req->peer, (unsigned)e->param.conn.private_data_len);
-    rdma_reject(id, NULL, 0);
-    memset(req, 0, sizeof *req);
-    return id;
-  }
   req->impl = id;
-  ev->type = SBR__EV_CONNECT_REQUEST;
-  return NULL;
+  format_sockaddr(req->peer, sizeof req->peer, rdma_get_peer_addr(id));
+  int dec = sbr__connect_priv_decode(priv, len, &req->mechanism,
+                                     &req->block_size, &req->block_count);
+  if (dec == 0) {
+    ev->type = SBR__EV_CONNECT_REQUEST;
+    return;
+  }
+  /* IB CM pads a REQ's private data to 92 bytes: the length says little. */
+  if (dec == -EPROTONOSUPPORT)
+    sbr__refusal_set(&req->refusal, SBR_REFUSAL_VERSION, SBR__PRIV_VERSION,
+                     (uint32_t)sbr__priv_version(priv, len));
+  else
+    sbr__refusal_set(&req->refusal, SBR_REFUSAL_MALFORMED, 0, (uint32_t)len);
+  SBR_DEBUG("verbs: %s: connect request from %s is not one we read (%d)",
+            l->name, req->peer, dec);
+  ev->type = SBR__EV_BAD_REQUEST;
 }
 
 /* An accepted id's peer is gone.  A conn being closed is not reported: its
@@ -857,12 +884,11 @@ static int verbs_get_event(struct sbr__listener *l, int timeout_ms,
     return neg_errno(EIO);
   }
 
-  struct rdma_cm_id *destroy = NULL;
   struct sbr__conn *c = e->id->context;
   int ret = 0;
   switch (e->event) {
   case RDMA_CM_EVENT_CONNECT_REQUEST:
-    destroy = handle_request(l, e, ev);
+    handle_request(l, e, ev);
     break;
   case RDMA_CM_EVENT_ESTABLISHED:
     if (c)
@@ -890,9 +916,6 @@ static int verbs_get_event(struct sbr__listener *l, int timeout_ms,
     break;
   }
   rdma_ack_cm_event(e);
-  /* After the ack: rdma_destroy_id waits for its events to be acked. */
-  if (destroy)
-    rdma_destroy_id(destroy);
   return ret;
 }
 
@@ -958,6 +981,18 @@ out_free_blocks:
   return ret;
 }
 
+/* Refuses a request with reason and the receiver's value (the id stays the
+ * caller's to destroy). */
+static void reject_id(struct rdma_cm_id *id, enum sbr_refusal reason,
+                      uint32_t receiver_value)
+{
+  struct sbr__refusal why;
+  uint8_t priv[SBR__REJECT_PRIV_SIZE];
+  sbr__refusal_set(&why, reason, receiver_value, 0);
+  sbr__reject_priv_encode(priv, &why);
+  rdma_reject(id, priv, sizeof priv);
+}
+
 static int verbs_accept(struct sbr__listener *l, struct sbr__conn_request *req,
                         const struct sbr__queue_caps *caps,
                         struct sbr__lane_desc *lane, struct sbr__conn **out,
@@ -975,7 +1010,7 @@ static int verbs_accept(struct sbr__listener *l, struct sbr__conn_request *req,
 
   struct sbr__conn *c = calloc(1, sizeof *c);
   if (!c) {
-    rdma_reject(id, NULL, 0);
+    reject_id(id, SBR_REFUSAL_RESOURCES, ENOMEM);
     rdma_destroy_id(id);
     return -ENOMEM;
   }
@@ -1033,20 +1068,24 @@ static int verbs_accept(struct sbr__listener *l, struct sbr__conn_request *req,
   return 0;
 
 out_reject:
-  rdma_reject(id, NULL, 0);
+  reject_id(id, SBR_REFUSAL_RESOURCES, (uint32_t)-ret);
   atomic_store(&c->closing, true);
   conn_free(c);
   return ret;
 }
 
-static void verbs_reject(struct sbr__listener *l, struct sbr__conn_request *req)
+static void verbs_reject(struct sbr__listener *l, struct sbr__conn_request *req,
+                         const struct sbr__refusal *why)
 {
-  (void)l;
-  if (!req || !req->impl)
+  if (!req || !req->impl || !why)
     return;
   struct rdma_cm_id *id = req->impl;
   req->impl = NULL;
-  rdma_reject(id, NULL, 0);
+  uint8_t priv[SBR__REJECT_PRIV_SIZE];
+  sbr__reject_priv_encode(priv, why);
+  if (rdma_reject(id, priv, sizeof priv))
+    SBR_DEBUG("verbs: %s: rdma_reject of %s failed: %s", l->name, req->peer,
+              strerror(errno));
   rdma_destroy_id(id);
 }
 

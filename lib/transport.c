@@ -1,12 +1,26 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* transport.c - back-end lookup and the connection private data codec. */
+#include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "byteorder.h"
 #include "transport.h"
+
+/* The structs in transport.h document the wire layouts the codecs below
+ * write byte by byte; they must agree. */
+static_assert(sizeof(struct sbr__connect_priv) == SBR__CONNECT_PRIV_SIZE,
+              "connect private data is 16 bytes");
+static_assert(sizeof(struct sbr__accept_priv) == SBR__ACCEPT_PRIV_SIZE,
+              "accept private data is 48 bytes");
+static_assert(sizeof(struct sbr__reject_priv) == SBR__REJECT_PRIV_SIZE,
+              "reject private data is 16 bytes");
+static_assert(offsetof(struct sbr__reject_priv, receiver_value) == 8 &&
+                  offsetof(struct sbr__reject_priv, sender_value) == 12,
+              "reject private data values at 8 and 12");
 
 const struct sbr__transport_ops *sbr__transport_get(enum sbr_backend backend)
 {
@@ -197,4 +211,155 @@ int sbr_poll_mode_from_name(const char *name, enum sbr_poll_mode *out)
   else
     return -EINVAL;
   return 0;
+}
+/* ------------------------------------------------------------- refusals */
+
+static const char *const refusal_names[] = {
+    [SBR_REFUSAL_NONE] = "none",
+    [SBR_REFUSAL_VERSION] = "version",
+    [SBR_REFUSAL_MECHANISM] = "mechanism",
+    [SBR_REFUSAL_GEOMETRY] = "geometry",
+    [SBR_REFUSAL_MALFORMED] = "malformed-request",
+    [SBR_REFUSAL_NOT_ALLOWED] = "not-allowed",
+    [SBR_REFUSAL_LANES_FULL] = "lanes-full",
+    [SBR_REFUSAL_RESOURCES] = "receiver-resources",
+};
+
+const char *sbr_refusal_name(enum sbr_refusal reason)
+{
+  if ((unsigned)reason < sizeof refusal_names / sizeof refusal_names[0])
+    return refusal_names[reason];
+  return "unknown";
+}
+
+bool sbr_refusal_retryable(enum sbr_refusal reason)
+{
+  return reason == SBR_REFUSAL_LANES_FULL || reason == SBR_REFUSAL_RESOURCES;
+}
+
+/* A mechanism number from the wire, named even when out of range. */
+static const char *mech_text(uint32_t m, char *buf, size_t len)
+{
+  if (m <= SBR_MECH_SLIDING_WINDOW)
+    return sbr_mechanism_name((enum sbr_mechanism)m);
+  snprintf(buf, len, "unknown (%u)", m);
+  return buf;
+}
+
+void sbr_refusal_describe(enum sbr_refusal reason, uint32_t receiver_value,
+                          uint32_t sender_value, char *buf, size_t len)
+{
+  char a[24], b[24];
+  if (!buf || len == 0)
+    return;
+  switch (reason) {
+  case SBR_REFUSAL_VERSION:
+    snprintf(buf, len,
+             "the receiver speaks sbr protocol version %u, the sender %u",
+             receiver_value, sender_value);
+    break;
+  case SBR_REFUSAL_MECHANISM:
+    snprintf(buf, len, "the receiver runs the %s mechanism, the sender %s",
+             mech_text(receiver_value, a, sizeof a),
+             mech_text(sender_value, b, sizeof b));
+    break;
+  case SBR_REFUSAL_GEOMETRY:
+    snprintf(buf, len,
+             "the receiver's lanes have %u blocks, the sliding-window sender "
+             "can acknowledge at most %u (raise its block count hint, or "
+             "lower the receiver's block count)",
+             receiver_value, sender_value);
+    break;
+  case SBR_REFUSAL_MALFORMED:
+    snprintf(buf, len,
+             "the receiver did not understand the connect request (%u bytes "
+             "of private data; not an sbr sender?)",
+             sender_value);
+    break;
+  case SBR_REFUSAL_NOT_ALLOWED:
+    snprintf(buf, len, "the sender is not allowed to connect");
+    break;
+  case SBR_REFUSAL_LANES_FULL:
+    snprintf(buf, len, "all %u lanes of the receiver are in use",
+             receiver_value);
+    break;
+  case SBR_REFUSAL_RESOURCES:
+    snprintf(buf, len, "the receiver could not set up a lane: %s",
+             receiver_value ? strerror((int)receiver_value) : "no resources");
+    break;
+  case SBR_REFUSAL_NONE:
+  default:
+    snprintf(buf, len,
+             "the receiver refused for reason %u, unknown to this version "
+             "(values %u, %u)",
+             (unsigned)reason, receiver_value, sender_value);
+    break;
+  }
+}
+
+void sbr__refusal_set(struct sbr__refusal *r, enum sbr_refusal reason,
+                      uint32_t receiver_value, uint32_t sender_value)
+{
+  r->reason = (uint8_t)reason;
+  r->retryable = sbr_refusal_retryable(reason);
+  r->receiver_value = receiver_value;
+  r->sender_value = sender_value;
+}
+
+void sbr__reject_priv_encode(uint8_t out[SBR__REJECT_PRIV_SIZE],
+                             const struct sbr__refusal *r)
+{
+  memset(out, 0, SBR__REJECT_PRIV_SIZE);
+  sbr__put_le32(out + 0, SBR__REJECT_MAGIC);
+  out[4] = SBR__REJECT_FORMAT;
+  out[5] = r->reason;
+  out[6] = r->retryable ? SBR__REJECT_RETRYABLE : 0;
+  sbr__put_le32(out + 8, r->receiver_value);
+  sbr__put_le32(out + 12, r->sender_value);
+}
+
+int sbr__reject_priv_decode(const void *data, size_t len,
+                            struct sbr__refusal *r)
+{
+  const uint8_t *p = data;
+  /* Any format: the first 16 bytes keep their meaning in every one. */
+  if (!p || len < SBR__REJECT_PRIV_SIZE ||
+      sbr__get_le32(p) != SBR__REJECT_MAGIC || p[4] == 0 || p[5] == 0)
+    return -EPROTO;
+  r->reason = p[5];
+  r->retryable = p[6] & SBR__REJECT_RETRYABLE;
+  r->receiver_value = sbr__get_le32(p + 8);
+  r->sender_value = sbr__get_le32(p + 12);
+  return 0;
+}
+
+int sbr__refusal_errno(const struct sbr__refusal *r)
+{
+  switch (r->reason) {
+  case SBR_REFUSAL_VERSION:
+  case SBR_REFUSAL_MECHANISM:
+  case SBR_REFUSAL_GEOMETRY:
+    return -EPROTONOSUPPORT;
+  case SBR_REFUSAL_MALFORMED:
+    return -EPROTO;
+  case SBR_REFUSAL_NOT_ALLOWED:
+    return -EACCES;
+  case SBR_REFUSAL_LANES_FULL:
+    return -EBUSY;
+  case SBR_REFUSAL_RESOURCES:
+    return -ECONNREFUSED;
+  default:
+    /* A newer receiver's reason: its flag says whether to retry; one that
+     * won't heal is most likely something this older sender lacks. */
+    return r->retryable ? -ECONNREFUSED : -EPROTONOSUPPORT;
+  }
+}
+
+void sbr__refusal_errf(char *buf, size_t len, const char *where,
+                       const struct sbr__refusal *r)
+{
+  char why[256];
+  sbr_refusal_describe((enum sbr_refusal)r->reason, r->receiver_value,
+                       r->sender_value, why, sizeof why);
+  sbr__errf(buf, len, "%s refused the connection: %s", where, why);
 }

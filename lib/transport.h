@@ -136,6 +136,61 @@ int sbr__accept_priv_decode(const void *data, size_t len,
  * private data at all. */
 int sbr__priv_version(const void *data, size_t len);
 
+/* Reject private data: why a receiver refused (rdma_reject's private data
+ * over verbs, the payload of the 'R' setup message over shm), 16 bytes,
+ * little-endian:
+ *
+ *   magic u32 (SBR__REJECT_MAGIC) | format u8 (1) | reason u8
+ *   (enum sbr_refusal) | flags u8 (SBR__REJECT_RETRYABLE) | reserved u8 (0)
+ *   | receiver_value u32 | sender_value u32
+ *
+ * It has its own magic and format number, not the protocol version: a
+ * receiver must be able to tell a sender of ANY protocol version why it
+ * refuses it, so these 16 bytes never change meaning.  A later format may
+ * append fields (a decoder reads the first 16 bytes of a longer one and
+ * ignores the rest; verbs over IB CM delivers 148 bytes, zero padded).
+ * The retryable flag lets a sender act right on a reason it doesn't know. */
+#define SBR__REJECT_MAGIC 0x52524253u /* "SBRR" */
+#define SBR__REJECT_FORMAT 1
+#define SBR__REJECT_PRIV_SIZE 16
+#define SBR__REJECT_RETRYABLE 0x01
+
+struct sbr__reject_priv {
+  uint32_t magic;          /* SBR__REJECT_MAGIC */
+  uint8_t format;          /* SBR__REJECT_FORMAT */
+  uint8_t reason;          /* enum sbr_refusal */
+  uint8_t flags;           /* SBR__REJECT_RETRYABLE */
+  uint8_t reserved;        /* zero */
+  uint32_t receiver_value; /* what the receiver has */
+  uint32_t sender_value;   /* what the sender asked for */
+};
+
+/* A refusal, host-endian. */
+struct sbr__refusal {
+  uint8_t reason;          /* enum sbr_refusal; 0 = none */
+  bool retryable;          /* waiting and retrying may help */
+  uint32_t receiver_value; /* per reason (sbr.h) */
+  uint32_t sender_value;   /* per reason (sbr.h) */
+};
+
+/* Fills r (retryable from the reason). */
+void sbr__refusal_set(struct sbr__refusal *r, enum sbr_refusal reason,
+                      uint32_t receiver_value, uint32_t sender_value);
+void sbr__reject_priv_encode(uint8_t out[SBR__REJECT_PRIV_SIZE],
+                             const struct sbr__refusal *r);
+/* 0, or -EPROTO when data is not an sbr reject (too short, other magic,
+ * reason 0): an old receiver's bare reject, or someone else's. */
+int sbr__reject_priv_decode(const void *data, size_t len,
+                            struct sbr__refusal *r);
+/* Sender side: the errno a refusal is reported as (sbr_sender_new's list),
+ * and the message: "<where> refused the connection: <sentence>". */
+int sbr__refusal_errno(const struct sbr__refusal *r);
+void sbr__refusal_errf(char *buf, size_t len, const char *where,
+                       const struct sbr__refusal *r);
+/* A sliding-window sender without a block count hint posts this many ACK
+ * receives beyond its 4 spare ones: the most slots it can acknowledge. */
+#define SBR__SW_DEFAULT_ACK_SLOTS 1020
+
 /* Memory access flags for sbr__reg_mr (mirror IBV_ACCESS_*). */
 enum {
   SBR__ACCESS_LOCAL_WRITE = 1 << 0,
@@ -207,6 +262,8 @@ struct sbr__conn_request {
   uint32_t block_size;  /* hint from the sender, 0 = none */
   uint32_t block_count; /* hint from the sender, 0 = none */
   char peer[64];        /* "ip:port" or "shm:pid" for logs */
+  /* SBR__EV_BAD_REQUEST: why the back end can't make a lane of it. */
+  struct sbr__refusal refusal;
 };
 
 /* Listener events the receiver engine reacts to. */
@@ -214,6 +271,10 @@ enum sbr__listen_event_type {
   SBR__EV_NONE = 0,
   SBR__EV_CONNECT_REQUEST, /* req is filled; answer with accept or reject */
   SBR__EV_DISCONNECTED,    /* conn is the lane's connection; peer left/died */
+  /* A connect request the back end could not read (another protocol
+   * version, not sbr at all): req.peer and req.refusal are filled, the
+   * rest is not; answer with reject (req.refusal) and nothing else. */
+  SBR__EV_BAD_REQUEST,
 };
 
 struct sbr__listen_event {
@@ -254,11 +315,15 @@ struct sbr__transport_ops {
    * the status region of sbr__lane_status_len bytes REMOTE_READ|REMOTE_WRITE,
    * rule 8), fill in addrs/rkeys of *lane (block_size, block_count, epoch,
    * lane_id, mechanism, pause_offset set by the caller),
-   * and accept with the encoded lane as private data.  Posts no receives. */
+   * and accept with the encoded lane as private data.  Posts no receives.
+   * When it fails, it has refused the peer already (SBR_REFUSAL_RESOURCES,
+   * with the errno it returns). */
   int (*accept)(struct sbr__listener *l, struct sbr__conn_request *req,
                 const struct sbr__queue_caps *caps, struct sbr__lane_desc *lane,
                 struct sbr__conn **out, struct sbr__lane_mem *mem);
-  void (*reject)(struct sbr__listener *l, struct sbr__conn_request *req);
+  /* Refuses the request, telling the sender why (reject private data). */
+  void (*reject)(struct sbr__listener *l, struct sbr__conn_request *req,
+                 const struct sbr__refusal *why);
   void (*close_listener)(struct sbr__listener *l);
 
   /* Both sides. */

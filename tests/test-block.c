@@ -249,6 +249,113 @@ static void accept_private_data_rejects_bad_lane(void)
   ASSERT_EQ(sbr__accept_priv_decode(priv, sizeof priv, &got), -EPROTO);
 }
 
+/* Reject private data: what goes out comes back, bytes where protocol.md
+ * says. */
+static void reject_private_data_round_trip(void)
+{
+  uint8_t priv[SBR__REJECT_PRIV_SIZE];
+  struct sbr__refusal why, got;
+  sbr__refusal_set(&why, SBR_REFUSAL_MECHANISM, SBR_MECH_STATUS_BYTE,
+                   SBR_MECH_SLIDING_WINDOW);
+  ASSERT(!why.retryable);
+  sbr__reject_priv_encode(priv, &why);
+  ASSERT_EQ(sbr__get_le32(priv), 0x52524253u);
+  ASSERT_EQ(priv[4], 1);
+  ASSERT_EQ(priv[5], SBR_REFUSAL_MECHANISM);
+  ASSERT_EQ(priv[6], 0);
+  ASSERT_EQ(sbr__get_le32(priv + 12), SBR_MECH_SLIDING_WINDOW);
+  ASSERT_OK(sbr__reject_priv_decode(priv, sizeof priv, &got));
+  ASSERT_EQ(got.reason, SBR_REFUSAL_MECHANISM);
+  ASSERT(!got.retryable);
+  ASSERT_EQ(got.receiver_value, SBR_MECH_STATUS_BYTE);
+  ASSERT_EQ(got.sender_value, SBR_MECH_SLIDING_WINDOW);
+  ASSERT_EQ(sbr__refusal_errno(&got), -EPROTONOSUPPORT);
+
+  sbr__refusal_set(&why, SBR_REFUSAL_LANES_FULL, 8, 0);
+  sbr__reject_priv_encode(priv, &why);
+  ASSERT_EQ(priv[6], SBR__REJECT_RETRYABLE);
+  ASSERT_OK(sbr__reject_priv_decode(priv, sizeof priv, &got));
+  ASSERT(got.retryable);
+  ASSERT_EQ(got.receiver_value, 8);
+  ASSERT_EQ(sbr__refusal_errno(&got), -EBUSY);
+}
+
+/* Short, foreign or empty data is not a refusal: the sender treats it as
+ * an old receiver's bare reject (retry), never as a reason. */
+static void reject_private_data_short_or_garbage_is_not_a_reason(void)
+{
+  uint8_t priv[SBR__REJECT_PRIV_SIZE];
+  struct sbr__refusal why, got;
+  sbr__refusal_set(&why, SBR_REFUSAL_VERSION, 2, 1);
+  sbr__reject_priv_encode(priv, &why);
+  ASSERT_EQ(sbr__reject_priv_decode(priv, sizeof priv - 1, &got), -EPROTO);
+  ASSERT_EQ(sbr__reject_priv_decode(NULL, 0, &got), -EPROTO);
+  uint8_t zeros[148] = {0}; /* an IB CM REJ without private data */
+  ASSERT_EQ(sbr__reject_priv_decode(zeros, sizeof zeros, &got), -EPROTO);
+  uint8_t connect[SBR__CONNECT_PRIV_SIZE];
+  sbr__connect_priv_encode(connect, SBR_MECH_STATUS_BYTE, 0, 0);
+  ASSERT_EQ(sbr__reject_priv_decode(connect, sizeof connect, &got), -EPROTO);
+  priv[5] = 0; /* reason "none" is no refusal */
+  ASSERT_EQ(sbr__reject_priv_decode(priv, sizeof priv, &got), -EPROTO);
+}
+
+/* A later format (or a padded REJ) still tells an old sender why, and a
+ * reason it does not know follows the retryable flag. */
+static void reject_of_another_format_is_still_decoded(void)
+{
+  uint8_t priv[148] = {0};
+  struct sbr__refusal why, got;
+  sbr__refusal_set(&why, SBR_REFUSAL_VERSION, 3, 2);
+  sbr__reject_priv_encode(priv, &why);
+  priv[4] = 7;    /* format 7 */
+  priv[40] = 0xa; /* with fields we don't know */
+  ASSERT_OK(sbr__reject_priv_decode(priv, sizeof priv, &got));
+  ASSERT_EQ(got.reason, SBR_REFUSAL_VERSION);
+  ASSERT_EQ(got.receiver_value, 3);
+  ASSERT_EQ(got.sender_value, 2);
+
+  priv[5] = 200; /* a reason from the future */
+  priv[6] = 0;
+  ASSERT_OK(sbr__reject_priv_decode(priv, sizeof priv, &got));
+  ASSERT_EQ(sbr__refusal_errno(&got), -EPROTONOSUPPORT);
+  priv[6] = SBR__REJECT_RETRYABLE;
+  ASSERT_OK(sbr__reject_priv_decode(priv, sizeof priv, &got));
+  ASSERT_EQ(sbr__refusal_errno(&got), -ECONNREFUSED);
+  char text[200];
+  sbr_refusal_describe(200, 1, 2, text, sizeof text);
+  ASSERT_MSG(strstr(text, "reason 200"), "%s", text);
+  ASSERT(strcmp(sbr_refusal_name(200), "unknown") == 0);
+}
+
+/* The sentences name what differs, and the errors map as sbr.h says. */
+static void refusal_sentences_name_the_mismatch(void)
+{
+  char text[256];
+  sbr_refusal_describe(SBR_REFUSAL_MECHANISM, SBR_MECH_STATUS_BYTE,
+                       SBR_MECH_SLIDING_WINDOW, text, sizeof text);
+  ASSERT_MSG(strcmp(text, "the receiver runs the status-byte mechanism, the "
+                          "sender sliding-window") == 0,
+             "%s", text);
+  sbr_refusal_describe(SBR_REFUSAL_VERSION, 2, 1, text, sizeof text);
+  ASSERT_MSG(strstr(text, "version 2, the sender 1"), "%s", text);
+  sbr_refusal_describe(SBR_REFUSAL_GEOMETRY, 16, 8, text, sizeof text);
+  ASSERT_MSG(strstr(text, "16 blocks") && strstr(text, "at most 8"), "%s",
+             text);
+  sbr_refusal_describe(SBR_REFUSAL_MECHANISM, 9, 0, text, sizeof text);
+  ASSERT_MSG(strstr(text, "unknown (9)"), "%s", text);
+  struct sbr__refusal r;
+  sbr__refusal_set(&r, SBR_REFUSAL_NOT_ALLOWED, 0, 0);
+  ASSERT_EQ(sbr__refusal_errno(&r), -EACCES);
+  sbr__refusal_set(&r, SBR_REFUSAL_MALFORMED, 0, 3);
+  ASSERT_EQ(sbr__refusal_errno(&r), -EPROTO);
+  sbr__refusal_set(&r, SBR_REFUSAL_RESOURCES, ENOMEM, 0);
+  ASSERT(r.retryable);
+  ASSERT_EQ(sbr__refusal_errno(&r), -ECONNREFUSED);
+  char small[8];
+  sbr_refusal_describe(SBR_REFUSAL_MECHANISM, 0, 1, small, sizeof small);
+  ASSERT_EQ(strlen(small), sizeof small - 1);
+}
+
 int main(int argc, char **argv)
 {
   static const struct test_entry tests[] = {
@@ -266,6 +373,13 @@ int main(int argc, char **argv)
       {"v1_private_data_is_refused", v1_private_data_is_refused},
       {"accept_private_data_rejects_bad_lane",
        accept_private_data_rejects_bad_lane},
+      {"reject_private_data_round_trip", reject_private_data_round_trip},
+      {"reject_private_data_short_or_garbage_is_not_a_reason",
+       reject_private_data_short_or_garbage_is_not_a_reason},
+      {"reject_of_another_format_is_still_decoded",
+       reject_of_another_format_is_still_decoded},
+      {"refusal_sentences_name_the_mismatch",
+       refusal_sentences_name_the_mismatch},
       {NULL, NULL},
   };
   return test_main(tests, argc, argv);

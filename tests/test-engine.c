@@ -5,6 +5,7 @@
  * validation of forged blocks, peers coming and going, and the
  * sliding-window baseline.  One behaviour per test.
  */
+#include <inttypes.h>
 #include <time.h>
 
 #include "block.h"
@@ -681,20 +682,121 @@ static void caps_and_eos_travel_in_band(void)
   sbr_receiver_free(r);
 }
 
+/* What a receiver's on_refusal callback was told. */
+struct refusals_seen {
+  unsigned count;
+  enum sbr_refusal reason;
+  char peer[64];
+  char text[256];
+};
+
+static void on_refusal(void *data, const char *peer, enum sbr_refusal reason,
+                       const char *text)
+{
+  struct refusals_seen *seen = data;
+  seen->count++;
+  seen->reason = reason;
+  snprintf(seen->peer, sizeof seen->peer, "%s", peer);
+  snprintf(seen->text, sizeof seen->text, "%s", text);
+}
+
+static sbr_receiver *new_reporting_receiver(uint16_t port, uint32_t blocks,
+                                            enum sbr_mechanism mech,
+                                            uint32_t max_lanes,
+                                            struct refusals_seen *seen)
+{
+  struct sbr_receiver_config rc;
+  fixture_receiver_config(&rc, port, blocks, 4 * KIB);
+  rc.mechanism = mech;
+  rc.max_lanes = max_lanes;
+  rc.on_refusal = on_refusal;
+  rc.refusal_user_data = seen;
+  sbr_receiver *r;
+  char err[256];
+  int ret = sbr_receiver_new(&rc, &r, err, sizeof err);
+  ASSERT_MSG(ret == 0, "receiver on port %u: %d %s", port, ret, err);
+  return r;
+}
+
+static uint64_t refused_count(sbr_receiver *r)
+{
+  struct sbr_receiver_stats st;
+  sbr_receiver_get_stats(r, &st);
+  return st.refused;
+}
+
+/* A sliding-window sender against a status-byte receiver: refused at once
+ * (not after its 10 s connect timeout) with -EPROTONOSUPPORT and a message
+ * naming both mechanisms; the receiver counted it and told its application
+ * who and why. */
 static void mechanism_mismatch_is_refused_clearly(void)
 {
   uint16_t port = fixture_port();
-  sbr_receiver *r = new_receiver(port, 4, 4 * KIB, SBR_MECH_STATUS_BYTE);
+  struct refusals_seen seen = {0};
+  sbr_receiver *r =
+      new_reporting_receiver(port, 4, SBR_MECH_STATUS_BYTE, 8, &seen);
   struct sbr_sender_config sc;
   fixture_sender_config(&sc, port);
   sc.mechanism = SBR_MECH_SLIDING_WINDOW;
-  sc.connect_timeout_ms = 1000;
+  sc.connect_timeout_ms = 10000;
   sbr_sender *s = NULL;
   char err[256] = "";
+  uint64_t t0 = now_ns();
   int ret = fixture_connect(r, &sc, &s, err, sizeof err);
-  ASSERT(ret < 0);
+  uint64_t ms = ms_since(t0);
+  ASSERT_MSG(ret == -EPROTONOSUPPORT, "refused with %d (%s)", ret, err);
   ASSERT(s == NULL);
-  ASSERT_MSG(err[0] != '\0', "no error message");
+  ASSERT_MSG(ms < 3000, "the refusal took %" PRIu64 " ms of a 10 s timeout",
+             ms);
+  ASSERT_MSG(strstr(err, "the receiver runs the status-byte mechanism, the "
+                         "sender sliding-window"),
+             "the error does not name both mechanisms: %s", err);
+  ASSERT_EQ(refused_count(r), 1);
+  ASSERT_EQ(seen.count, 1);
+  ASSERT_EQ(seen.reason, SBR_REFUSAL_MECHANISM);
+  char pid[32];
+  snprintf(pid, sizeof pid, "pid=%d", (int)getpid());
+  ASSERT_MSG(strstr(seen.peer, pid), "peer %s is not this process", seen.peer);
+  ASSERT_MSG(strstr(seen.text, "sliding-window"), "%s", seen.text);
+  sbr_receiver_free(r);
+}
+
+/* Full lanes are refused with their reason, and stay retryable: -EBUSY,
+ * and the same sender gets in once a lane is free. */
+static void full_lanes_refusal_is_retryable(void)
+{
+  uint16_t port = fixture_port();
+  struct refusals_seen seen = {0};
+  sbr_receiver *r =
+      new_reporting_receiver(port, 4, SBR_MECH_STATUS_BYTE, 1, &seen);
+  struct sbr_sender_config sc;
+  fixture_sender_config(&sc, port);
+  sc.connect_timeout_ms = 10000;
+  sbr_sender *first = fixture_sender(r, &sc);
+  sbr_sender *second = NULL;
+  char err[256] = "";
+  uint64_t t0 = now_ns();
+  int ret = fixture_connect(r, &sc, &second, err, sizeof err);
+  ASSERT_MSG(ret == -EBUSY, "refused with %d (%s)", ret, err);
+  ASSERT_MSG(ms_since(t0) < 3000, "the refusal took %" PRIu64 " ms",
+             ms_since(t0));
+  ASSERT_MSG(strstr(err, "all 1 lanes of the receiver are in use"), "%s", err);
+  ASSERT_EQ(seen.reason, SBR_REFUSAL_LANES_FULL);
+  ASSERT_EQ(refused_count(r), 1);
+
+  sbr_sender_free(first);
+  /* The receiver notices the departure while it is pumped. */
+  for (int i = 0; i < 200; i++) {
+    struct sbr_receiver_stats st;
+    sbr_block *b;
+    sbr_receiver_get_stats(r, &st);
+    if (st.lanes_active == 0)
+      break;
+    ASSERT(sbr_receiver_next(r, 10, &b) == -ETIMEDOUT);
+  }
+  second = fixture_sender(r, &sc);
+  ASSERT_EQ(refused_count(r), 1);
+  sbr_sender_free(second);
   sbr_receiver_free(r);
 }
 
@@ -905,9 +1007,12 @@ static void sliding_window_refuses_more_slots_than_it_can_ack(void)
   sc.block_count_hint = 8; /* sized for 8 ACK receives, the lane has 16 */
   sbr_sender *s = NULL;
   char err[256] = "";
+  /* The receiver knows from the hint: it refuses, saying why. */
   int ret = fixture_connect(r, &sc, &s, err, sizeof err);
-  ASSERT_EQ(ret, -EPROTO);
-  ASSERT_MSG(strstr(err, "16 slots") != NULL, "unclear error: %s", err);
+  ASSERT_MSG(ret == -EPROTONOSUPPORT, "refused with %d (%s)", ret, err);
+  ASSERT_MSG(strstr(err, "16 blocks") && strstr(err, "at most 8"),
+             "unclear error: %s", err);
+  ASSERT_EQ(refused_count(r), 1);
   sbr_receiver_free(r);
 }
 
@@ -1166,6 +1271,7 @@ int main(int argc, char **argv)
       {"caps_and_eos_travel_in_band", caps_and_eos_travel_in_band},
       {"mechanism_mismatch_is_refused_clearly",
        mechanism_mismatch_is_refused_clearly},
+      {"full_lanes_refusal_is_retryable", full_lanes_refusal_is_retryable},
       {"sliding_window_delivers_devices_in_order",
        sliding_window_delivers_devices_in_order},
       {"sliding_window_stalls_behind_a_held_block",

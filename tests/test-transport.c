@@ -966,24 +966,56 @@ static void test_connect_refused_is_clear(void)
   run_solo(connect_refused_is_clear);
 }
 
+/* Waits for the next listener event of type (others are skipped). */
+static void rx_wait_event(struct rx_end *rx, enum sbr__listen_event_type type,
+                          struct sbr__listen_event *ev, const char *what)
+{
+  uint64_t t0 = now_ns();
+  for (;;) {
+    ASSERT_OK(ops->get_event(rx->l, 100, ev));
+    if (ev->type == type)
+      return;
+    ASSERT_MSG(ev->type != SBR__EV_CONNECT_REQUEST &&
+                   ev->type != SBR__EV_BAD_REQUEST,
+               "waiting for %s: got connect event %d", what, (int)ev->type);
+    ASSERT_MSG(ms_since(t0) < STEP_MS, "no %s within %d ms", what, STEP_MS);
+  }
+}
+
+/* A sender's connect: returns its result, errbuf and how long it took. */
+static int tx_try_connect(const struct link *lk, enum sbr_mechanism mech,
+                          char *err, size_t errlen, double *ms)
+{
+  uint8_t priv[SBR__CONNECT_PRIV_SIZE];
+  sbr__connect_priv_encode(priv, (uint8_t)mech, BLOCK_SIZE, BLOCKS);
+  struct sbr__conn *c = NULL;
+  struct sbr__lane_desc lane;
+  uint64_t t0 = now_ns();
+  int r = ops->connect(rdma_addr, lk->port, priv, sizeof priv, &caps, NULL,
+                       STEP_MS, &c, &lane, err, errlen);
+  *ms = ms_since(t0);
+  ASSERT_MSG(r < 0 || c != NULL, "connect returned 0 without a conn");
+  if (r == 0)
+    ops->close(c);
+  return r;
+}
+
 /* 8b. Protocol v2: a v1 sender (same magic, version byte 1) never becomes
- * a connect request; the back end refuses it, and the sender's connect
- * fails instead of timing out. */
+ * a connect request: the back end hands it to the engine as a bad request
+ * (reason "version", both versions), the engine refuses it, and the sender
+ * hears why at once instead of timing out. */
 static void v1_sender_rx(const struct link *lk)
 {
   struct rx_end rx;
+  struct sbr__listen_event ev;
   rx_listen(&rx, lk);
-  uint64_t t0 = now_ns();
-  for (;;) {
-    struct sbr__listen_event ev;
-    ASSERT_OK(ops->get_event(rx.l, 20, &ev));
-    ASSERT_MSG(ev.type != SBR__EV_CONNECT_REQUEST,
-               "a v1 connect request reached the engine");
-    struct pollfd p = {.fd = lk->rd, .events = POLLIN};
-    if (poll(&p, 1, 0) == 1)
-      break;
-    ASSERT_MSG(ms_since(t0) < STEP_MS, "the v1 sender never gave up");
-  }
+  rx_wait_event(&rx, SBR__EV_BAD_REQUEST, &ev, "the v1 request");
+  ASSERT_EQ(ev.req.refusal.reason, SBR_REFUSAL_VERSION);
+  ASSERT_EQ(ev.req.refusal.receiver_value, SBR__PRIV_VERSION);
+  ASSERT_EQ(ev.req.refusal.sender_value, 1);
+  ASSERT_MSG(!ev.req.refusal.retryable, "a version refusal is retryable");
+  ASSERT_MSG(ev.req.peer[0] != '\0', "a bad request names no peer");
+  ops->reject(rx.l, &ev.req, &ev.req.refusal);
   step_wait(lk, 'D', "the v1 sender's connect to fail");
   ops->close_listener(rx.l);
 }
@@ -1012,6 +1044,11 @@ static void v1_sender_shm(const struct link *lk, const uint8_t *priv,
   ASSERT_MSG(r >= 1 && answer[0] == 'R',
              "a v1 request got %zd bytes (first '%c'), not a refusal", r,
              r >= 1 ? answer[0] : '?');
+  struct sbr__refusal why;
+  ASSERT_MSG(sbr__reject_priv_decode(answer + 4, (size_t)r - 4, &why) == 0,
+             "the refusal of a v1 request says no reason (%zd bytes)", r);
+  ASSERT_EQ(why.reason, SBR_REFUSAL_VERSION);
+  ASSERT_EQ(why.sender_value, 1);
   close(fd);
 }
 
@@ -1032,10 +1069,12 @@ static void v1_sender_tx(const struct link *lk)
   uint64_t t0 = now_ns();
   int r = ops->connect(rdma_addr, lk->port, priv, sizeof priv, &caps, NULL,
                        STEP_MS, &c, &lane, err, sizeof err);
-  ASSERT_MSG(r < 0, "a v1 sender was accepted");
   ASSERT_MSG(c == NULL, "failed connect still returned a conn");
+  ASSERT_MSG(r == -EPROTONOSUPPORT, "a v1 sender got %d (%s)", r, err);
   ASSERT_MSG(ms_since(t0) < STEP_MS / 2,
              "the v1 sender was not refused but timed out (%s)", err);
+  ASSERT_MSG(strstr(err, "protocol version 2, the sender 1"),
+             "the refusal does not name both versions: %s", err);
   fprintf(stderr, "   v1 connect said: %s (%d)\n", err, r);
   step_send(lk, 'D');
 }
@@ -1043,6 +1082,87 @@ static void v1_sender_tx(const struct link *lk)
 static void test_v1_sender_is_refused(void)
 {
   run_pair(v1_sender_rx, v1_sender_tx, false);
+}
+
+/* 8c. A refusal carries its reason in the reject's private data (verbs:
+ * rdma_reject, the REJECTED event; shm: the 'R' message): a mechanism
+ * mismatch fails the sender's connect at once with -EPROTONOSUPPORT and a
+ * message naming both mechanisms and the receiver. */
+static void refusal_reason_rx(const struct link *lk)
+{
+  struct rx_end rx;
+  struct sbr__listen_event ev;
+  rx_listen(&rx, lk);
+  rx_wait_event(&rx, SBR__EV_CONNECT_REQUEST, &ev, "the connect request");
+  ASSERT_EQ(ev.req.mechanism, SBR_MECH_SLIDING_WINDOW);
+  struct sbr__refusal why;
+  sbr__refusal_set(&why, SBR_REFUSAL_MECHANISM, SBR_MECH_STATUS_BYTE,
+                   ev.req.mechanism);
+  ops->reject(rx.l, &ev.req, &why);
+  step_wait(lk, 'D', "the sender's connect to fail");
+  ops->close_listener(rx.l);
+}
+
+static void refusal_reason_tx(const struct link *lk)
+{
+  char err[256] = "", want[16];
+  double ms;
+  step_wait(lk, 'L', "the receiver to listen");
+  int r = tx_try_connect(lk, SBR_MECH_SLIDING_WINDOW, err, sizeof err, &ms);
+  ASSERT_MSG(r == -EPROTONOSUPPORT, "refused for its mechanism: %d (%s)", r,
+             err);
+  ASSERT_MSG(ms < STEP_MS / 2, "the refusal took %.0f ms (%s)", ms, err);
+  ASSERT_MSG(strstr(err, "the receiver runs the status-byte mechanism, the "
+                         "sender sliding-window"),
+             "the refusal does not name both mechanisms: %s", err);
+  snprintf(want, sizeof want, "%u", lk->port);
+  ASSERT_MSG(strstr(err, want), "the refusal does not name port %s: %s", want,
+             err);
+  fprintf(stderr, "   refused: %s (%d, %.0f ms)\n", err, r, ms);
+  step_send(lk, 'D');
+}
+
+static void test_refusal_reason_reaches_sender(void)
+{
+  run_pair(refusal_reason_rx, refusal_reason_tx, false);
+}
+
+/* 8d. A retryable refusal (every lane in use) stays retryable: -EBUSY, and
+ * the next connect of the same sender is accepted. */
+static void refusal_retryable_rx(const struct link *lk)
+{
+  struct rx_end rx;
+  struct sbr__listen_event ev;
+  rx_listen(&rx, lk);
+  rx_wait_event(&rx, SBR__EV_CONNECT_REQUEST, &ev, "the first request");
+  struct sbr__refusal why;
+  sbr__refusal_set(&why, SBR_REFUSAL_LANES_FULL, 8, 0);
+  ASSERT_MSG(why.retryable, "lanes-full is not retryable");
+  ops->reject(rx.l, &ev.req, &why);
+  rx_accept(&rx);
+  step_wait(lk, 'D', "the sender to finish");
+  rx_close(&rx);
+}
+
+static void refusal_retryable_tx(const struct link *lk)
+{
+  char err[256] = "";
+  double ms;
+  step_wait(lk, 'L', "the receiver to listen");
+  int r = tx_try_connect(lk, SBR_MECH_STATUS_BYTE, err, sizeof err, &ms);
+  ASSERT_MSG(r == -EBUSY, "refused for full lanes: %d (%s)", r, err);
+  ASSERT_MSG(strstr(err, "all 8 lanes of the receiver are in use"),
+             "the refusal does not say why: %s", err);
+  fprintf(stderr, "   refused: %s (%d, %.0f ms)\n", err, r, ms);
+  struct tx_end tx;
+  tx_connect(&tx, lk, SBR_MECH_STATUS_BYTE, NULL);
+  step_send(lk, 'D');
+  tx_close(&tx);
+}
+
+static void test_refusal_retryable_stays_retryable(void)
+{
+  run_pair(refusal_retryable_rx, refusal_retryable_tx, false);
 }
 
 /* 9. shm: an injected round trip of 20 ms is a floor for a READ, but
@@ -1316,6 +1436,11 @@ static const struct {
     {{"disconnect_reported", test_disconnect_reported}, false},
     {{"connect_refused_is_clear", test_connect_refused_is_clear}, false},
     {{"v1_sender_is_refused", test_v1_sender_is_refused}, false},
+    {{"refusal_reason_reaches_sender", test_refusal_reason_reaches_sender},
+     false},
+    {{"refusal_retryable_stays_retryable",
+      test_refusal_retryable_stays_retryable},
+     false},
     {{"receiver_leaves", test_receiver_leaves}, false},
     {{"injected_delay", test_injected_delay}, true},
     {{"injected_error", test_injected_error}, true},

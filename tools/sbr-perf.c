@@ -837,7 +837,9 @@ static int connect_sender(const struct options *o, sbr_sender **out)
     int ret = sbr_sender_new(&cfg, out, errbuf, sizeof errbuf);
     if (ret == 0)
       return 0;
-    bool not_yet = ret == -ECONNREFUSED || ret == -ENOENT;
+    /* Not listening yet, or every lane taken (a sender of the last run
+     * still leaving); anything else a retry won't fix (sbr.h). */
+    bool not_yet = ret == -ECONNREFUSED || ret == -ENOENT || ret == -EBUSY;
     if (!not_yet || interrupted || mono_ns() >= give_up) {
       fprintf(stderr, "sbr-perf: cannot connect to %s:%u over %s: %s\n",
               o->host, o->port, sbr_backend_name(o->backend),

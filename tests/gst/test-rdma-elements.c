@@ -1581,6 +1581,83 @@ GST_START_TEST(test_no_receiver_at_start)
 
 GST_END_TEST;
 
+/* A sender whose mechanism the receiver doesn't run is refused for good:
+ * the sink's error comes at once (not after its 10 s connect-timeout) and
+ * names both mechanisms; the receiver warns, naming the peer, and counts
+ * it.  Over verbs this is the REJECTED event's private data at work. */
+GST_START_TEST(test_mechanism_mismatch_is_refused_at_once)
+{
+  guint port = test_port(), device = 0;
+  gchar *address = g_strdup_printf("%s:%u", rdma_addr, port);
+  gchar *peer = g_str_equal(transport, "shm")
+                    ? g_strdup_printf("shm:pid=%d", (int)getpid())
+                    : g_strdup(rdma_addr);
+  GstElement *rx, *tx, *r;
+  GstMessage *msg;
+  GError *err = NULL;
+  gchar *dbg = NULL;
+  const GstStructure *details = NULL;
+  GstStructure *st;
+  Collector c;
+  gint64 t0, ms;
+
+  collector_init(&c);
+  rx = receiver_new(port, &device, 1, "", &c);
+  set_state(rx, GST_STATE_PLAYING);
+  tx = sender_new(port, 0, "mechanism=sliding-window connect-timeout=10000");
+  t0 = g_get_monotonic_time();
+  set_state(tx, GST_STATE_PLAYING);
+  msg = wait_message(tx, GST_MESSAGE_ERROR, WAIT);
+  ms = (g_get_monotonic_time() - t0) / 1000;
+  fail_unless(msg != NULL, "no error from a refused sender");
+  gst_message_parse_error(msg, &err, &dbg);
+  GST_INFO("sender: %s (%s), after %" G_GINT64_FORMAT " ms", err->message, dbg,
+           ms);
+  fail_unless(
+      g_error_matches(err, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_SETTINGS),
+      "%s", err->message);
+  fail_unless(strstr(err->message, address) != NULL, "%s", err->message);
+  fail_unless(strstr(err->message, "the receiver runs the status-byte "
+                                   "mechanism, the sender sliding-window"),
+              "%s", err->message);
+  fail_unless(ms < 3000, "refused after %" G_GINT64_FORMAT " ms", ms);
+  g_clear_error(&err);
+  g_free(dbg);
+  gst_message_unref(msg);
+
+  /* The receiver's warning names the peer and the mismatch. */
+  msg = wait_message(rx, GST_MESSAGE_WARNING, WAIT);
+  fail_unless(msg != NULL, "the receiver posted no warning");
+  gst_message_parse_warning(msg, &err, &dbg);
+  gst_message_parse_warning_details(msg, &details);
+  GST_INFO("receiver: %s (%s)", err->message, dbg);
+  fail_unless(strstr(err->message, "Refused the sender at ") != NULL, "%s",
+              err->message);
+  fail_unless(strstr(err->message, peer) != NULL, "%s does not name %s",
+              err->message, peer);
+  fail_unless(strstr(err->message, "sliding-window") != NULL, "%s",
+              err->message);
+  fail_unless(details != NULL);
+  fail_unless_equals_string(gst_structure_get_string(details, "reason"),
+                            "mechanism");
+  g_clear_error(&err);
+  g_free(dbg);
+  gst_message_unref(msg);
+  r = get(rx, "r");
+  st = stats_of(r);
+  fail_unless(u64(st, "refused-connections") >= 1);
+  gst_structure_free(st);
+  gst_object_unref(r);
+
+  stop(tx);
+  stop(rx);
+  collector_clear(&c);
+  g_free(peer);
+  g_free(address);
+}
+
+GST_END_TEST;
+
 GST_START_TEST(test_same_device_twice_is_busy)
 {
   guint port = test_port();
@@ -1767,6 +1844,7 @@ static Suite *rdma_elements_suite(void)
   tcase_add_test(tc, test_receiver_restart_reconnects);
   tcase_add_test(tc, test_receiver_gone_without_reconnect_is_an_error);
   tcase_add_test(tc, test_no_receiver_at_start);
+  tcase_add_test(tc, test_mechanism_mismatch_is_refused_at_once);
   tcase_add_test(tc, test_same_device_twice_is_busy);
   tcase_add_test(tc, test_stats_and_timeout_messages);
   tcase_add_test(tc, test_read_ahead_reaches_the_connection);
