@@ -9,6 +9,19 @@
 
 #include <gst/check/gstcheck.h>
 
+/* The transport and address the suite runs over: SBR_TEST_TRANSPORT (shm
+ * on the host, verbs in the Soft-RoCE VM) and SBR_RDMA_ADDR. */
+G_GNUC_UNUSED static void test_transport_from_env(const gchar **transport,
+                                                  const gchar **address)
+{
+  *transport = g_getenv("SBR_TEST_TRANSPORT");
+  if (!*transport || !**transport)
+    *transport = "shm";
+  *address = g_getenv("SBR_RDMA_ADDR");
+  if (!*address)
+    *address = "127.0.0.1";
+}
+
 G_GNUC_UNUSED static GstElement *parse(const gchar *desc)
 {
   GError *err = NULL;

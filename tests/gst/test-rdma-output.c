@@ -18,6 +18,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "pipeline-check.h"
+
 #define WAIT (15 * GST_SECOND)
 
 static const gchar *transport; /* SBR_TEST_TRANSPORT */
@@ -226,22 +228,6 @@ GST_END_TEST;
 
 /* ------------------------------------------------- in this process */
 
-static GstElement *pipeline_new(const gchar *desc)
-{
-  GError *err = NULL;
-  GstElement *p = gst_parse_launch(desc, &err);
-
-  fail_unless(p != NULL, "%s: %s", desc, err ? err->message : "?");
-  return p;
-}
-
-static void stop(GstElement *pipeline)
-{
-  fail_unless_equals_int(gst_element_set_state(pipeline, GST_STATE_NULL),
-                         GST_STATE_CHANGE_SUCCESS);
-  gst_object_unref(pipeline);
-}
-
 static GstStructure *stats_of(GstElement *pipeline, const gchar *name)
 {
   GstElement *e = gst_bin_get_by_name(GST_BIN(pipeline), name);
@@ -279,7 +265,7 @@ static void start_pair(GstElement **rx, GstElement **tx)
                          "stats-interval=100 r.src_0 ! fakesink "
                          "r.src_1 ! fakesink",
                          transport, rdma_addr, port);
-  *rx = pipeline_new(desc);
+  *rx = parse(desc);
   g_free(desc);
   desc = g_strdup_printf(
       "videotestsrc is-live=true ! video/x-raw,format=GRAY8,width=64,"
@@ -289,7 +275,7 @@ static void start_pair(GstElement **rx, GstElement **tx)
       "rdmasink name=tx1 transport=%s host=%s port=%u device-id=1 "
       "stats-interval=0",
       transport, rdma_addr, port, transport, rdma_addr, port);
-  *tx = pipeline_new(desc);
+  *tx = parse(desc);
   g_free(desc);
   fail_if(gst_element_set_state(*rx, GST_STATE_PLAYING) ==
           GST_STATE_CHANGE_FAILURE);
@@ -453,12 +439,7 @@ static Suite *rdma_output_suite(void)
   Suite *s = suite_create("rdma-output");
   TCase *tc = tcase_create("general");
 
-  transport = g_getenv("SBR_TEST_TRANSPORT");
-  if (!transport)
-    transport = "shm";
-  rdma_addr = g_getenv("SBR_RDMA_ADDR");
-  if (!rdma_addr)
-    rdma_addr = "127.0.0.1";
+  test_transport_from_env(&transport, &rdma_addr);
   tcase_set_timeout(tc, 60);
   suite_add_tcase(s, tc);
   tcase_add_test(tc, test_launch_m_prints_stats_that_parse_back);

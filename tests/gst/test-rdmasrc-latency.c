@@ -71,6 +71,27 @@ static guint64 frames_rendered(GstElement *pipeline, const gchar *name)
   return rendered;
 }
 
+/* A basesink stats field added up over the sinks s0 .. s<CAMERAS-1>. */
+static guint64 sinks_stat(GstElement *pipeline, const gchar *field)
+{
+  guint64 sum = 0;
+
+  for (guint d = 0; d < CAMERAS; d++) {
+    gchar *name = g_strdup_printf("s%u", d);
+    GstElement *sink = gst_bin_get_by_name(GST_BIN(pipeline), name);
+    GstStructure *stats = NULL;
+    guint64 v = 0;
+
+    g_object_get(sink, "stats", &stats, NULL);
+    gst_structure_get_uint64(stats, field, &v);
+    sum += v;
+    gst_structure_free(stats);
+    gst_object_unref(sink);
+    g_free(name);
+  }
+  return sum;
+}
+
 /* The issue's check: twelve cameras into a compositor, sync=true after
  * it, 10 s: no frame dropped as late. */
 GST_START_TEST(test_compositor_of_twelve_has_no_late_frames)
@@ -132,35 +153,11 @@ GST_START_TEST(test_reported_latency_covers_every_frame)
   set_state(tx, GST_STATE_PLAYING);
   g_usleep(G_USEC_PER_SEC);
   /* From now on: what the sinks drop. */
-  for (guint d = 0; d < CAMERAS; d++) {
-    gchar *name = g_strdup_printf("s%u", d);
-    GstElement *sink = gst_bin_get_by_name(GST_BIN(rx), name);
-    GstStructure *stats = NULL;
-    guint64 v = 0;
-
-    g_object_get(sink, "stats", &stats, NULL);
-    gst_structure_get_uint64(stats, "dropped", &v);
-    dropped += v;
-    gst_structure_free(stats);
-    gst_object_unref(sink);
-    g_free(name);
-  }
+  dropped = sinks_stat(rx, "dropped");
+  rendered = sinks_stat(rx, "rendered");
   g_usleep(SECONDS * G_USEC_PER_SEC);
-  for (guint d = 0; d < CAMERAS; d++) {
-    gchar *name = g_strdup_printf("s%u", d);
-    GstElement *sink = gst_bin_get_by_name(GST_BIN(rx), name);
-    GstStructure *stats = NULL;
-    guint64 v = 0;
-
-    g_object_get(sink, "stats", &stats, NULL);
-    gst_structure_get_uint64(stats, "dropped", &v);
-    dropped -= v; /* wraps back below */
-    rendered += frames_rendered(rx, name);
-    gst_structure_free(stats);
-    gst_object_unref(sink);
-    g_free(name);
-  }
-  dropped = -dropped;
+  dropped = sinks_stat(rx, "dropped") - dropped;
+  rendered = sinks_stat(rx, "rendered") - rendered;
 
   query = gst_query_new_latency();
   fail_unless(gst_element_query(rx, query));
@@ -190,12 +187,7 @@ static Suite *rdmasrc_latency_suite(void)
   Suite *s = suite_create("rdmasrc-latency");
   TCase *tc = tcase_create("general");
 
-  transport = g_getenv("SBR_TEST_TRANSPORT");
-  if (!transport)
-    transport = "shm";
-  rdma_addr = g_getenv("SBR_RDMA_ADDR");
-  if (!rdma_addr)
-    rdma_addr = "127.0.0.1";
+  test_transport_from_env(&transport, &rdma_addr);
   tcase_set_timeout(tc, 60);
   suite_add_tcase(s, tc);
   tcase_add_test(tc, test_compositor_of_twelve_has_no_late_frames);

@@ -276,12 +276,7 @@ static Suite *rdmasrc_pads_suite(void)
   Suite *s = suite_create("rdmasrc-pads");
   TCase *tc = tcase_create("general");
 
-  transport = g_getenv("SBR_TEST_TRANSPORT");
-  if (!transport)
-    transport = "shm";
-  rdma_addr = g_getenv("SBR_RDMA_ADDR");
-  if (!rdma_addr)
-    rdma_addr = "127.0.0.1";
+  test_transport_from_env(&transport, &rdma_addr);
   tcase_set_timeout(tc, 60);
   suite_add_tcase(s, tc);
   tcase_add_test(tc, test_eos_without_a_sender);
