@@ -13,9 +13,10 @@ fails the script: a broken measurement is recorded with "error".
 
 Job kinds:
   {"kind": "ib_write_bw", "size": B, "seconds": S, "tx_depth": D (optional)}
-  {"kind": "ib_write_lat", "size": B, "iters": N}
+  {"kind": "ib_write_lat" or "ib_read_lat", "size": B, "iters": N}
   {"kind": "sbr_perf", "mechanism": M, "size": B, "seconds": S,
-   "rate": R (0 = flat out), "blocks": N, "read_ahead": K}
+   "rate": R (0 = flat out), "blocks": N, "read_ahead": K,
+   "rx_args": [...] (more receiver options, e.g. --poll-mode)}
   {"kind": "sbr_bench", "args": [...]}      (tests/bench/sbr-bench)
 """
 import json
@@ -81,10 +82,11 @@ def job_ib_write_bw(j):
             "throughput_mbps": cols[4] * j["size"], "perftest_avg_MiBps": cols[3]}
 
 
-def job_ib_write_lat(j):
-    out = perftest_pair("ib_write_lat", ["-s", str(j["size"]), "-n", str(j["iters"])], 120)
+def job_ib_lat(j):
+    out = perftest_pair(j["kind"], ["-s", str(j["size"]), "-n", str(j["iters"])], 120)
     c = result_row(out)
-    # bytes iters t_min t_max t_typical t_avg t_stdev p99 p99.9 (half round trip)
+    # bytes iters t_min t_max t_typical t_avg t_stdev p99 p99.9 (ib_write_lat:
+    # half a round trip; ib_read_lat: a whole READ, request and response)
     return {"t_min_us": c[2], "t_max_us": c[3], "t_typical_us": c[4], "t_avg_us": c[5],
             "t_stdev_us": c[6], "p99_us": c[7] if len(c) > 7 else None}
 
@@ -96,7 +98,8 @@ def job_sbr_perf(j, perf):
     common = ["--backend", "verbs", "--mechanism", j["mechanism"], "--port", str(p), "--json"]
     blocks = ["--blocks", str(j.get("blocks", 16))]
     rx = subprocess.Popen([perf, "receive", *common, *blocks, "--address", ADDR,
-                           "--block-size", str(block), "--timeout", "30"],
+                           "--block-size", str(block), "--timeout", "30",
+                           *j.get("rx_args", [])],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(1.0)
     tx_cmd = [perf, "send", ADDR, *common, *blocks, "--size", str(size), "--zero-copy",
@@ -168,8 +171,8 @@ def main():
         try:
             if j["kind"] == "ib_write_bw":
                 entry["result"] = job_ib_write_bw(j)
-            elif j["kind"] == "ib_write_lat":
-                entry["result"] = job_ib_write_lat(j)
+            elif j["kind"] in ("ib_write_lat", "ib_read_lat"):
+                entry["result"] = job_ib_lat(j)
             elif j["kind"] == "sbr_perf":
                 entry["result"] = job_sbr_perf(j, perf)
             elif j["kind"] == "sbr_bench":
