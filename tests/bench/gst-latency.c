@@ -145,9 +145,9 @@ static char *sender_desc(const struct options *o)
                            i, caps);
     if (!strcmp(o->transport, "rdma"))
       g_string_append_printf(d,
-                             "rdmasink transport=shm port=%u device-id=%u "
-                             "sync=false stats-interval=0 ",
-                             o->port, i);
+                             "rdmasink name=rdmasink%u transport=shm port=%u "
+                             "device-id=%u sync=false stats-interval=0 ",
+                             i, o->port, i);
     else if (!strcmp(o->transport, "shm"))
       /* 6 frames of room: the reader releases each at once. */
       g_string_append_printf(
@@ -206,13 +206,35 @@ static int run_send(const struct options *o)
     }
   }
   gst_object_unref(bus);
+  /* rdmasink's own count of frames sent without a copy (videotestsrc drew
+   * into its registered memory) and with one. */
+  guint64 zero_copy = 0, copied = 0;
+  for (guint i = 0; !strcmp(o->transport, "rdma") && i < o->streams; i++) {
+    char name[16];
+    GstStructure *st = NULL;
+    g_snprintf(name, sizeof name, "rdmasink%u", i);
+    GstElement *sink = gst_bin_get_by_name(GST_BIN(p), name);
+    if (sink)
+      g_object_get(sink, "stats", &st, NULL);
+    if (st) {
+      guint64 v = 0;
+      if (gst_structure_get_uint64(st, "zero-copy-buffers", &v))
+        zero_copy += v;
+      if (gst_structure_get_uint64(st, "copied-buffers", &v))
+        copied += v;
+      gst_structure_free(st);
+    }
+    if (sink)
+      gst_object_unref(sink);
+  }
   gst_element_set_state(p, GST_STATE_NULL);
   gst_object_unref(p);
   gst_caps_unref(unix_caps);
   printf("{\"mode\":\"send\",\"transport\":\"%s\",\"streams\":%u,"
-         "\"stamp_copies\":%d,\"ok\":%s}\n",
-         o->transport, o->streams, g_atomic_int_get(&stamp_copies),
-         ret ? "false" : "true");
+         "\"stamp_copies\":%d,\"zero_copy_buffers\":%" G_GUINT64_FORMAT
+         ",\"copied_buffers\":%" G_GUINT64_FORMAT ",\"ok\":%s}\n",
+         o->transport, o->streams, g_atomic_int_get(&stamp_copies), zero_copy,
+         copied, ret ? "false" : "true");
   return ret;
 }
 
