@@ -240,7 +240,8 @@ def section_b1(res, vm, out, figdir):
                "before it acquires the block, delivery = when `sbr_receiver_next_frame` returns "
                "it (same host clock). At this rate both ends are idle between blocks, so it "
                "includes the polling back-off of the receiver (and for the sliding window "
-               "nothing else: the ACK is off the path).\n")
+               "nothing else: the ACK is off the path). The distributions at frame sizes and "
+               "rates, per waiting mode and through the elements, are in B9.\n")
     out.append("| payload | shm status-byte mean / max us | shm sliding-window mean / max us |")
     out.append("|---:|---:|---:|")
     for r in res.get("latency", []):
@@ -379,8 +380,9 @@ def section_b2(res, vm, out, figdir):
         "loop (with `sched_yield`) for both mechanisms alike:\n\n"
         "* **status-byte**: the duration of every status READ (post to completion), taken as "
         "the growth of `sync_read_ns_total` per READ (one READ is in flight at a time). "
-        "`sbr-perf` itself only reports the mean and max: **the library keeps no histogram**, "
-        "so the distribution is reconstructed from outside.\n"
+        "`sbr-perf` reports only the mean and max of READ durations (its percentiles are of "
+        "frame latency, B9): **the library keeps no histogram of READs**, so their "
+        "distribution is reconstructed from outside.\n"
         "* **sliding-window**: the library exposes no per-slot wait, so what is measured is "
         "the ACK path of the round trip that frees a slot: from the receiving application's "
         "`sbr_block_release` (which posts the ACK) to the sender's ACK thread having counted "
@@ -1163,9 +1165,11 @@ def section_b9(res, out, figdir):
         out.append("![B9 latency against receiver CPU](bench/b9_latency.png)\n")
     if res.get("gst"):
         out.append("### Through the elements (capture -> appsink)\n")
-        out.append("| video | cameras | peer | waiting mode | frames counted | p50 us | p90 us | "
-                   "p99 us | max us | receiver CPU % | p50 / rdmasrc's |")
-        out.append("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|")
+        fps = {v["name"]: v["fps"] for v in res.get("video", [])}
+        out.append("| video | cameras | peer | waiting mode | frames counted / sent | "
+                   "dropped by rdmasrc | p50 us | p90 us | p99 us | max us | receiver CPU % | "
+                   "p50 / rdmasrc's |")
+        out.append("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         ours_mode = b9_ours_mode(res)
         for p in res["gst"]:
             ours = b9_gst(res, p["video"], p["streams"], "rdma", ours_mode)
@@ -1173,16 +1177,27 @@ def section_b9(res, out, figdir):
             if not b9_ok(p):
                 out.append(f"| {p['video']} | {p['streams']} | {B9_PEER_NAMES[p['peer']]} | "
                            f"{mode} | failed: {str(p.get('error') or p.get('errors'))[:80]} "
-                           "| | | | | | |")
+                           "| | | | | | | |")
                 continue
             rel = "" if p["peer"] == "rdma" else fr(ratio(p["p50_us"],
                                                           ours and ours["p50_us"]))
+            sent = int(round(p["streams"] * fps.get(p["video"], 0) * res["seconds"]))
+            rs = p.get("rdmasrc") or {}
+            dropped = (str(sum(rs.get(k, 0) for k in ("devices-drops", "devices-drops-leaky",
+                                                       "devices-gaps")))
+                       if p["peer"] == "rdma" and rs else "-")
             out.append(f"| {p['video']} | {p['streams']} | {B9_PEER_NAMES[p['peer']]} | "
-                       f"{mode} | {p['samples']} | {fmt(p['p50_us'])} | {fmt(p['p90_us'])} | "
-                       f"{fmt(p['p99_us'])} | {fmt(p['max_us'])} | {fmt(p['cpu_percent'])} | "
-                       f"{rel} |")
+                       f"{mode} | {p['samples']} / ~{sent} | {dropped} | {fmt(p['p50_us'])} | "
+                       f"{fmt(p['p90_us'])} | {fmt(p['p99_us'])} | {fmt(p['max_us'])} | "
+                       f"{fmt(p['cpu_percent'])} | {rel} |")
         out.append(f"\n\"p50 / rdmasrc's\": the peer's p50 over rdmasrc's ({ours_mode}) in the "
-                   "same configuration; above 1 the peer is slower.\n")
+                   "same configuration; above 1 the peer is slower. \"frames counted / sent\": "
+                   "frames that reached the appsinks in the counted span, against cameras x "
+                   "fps x seconds; a peer far below it could not keep up (its latency then "
+                   "grows with its backlog, e.g. tcp with 12 x 1080p). \"dropped by rdmasrc\": "
+                   "its drop-oldest policy (a camera over its share of the lane: with 12 "
+                   "cameras and the default 32 lane blocks, 2 each) plus gaps, from its stats; "
+                   "dropped frames have no latency, so they are not in the percentiles.\n")
     elif res.get("gst_skipped"):
         out.append(f"Elements: not measured ({res['gst_skipped']}).\n")
     if res.get("lib"):
@@ -1219,25 +1234,32 @@ def section_b9(res, out, figdir):
         "round trip, busy polling) and `ib_read_lat` (one READ) in the same run. The CPU "
         "is emulated (TCG): absolute microseconds mean nothing, only the ratios.\n")
     w64, r64 = ib.get(("ib_write_lat", 64)), ib.get(("ib_read_lat", 64))
-    out.append(f"Reference at 64 B: ib_write_lat typical {fmt(w64 and w64['t_typical_us'])} us, "
-               f"ib_read_lat typical {fmt(r64 and r64['t_typical_us'])} us.\n")
-    out.append("| payload | rate | waiting mode | sbr-perf p50 / p99 / max us | receiver CPU % | "
-               "p50 / ib_write_lat | p50 / ib_read_lat |")
-    out.append("|---:|---:|---|---:|---:|---:|---:|")
+    names = {video_size(v): f"{v['name']} {v['format']}" for v in res.get("video", [])}
+    out.append("| payload | rate | waiting mode | p50 / ib_write_lat | p99 / ib_write_lat | "
+               "p50 / ib_read_lat | ib_read_lat / ib_write_lat |")
+    out.append("|---|---:|---|---:|---:|---:|---:|")
     for r in vrows:
         wl = ib.get(("ib_write_lat", r["size"]))
+        w = wl and wl["t_typical_us"]
+        rd = r64 and r64["t_typical_us"] if r["size"] == 64 else None
         mode = r["mode"] if r["chosen"] else f"{r['mode']} (no modes in this build)"
+        label = f"{r['size']:,} B" + (f" ({names[r['size']]})" if r["size"] in names else "")
         if r["p50"] is None:
-            out.append(f"| {size_label(r['size'])} | {r['rate']}/s | {mode} | failed: "
-                       f"{str(r['error'])[:60]} | | | |")
+            out.append(f"| {label} | {r['rate']}/s | {mode} | failed: {str(r['error'])[:60]} "
+                       "| | | |")
             continue
-        out.append(f"| {size_label(r['size'])} | {r['rate']}/s | {mode} | {fmt(r['p50'])} / "
-                   f"{fmt(r['p99'])} / {fmt(r['max'])} | {fmt(r['cpu'])} | "
-                   f"{fr(ratio(r['p50'], wl and wl['t_typical_us']))} | "
-                   f"{fr(ratio(r['p50'], r64 and r64['t_typical_us'])) if r['size'] == 64 else '-'}"
-                   " |")
-    out.append("\nAt the frame sizes the ib_write_lat of the same size is the reference "
-               "(a frame's one-way transfer with busy polling).\n")
+        out.append(f"| {label} | {r['rate']}/s | {mode} | {fr(ratio(r['p50'], w))} | "
+                   f"{fr(ratio(r['p99'], w))} | {fr(ratio(r['p50'], rd)) if rd else '-'} | "
+                   f"{fr(ratio(rd, w64 and w64['t_typical_us'])) if rd else '-'} |")
+    out.append("\nsbr-perf's p50 and p99 over perftest's typical latency of the same size "
+               "(ib_write_lat at the frame sizes is one frame WRITTEN with busy polling, "
+               "half a ping-pong). Absolute microseconds are in results.json but mean nothing "
+               "on an emulated CPU.\n")
+
+
+def video_size(v):
+    px = v["width"] * v["height"]
+    return px * 3 // 2 if v["format"] == "I420" else px * 3
 
 
 # ------------------------------------------------------------- targets
