@@ -5,6 +5,7 @@ Pure rendering: it measures nothing.  `tests/bench/run.py --render` re-runs
 it on docs/bench/results.json.  The hand-written analysis in
 tests/bench/analysis.md is appended as it is.
 """
+import math
 import os
 import statistics
 
@@ -1004,7 +1005,8 @@ def b9_vm_rows(res):
         return [], {}
     ib = {}
     for j, r in vm_entries(vm, "B9"):
-        if j["kind"] in ("ib_write_lat", "ib_read_lat") and r and "error" not in r:
+        if (j["kind"] in ("ib_write_lat", "ib_read_lat") and r and "error" not in r and
+                math.isfinite(r.get("t_typical_us") or math.inf)):
             ib[(j["kind"], j["size"])] = r
     rows = []
     for j, r in vm_entries(vm, "B9", kind="sbr_perf"):
