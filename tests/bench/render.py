@@ -1007,7 +1007,13 @@ def b9_vm_rows(res):
     for j, r in vm_entries(vm, "B9"):
         if (j["kind"] in ("ib_write_lat", "ib_read_lat") and r and "error" not in r and
                 math.isfinite(r.get("t_typical_us") or math.inf)):
-            ib[(j["kind"], j["size"])] = r
+            # Of several runs, the least disturbed (lowest typical) is the
+            # link's reference; every run is kept in "runs".
+            key = (j["kind"], j["size"])
+            runs = ib.get(key, {}).get("runs", []) + [r["t_typical_us"]]
+            if key not in ib or r["t_typical_us"] < ib[key]["t_typical_us"]:
+                ib[key] = dict(r)
+            ib[key]["runs"] = runs
     rows = []
     for j, r in vm_entries(vm, "B9", kind="sbr_perf"):
         rx = (r or {}).get("rx") or {}
@@ -1089,10 +1095,17 @@ def b9_targets(res):
     got = [(m, x) for m, x in got if x is not None]
     if got:
         best = min(x for _, x in got)
+        # Both ends of ib_write_lat busy-poll on 2 emulated vCPUs: when the
+        # host takes those away its "typical" is the scheduler's, not the
+        # link's.  Such a reference decides nothing.
+        disturbed = w["t_typical_us"] > 10 * w["t_min_us"]
         rows.append(("VM: status-byte one-way latency at 64 B / ib_write_lat", "<= 2",
-                     ", ".join(f"{m}: {x:.1f}" for m, x in got) +
-                     " (sbr-perf p50 / ib_write_lat typical)",
-                     verdict(best <= 2), "VM (EMULATED)"))
+                     ", ".join(f"{m}: {x:.2f}" for m, x in got) +
+                     " (sbr-perf p50 / ib_write_lat typical)" +
+                     (f"; ib_write_lat's typical was {w['t_typical_us'] / w['t_min_us']:.0f}x "
+                      "its minimum in this run: disturbed" if disturbed else ""),
+                     "n/a (reference disturbed)" if disturbed else verdict(best <= 2),
+                     "VM (EMULATED)"))
     else:
         rows.append(("VM: status-byte one-way latency at 64 B / ib_write_lat", "<= 2",
                      "not measured" + (f" ({res['vm'].get('skipped') or res['vm'].get('error')})"
@@ -1237,6 +1250,13 @@ def section_b9(res, out, figdir):
         "is emulated (TCG): absolute microseconds mean nothing, only the ratios.\n")
     w64, r64 = ib.get(("ib_write_lat", 64)), ib.get(("ib_read_lat", 64))
     names = {video_size(v): f"{v['name']} {v['format']}" for v in res.get("video", [])}
+    refs = "; ".join(f"{k[0]} {size_label(k[1]) if k[1] == 64 else f'{k[1]:,} B'}: "
+                     f"{len(v['runs'])} run(s), the lowest typical taken"
+                     + (f" (the others {', '.join(fr(x / v['t_typical_us']) for x in v['runs'] if x != v['t_typical_us'])}x it)"
+                        if len(v["runs"]) > 1 else "")
+                     for k, v in sorted(ib.items()) if len(v["runs"]) > 1)
+    if refs:
+        out.append(f"References: {refs}.\n")
     out.append("| payload | rate | waiting mode | p50 / ib_write_lat | p99 / ib_write_lat | "
                "p50 / ib_read_lat | ib_read_lat / ib_write_lat |")
     out.append("|---|---:|---|---:|---:|---:|---:|")
