@@ -975,7 +975,11 @@ def plot_b9(res, path):
             ax.plot([cpu, cpu], [p50, p99], color=color, alpha=0.5, lw=1)
             ax.plot(cpu, p50, marker=marker, color=color, ls="none", ms=7)
             ax.plot(cpu, p99, marker=marker, color=color, ls="none", ms=7, mfc="none")
-            ax.annotate(label, (cpu, p50), textcoords="offset points", xytext=(5, -3),
+            # Library points are labelled on the left: at one camera they sit
+            # next to rdmasrc's of the same mode.
+            lib = marker == "^"
+            ax.annotate(label, (cpu, p50), textcoords="offset points",
+                        xytext=(-6 if lib else 6, -3), ha="right" if lib else "left",
                         fontsize=7, color=color)
         ax.axhline(250, color="tab:gray", ls=":", lw=0.8)
         ax.axhline(1000 if streams == 1 else 3000, color="tab:gray", ls="--", lw=0.8)
@@ -1453,7 +1457,12 @@ def header(results, out):
                              for k, v in results["loadavg"].items()) + ".")
     out.append(f"* **Code:** git {m.get('git', '?')}"
                f"{' with uncommitted changes in lib/ or tools/' if m.get('git_dirty_lib') else ''}"
-               f", `buildtype=debugoptimized` (-O2 -g).")
+               f", `buildtype=debugoptimized` (-O2 -g)" +
+               (" (parts re-run alone since: " +
+                ", ".join(f"{k} at git {v}" for k, v in results["part_git"].items()
+                          if v != m.get("git")) + ")"
+                if any(v != m.get("git") for v in results.get("part_git", {}).values())
+                else "") + ".")
     out.append("* **What is emulated:**")
     out.append("  * *host / shm* figures: real time on the host CPU, but the RDMA NIC is "
                "simulated by the shm back end: a thread in the sender process executes every "

@@ -1099,7 +1099,12 @@ def main():
         with open(results_path) as f:
             results = json.load(f)  # keep the parts not re-run
     t_start = time.time()
-    results["machine"] = machine_info()
+    machine = machine_info()
+    if not (only and results.get("machine")):
+        results["machine"] = machine
+    # else the header keeps the machine of the run that measured the rest;
+    # each part re-run records its own commit (and load, below)
+    results.setdefault("part_git", {})
     results["quick"] = args.quick
     results["timings"] = results.get("timings", {})
 
@@ -1109,6 +1114,8 @@ def main():
         t0 = time.time()
         results.setdefault("loadavg", {})[name] = [round(x, 2) for x in os.getloadavg()]
         results.setdefault("part_started", {})[name] = time.strftime("%Y-%m-%d %H:%M")
+        results["part_git"][name] = machine.get("git", "?") + \
+            (" with uncommitted changes in lib/ or tools/" if machine.get("git_dirty_lib") else "")
         ctx.log(f"{name} ...")
         try:
             results[name] = fn(ctx)
