@@ -1150,13 +1150,76 @@ struct holder {
   bool held;   /* a frame was held (stays set after its release) */
 };
 
+/* Capture-to-receive latencies, for their percentiles: a log-linear
+ * histogram of nanoseconds, LAT_SUB buckets per power of two (values below
+ * 2 LAT_SUB exact), so a percentile is within 1/(2 LAT_SUB) (0.8 %) of the
+ * true value, in fixed memory however long the run.  Mean and max are
+ * exact. */
+#define LAT_SUB_BITS 6
+#define LAT_SUB (1u << LAT_SUB_BITS)
+#define LAT_BUCKETS (LAT_SUB * (64 - LAT_SUB_BITS + 1))
+
+struct lat_hist {
+  uint64_t n, sum_ns, max_ns;
+  uint64_t count[LAT_BUCKETS];
+};
+
+static unsigned lat_bucket(uint64_t v)
+{
+  if (v < LAT_SUB)
+    return (unsigned)v;
+  /* v >> e is in [LAT_SUB .. 2 LAT_SUB): LAT_SUB buckets per octave. */
+  unsigned e = 63u - (unsigned)__builtin_clzll(v) - LAT_SUB_BITS;
+  return e * LAT_SUB + (unsigned)(v >> e);
+}
+
+/* The middle of bucket i. */
+static double lat_bucket_value(unsigned i)
+{
+  if (i < 2 * LAT_SUB)
+    return i;
+  unsigned e = i / LAT_SUB - 1;
+  uint64_t m = i - (uint64_t)e * LAT_SUB;
+  return ((double)m + 0.5) * (double)(1ull << e);
+}
+
+static void lat_add(struct lat_hist *h, uint64_t ns)
+{
+  unsigned b = lat_bucket(ns);
+  h->count[b < LAT_BUCKETS ? b : LAT_BUCKETS - 1]++;
+  h->n++;
+  h->sum_ns += ns;
+  if (ns > h->max_ns)
+    h->max_ns = ns;
+}
+
+/* The q-quantile (0..1) in microseconds: the smallest bucket that holds
+ * at least q of the samples, never above the exact max. */
+static double lat_quantile_us(const struct lat_hist *h, double q)
+{
+  if (!h->n)
+    return 0;
+  double rank = q * (double)h->n;
+  uint64_t want = (uint64_t)rank, seen = 0;
+  if ((double)want < rank || want < 1)
+    want++;
+  for (unsigned i = 0; i < LAT_BUCKETS; i++) {
+    seen += h->count[i];
+    if (seen >= want) {
+      double v = lat_bucket_value(i);
+      return (v < (double)h->max_ns ? v : (double)h->max_ns) / 1e3;
+    }
+  }
+  return h->max_ns / 1e3;
+}
+
 struct recv_run {
   const struct options *o;
   sbr_receiver *r;
   struct dev_track dev[SBR_MAX_DEVICES];
   uint32_t eos_devices;
   uint64_t frames, bytes, verified, errors;
-  uint64_t lat_sum_ns, lat_max_ns, lat_n;
+  struct lat_hist lat;
   uint64_t first_ns, last_ns; /* first and last arrival */
   double cpu_at_first;
   struct holder hold;
@@ -1310,10 +1373,7 @@ static void handle_data(struct recv_run *run, struct sbr_frame *f)
   if (in->capture_time != SBR_TIME_NONE) {
     uint64_t now = realtime_ns();
     uint64_t lat = now > in->capture_time ? now - in->capture_time : 0;
-    run->lat_sum_ns += lat;
-    run->lat_n++;
-    if (lat > run->lat_max_ns)
-      run->lat_max_ns = lat;
+    lat_add(&run->lat, lat);
   }
   if (d->eos)
     stream_error(run, "device %u: a frame after its EOS", in->device);
@@ -1432,8 +1492,12 @@ static void print_recv_result(const struct recv_run *run,
   double mbps = elapsed > 0 ? run->bytes / elapsed / 1e6 : 0;
   double fps = elapsed > 0 ? run->frames / elapsed : 0;
   double cpu_pct = elapsed > 0 ? cpu_s / elapsed * 100 : 0;
-  double lat_mean_us = run->lat_n ? run->lat_sum_ns / 1e3 / run->lat_n : 0;
-  double lat_max_us = run->lat_max_ns / 1e3;
+  const struct lat_hist *lh = &run->lat;
+  double lat_mean_us = lh->n ? lh->sum_ns / 1e3 / lh->n : 0;
+  double lat_max_us = lh->max_ns / 1e3;
+  double lat_p50_us = lat_quantile_us(lh, 0.50);
+  double lat_p90_us = lat_quantile_us(lh, 0.90);
+  double lat_p99_us = lat_quantile_us(lh, 0.99);
   uint64_t gaps = 0, drops = 0, rejected = st->rejected;
   for (uint32_t d = 0; d < SBR_MAX_DEVICES; d++) {
     gaps += ds[d].gaps;
@@ -1451,7 +1515,9 @@ static void print_recv_result(const struct recv_run *run,
            "\"eos_devices\":%u,\"frames\":%" PRIu64 ",\"bytes\":%" PRIu64
            ",\"elapsed_s\":%.6f,\"throughput_mbps\":%.3f,"
            "\"frames_per_s\":%.3f,\"latency_mean_us\":%.3f,"
-           "\"latency_max_us\":%.3f,\"verify\":%s,"
+           "\"latency_max_us\":%.3f,\"latency_p50_us\":%.3f,"
+           "\"latency_p90_us\":%.3f,\"latency_p99_us\":%.3f,"
+           "\"latency_samples\":%" PRIu64 ",\"verify\":%s,"
            "\"frames_verified\":%" PRIu64 ",\"errors\":%" PRIu64 ","
            "\"gaps\":%" PRIu64 ",\"drops\":%" PRIu64 ","
            "\"rejected\":%" PRIu64 ",\"frames_copied\":%" PRIu64 ","
@@ -1460,6 +1526,7 @@ static void print_recv_result(const struct recv_run *run,
            "\"per_device\":[",
            o->port, o->block_size, o->blocks, o->devices, run->eos_devices,
            run->frames, run->bytes, elapsed, mbps, fps, lat_mean_us, lat_max_us,
+           lat_p50_us, lat_p90_us, lat_p99_us, lh->n,
            o->verify ? "true" : "false", run->verified, run->errors, gaps,
            drops, rejected, st->frames_copied, st->recv_wr_posted,
            st->lanes_opened, run->hold.held ? o->hold_ms : 0, cpu_s, cpu_pct);
@@ -1494,9 +1561,9 @@ static void print_recv_result(const struct recv_run *run,
   printf("bytes:           %" PRIu64 "\n", run->bytes);
   printf("elapsed:         %.3f s (first to last arrival)\n", elapsed);
   printf("throughput:      %.1f MB/s, %.1f frames/s\n", mbps, fps);
-  printf("latency:         mean %.1f us, max %.1f us (capture to "
-         "receive)\n",
-         lat_mean_us, lat_max_us);
+  printf("latency:         mean %.1f us, p50 %.1f, p90 %.1f, p99 %.1f, "
+         "max %.1f us (capture to receive, %" PRIu64 " frames)\n",
+         lat_mean_us, lat_p50_us, lat_p90_us, lat_p99_us, lat_max_us, lh->n);
   for (uint32_t d = 0; d < SBR_MAX_DEVICES; d++) {
     if (!device_shown(run, d, &ds[d]))
       continue;

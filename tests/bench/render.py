@@ -5,6 +5,7 @@ Pure rendering: it measures nothing.  `tests/bench/run.py --render` re-runs
 it on docs/bench/results.json.  The hand-written analysis in
 tests/bench/analysis.md is appended as it is.
 """
+import math
 import os
 import statistics
 
@@ -12,6 +13,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402,F401
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 KIB, MIB = 1024, 1024 * 1024
@@ -239,7 +241,8 @@ def section_b1(res, vm, out, figdir):
                "before it acquires the block, delivery = when `sbr_receiver_next_frame` returns "
                "it (same host clock). At this rate both ends are idle between blocks, so it "
                "includes the polling back-off of the receiver (and for the sliding window "
-               "nothing else: the ACK is off the path).\n")
+               "nothing else: the ACK is off the path). The distributions at frame sizes and "
+               "rates, per waiting mode and through the elements, are in B9.\n")
     out.append("| payload | shm status-byte mean / max us | shm sliding-window mean / max us |")
     out.append("|---:|---:|---:|")
     for r in res.get("latency", []):
@@ -378,8 +381,9 @@ def section_b2(res, vm, out, figdir):
         "loop (with `sched_yield`) for both mechanisms alike:\n\n"
         "* **status-byte**: the duration of every status READ (post to completion), taken as "
         "the growth of `sync_read_ns_total` per READ (one READ is in flight at a time). "
-        "`sbr-perf` itself only reports the mean and max: **the library keeps no histogram**, "
-        "so the distribution is reconstructed from outside.\n"
+        "`sbr-perf` reports only the mean and max of READ durations (its percentiles are of "
+        "frame latency, B9): **the library keeps no histogram of READs**, so their "
+        "distribution is reconstructed from outside.\n"
         "* **sliding-window**: the library exposes no per-slot wait, so what is measured is "
         "the ACK path of the round trip that frees a slot: from the receiving application's "
         "`sbr_block_release` (which posts the ACK) to the sender's ACK thread having counted "
@@ -900,6 +904,390 @@ def section_b8(res, out, figdir):
     out.append("")
 
 
+# ----------------------------------------------------------------- B9
+
+B9_PEER_NAMES = {"rdma": "rdmasink/rdmasrc", "shm": "shmsink/shmsrc",
+                 "tcp": "tcpclientsink/tcpserversrc"}
+B9_MODE_COLORS = {"busy": "tab:red", "adaptive": "tab:blue", "backoff": "tab:purple"}
+
+
+def b9_ok(p):
+    return p and "error" not in p and p.get("p50_us") is not None and p.get("p50_us", -1) >= 0
+
+
+def b9_gst(res, video, streams, peer, mode=None):
+    for p in (res or {}).get("gst", []):
+        if (p.get("video") == video and p.get("streams") == streams and p.get("peer") == peer
+                and (mode is None or p.get("mode") == mode) and b9_ok(p)):
+            return p
+    return None
+
+
+def b9_lib(res, video, streams, mode):
+    for p in (res or {}).get("lib", []):
+        if (p.get("video") == video and p.get("streams") == streams and p.get("mode") == mode
+                and p.get("latency_p50_us") is not None):
+            return p
+    return None
+
+
+def b9_mode_label(res, mode, kind="gst"):
+    chosen = res.get(f"{kind}_modes_chosen")
+    return mode if chosen else f"{mode} (no modes in this build)"
+
+
+def b9_ours_mode(res):
+    """The mode the comparisons use: adaptive (the default to be) when the
+    build has it, else what runs."""
+    modes = res.get("gst_modes") or ["backoff"]
+    return "adaptive" if "adaptive" in modes else modes[0]
+
+
+def plot_b9(res, path):
+    video = "640x480@25"
+    panels = [s for s in (1, 12) if any(p.get("video") == video and p.get("streams") == s
+                                        for p in res.get("gst", []) + res.get("lib", []))]
+    if not panels:
+        return False
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 4.4), sharey=True)
+    if len(panels) == 1:
+        axes = [axes]
+    for ax, streams in zip(axes, panels):
+        pts = []
+        for p in res.get("gst", []):
+            if p.get("video") != video or p.get("streams") != streams or not b9_ok(p):
+                continue
+            if p["peer"] == "rdma":
+                label, color, marker = f"rdmasrc {p.get('mode')}", \
+                    B9_MODE_COLORS.get(p.get("mode"), "tab:blue"), "o"
+            else:
+                label = B9_PEER_NAMES[p["peer"]]
+                color = "tab:green" if p["peer"] == "shm" else "tab:gray"
+                marker = "s"
+            pts.append((label, color, marker, p["cpu_percent"], p["p50_us"], p["p99_us"]))
+        for p in res.get("lib", []):
+            if p.get("video") != video or p.get("streams") != streams or \
+                    p.get("latency_p50_us") is None:
+                continue
+            pts.append((f"sbr-perf {p['mode']}", B9_MODE_COLORS.get(p["mode"], "tab:blue"),
+                        "^", p["cpu_percent"], p["latency_p50_us"], p["latency_p99_us"]))
+        for label, color, marker, cpu, p50, p99 in pts:
+            ax.plot([cpu, cpu], [p50, p99], color=color, alpha=0.5, lw=1)
+            ax.plot(cpu, p50, marker=marker, color=color, ls="none", ms=7)
+            ax.plot(cpu, p99, marker=marker, color=color, ls="none", ms=7, mfc="none")
+            # Library points are labelled on the left: at one camera they sit
+            # next to rdmasrc's of the same mode.
+            lib = marker == "^"
+            ax.annotate(label, (cpu, p50), textcoords="offset points",
+                        xytext=(-6 if lib else 6, -3), ha="right" if lib else "left",
+                        fontsize=7, color=color)
+        ax.axhline(250, color="tab:gray", ls=":", lw=0.8)
+        ax.axhline(1000 if streams == 1 else 3000, color="tab:gray", ls="--", lw=0.8)
+        ax.set_yscale("log")
+        ax.set_xscale("log")  # busy polling is ~100 %, the back-off ~1 %
+        lo = min([c for _, _, _, c, _, _ in pts if c > 0], default=1)
+        ax.set_xlim(min(0.2, lo / 1.5), 150)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x:g}"))
+        ax.set_xlabel("receiver CPU, % of one core (getrusage, log)")
+        ax.set_title(f"{streams} camera{'s' if streams > 1 else ''}, {video} RGB, shm, "
+                     "capture -> delivery", fontsize=9)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("latency, us (log; filled: p50, hollow: p99)")
+    fig.text(0.01, 0.005, "o rdmasrc -> appsink, s peer elements -> appsink, ^ sbr-perf "
+             "(library).  Dotted: 250 us (p50 target, adaptive); dashed: the p99 target "
+             "(1 ms for 1 camera, 3 ms for 12).  Colour = waiting mode or peer.",
+             fontsize=7, va="bottom")
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True
+
+
+def b9_vm_rows(res):
+    vm = (res or {}).get("vm") or {}
+    if not vm_ok(vm):
+        return [], {}
+    ib = {}
+    for j, r in vm_entries(vm, "B9"):
+        if (j["kind"] in ("ib_write_lat", "ib_read_lat") and r and "error" not in r and
+                math.isfinite(r.get("t_typical_us") or math.inf)):
+            # Of several runs, the least disturbed (lowest typical) is the
+            # link's reference; every run is kept in "runs".
+            key = (j["kind"], j["size"])
+            runs = ib.get(key, {}).get("runs", []) + [r["t_typical_us"]]
+            if key not in ib or r["t_typical_us"] < ib[key]["t_typical_us"]:
+                ib[key] = dict(r)
+            ib[key]["runs"] = runs
+    rows = []
+    for j, r in vm_entries(vm, "B9", kind="sbr_perf"):
+        rx = (r or {}).get("rx") or {}
+        rows.append({"size": j["size"], "rate": j.get("rate"), "mode": j.get("poll_mode"),
+                     "chosen": bool(j.get("rx_args")), "p50": rx.get("latency_p50_us"),
+                     "p99": rx.get("latency_p99_us"), "mean": rx.get("latency_mean_us"),
+                     "max": rx.get("latency_max_us"), "cpu": rx.get("cpu_percent"),
+                     "error": (r or {}).get("error") or (None if rx else
+                                                         (r or {}).get("rx_error", "no result"))})
+    return rows, ib
+
+
+def b9_targets(res):
+    """Issue #11's targets next to this run's figures: (target, wanted,
+    measured, verdict, where)."""
+    rows = []
+    if not res or "error" in res:
+        return rows
+    v = "640x480@25"
+    modes = res.get("gst_modes") or []
+
+    def mode_point(streams, mode, peer="rdma"):
+        return b9_gst(res, v, streams, peer, mode)
+
+    def fallback(streams, mode, what):
+        """A target for a mode this build lacks: n/a, with what runs."""
+        p = mode_point(streams, "backoff")
+        txt = f"no `{mode}` mode in this build"
+        if p:
+            txt += f"; backoff (today): {what(p)}"
+        return txt
+
+    one = lambda p: (f"p50 {fmt(p['p50_us'])} us, p99 {fmt(p['p99_us'])} us, "  # noqa: E731
+                     f"receiver {fmt(p['cpu_percent'])} %")
+    if "adaptive" in modes and res.get("gst_modes_chosen"):
+        p = mode_point(1, "adaptive")
+        ok = None if not p else (p["p50_us"] <= 250 and p["p99_us"] <= 1000 and
+                                 p["cpu_percent"] < 3)
+        rows.append(("1 camera 640x480@25, shm, capture -> appsink, `adaptive`",
+                     "p50 <= 250 us, p99 <= 1 ms, receiver < 3 % of a core",
+                     one(p) if p else "failed", verdict(ok), "host shm"))
+    else:
+        rows.append(("1 camera 640x480@25, shm, capture -> appsink, `adaptive`",
+                     "p50 <= 250 us, p99 <= 1 ms, receiver < 3 % of a core",
+                     fallback(1, "adaptive", one), "n/a (not built yet)", "host shm"))
+    if "busy" in modes and res.get("gst_modes_chosen"):
+        p = mode_point(1, "busy")
+        rows.append(("1 camera, `busy`", "p50 <= 150 us", one(p) if p else "failed",
+                     verdict(None if not p else p["p50_us"] <= 150), "host shm"))
+    else:
+        rows.append(("1 camera, `busy`", "p50 <= 150 us", fallback(1, "busy", one),
+                     "n/a (not built yet)", "host shm"))
+    twelve = lambda p: f"p99 {fmt(p['p99_us'])} us (p50 {fmt(p['p50_us'])} us)"  # noqa: E731
+    if "adaptive" in modes and res.get("gst_modes_chosen"):
+        p = mode_point(12, "adaptive")
+        rows.append(("12 cameras 640x480@25, `adaptive`", "p99 <= 3 ms",
+                     twelve(p) if p else "failed",
+                     verdict(None if not p else p["p99_us"] <= 3000), "host shm"))
+    else:
+        rows.append(("12 cameras 640x480@25, `adaptive`", "p99 <= 3 ms",
+                     fallback(12, "adaptive", twelve), "n/a (not built yet)", "host shm"))
+    ours_mode = b9_ours_mode(res)
+    for peer, want in (("shm", 0.5), ("tcp", 0.3)):
+        parts, oks = [], []
+        for streams in (1, 12):
+            o, q = mode_point(streams, ours_mode), b9_gst(res, v, streams, peer)
+            x = ratio(o and o["p50_us"], q and q["p50_us"])
+            if x is not None:
+                parts.append(f"{streams} camera{'s' if streams > 1 else ''}: {x:.2f} "
+                             f"({fmt(o['p50_us'])} / {fmt(q['p50_us'])} us)")
+                oks.append(x <= want)
+        rows.append((f"ours ({ours_mode}) / {B9_PEER_NAMES[peer]}, p50, 640x480@25, same run",
+                     f"<= {want}", "; ".join(parts) or "not measured",
+                     verdict(all(oks) if oks else None), "host shm"))
+    vrows, ib = b9_vm_rows(res)
+    w = ib.get(("ib_write_lat", 64))
+    got = [(r["mode"], ratio(r["p50"], w and w["t_typical_us"])) for r in vrows
+           if r["size"] == 64 and r["p50"] is not None]
+    got = [(m, x) for m, x in got if x is not None]
+    if got:
+        best = min(x for _, x in got)
+        # Both ends of ib_write_lat busy-poll on 2 emulated vCPUs: when the
+        # host takes those away its "typical" is the scheduler's, not the
+        # link's.  Such a reference decides nothing.
+        disturbed = w["t_typical_us"] > 10 * w["t_min_us"]
+        rows.append(("VM: status-byte one-way latency at 64 B / ib_write_lat", "<= 2",
+                     ", ".join(f"{m}: {x:.2f}" for m, x in got) +
+                     " (sbr-perf p50 / ib_write_lat typical)" +
+                     (f"; ib_write_lat's typical was {w['t_typical_us'] / w['t_min_us']:.0f}x "
+                      "its minimum in this run: disturbed" if disturbed else ""),
+                     "n/a (reference disturbed)" if disturbed else verdict(best <= 2),
+                     "VM (EMULATED)"))
+    else:
+        rows.append(("VM: status-byte one-way latency at 64 B / ib_write_lat", "<= 2",
+                     "not measured" + (f" ({res['vm'].get('skipped') or res['vm'].get('error')})"
+                                       if isinstance(res.get("vm"), dict) else ""),
+                     "n/a", "VM"))
+    return rows
+
+
+def section_b9(res, out, figdir):
+    out.append("## B9. Latency: capture to delivery, and the receiver's CPU\n")
+    if not res or "error" in res:
+        why = (res or {}).get("error") or "part not run"
+        out.append(f"**Not measured in this run**: {why}.\n")
+        return
+    out.append(
+        "Issue #11, part 1. Every camera is `videotestsrc is-live=true pattern=solid-color` "
+        "at its own 25 or 30 fps; **640x480@25 is RGB (921,600 bytes a frame), 1920x1080@30 is "
+        "I420 (3,110,400 bytes)**; 1 camera, or 12 in one sending process captured at about "
+        "the same instants. Everything is on this host over shared memory: rdmasink/rdmasrc "
+        "use `transport=shm` (a thread in the sender copies every block into the receiver's "
+        "lane, as a NIC would DMA it). Each point runs "
+        f"{res['seconds']} s after {res.get('warmup_s', 1)} s not counted; points are "
+        "interleaved, the order reversed every other configuration.\n")
+    out.append(
+        "* **Library** (`sbr-perf`, status-byte, zero-copy, 32 lane blocks of one frame): "
+        "capture = the sender's CLOCK_REALTIME just before it acquires the block; delivery = "
+        "when `sbr_receiver_next_frame` returns it. Receiver CPU = getrusage of the "
+        "receiving process from its first frame, % of one core.\n"
+        "* **Elements** (`tests/bench/gst-latency`, C, the same for every peer): sender "
+        "`videotestsrc ! caps ! SINK` per camera, receiver `SRC ! appsink sync=false` per "
+        "camera, with SINK/SRC = `rdmasink`/`rdmasrc transport=shm` (one connection, pads "
+        "src_0..11, block-size one frame), `shmsink`/`shmsrc` (one socket per camera; "
+        "`identity drop-allocation=true` before shmsink, as in B6, or it stalls), "
+        "`tcpclientsink`/`tcpserversrc ! rawvideoparse` (one connection per camera). "
+        "**How the capture time travels, identically for all three:** a pad probe on "
+        "videotestsrc's src pad (the instant the live source releases the frame) writes 8 "
+        "magic bytes and CLOCK_REALTIME (ns) into the frame's first 16 bytes, and adds the "
+        "same value as a `timestamp/x-unix` GstReferenceTimestampMeta (which rdmasink sends "
+        "as the block's capture time; no other peer carries metas). The appsink's "
+        "new-sample callback reads CLOCK_REALTIME again (same host, same clock): latency = "
+        "the difference, from the bytes for every peer (for rdmasrc the meta it hands out "
+        "gives the same figures: `meta_*` in results.json). No `queue` before the appsinks "
+        "(samples/ put one after each rdmasrc pad: that adds one thread hand-off, for every "
+        "peer alike). Receiver CPU = getrusage of the receiving process over the counted "
+        "span, % of one core. Percentiles are nearest-rank over every frame.\n")
+    lm, gm = res.get("lib_modes_chosen"), res.get("gst_modes_chosen")
+    out.append(
+        "**Waiting modes:** " +
+        ("sbr-perf ran " + ", ".join(f"`{m}`" for m in res["lib_modes"]) if lm else
+         "this build's sbr-perf has no `--poll-mode`: every library point ran the receiver's "
+         "back-off (what `backoff` will name)") + "; " +
+        ("rdmasrc ran " + ", ".join(f"`{m}`" for m in res["gst_modes"]) if gm else
+         "this build's rdmasrc has no `poll-mode`: every rdmasrc point ran the back-off "
+         "(`backoff`)") + ". Every point below is labelled with the mode it really ran.\n")
+    out.append(
+        "**These figures are from a shared 2-core host** (other developers' builds, tests "
+        "and VMs ran beside it: see the load averages above); the whole B9 will be re-run on "
+        "a quiet machine. Compare within one run.\n")
+    out.append("Re-run only this part, then re-render:\n")
+    out.append("    tests/bench/run.py --only B9            # host (~4-7 min) + its own VM boot")
+    out.append("    tests/bench/run.py --only B9 --no-vm    # host only")
+    out.append("    tests/bench/run.py --render\n")
+    trows = b9_targets(res)
+    if trows:
+        out.append("### Targets (issue #11)\n")
+        out.append("| target | wanted | measured | verdict | where |")
+        out.append("|---|---|---|---|---|")
+        for t in trows:
+            out.append("| " + " | ".join(t) + " |")
+        out.append("")
+    if plot_b9(res, os.path.join(figdir, "b9_latency.png")):
+        out.append("![B9 latency against receiver CPU](bench/b9_latency.png)\n")
+    if res.get("gst"):
+        out.append("### Through the elements (capture -> appsink)\n")
+        fps = {v["name"]: v["fps"] for v in res.get("video", [])}
+        out.append("| video | cameras | peer | waiting mode | frames counted / sent | "
+                   "dropped by rdmasrc | p50 us | p90 us | p99 us | max us | receiver CPU % | "
+                   "p50 / rdmasrc's |")
+        out.append("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        ours_mode = b9_ours_mode(res)
+        for p in res["gst"]:
+            ours = b9_gst(res, p["video"], p["streams"], "rdma", ours_mode)
+            mode = b9_mode_label(res, p["mode"]) if p["peer"] == "rdma" else "-"
+            if not b9_ok(p):
+                out.append(f"| {p['video']} | {p['streams']} | {B9_PEER_NAMES[p['peer']]} | "
+                           f"{mode} | failed: {str(p.get('error') or p.get('errors'))[:80]} "
+                           "| | | | | | | |")
+                continue
+            rel = "" if p["peer"] == "rdma" else fr(ratio(p["p50_us"],
+                                                          ours and ours["p50_us"]))
+            sent = int(round(p["streams"] * fps.get(p["video"], 0) * res["seconds"]))
+            rs = p.get("rdmasrc") or {}
+            dropped = (str(sum(rs.get(k, 0) for k in ("devices-drops", "devices-drops-leaky",
+                                                       "devices-gaps")))
+                       if p["peer"] == "rdma" and rs else "-")
+            out.append(f"| {p['video']} | {p['streams']} | {B9_PEER_NAMES[p['peer']]} | "
+                       f"{mode} | {p['samples']} / ~{sent} | {dropped} | {fmt(p['p50_us'])} | "
+                       f"{fmt(p['p90_us'])} | {fmt(p['p99_us'])} | {fmt(p['max_us'])} | "
+                       f"{fmt(p['cpu_percent'])} | {rel} |")
+        out.append(f"\n\"p50 / rdmasrc's\": the peer's p50 over rdmasrc's ({ours_mode}) in the "
+                   "same configuration; above 1 the peer is slower. \"frames counted / sent\": "
+                   "frames that reached the appsinks in the counted span, against cameras x "
+                   "fps x seconds; a peer far below it could not keep up (its latency then "
+                   "grows with its backlog, e.g. tcp with 12 x 1080p). \"dropped by rdmasrc\": "
+                   "its drop-oldest policy (a camera over its share of the lane: with 12 "
+                   "cameras and the default 32 lane blocks, 2 each) plus gaps, from its stats; "
+                   "dropped frames have no latency, so they are not in the percentiles.\n")
+    elif res.get("gst_skipped"):
+        out.append(f"Elements: not measured ({res['gst_skipped']}).\n")
+    if res.get("lib"):
+        out.append("### Library (sbr-perf, capture -> `sbr_receiver_next_frame`)\n")
+        out.append("| video | devices | waiting mode | frames | p50 us | p90 us | p99 us | max us | "
+                   "mean us | receiver CPU % |")
+        out.append("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+        for p in res["lib"]:
+            if p.get("latency_p50_us") is None:
+                out.append(f"| {p['video']} | {p['streams']} | {p['mode']} | failed | | | | | "
+                           "| |")
+                continue
+            out.append(f"| {p['video']} | {p['streams']} | "
+                       f"{b9_mode_label(res, p['mode'], 'lib')} | {p['frames']} | "
+                       f"{fmt(p['latency_p50_us'])} | {fmt(p['latency_p90_us'])} | "
+                       f"{fmt(p['latency_p99_us'])} | {fmt(p['latency_max_us'])} | "
+                       f"{fmt(p['latency_mean_us'])} | {fmt(p['cpu_percent'])} |")
+        out.append("\nsbr-perf's percentiles come from a log-linear histogram (64 buckets per "
+                   "octave: within 0.8 %); mean and max are exact.\n")
+    out.append("### Verbs in the Soft-RoCE VM (EMULATED CPU: ratios only)\n")
+    vrows, ib = b9_vm_rows(res)
+    vm = res.get("vm") or {}
+    if not vrows:
+        why = vm.get("skipped") or vm.get("error") or "no results"
+        out.append(f"Not measured in this run ({why}).\n")
+        return
+    g = vm.get("guest") or {}
+    out.append(
+        f"One boot of the VM ({vm.get('accel', 'tcg').upper()}, {g.get('nproc', '?')} "
+        f"emulated vCPUs, rxe0 talking to itself; {vm.get('wall_s', 0):.0f} s in all): "
+        "sbr-perf one-way capture-to-delivery latency (status-byte, one device) at 64 B "
+        "(100 blocks/s) and at the two frame sizes (5 frames/s: the emulated CPU can't "
+        "carry 25 fps of frames), next to perftest's `ib_write_lat` (half a ping-pong "
+        "round trip, busy polling) and `ib_read_lat` (one READ) in the same run. The CPU "
+        "is emulated (TCG): absolute microseconds mean nothing, only the ratios.\n")
+    w64, r64 = ib.get(("ib_write_lat", 64)), ib.get(("ib_read_lat", 64))
+    names = {video_size(v): f"{v['name']} {v['format']}" for v in res.get("video", [])}
+    refs = "; ".join(f"{k[0]} {size_label(k[1]) if k[1] == 64 else f'{k[1]:,} B'}: "
+                     f"{len(v['runs'])} run(s), the lowest typical taken"
+                     + (f" (the others {', '.join(fr(x / v['t_typical_us']) for x in v['runs'] if x != v['t_typical_us'])}x it)"
+                        if len(v["runs"]) > 1 else "")
+                     for k, v in sorted(ib.items()) if len(v["runs"]) > 1)
+    if refs:
+        out.append(f"References: {refs}.\n")
+    out.append("| payload | rate | waiting mode | p50 / ib_write_lat | p99 / ib_write_lat | "
+               "p50 / ib_read_lat | ib_read_lat / ib_write_lat |")
+    out.append("|---|---:|---|---:|---:|---:|---:|")
+    for r in vrows:
+        wl = ib.get(("ib_write_lat", r["size"]))
+        w = wl and wl["t_typical_us"]
+        rd = r64 and r64["t_typical_us"] if r["size"] == 64 else None
+        mode = r["mode"] if r["chosen"] else f"{r['mode']} (no modes in this build)"
+        label = f"{r['size']:,} B" + (f" ({names[r['size']]})" if r["size"] in names else "")
+        if r["p50"] is None:
+            out.append(f"| {label} | {r['rate']}/s | {mode} | failed: {str(r['error'])[:60]} "
+                       "| | | |")
+            continue
+        out.append(f"| {label} | {r['rate']}/s | {mode} | {fr(ratio(r['p50'], w))} | "
+                   f"{fr(ratio(r['p99'], w))} | {fr(ratio(r['p50'], rd)) if rd else '-'} | "
+                   f"{fr(ratio(rd, w64 and w64['t_typical_us'])) if rd else '-'} |")
+    out.append("\nsbr-perf's p50 and p99 over perftest's typical latency of the same size "
+               "(ib_write_lat at the frame sizes is one frame WRITTEN with busy polling, "
+               "half a ping-pong). Absolute microseconds are in results.json but mean nothing "
+               "on an emulated CPU.\n")
+
+
+def video_size(v):
+    px = v["width"] * v["height"]
+    return px * 3 // 2 if v["format"] == "I420" else px * 3
+
+
 # ------------------------------------------------------------- targets
 
 
@@ -1022,6 +1410,7 @@ def targets(results):
                      ", ".join(f"{k.split('/')[0]} {size_label(int(k.split('/')[1]))}: "
                                f"{v:.0f}" for k, v in vals),
                      verdict(max(v for _, v in vals) <= 2000), "callgrind, host shm"))
+    rows += b9_targets(results.get("B9"))
     return rows
 
 
@@ -1042,6 +1431,7 @@ def header(results, out):
     out.append("    tests/bench/run.py --quick    # fewer points, shorter runs (~5 min)")
     out.append("    tests/bench/run.py --no-vm    # host (shm) parts only")
     out.append("    tests/bench/run.py --only B4  # re-measure some parts, keep the rest")
+    out.append("    tests/bench/run.py --only B9 --no-vm  # the latency part, host only")
     out.append("    tests/bench/run.py --render   # rebuild this file from results.json\n")
     out.append("Every figure is measured in the same run as its baseline and shown as a "
                "ratio next to the absolute value; the machine is shared and noisy, so "
@@ -1067,7 +1457,12 @@ def header(results, out):
                              for k, v in results["loadavg"].items()) + ".")
     out.append(f"* **Code:** git {m.get('git', '?')}"
                f"{' with uncommitted changes in lib/ or tools/' if m.get('git_dirty_lib') else ''}"
-               f", `buildtype=debugoptimized` (-O2 -g).")
+               f", `buildtype=debugoptimized` (-O2 -g)" +
+               (" (parts re-run alone since: " +
+                ", ".join(f"{k} at git {v}" for k, v in results["part_git"].items()
+                          if v != m.get("git")) + ")"
+                if any(v != m.get("git") for v in results.get("part_git", {}).values())
+                else "") + ".")
     out.append("* **What is emulated:**")
     out.append("  * *host / shm* figures: real time on the host CPU, but the RDMA NIC is "
                "simulated by the shm back end: a thread in the sender process executes every "
@@ -1111,6 +1506,7 @@ def render(results, out_path):
     section_b56(results.get("B56"), out)
     section_b7(results.get("B7"), out, figdir)
     section_b8(results.get("B8"), out, figdir)
+    section_b9(results.get("B9"), out, figdir)
     analysis = os.path.join(HERE, "analysis.md")
     if os.path.exists(analysis):
         with open(analysis) as f:

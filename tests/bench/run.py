@@ -5,7 +5,7 @@
     tests/bench/run.py              # everything, ~17 min (one VM boot)
     tests/bench/run.py --quick      # fewer points, shorter runs, ~5 min
     tests/bench/run.py --no-vm      # host (shm) parts only
-    tests/bench/run.py --only B2,B4 # some parts (B1 B2 B2X B3 B4 B7 B56 B8 VM);
+    tests/bench/run.py --only B2,B4 # some parts (B1 B2 B2X B3 B4 B7 B56 B8 B9 VM);
                                     # the others keep the figures of the
                                     # last run in docs/bench/results.json
     tests/bench/run.py --render     # re-render the doc from the saved JSON
@@ -34,6 +34,15 @@ Parts (see docs/benchmarks.md for what each measures and how):
       eleven's frames/s over time and loss, per rdmasrc policy, next to
       the no-slow-consumer run and the single-streaming-thread rdmasrc
       (tests/bench/independence.py)
+
+  B9  latency: capture -> delivery p50/p90/p99/max and the receiver's CPU,
+      1 and 12 cameras at 640x480@25 RGB and 1920x1080@30 I420, per
+      receiver waiting mode (busy/adaptive/backoff where the build has
+      them): sbr-perf, and rdmasink -> rdmasrc -> appsink next to
+      shmsink/shmsrc and tcp with the same pipelines
+      (tests/bench/gst-latency), all over shm on the host; verbs in the
+      VM (its own boot, unless --no-vm) as ratios to ib_write_lat /
+      ib_read_lat.  tests/bench/run.py --only B9 re-runs just this part
 
   B2X how much of B2 is polling back-off: the library's back-off knobs and
       the threads' timer slack varied (evidence for the analysis)
@@ -140,7 +149,7 @@ def build_bench(ctx):
 
 def perf_pair(ctx, mech, size, seconds=None, count=None, blocks=16, rate=0, read_ahead=0,
               delay_us=0, devices=1, zero_copy=True, tx_blocks=None, hold_ms=0,
-              wrap_tx=(), status_batch=0):
+              wrap_tx=(), status_batch=0, rx_extra=()):
     """One sbr-perf receiver and sender over shm; returns (tx, rx) dicts or
     (None, None) with the error logged."""
     port = ctx.next_port()
@@ -150,6 +159,7 @@ def perf_pair(ctx, mech, size, seconds=None, count=None, blocks=16, rate=0, read
               "--devices", str(devices), "--timeout", "30"]
     if hold_ms:
         rx_cmd += ["--hold-ms", str(hold_ms)]
+    rx_cmd += list(rx_extra)
     rx = subprocess.Popen(rx_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(0.2)
     tx_cmd = [*wrap_tx, ctx.perf, "send", "x", *common, "--size", str(size),
@@ -368,14 +378,18 @@ def vm_jobs(ctx):
 
 
 def run_vm(ctx):
+    return vm_boot(ctx, vm_jobs(ctx), "vm")
+
+
+def vm_boot(ctx, jobs, tag):
+    """Boots the Soft-RoCE VM once and runs jobs there (vm_guest.py)."""
     runner = os.path.join(TOP, "tests/softroce/run-in-vm.sh")
     if not os.path.exists(runner):
         return {"error": "tests/softroce/run-in-vm.sh is missing"}
     workdir = os.path.join(ctx.build, "bench")
     os.makedirs(workdir, exist_ok=True)
-    jobs = vm_jobs(ctx)
-    jobs_path = os.path.join(workdir, "vm-jobs.json")
-    out_path = os.path.join(workdir, "vm-results.json")
+    jobs_path = os.path.join(workdir, f"{tag}-jobs.json")
+    out_path = os.path.join(workdir, f"{tag}-results.json")
     with open(jobs_path, "w") as f:
         json.dump(jobs, f, indent=1)
     if os.path.exists(out_path):
@@ -865,6 +879,174 @@ def b8(ctx):
             "before_built": bool(before)}
 
 
+# ------------------------------------------------------------------ B9
+
+# The receiver's waiting modes (issue #11): busy, adaptive, backoff.  A
+# binary or element that predates them waits the way "backoff" names.
+POLL_MODES = ["busy", "adaptive", "backoff"]
+B9_VIDEO = [{"name": "640x480@25", "width": 640, "height": 480, "fps": 25, "format": "RGB"},
+            {"name": "1920x1080@30", "width": 1920, "height": 1080, "fps": 30,
+             "format": "I420"}]
+
+
+def video_bytes(v):
+    px = v["width"] * v["height"]
+    return px * 3 // 2 if v["format"] == "I420" else px * 3
+
+
+def b9_modes(ctx):
+    """Which waiting modes sbr-perf and rdmasrc take: (lib, gst), each a
+    list of modes and whether the mode is chosen (False: the build has no
+    modes and runs what "backoff" names, today's behaviour)."""
+    r = subprocess.run([ctx.perf, "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+    lib = "--poll-mode" in r.stdout
+    gst = False
+    if shutil.which("gst-inspect-1.0"):
+        r = subprocess.run(["gst-inspect-1.0", "rdmasrc"], env=gst_env(ctx),
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        gst = "poll-mode" in r.stdout
+    return ((POLL_MODES, True) if lib else (["backoff"], False),
+            (POLL_MODES, True) if gst else (["backoff"], False))
+
+
+def b9_lib_point(ctx, v, streams, mode, chosen, secs):
+    size = video_bytes(v)
+    rx_extra = ["--poll-mode", mode] if chosen else []
+    tx, rx = perf_pair(ctx, "status-byte", size, seconds=secs, rate=v["fps"], devices=streams,
+                       blocks=32, rx_extra=rx_extra)
+    if not rx:
+        return {"error": "sbr-perf failed"}
+    keys = ["frames", "latency_mean_us", "latency_p50_us", "latency_p90_us", "latency_p99_us",
+            "latency_max_us", "latency_samples", "cpu_s", "cpu_percent", "elapsed_s", "ok"]
+    return {k: rx.get(k) for k in keys}
+
+
+def b9_gst_point(ctx, tool, transport, v, streams, mode, chosen, secs, warmup=1.0):
+    """One gst-latency receiver and sender; returns the receiver's JSON."""
+    port = ctx.next_port()
+    ctx.port += streams  # tcp: port .. port + streams - 1
+    common = ["--transport", transport, "--streams", str(streams), "--port", str(port),
+              "--width", str(v["width"]), "--height", str(v["height"]), "--fps", str(v["fps"]),
+              "--format", v["format"]]
+    rx_cmd = [tool, "receive", *common, "--seconds", str(secs), "--warmup", str(warmup)]
+    if transport == "rdma" and chosen:
+        rx_cmd += ["--poll-mode", mode]
+    tx_cmd = [tool, "send", *common, "--seconds", str(secs + warmup + 20)]
+    env = gst_env(ctx)
+    procs = {}
+    # shmsrc needs shmsink's socket: that sender starts first; the other
+    # receivers listen and their sender connects.
+    for which in (["tx", "rx"] if transport == "shm" else ["rx", "tx"]):
+        procs[which] = subprocess.Popen(rx_cmd if which == "rx" else tx_cmd, env=env,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        text=True)
+        time.sleep(0.5)
+    try:
+        out, err = procs["rx"].communicate(timeout=secs + warmup + 60)
+    except subprocess.TimeoutExpired:
+        procs["rx"].kill()
+        out, err = procs["rx"].communicate()
+    procs["tx"].terminate()
+    try:
+        tx_out, tx_err = procs["tx"].communicate(timeout=15)
+    except subprocess.TimeoutExpired:
+        procs["tx"].kill()
+        tx_out, tx_err = procs["tx"].communicate()
+    try:
+        res = json.loads(out.strip().splitlines()[-1])
+    except (json.JSONDecodeError, IndexError):
+        ctx.log(f"B9 gst-latency {transport} failed: {err.strip()[-300:]}")
+        return {"error": (err.strip() or "no output")[-300:]}
+    if streams == 1:
+        res.pop("per_stream", None)  # the same figures again
+    try:
+        res["sender"] = json.loads(tx_out.strip().splitlines()[-1])
+    except (json.JSONDecodeError, IndexError):
+        res["sender"] = {"error": tx_err.strip()[-200:]}
+    if transport == "rdma":
+        res["poll_mode_chosen"] = chosen
+    return res
+
+
+def b9_vm_jobs(ctx, modes, chosen):
+    """Verbs in the VM: sbr-perf one-way latency per waiting mode at 64 B
+    and at the two frame sizes, with ib_write_lat / ib_read_lat (64 B, and
+    ib_write_lat at the frame sizes) in the same boot."""
+    secs = 3 if ctx.quick else 5
+    # The references at 64 B run before and after the sbr-perf jobs: under
+    # TCG on a shared host one ib_write_lat run (both ends busy polling on
+    # 2 vCPUs) measured 2 ms typical where the others measured 12-14 us.
+    ref = [{"kind": "ib_write_lat", "size": 64, "iters": 1000},
+           {"kind": "ib_read_lat", "size": 64, "iters": 1000}]
+    jobs = [dict(j) for j in ref]
+    sizes = [(64, 100, 16)] + [(video_bytes(v), 5, 4) for v in B9_VIDEO]
+    for size, rate, blocks in sizes:
+        if size > 64:
+            jobs.append({"kind": "ib_write_lat", "size": size, "iters": 50})
+        for mode in modes:
+            jobs.append({"kind": "sbr_perf", "mechanism": "status-byte", "size": size,
+                         "seconds": secs, "rate": rate, "blocks": blocks, "poll_mode": mode,
+                         "rx_args": ["--poll-mode", mode] if chosen else []})
+    jobs += [dict(j) for j in ref[::-1]]
+    for j in jobs:
+        j["part"] = "B9"
+    return jobs
+
+
+def b9(ctx):
+    """Capture-to-delivery latency and the receiver's CPU, per waiting mode,
+    at the library (sbr-perf) and through the elements next to shmsink/shmsrc
+    and tcp, 1 and 12 cameras; verbs in the VM (issue #11)."""
+    secs = 4 if ctx.quick else 10
+    (lib_modes, lib_chosen), (gst_modes, gst_chosen) = b9_modes(ctx)
+    res = {"seconds": secs, "warmup_s": 1.0, "lib_modes": lib_modes,
+           "lib_modes_chosen": lib_chosen, "gst_modes": gst_modes,
+           "gst_modes_chosen": gst_chosen, "video": B9_VIDEO, "lib": [], "gst": []}
+    ctx.log(f"B9 waiting modes: sbr-perf {lib_modes if lib_chosen else 'none (backoff)'}, "
+            f"rdmasrc {gst_modes if gst_chosen else 'none (backoff)'}")
+    t0 = time.time()
+    for v in B9_VIDEO:
+        for streams in [1, 12]:
+            for mode in lib_modes:
+                r = b9_lib_point(ctx, v, streams, mode, lib_chosen, secs)
+                r.update({"video": v["name"], "streams": streams, "mode": mode})
+                res["lib"].append(r)
+                ctx.log(f"B9 lib {v['name']} x{streams} {mode}: p50 "
+                        f"{fmt(r.get('latency_p50_us'))} p99 {fmt(r.get('latency_p99_us'))} us, "
+                        f"cpu {fmt(r.get('cpu_percent'))} %")
+    res["lib_s"] = round(time.time() - t0, 1)
+    tool = os.path.join(ctx.build, "tests/bench/gst-latency")
+    st = gst_status(ctx)
+    if not os.path.exists(tool) or not st.get("rdmasrc"):
+        res["gst_skipped"] = "build/tests/bench/gst-latency or the rdma plugin is missing"
+    else:
+        t0 = time.time()
+        k = 0
+        for v in B9_VIDEO:
+            for streams in [1, 12]:
+                runs = [("rdma", m) for m in gst_modes] + [("shm", None), ("tcp", None)]
+                if not st.get("shmsink"):
+                    runs.remove(("shm", None))
+                for transport, mode in (runs if k % 2 == 0 else runs[::-1]):
+                    r = b9_gst_point(ctx, tool, transport, v, streams, mode, gst_chosen, secs)
+                    r.update({"video": v["name"], "streams": streams, "peer": transport,
+                              "mode": r.get("poll_mode", mode)})
+                    res["gst"].append(r)
+                    ctx.log(f"B9 gst {v['name']} x{streams} {transport} {mode or ''}: p50 "
+                            f"{fmt(r.get('p50_us'))} p99 {fmt(r.get('p99_us'))} us, cpu "
+                            f"{fmt(r.get('cpu_percent'))} %, frames {r.get('samples')}")
+                k += 1
+        res["gst_s"] = round(time.time() - t0, 1)
+    if ctx.args.no_vm:
+        res["vm"] = {"skipped": "--no-vm"}
+    else:
+        t0 = time.time()
+        res["vm"] = vm_boot(ctx, b9_vm_jobs(ctx, lib_modes, lib_chosen), "b9-vm")
+        res["vm_s"] = round(time.time() - t0, 1)
+    return res
+
+
 # ------------------------------------------------------------ rendering
 
 
@@ -890,7 +1072,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer points, shorter runs")
     ap.add_argument("--no-vm", action="store_true", help="skip the Soft-RoCE VM part")
     ap.add_argument("--only", default="",
-                    help="comma-separated parts: B1,B2,B2X,B3,B4,B7,B56,B8,VM")
+                    help="comma-separated parts: B1,B2,B2X,B3,B4,B7,B56,B8,B9,VM")
     ap.add_argument("--render", action="store_true",
                     help="only re-render docs/benchmarks.md from docs/bench/results.json")
     ap.add_argument("--out", default=os.path.join(TOP, "docs/benchmarks.md"))
@@ -917,7 +1099,12 @@ def main():
         with open(results_path) as f:
             results = json.load(f)  # keep the parts not re-run
     t_start = time.time()
-    results["machine"] = machine_info()
+    machine = machine_info()
+    if not (only and results.get("machine")):
+        results["machine"] = machine
+    # else the header keeps the machine of the run that measured the rest;
+    # each part re-run records its own commit (and load, below)
+    results.setdefault("part_git", {})
     results["quick"] = args.quick
     results["timings"] = results.get("timings", {})
 
@@ -927,6 +1114,8 @@ def main():
         t0 = time.time()
         results.setdefault("loadavg", {})[name] = [round(x, 2) for x in os.getloadavg()]
         results.setdefault("part_started", {})[name] = time.strftime("%Y-%m-%d %H:%M")
+        results["part_git"][name] = machine.get("git", "?") + \
+            (" with uncommitted changes in lib/ or tools/" if machine.get("git_dirty_lib") else "")
         ctx.log(f"{name} ...")
         try:
             results[name] = fn(ctx)
@@ -944,6 +1133,7 @@ def main():
     part("B7", b7)
     part("B56", b56)
     part("B8", b8)
+    part("B9", b9)
     if not args.no_vm:
         part("VM", run_vm)
     elif "VM" not in results:

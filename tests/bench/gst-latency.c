@@ -1,0 +1,672 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * gst-latency - one end of the capture-to-appsink latency benchmark
+ * (tests/bench/run.py part B9), the same pipelines for every transport:
+ *
+ *   gst-latency send    --transport T --streams N --port P [video options]
+ *   gst-latency receive --transport T --streams N --port P [video options]
+ *                       [--seconds S] [--warmup S] [--poll-mode M] [--queue]
+ *
+ * Sender, per camera i:
+ *   videotestsrc is-live=true pattern=solid-color ! video/x-raw,... ! SINK
+ * Receiver, per camera i:
+ *   SRC [! queue] ! appsink sync=false
+ * with, by transport (all on this host):
+ *   rdma  SINK = rdmasink transport=shm port=P device-id=i sync=false
+ *         SRC  = one rdmasrc transport=shm port=P, its pad src_i
+ *                (poll-mode=M when the element has that property)
+ *   shm   SINK = identity drop-allocation=true ! shmsink socket-path=...
+ *         SRC  = shmsrc socket-path=... is-live=true
+ *         (identity: see tests/bench/gst_peers.py, shmsink stalls without)
+ *   tcp   SINK = tcpclientsink host=127.0.0.1 port=P+i
+ *         SRC  = tcpserversrc port=P+i ! rawvideoparse (the frames back)
+ *
+ * The capture time travels in the frame itself, so every transport carries
+ * it alike: a pad probe on videotestsrc's src pad (the moment the live
+ * source lets the frame go) writes 8 magic bytes and CLOCK_REALTIME in ns
+ * (little-endian) into the frame's first 16 bytes, and adds the same value
+ * as a "timestamp/x-unix" GstReferenceTimestampMeta, which rdmasink sends
+ * as the block's capture time (rdmasrc gives it back as that meta: the
+ * receiver reports it too, as a check).  The appsink's new-sample callback
+ * reads CLOCK_REALTIME again: latency = the difference, one host, one
+ * clock.  Frames arriving in the first --warmup seconds are not counted.
+ *
+ * The receiver prints one JSON object: latency percentiles (nearest rank,
+ * every sample kept) over all cameras and per camera, frames, and the CPU
+ * of this process (getrusage, user + system) over the counted span, as a
+ * percentage of one core.  A benchmark tool: it never fails on a figure.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include <gst/app/gstappsink.h>
+#include <gst/gst.h>
+
+#define MAX_STREAMS 64
+#define STAMP_MAGIC "SBRLAT01"
+#define STAMP_LEN 16
+
+struct options {
+  gboolean send;
+  const char *transport;
+  guint streams;
+  guint port;
+  guint width, height, fps;
+  const char *format; /* RGB or I420 */
+  double seconds;     /* receive: counted span; send: how long to send */
+  double warmup;
+  const char *poll_mode;
+  gboolean queue;
+};
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+  (void)sig;
+  stop_requested = 1;
+}
+
+static guint64 realtime_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (guint64)ts.tv_sec * GST_SECOND + (guint64)ts.tv_nsec;
+}
+
+static double cpu_seconds(void)
+{
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+         (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+static gsize frame_bytes(const struct options *o)
+{
+  gsize px = (gsize)o->width * o->height;
+  return g_ascii_strcasecmp(o->format, "I420") == 0 ? px * 3 / 2 : px * 3;
+}
+
+static char *caps_string(const struct options *o)
+{
+  return g_strdup_printf("video/x-raw,format=%s,width=%u,height=%u,"
+                         "framerate=%u/1",
+                         o->format, o->width, o->height, o->fps);
+}
+
+/* ------------------------------------------------------------- sender */
+
+static GstCaps *unix_caps;
+static gint stamp_copies;
+
+static GstPadProbeReturn stamp_probe(GstPad *pad, GstPadProbeInfo *info,
+                                     gpointer user_data)
+{
+  GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER(info);
+  guint8 stamp[STAMP_LEN];
+  guint64 now;
+
+  (void)pad;
+  (void)user_data;
+  /* A pool buffer pushed by the source has one owner: no copy.  Counted
+   * in case an element keeps a reference. */
+  if (!gst_buffer_is_writable(buf))
+    g_atomic_int_inc(&stamp_copies);
+  buf = gst_buffer_make_writable(buf);
+  now = realtime_ns();
+  memcpy(stamp, STAMP_MAGIC, 8);
+  for (int i = 0; i < 8; i++)
+    stamp[8 + i] = (guint8)(now >> (8 * i));
+  gst_buffer_fill(buf, 0, stamp, sizeof stamp);
+  gst_buffer_add_reference_timestamp_meta(buf, unix_caps, now,
+                                          GST_CLOCK_TIME_NONE);
+  GST_PAD_PROBE_INFO_DATA(info) = buf;
+  return GST_PAD_PROBE_OK;
+}
+
+static char *sender_desc(const struct options *o)
+{
+  GString *d = g_string_new(NULL);
+  char *caps = caps_string(o);
+  gsize frame = frame_bytes(o);
+
+  for (guint i = 0; i < o->streams; i++) {
+    g_string_append_printf(d,
+                           "videotestsrc name=v%u is-live=true "
+                           "pattern=solid-color ! %s ! ",
+                           i, caps);
+    if (!strcmp(o->transport, "rdma"))
+      g_string_append_printf(d,
+                             "rdmasink name=rdmasink%u transport=shm port=%u "
+                             "device-id=%u sync=false stats-interval=0 ",
+                             i, o->port, i);
+    else if (!strcmp(o->transport, "shm"))
+      /* 6 frames of room: the reader releases each at once. */
+      g_string_append_printf(
+          d,
+          "identity drop-allocation=true ! shmsink "
+          "socket-path=/tmp/sbr-lat-%u-%u shm-size=%" G_GSIZE_FORMAT
+          " wait-for-connection=true sync=false ",
+          o->port, i, 6 * frame);
+    else
+      g_string_append_printf(d,
+                             "tcpclientsink host=127.0.0.1 port=%u "
+                             "sync=false ",
+                             o->port + i);
+  }
+  g_free(caps);
+  return g_string_free(d, FALSE);
+}
+
+static int run_send(const struct options *o)
+{
+  char *desc = sender_desc(o);
+  GError *err = NULL;
+  GstElement *p = gst_parse_launch(desc, &err);
+  int ret = 0;
+
+  g_free(desc);
+  if (!p) {
+    fprintf(stderr, "gst-latency: %s\n", err ? err->message : "parse failed");
+    return 1;
+  }
+  unix_caps = gst_caps_from_string("timestamp/x-unix");
+  for (guint i = 0; i < o->streams; i++) {
+    char name[16];
+    g_snprintf(name, sizeof name, "v%u", i);
+    GstElement *v = gst_bin_get_by_name(GST_BIN(p), name);
+    GstPad *pad = gst_element_get_static_pad(v, "src");
+    gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, stamp_probe, NULL, NULL);
+    gst_object_unref(pad);
+    gst_object_unref(v);
+  }
+  gst_element_set_state(p, GST_STATE_PLAYING);
+  GstBus *bus = gst_element_get_bus(p);
+  gint64 end = g_get_monotonic_time() + (gint64)(o->seconds * 1e6);
+  while (!stop_requested && g_get_monotonic_time() < end) {
+    GstMessage *m =
+        gst_bus_timed_pop_filtered(bus, 100 * GST_MSECOND, GST_MESSAGE_ERROR);
+    if (m) {
+      GError *e = NULL;
+      gst_message_parse_error(m, &e, NULL);
+      fprintf(stderr, "gst-latency send: %s: %s\n", GST_MESSAGE_SRC_NAME(m),
+              e->message);
+      g_error_free(e);
+      gst_message_unref(m);
+      ret = 1;
+      break;
+    }
+  }
+  gst_object_unref(bus);
+  /* rdmasink's own count of frames sent without a copy (videotestsrc drew
+   * into its registered memory) and with one. */
+  guint64 zero_copy = 0, copied = 0;
+  for (guint i = 0; !strcmp(o->transport, "rdma") && i < o->streams; i++) {
+    char name[16];
+    GstStructure *st = NULL;
+    g_snprintf(name, sizeof name, "rdmasink%u", i);
+    GstElement *sink = gst_bin_get_by_name(GST_BIN(p), name);
+    if (sink)
+      g_object_get(sink, "stats", &st, NULL);
+    if (st) {
+      guint64 v = 0;
+      if (gst_structure_get_uint64(st, "zero-copy-buffers", &v))
+        zero_copy += v;
+      if (gst_structure_get_uint64(st, "copied-buffers", &v))
+        copied += v;
+      gst_structure_free(st);
+    }
+    if (sink)
+      gst_object_unref(sink);
+  }
+  gst_element_set_state(p, GST_STATE_NULL);
+  gst_object_unref(p);
+  gst_caps_unref(unix_caps);
+  printf("{\"mode\":\"send\",\"transport\":\"%s\",\"streams\":%u,"
+         "\"stamp_copies\":%d,\"zero_copy_buffers\":%" G_GUINT64_FORMAT
+         ",\"copied_buffers\":%" G_GUINT64_FORMAT ",\"ok\":%s}\n",
+         o->transport, o->streams, g_atomic_int_get(&stamp_copies), zero_copy,
+         copied, ret ? "false" : "true");
+  return ret;
+}
+
+/* ----------------------------------------------------------- receiver */
+
+struct stream {
+  guint64 *lat_ns; /* counted samples */
+  guint64 *meta_ns;
+  gsize n, n_meta, cap;
+  guint64 frames, no_stamp;
+};
+
+static struct {
+  GMutex lock;
+  gboolean counting;
+  guint64 count_from_ns; /* realtime */
+  guint64 first_arrival_ns;
+  struct stream s[MAX_STREAMS];
+} rx;
+
+static GstCaps *rx_unix_caps;
+
+static GstFlowReturn on_sample(GstAppSink *sink, gpointer user_data)
+{
+  guint idx = GPOINTER_TO_UINT(user_data);
+  GstSample *sample = gst_app_sink_pull_sample(sink);
+  guint64 now = realtime_ns();
+  guint8 stamp[STAMP_LEN];
+  GstBuffer *buf;
+  GstReferenceTimestampMeta *meta;
+  struct stream *s = &rx.s[idx];
+
+  if (!sample)
+    return GST_FLOW_EOS;
+  buf = gst_sample_get_buffer(sample);
+  meta = gst_buffer_get_reference_timestamp_meta(buf, rx_unix_caps);
+  g_mutex_lock(&rx.lock);
+  if (!rx.first_arrival_ns)
+    rx.first_arrival_ns = now;
+  s->frames++;
+  if (rx.counting && now >= rx.count_from_ns) {
+    if (gst_buffer_extract(buf, 0, stamp, sizeof stamp) == sizeof stamp &&
+        memcmp(stamp, STAMP_MAGIC, 8) == 0 && s->n < s->cap) {
+      guint64 t = 0;
+      for (int i = 0; i < 8; i++)
+        t |= (guint64)stamp[8 + i] << (8 * i);
+      s->lat_ns[s->n++] = now > t ? now - t : 0;
+    } else {
+      s->no_stamp++;
+    }
+    if (meta && s->n_meta < s->cap)
+      s->meta_ns[s->n_meta++] =
+          now > meta->timestamp ? now - meta->timestamp : 0;
+  }
+  g_mutex_unlock(&rx.lock);
+  gst_sample_unref(sample);
+  return GST_FLOW_OK;
+}
+
+static GstElement *make_tail(GstElement *pipeline, const struct options *o,
+                             guint idx)
+{
+  GstElement *sink = gst_element_factory_make("appsink", NULL);
+  GstAppSinkCallbacks cb = {.new_sample = on_sample};
+  GstElement *first = sink;
+
+  g_object_set(sink, "sync", FALSE, "async", FALSE, "enable-last-sample", FALSE,
+               NULL);
+  gst_app_sink_set_callbacks(GST_APP_SINK(sink), &cb, GUINT_TO_POINTER(idx),
+                             NULL);
+  gst_bin_add(GST_BIN(pipeline), sink);
+  if (o->queue) {
+    first = gst_element_factory_make("queue", NULL);
+    gst_bin_add(GST_BIN(pipeline), first);
+    gst_element_link(first, sink);
+    gst_element_sync_state_with_parent(first);
+  }
+  gst_element_sync_state_with_parent(sink);
+  return first;
+}
+
+struct rdma_ctx {
+  GstElement *pipeline;
+  const struct options *o;
+};
+
+static void on_pad_added(GstElement *src, GstPad *pad, gpointer user_data)
+{
+  struct rdma_ctx *c = user_data;
+  char *name = gst_pad_get_name(pad);
+  guint idx;
+
+  (void)src;
+  if (sscanf(name, "src_%u", &idx) == 1 && idx < c->o->streams) {
+    GstElement *first = make_tail(c->pipeline, c->o, idx);
+    GstPad *sinkpad = gst_element_get_static_pad(first, "sink");
+    gst_pad_link(pad, sinkpad);
+    gst_object_unref(sinkpad);
+  }
+  g_free(name);
+}
+
+/* Sets rdmasrc's poll-mode when it has one; returns the mode that runs. */
+static char *apply_poll_mode(GstElement *src, const char *want)
+{
+  GParamSpec *ps =
+      g_object_class_find_property(G_OBJECT_GET_CLASS(src), "poll-mode");
+  GValue v = G_VALUE_INIT;
+  char *mode;
+
+  if (!ps)
+    return g_strdup("backoff");
+  if (want && *want)
+    gst_util_set_object_arg(G_OBJECT(src), "poll-mode", want);
+  g_value_init(&v, ps->value_type);
+  g_object_get_property(G_OBJECT(src), "poll-mode", &v);
+  if (G_VALUE_HOLDS_ENUM(&v)) {
+    GEnumValue *ev = g_enum_get_value(
+        G_ENUM_CLASS(g_type_class_peek(ps->value_type)), g_value_get_enum(&v));
+    mode = g_strdup(ev ? ev->value_nick : "?");
+  } else {
+    mode = g_strdup_value_contents(&v);
+  }
+  g_value_unset(&v);
+  return mode;
+}
+
+/* rdmasrc's counters summed over its devices: what it dropped or copied
+ * (a frame lost or copied on the way shows in the latency figures too). */
+static void print_rdmasrc_stats(GstElement *src)
+{
+  static const char *const per_dev[] = {
+      "frames", "gaps",  "drops", "drops-leaky", "drops-not-playing",
+      "copies", "pushed"};
+  guint64 sum[G_N_ELEMENTS(per_dev)] = {0};
+  guint64 frames_copied = 0, copies = 0;
+  GstStructure *st = NULL;
+
+  g_object_get(src, "stats", &st, NULL);
+  if (!st)
+    return;
+  gst_structure_get_uint64(st, "frames-copied", &frames_copied);
+  gst_structure_get_uint64(st, "copies", &copies);
+  const GValue *devs = gst_structure_get_value(st, "devices");
+  for (guint i = 0; devs && GST_VALUE_HOLDS_ARRAY(devs) &&
+                    i < gst_value_array_get_size(devs);
+       i++) {
+    const GstStructure *d =
+        gst_value_get_structure(gst_value_array_get_value(devs, i));
+    for (guint k = 0; k < G_N_ELEMENTS(per_dev); k++) {
+      guint64 v = 0;
+      if (gst_structure_get_uint64(d, per_dev[k], &v))
+        sum[k] += v;
+    }
+  }
+  printf("\"rdmasrc\":{\"frames-copied\":%" G_GUINT64_FORMAT
+         ",\"copies\":%" G_GUINT64_FORMAT,
+         frames_copied, copies);
+  for (guint k = 0; k < G_N_ELEMENTS(per_dev); k++)
+    printf(",\"devices-%s\":%" G_GUINT64_FORMAT, per_dev[k], sum[k]);
+  printf("},");
+  gst_structure_free(st);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+  guint64 x = *(const guint64 *)a, y = *(const guint64 *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank q-quantile of n sorted values, in us. */
+static double quantile_us(const guint64 *v, gsize n, double q)
+{
+  gsize rank;
+
+  if (!n)
+    return -1;
+  rank = (gsize)(q * (double)n);
+  if ((double)rank < q * (double)n || rank == 0)
+    rank++;
+  return v[rank - 1] / 1e3;
+}
+
+static void print_dist(const char *prefix, guint64 *v, gsize n)
+{
+  double sum = 0;
+
+  qsort(v, n, sizeof *v, cmp_u64);
+  for (gsize i = 0; i < n; i++)
+    sum += (double)v[i];
+  printf("\"%ssamples\":%" G_GSIZE_FORMAT ",\"%sp50_us\":%.1f,"
+         "\"%sp90_us\":%.1f,\"%sp99_us\":%.1f,\"%smax_us\":%.1f,"
+         "\"%smean_us\":%.1f",
+         prefix, n, prefix, quantile_us(v, n, 0.5), prefix,
+         quantile_us(v, n, 0.9), prefix, quantile_us(v, n, 0.99), prefix,
+         n ? v[n - 1] / 1e3 : -1, prefix, n ? sum / n / 1e3 : -1);
+}
+
+static int run_receive(const struct options *o)
+{
+  GstElement *p = gst_pipeline_new("rx");
+  char *caps = caps_string(o);
+  char *mode = NULL;
+  struct rdma_ctx rc = {p, o};
+  GstElement *rdmasrc = NULL;
+  GString *errors = g_string_new(NULL);
+  gsize cap = (gsize)((o->seconds + 2) * o->fps * 2) + 64;
+
+  g_mutex_init(&rx.lock);
+  rx_unix_caps = gst_caps_from_string("timestamp/x-unix");
+  for (guint i = 0; i < o->streams; i++) {
+    rx.s[i].cap = cap;
+    rx.s[i].lat_ns = g_new0(guint64, cap);
+    rx.s[i].meta_ns = g_new0(guint64, cap);
+  }
+  if (!strcmp(o->transport, "rdma")) {
+    GstElement *src = gst_element_factory_make("rdmasrc", NULL);
+    if (!src) {
+      fprintf(stderr, "gst-latency: no rdmasrc (GST_PLUGIN_PATH?)\n");
+      return 1;
+    }
+    gst_util_set_object_arg(G_OBJECT(src), "transport", "shm");
+    g_object_set(src, "port", o->port, "block-size",
+                 (guint)(frame_bytes(o) + 72), "stats-interval", 0, NULL);
+    mode = apply_poll_mode(src, o->poll_mode);
+    gst_bin_add(GST_BIN(p), src);
+    rdmasrc = src;
+    g_signal_connect(src, "pad-added", G_CALLBACK(on_pad_added), &rc);
+  } else {
+    for (guint i = 0; i < o->streams; i++) {
+      char *desc;
+      GError *err = NULL;
+      if (!strcmp(o->transport, "shm"))
+        desc = g_strdup_printf(
+            "shmsrc socket-path=/tmp/sbr-lat-%u-%u is-live=true", o->port, i);
+      else
+        desc = g_strdup_printf(
+            "tcpserversrc host=127.0.0.1 port=%u ! rawvideoparse "
+            "width=%u height=%u format=%s framerate=%u/1",
+            o->port + i, o->width, o->height,
+            g_ascii_strcasecmp(o->format, "I420") ? "rgb" : "i420", o->fps);
+      GstElement *bin = gst_parse_bin_from_description(desc, TRUE, &err);
+      g_free(desc);
+      if (!bin) {
+        fprintf(stderr, "gst-latency: %s\n", err->message);
+        return 1;
+      }
+      gst_bin_add(GST_BIN(p), bin);
+      GstElement *first = make_tail(p, o, i);
+      gst_element_link(bin, first);
+    }
+  }
+
+  GstBus *bus = gst_element_get_bus(p);
+  gst_element_set_state(p, GST_STATE_PLAYING);
+  fprintf(stderr, "ready\n");
+  gint64 t0 = g_get_monotonic_time();
+  gint64 budget = (gint64)((o->seconds + o->warmup + 30) * 1e6);
+  double cpu0 = 0;
+  guint64 wall0 = 0, wall1 = 0;
+  double cpu1 = 0;
+  gboolean counting = FALSE;
+
+  while (!stop_requested && g_get_monotonic_time() - t0 < budget) {
+    GstMessage *m =
+        gst_bus_timed_pop_filtered(bus, 10 * GST_MSECOND, GST_MESSAGE_ERROR);
+    if (m) {
+      GError *e = NULL;
+      gst_message_parse_error(m, &e, NULL);
+      g_string_append_printf(errors, "%s%s: %s", errors->len ? "; " : "",
+                             GST_MESSAGE_SRC_NAME(m), e->message);
+      g_error_free(e);
+      gst_message_unref(m);
+      break;
+    }
+    guint64 now = realtime_ns();
+    g_mutex_lock(&rx.lock);
+    guint64 first = rx.first_arrival_ns;
+    if (!counting && first &&
+        now >= first + (guint64)(o->warmup * GST_SECOND)) {
+      counting = rx.counting = TRUE;
+      rx.count_from_ns = wall0 = now;
+      cpu0 = cpu_seconds();
+    }
+    g_mutex_unlock(&rx.lock);
+    if (counting && now >= wall0 + (guint64)(o->seconds * GST_SECOND))
+      break;
+  }
+  g_mutex_lock(&rx.lock);
+  rx.counting = FALSE;
+  g_mutex_unlock(&rx.lock);
+  if (counting) {
+    cpu1 = cpu_seconds();
+    wall1 = realtime_ns();
+  }
+
+  /* All cameras together, then each. */
+  gsize total = 0, total_meta = 0;
+  guint64 frames = 0, no_stamp = 0;
+  for (guint i = 0; i < o->streams; i++) {
+    total += rx.s[i].n;
+    total_meta += rx.s[i].n_meta;
+    frames += rx.s[i].frames;
+    no_stamp += rx.s[i].no_stamp;
+  }
+  guint64 *all = g_new0(guint64, total + 1);
+  guint64 *all_meta = g_new0(guint64, total_meta + 1);
+  for (guint i = 0, k = 0, km = 0; i < o->streams; i++) {
+    memcpy(all + k, rx.s[i].lat_ns, rx.s[i].n * sizeof *all);
+    memcpy(all_meta + km, rx.s[i].meta_ns, rx.s[i].n_meta * sizeof *all);
+    k += rx.s[i].n;
+    km += rx.s[i].n_meta;
+  }
+  double wall_s = counting ? (wall1 - wall0) / 1e9 : 0;
+  double cpu_s = cpu1 - cpu0;
+  printf("{\"mode\":\"receive\",\"transport\":\"%s\",\"streams\":%u,"
+         "\"width\":%u,\"height\":%u,\"fps\":%u,\"format\":\"%s\","
+         "\"frame_bytes\":%" G_GSIZE_FORMAT ",\"queue\":%s,",
+         o->transport, o->streams, o->width, o->height, o->fps, o->format,
+         frame_bytes(o), o->queue ? "true" : "false");
+  if (mode)
+    printf("\"poll_mode\":\"%s\",", mode);
+  if (rdmasrc)
+    print_rdmasrc_stats(rdmasrc); /* still PLAYING: counters are live */
+  gst_element_set_state(p, GST_STATE_NULL);
+  printf("\"frames\":%" G_GUINT64_FORMAT ",\"no_stamp\":%" G_GUINT64_FORMAT ",",
+         frames, no_stamp);
+  print_dist("", all, total);
+  printf(",");
+  print_dist("meta_", all_meta, total_meta);
+  printf(",\"wall_s\":%.3f,\"cpu_s\":%.3f,\"cpu_percent\":%.2f,"
+         "\"per_stream\":[",
+         wall_s, cpu_s, wall_s > 0 ? cpu_s / wall_s * 100 : 0);
+  for (guint i = 0; i < o->streams; i++) {
+    printf("%s{\"stream\":%u,", i ? "," : "", i);
+    print_dist("", rx.s[i].lat_ns, rx.s[i].n);
+    printf("}");
+  }
+  printf("],\"errors\":\"");
+  for (const char *c = errors->str; *c; c++)
+    if (*c != '"' && *c != '\\' && (unsigned char)*c >= 0x20)
+      putchar(*c);
+  printf("\",\"ok\":%s}\n", counting && total ? "true" : "false");
+
+  g_free(all);
+  g_free(all_meta);
+  g_free(mode);
+  g_free(caps);
+  g_string_free(errors, TRUE);
+  gst_object_unref(bus);
+  gst_object_unref(p);
+  return 0;
+}
+
+int main(int argc, char **argv)
+{
+  static const struct option longs[] = {
+      {"transport", required_argument, NULL, 't'},
+      {"streams", required_argument, NULL, 'n'},
+      {"port", required_argument, NULL, 'p'},
+      {"width", required_argument, NULL, 'W'},
+      {"height", required_argument, NULL, 'H'},
+      {"fps", required_argument, NULL, 'f'},
+      {"format", required_argument, NULL, 'F'},
+      {"seconds", required_argument, NULL, 's'},
+      {"warmup", required_argument, NULL, 'w'},
+      {"poll-mode", required_argument, NULL, 'm'},
+      {"queue", no_argument, NULL, 'q'},
+      {NULL, 0, NULL, 0},
+  };
+  struct options o = {.transport = "rdma",
+                      .streams = 1,
+                      .port = 7700,
+                      .width = 640,
+                      .height = 480,
+                      .fps = 25,
+                      .format = "RGB",
+                      .seconds = 10,
+                      .warmup = 1};
+  int c;
+
+  gst_init(&argc, &argv);
+  while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
+    switch (c) {
+    case 't':
+      o.transport = optarg;
+      break;
+    case 'n':
+      o.streams = (guint)atoi(optarg);
+      break;
+    case 'p':
+      o.port = (guint)atoi(optarg);
+      break;
+    case 'W':
+      o.width = (guint)atoi(optarg);
+      break;
+    case 'H':
+      o.height = (guint)atoi(optarg);
+      break;
+    case 'f':
+      o.fps = (guint)atoi(optarg);
+      break;
+    case 'F':
+      o.format = optarg;
+      break;
+    case 's':
+      o.seconds = atof(optarg);
+      break;
+    case 'w':
+      o.warmup = atof(optarg);
+      break;
+    case 'm':
+      o.poll_mode = optarg;
+      break;
+    case 'q':
+      o.queue = TRUE;
+      break;
+    default:
+      fprintf(stderr, "usage: gst-latency send|receive [options]\n");
+      return 2;
+    }
+  }
+  if (optind >= argc || o.streams < 1 || o.streams > MAX_STREAMS ||
+      (strcmp(argv[optind], "send") && strcmp(argv[optind], "receive")) ||
+      (strcmp(o.transport, "rdma") && strcmp(o.transport, "shm") &&
+       strcmp(o.transport, "tcp"))) {
+    fprintf(stderr, "usage: gst-latency send|receive --transport rdma|shm|tcp "
+                    "[--streams N] [--port P] ...\n");
+    return 2;
+  }
+  o.send = !strcmp(argv[optind], "send");
+  signal(SIGINT, on_signal);
+  signal(SIGTERM, on_signal);
+  return o.send ? run_send(&o) : run_receive(&o);
+}
