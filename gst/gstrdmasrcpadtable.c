@@ -1,0 +1,382 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * gstrdmasrcpadtable.c - rdmasrc's pads: which devices have one (asked for
+ * by name, or added when a device nobody asked for sends caps), the events
+ * that open and end their streams, and the latency each one reports.
+ *
+ * Threads: the receive thread alone writes the device table while it
+ * runs; pads requested meanwhile wait in requested[] until it adopts them
+ * (object lock).  Queries come from any thread (object lock).
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstrdmasrcpriv.h"
+
+#define GST_CAT_DEFAULT gst_rdma_src_debug
+
+/* What a device's pad adds to the latency.  min: the latency property if
+ * set, else what was measured (gst_rdma_src_pad_latency): the transport's
+ * jitter with headroom, a few ms, not a whole frame.  max: min plus what
+ * the pad's queue can hold while downstream waits (its share of frames
+ * under drop-oldest, max-queued under copy and pause) at the device's
+ * frame rate; unknown rate, no bound. */
+static void gst_rdma_src_device_latency(GstRdmaSrc *self, GstRdmaSrcDevice *dev,
+                                        GstClockTime *min, GstClockTime *max)
+{
+  gboolean drops;
+  guint frames;
+
+  *min = 0;
+  *max = GST_CLOCK_TIME_NONE;
+  if (!dev)
+    return;
+  /* Measured first: it also records what was reported. */
+  *min = gst_rdma_src_pad_latency(dev->pad);
+  drops =
+      gst_rdma_src_pad_get_policy(dev->pad) == GST_RDMA_OVER_BUDGET_DROP_OLDEST;
+  GST_OBJECT_LOCK(self);
+  if (self->latency >= 0)
+    *min = (GstClockTime)self->latency * GST_MSECOND;
+  frames = drops ? gst_rdma_src_budget(self) : self->max_queued_now;
+  if (GST_CLOCK_TIME_IS_VALID(dev->frame_duration) && frames > 0)
+    *max = *min + frames * dev->frame_duration;
+  GST_OBJECT_UNLOCK(self);
+}
+
+static gboolean gst_rdma_src_pad_query(GstPad *pad, GstObject *parent,
+                                       GstQuery *query)
+{
+  GstRdmaSrc *self = GST_RDMA_SRC(parent);
+
+  if (GST_QUERY_TYPE(query) == GST_QUERY_LATENCY) {
+    GstClockTime min, max;
+
+    gst_rdma_src_device_latency(self, gst_pad_get_element_private(pad), &min,
+                                &max);
+    gst_query_set_latency(query, TRUE, min, max);
+    GST_LOG_OBJECT(pad,
+                   "latency: min %" GST_TIME_FORMAT " max %" GST_TIME_FORMAT,
+                   GST_TIME_ARGS(min), GST_TIME_ARGS(max));
+    return TRUE;
+  }
+  return gst_pad_query_default(pad, parent, query);
+}
+
+static gboolean gst_rdma_src_pad_event(GstPad *pad, GstObject *parent,
+                                       GstEvent *event)
+{
+  switch (GST_EVENT_TYPE(event)) {
+  case GST_EVENT_SEEK:
+    /* Live: nothing to seek in. */
+    gst_event_unref(event);
+    return FALSE;
+  case GST_EVENT_QOS:
+  case GST_EVENT_RECONFIGURE:
+  case GST_EVENT_LATENCY:
+    gst_event_unref(event);
+    return TRUE;
+  default:
+    return gst_pad_event_default(pad, parent, event);
+  }
+}
+
+void gst_rdma_src_answer_latency(GstRdmaSrc *self, GstQuery *query)
+{
+  GstClockTime min = 0, max = GST_CLOCK_TIME_NONE;
+  GstRdmaSrcDevice *devices[SBR_MAX_DEVICES];
+  guint n = 0;
+
+  GST_OBJECT_LOCK(self);
+  for (guint d = 0; d < SBR_MAX_DEVICES; d++)
+    if (self->devices[d])
+      devices[n++] = self->devices[d];
+  GST_OBJECT_UNLOCK(self);
+  for (guint i = 0; i < n; i++) {
+    GstClockTime dmin, dmax;
+
+    gst_rdma_src_device_latency(self, devices[i], &dmin, &dmax);
+    min = MAX(min, dmin);
+    if (GST_CLOCK_TIME_IS_VALID(dmax))
+      max = GST_CLOCK_TIME_IS_VALID(max) ? MIN(max, dmax) : dmax;
+  }
+  gst_query_set_latency(query, TRUE, min, max);
+}
+
+/* Frame duration from the caps' framerate, if any. */
+GstClockTime gst_rdma_src_caps_frame_duration(GstCaps *caps)
+{
+  GstStructure *s = gst_caps_get_structure(caps, 0);
+  gint n, d;
+
+  if (s && gst_structure_get_fraction(s, "framerate", &n, &d) && n > 0 && d > 0)
+    return gst_util_uint64_scale_int(GST_SECOND, d, n);
+  return GST_CLOCK_TIME_NONE;
+}
+
+/* The events that open a stream: stream-start, caps, a TIME segment (buffers
+ * carry running times, see the SECTION). */
+GstEvent **gst_rdma_src_stream_events(GstRdmaSrc *self, GstRdmaSrcDevice *dev,
+                                      GstCaps *caps, GstEvent *events[3])
+{
+  GstSegment segment;
+  gchar *stream_id;
+
+  stream_id = gst_pad_create_stream_id_printf(
+      GST_PAD(dev->pad), GST_ELEMENT(self), "device-%u", dev->device);
+  events[0] = gst_event_new_stream_start(stream_id);
+  gst_event_set_group_id(events[0], self->group_id);
+  g_free(stream_id);
+  events[1] = gst_event_new_caps(caps);
+  gst_segment_init(&segment, GST_FORMAT_TIME);
+  events[2] = gst_event_new_segment(&segment);
+  dev->time_map.have_base = FALSE;
+  return events;
+}
+
+/* Starts (PLAYING) or not a pad, in step with the state changes. */
+void gst_rdma_src_sync_pad(GstRdmaSrc *self, GstRdmaSrcDevice *dev)
+{
+  if (g_atomic_int_get(&self->playing))
+    gst_rdma_src_pad_start(dev->pad);
+}
+
+/* A device and its pad, not yet in the table nor on the element. */
+static GstRdmaSrcDevice *gst_rdma_src_device_new(GstRdmaSrc *self, guint device,
+                                                 GstPadTemplate *templ,
+                                                 GstRdmaOverBudget policy)
+{
+  GstRdmaSrcDevice *dev = g_new0(GstRdmaSrcDevice, 1);
+  GstPad *pad;
+
+  dev->device = device;
+  dev->rebase_seen = g_atomic_int_get(&self->rebase_count);
+  dev->frame_duration = GST_CLOCK_TIME_NONE;
+  dev->pad = gst_rdma_src_pad_new(templ, device, policy, &self->flow);
+  pad = GST_PAD(dev->pad);
+  /* Ours until finalize, whether or not the element still has it. */
+  gst_object_ref_sink(pad);
+  gst_pad_set_element_private(pad, dev);
+  gst_pad_set_query_function(pad, gst_rdma_src_pad_query);
+  gst_pad_set_event_function(pad, gst_rdma_src_pad_event);
+  gst_pad_use_fixed_caps(pad);
+  g_mutex_lock(&self->flow.lock);
+  gst_flow_combiner_add_pad(self->flow.combiner, pad);
+  g_mutex_unlock(&self->flow.lock);
+  return dev;
+}
+
+/* Receive thread: pads requested since its last turn become devices
+ * (started if PLAYING).  Also called with the thread stopped (open). */
+void gst_rdma_src_adopt_requested(GstRdmaSrc *self)
+{
+  GstRdmaSrcDevice *adopted[SBR_MAX_DEVICES];
+  guint n = 0;
+
+  if (!g_atomic_int_get(&self->have_requested))
+    return;
+  g_mutex_lock(&self->state_lock);
+  GST_OBJECT_LOCK(self);
+  g_atomic_int_set(&self->have_requested, 0);
+  for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
+    if (!self->requested[d])
+      continue;
+    adopted[n++] = self->devices[d] = self->requested[d];
+    self->requested[d] = NULL;
+  }
+  GST_OBJECT_UNLOCK(self);
+  for (guint i = 0; i < n; i++)
+    gst_rdma_src_sync_pad(self, adopted[i]);
+  g_mutex_unlock(&self->state_lock);
+}
+
+/* Receive thread: a device nobody asked for sends caps: its sometimes pad,
+ * with the stream events on it before anyone can link it. */
+GstRdmaSrcDevice *gst_rdma_src_add_pad(GstRdmaSrc *self, guint device,
+                                       GstCaps *caps)
+{
+  GstPadTemplate *templ =
+      gst_element_class_get_pad_template(GST_ELEMENT_GET_CLASS(self), "src_%s");
+  GstRdmaOverBudget policy;
+  GstRdmaSrcDevice *dev;
+  GstEvent *events[3];
+  GstPad *pad;
+
+  /* Requested just now, after this turn's adoption. */
+  gst_rdma_src_adopt_requested(self);
+  if (self->devices[device])
+    return NULL;
+  GST_OBJECT_LOCK(self);
+  policy = self->over_budget;
+  GST_OBJECT_UNLOCK(self);
+  dev = gst_rdma_src_device_new(self, device, templ, policy);
+  pad = GST_PAD(dev->pad);
+  /* Before the pad shows: the latency message below makes sinks ask. */
+  dev->frame_duration = gst_rdma_src_caps_frame_duration(caps);
+  gst_pad_set_active(pad, TRUE);
+  /* Sticky events go on before the pad is exposed, so whoever links it in
+   * pad-added finds the caps there; its task pushes them with the first
+   * buffer.  Nothing here pushes: this is the receive thread. */
+  gst_rdma_src_stream_events(self, dev, caps, events);
+  for (guint i = 0; i < G_N_ELEMENTS(events); i++) {
+    gst_pad_store_sticky_event(pad, events[i]);
+    gst_event_unref(events[i]);
+  }
+  gst_rdma_src_pad_mark_stream(dev->pad);
+
+  /* In the table first: a request for the same name made now is refused
+   * rather than racing this pad onto the element. */
+  g_mutex_lock(&self->state_lock);
+  GST_OBJECT_LOCK(self);
+  self->devices[device] = dev;
+  self->n_pads++;
+  dev->shares_lane = TRUE;
+  GST_OBJECT_UNLOCK(self);
+  g_mutex_unlock(&self->state_lock);
+  GST_INFO_OBJECT(self, "device %u: adding pad with caps %" GST_PTR_FORMAT,
+                  device, caps);
+  gst_element_add_pad(GST_ELEMENT(self), pad);
+  /* The caps were set before the pad had a parent, so nothing up the
+   * hierarchy heard of them: say it again (gst-launch -v shows src_N's
+   * caps by this deep-notify). */
+  g_object_notify(G_OBJECT(pad), "caps");
+  /* gst-launch's "src_3::over-budget=pause" is set here, before any
+   * frame of the device is queued. */
+  gst_child_proxy_child_added(GST_CHILD_PROXY(self), G_OBJECT(pad),
+                              GST_OBJECT_NAME(pad));
+  g_mutex_lock(&self->state_lock);
+  gst_rdma_src_sync_pad(self, dev);
+  g_mutex_unlock(&self->state_lock);
+  /* A new stream may raise the latency. */
+  gst_element_post_message(GST_ELEMENT(self),
+                           gst_message_new_latency(GST_OBJECT(self)));
+  return dev;
+}
+
+/* A pad asked for by name, src_<device>, before (or after) its camera
+ * comes.  Its stream starts with the camera's caps; EOS sent to the
+ * element reaches it even if the camera never came. */
+GstPad *gst_rdma_src_request_new_pad(GstElement *element, GstPadTemplate *templ,
+                                     const gchar *name, const GstCaps *caps)
+{
+  GstRdmaSrc *self = GST_RDMA_SRC(element);
+  GstRdmaSrcDevice *dev;
+  gchar *end = NULL;
+  guint64 device = G_MAXUINT64;
+  gboolean active;
+  GstPad *pad;
+
+  (void)caps;
+  if (name && g_str_has_prefix(name, "src_") && g_ascii_isdigit(name[4]))
+    device = g_ascii_strtoull(name + 4, &end, 10);
+  if (device >= SBR_MAX_DEVICES || !end || *end) {
+    /* An unnamed request (`rdmasrc ! sink`) is refused on purpose: the
+     * link then waits for the first camera (the sometimes template). */
+    GST_DEBUG_OBJECT(self, "not a device pad name: %s", GST_STR_NULL(name));
+    return NULL;
+  }
+
+  GST_OBJECT_LOCK(self);
+  if (self->devices[device] || self->requested[device]) {
+    GST_OBJECT_UNLOCK(self);
+    GST_WARNING_OBJECT(self, "pad %s exists already", name);
+    return NULL;
+  }
+  dev = gst_rdma_src_device_new(self, (guint)device, templ, self->over_budget);
+  /* No stream until its camera's caps (a new stream after "EOS"). */
+  gst_rdma_src_pad_end_stream(dev->pad);
+  self->requested[device] = dev;
+  g_atomic_int_set(&self->have_requested, 1);
+  active = GST_STATE(self) >= GST_STATE_PAUSED ||
+           GST_STATE_TARGET(self) >= GST_STATE_PAUSED;
+  if (self->receiver)
+    sbr_receiver_wakeup(self->receiver);
+  GST_OBJECT_UNLOCK(self);
+
+  pad = GST_PAD(dev->pad);
+  if (active)
+    gst_pad_set_active(pad, TRUE);
+  GST_INFO_OBJECT(self, "device %" G_GUINT64_FORMAT ": pad requested", device);
+  gst_element_add_pad(element, pad);
+  gst_child_proxy_child_added(GST_CHILD_PROXY(self), G_OBJECT(pad),
+                              GST_OBJECT_NAME(pad));
+  return pad;
+}
+
+/* Releasing a pad (or disposing of the element) ends its device here: its
+ * task stops, its frames are dropped from now on (counted as no-caps
+ * drops), the name stays taken until the element is freed. */
+void gst_rdma_src_release_pad(GstElement *element, GstPad *pad)
+{
+  GstRdmaSrc *self = GST_RDMA_SRC(element);
+  GstRdmaSrcDevice *dev = gst_pad_get_element_private(pad);
+
+  GST_INFO_OBJECT(self, "releasing %s:%s", GST_DEBUG_PAD_NAME(pad));
+  if (dev) {
+    g_mutex_lock(&self->state_lock);
+    g_atomic_int_set(&dev->released, 1);
+    gst_rdma_src_pad_stop(dev->pad);
+    gst_rdma_src_pad_end_stream(dev->pad);
+    g_mutex_unlock(&self->state_lock);
+    g_mutex_lock(&self->flow.lock);
+    gst_flow_combiner_remove_pad(self->flow.combiner, pad);
+    g_mutex_unlock(&self->flow.lock);
+  }
+  gst_child_proxy_child_removed(GST_CHILD_PROXY(self), G_OBJECT(pad),
+                                GST_OBJECT_NAME(pad));
+  gst_pad_set_active(pad, FALSE);
+  gst_element_remove_pad(element, pad);
+}
+
+/* PAUSED->READY, with the receive thread and the pad tasks stopped.  The
+ * pads stay (a launch line's links to them keep working across NULL, as
+ * with any element's always pads); each device's stream is over, and
+ * when its sender sends caps again, a new stream starts on the same pad. */
+void gst_rdma_src_end_streams(GstRdmaSrc *self)
+{
+  for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
+    GstRdmaSrcDevice *dev = self->devices[d];
+
+    if (!dev)
+      continue;
+    gst_rdma_src_pad_end_stream(dev->pad);
+    gst_caps_replace(&dev->caps, NULL);
+    g_clear_pointer(&dev->refused_caps, g_free);
+    dev->time_map.have_base = FALSE;
+    dev->time_map.have_offset = FALSE;
+    dev->pause_set = FALSE;
+    /* Lanes of the next receiver are new: nobody owns the device. */
+    GST_OBJECT_LOCK(self);
+    dev->owned = FALSE;
+    GST_OBJECT_UNLOCK(self);
+    dev->idle_posted = FALSE;
+  }
+}
+
+/* Ends dev's stream: its pad task pushes EOS after what is queued.  A pad
+ * whose camera hasn't come (requested, or kept across READY) gets a
+ * stream of its own first, stream-start and segment, so that whatever is
+ * linked to it sees EOS too (gst-launch -e ends). */
+void gst_rdma_src_device_eos(GstRdmaSrc *self, GstRdmaSrcDevice *dev)
+{
+  if (g_atomic_int_get(&dev->released))
+    return;
+  if (!gst_rdma_src_pad_has_stream(dev->pad)) {
+    gchar *stream_id = gst_pad_create_stream_id_printf(
+        GST_PAD(dev->pad), GST_ELEMENT(self), "device-%u", dev->device);
+    GstEvent *start = gst_event_new_stream_start(stream_id);
+    GstSegment segment;
+
+    g_free(stream_id);
+    gst_event_set_group_id(start, self->group_id);
+    gst_segment_init(&segment, GST_FORMAT_TIME);
+    GST_INFO_OBJECT(self, "device %u: EOS before any stream", dev->device);
+    gst_rdma_src_pad_clear_eos(dev->pad);
+    gst_rdma_src_pad_queue_event(dev->pad, start);
+    gst_rdma_src_pad_queue_event(dev->pad, gst_event_new_segment(&segment));
+  } else if (gst_rdma_src_pad_is_eos(dev->pad))
+    return;
+  GST_INFO_OBJECT(self, "device %u: EOS", dev->device);
+  gst_rdma_src_pad_queue_event(dev->pad, gst_event_new_eos());
+}

@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * gstrdmasrcpriv.h - rdmasrc's instance, shared by the element
+ * (gstrdmasrc.c: properties, the receive thread, frames, state changes)
+ * and its pad table (gstrdmasrcpadtable.c: which devices have a pad,
+ * requested or added, their stream events, EOS and latency).
+ */
+#ifndef __GST_RDMA_SRC_PRIV_H__
+#define __GST_RDMA_SRC_PRIV_H__
+
+#include <gst/base/gstflowcombiner.h>
+#include <gst/gst.h>
+#include <sbr.h>
+
+#include "gstrdmacommon.h"
+#include "gstrdmaenums.h"
+#include "gstrdmasrc.h"
+#include "gstrdmasrcdevice.h"
+#include "gstrdmasrcpad.h"
+
+G_BEGIN_DECLS
+
+GST_DEBUG_CATEGORY_EXTERN(gst_rdma_src_debug);
+
+struct _GstRdmaSrc {
+  GstElement parent;
+
+  /* Properties (object lock). */
+  gchar *address;
+  guint port;
+  GstRdmaTransport transport;
+  GstRdmaMechanism mechanism;
+  guint blocks;
+  guint block_size;
+  guint max_held;
+  guint device_blocks;
+  guint max_queued;
+  GstRdmaOverBudget over_budget;
+  guint max_senders;
+  gint latency;
+  guint timeout;
+  gboolean device_lost_eos;
+  guint stats_interval;
+  GstRdmaPollMode poll_mode;
+
+  /* The receive thread: takes every frame from the receiver, queues it on
+   * its device's pad, never pushes downstream. */
+  GstTask *task;
+  GRecMutex task_lock;
+  gboolean task_running;  /* object lock: an error may pause the task */
+  GMutex state_lock;      /* pads start and stop in step with the state */
+  sbr_receiver *receiver; /* READY->PAUSED to PAUSED->READY; object lock */
+  gint flushing;          /* atomic: leave the loop */
+  gint playing;           /* atomic: frames are queued, else dropped */
+  gint rebase_count;      /* atomic: PAUSED->PLAYING moved running time */
+  gint eos_requested;     /* atomic: an application sent EOS to us */
+  gboolean eos_done;      /* receive thread: EOS sent, ignore the rest */
+  GstRdmaStatsTicker *ticker;
+  GstRdmaHeldCounter *held;
+  GstRdmaSharedFlow flow;
+  GstRdmaRefusals *refusals; /* receive thread: refused senders warned of */
+
+  /* The device table changes on the receive thread (and on state changes
+   * while it is stopped) under the object lock; the receive thread reads
+   * it without. */
+  GstRdmaSrcDevice *devices[SBR_MAX_DEVICES];
+  /* Pads requested while the receive thread may run wait here (object
+   * lock) until it adopts them into devices[] at its next turn. */
+  GstRdmaSrcDevice *requested[SBR_MAX_DEVICES];
+  gint have_requested; /* atomic: something in requested[] */
+  guint group_id;
+  guint max_held_now;      /* max_held as started, clamped */
+  guint device_blocks_now; /* device_blocks as started; 0 = automatic */
+  guint usable_blocks;     /* what the automatic share divides */
+  guint n_pads;            /* devices sharing the lane (shares_lane) */
+  guint max_queued_now;
+  gboolean can_pause; /* the mechanism carries pause flags */
+  guint timeout_now;
+  gboolean device_lost_eos_now;
+  gint64 last_life_check; /* monotonic us */
+  gint64 last_activity;   /* monotonic us of the last frame */
+  gboolean timeout_posted;
+
+  /* Counters (object lock). */
+  guint64 pushed;
+  guint64 copies;
+  guint64 no_caps_drops;
+};
+
+/* gstrdmasrc.c: each device's share of its lane now (device-blocks). */
+guint gst_rdma_src_budget(GstRdmaSrc *self);
+
+/* gstrdmasrcpadtable.c */
+/* The element's LATENCY answer: live, the largest minimum of its pads,
+ * the smallest maximum (see gst_rdma_src_device_latency). */
+void gst_rdma_src_answer_latency(GstRdmaSrc *self, GstQuery *query);
+GstPad *gst_rdma_src_request_new_pad(GstElement *element, GstPadTemplate *templ,
+                                     const gchar *name, const GstCaps *caps);
+void gst_rdma_src_release_pad(GstElement *element, GstPad *pad);
+/* Receive thread (or with it stopped): requested pads join the table. */
+void gst_rdma_src_adopt_requested(GstRdmaSrc *self);
+/* Receive thread: a sometimes pad for a device nobody asked for; NULL
+ * when the device was requested meanwhile (adopted: use the table). */
+GstRdmaSrcDevice *gst_rdma_src_add_pad(GstRdmaSrc *self, guint device,
+                                       GstCaps *caps);
+/* Starts a pad's task if PLAYING (state lock held). */
+void gst_rdma_src_sync_pad(GstRdmaSrc *self, GstRdmaSrcDevice *dev);
+/* PAUSED->READY, threads stopped: every device's stream is over. */
+void gst_rdma_src_end_streams(GstRdmaSrc *self);
+/* Ends dev's stream (its pad task pushes EOS after what is queued). */
+void gst_rdma_src_device_eos(GstRdmaSrc *self, GstRdmaSrcDevice *dev);
+/* stream-start, caps, a TIME segment for dev's new stream. */
+GstEvent **gst_rdma_src_stream_events(GstRdmaSrc *self, GstRdmaSrcDevice *dev,
+                                      GstCaps *caps, GstEvent *events[3]);
+/* Frame duration from the caps' framerate, if any. */
+GstClockTime gst_rdma_src_caps_frame_duration(GstCaps *caps);
+
+G_END_DECLS
+
+#endif /* __GST_RDMA_SRC_PRIV_H__ */
