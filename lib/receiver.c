@@ -169,6 +169,40 @@ int sbr_receiver_pause_device(sbr_receiver *r, uint8_t device, bool paused)
   return 0;
 }
 
+/* The refused bitmap is per lane: its bytes live only in the lane's
+ * memory, stored (release) by this receiver under stats_lock, read by the
+ * NIC with the status bytes. */
+static void lane_store_refused_locked(struct sbr__lane *lane, uint8_t device,
+                                      bool refused)
+{
+  volatile uint8_t *byte =
+      &lane->mem.status[lane->desc.refused_offset + device / 8];
+  uint8_t bit = (uint8_t)(1u << (device % 8));
+  uint8_t old = __atomic_load_n(byte, __ATOMIC_RELAXED);
+  uint8_t now = refused ? (uint8_t)(old | bit) : (uint8_t)(old & ~bit);
+  if (now != old)
+    __atomic_store_n(byte, now, __ATOMIC_RELEASE);
+}
+
+int sbr_receiver_refuse_device(sbr_receiver *r, uint32_t lane_id,
+                               uint8_t device, bool refused)
+{
+  if (!r)
+    return -EINVAL;
+  if (r->cfg.mechanism != SBR_MECH_STATUS_BYTE)
+    return -ENOTSUP;
+  int ret = lane_id == SBR_LANE_ALL ? 0 : -ENOENT;
+  pthread_mutex_lock(&r->stats_lock); /* guards the list for other threads */
+  for (struct sbr__lane *l = r->lanes; l; l = l->next) {
+    if (lane_id != SBR_LANE_ALL && l->id != lane_id)
+      continue;
+    lane_store_refused_locked(l, device, refused);
+    ret = 0;
+  }
+  pthread_mutex_unlock(&r->stats_lock);
+  return ret;
+}
+
 bool sbr_receiver_device_paused(sbr_receiver *r, uint8_t device)
 {
   pthread_mutex_lock(&r->stats_lock);
@@ -274,6 +308,7 @@ static void lane_open(struct sbr_receiver *r, struct sbr__conn_request *req)
       .block_count = r->cfg.block_count,
       .lane_id = lane->id,
       .pause_offset = sbr__pause_offset_for(r->cfg.block_count),
+      .refused_offset = sbr__refused_offset_for(r->cfg.block_count),
   };
   struct sbr__queue_caps caps = {
       .max_send_wr = 1, .max_recv_wr = 0, .max_inline = 64};

@@ -28,8 +28,8 @@
  *   sbr_receiver: sbr_receiver_next / _next_frame are called by one thread
  *   at a time.  sbr_block_release / _hold / sbr_frame_release may be called
  *   from any thread (a GStreamer buffer is freed wherever it is unreffed).
- *   sbr_receiver_wakeup, _pause_device, _device_paused and
- *   _set_device_period may be called from any thread.  The on_refusal
+ *   sbr_receiver_wakeup, _pause_device, _device_paused, _refuse_device
+ *   and _set_device_period may be called from any thread.  The on_refusal
  *   callback of sbr_receiver_config runs on the thread inside
  *   sbr_receiver_next / _next_frame.
  *
@@ -73,6 +73,8 @@ extern "C" {
 #define SBR_DEFAULT_PORT 7471
 #define SBR_MAX_DEVICES 256
 #define SBR_TIME_NONE UINT64_MAX
+/* sbr_receiver_refuse_device: every open lane. */
+#define SBR_LANE_ALL UINT32_MAX
 
 enum sbr_backend {
   SBR_BACKEND_VERBS = 0,
@@ -220,9 +222,11 @@ struct sbr_sender_config {
    * (sbr_receiver_pause_device) is seen within about this time plus a
    * round trip even by a sender that never runs out of free blocks; also
    * READ this often while a producer waits for a paused device, so it
-   * resumes when the bit clears.  An idle sender never READs.  Default
-   * 1000 (config_init); 0 = no forced READs, pause bits are then seen only
-   * at the paper's sync-when-empty READs. */
+   * resumes when the bit clears, and while producers of a refused device
+   * (sbr_receiver_refuse_device) keep trying, so they learn when the bit
+   * clears.  An idle sender never READs.  Default 1000 (config_init); 0 =
+   * no forced READs, pause and refused bits are then seen only at the
+   * paper's sync-when-empty READs. */
   uint32_t pause_poll_us;
   /* Also for a paused device's producers: WAIT until it resumes, DROP at
    * once (counted in paused_drops). */
@@ -285,7 +289,12 @@ void sbr_block_meta_init(struct sbr_block_meta *meta, uint8_t device);
  * while the receiver pauses device, and while device holds its fair share
  * of the send blocks and other devices' producers wait for one), write
  * up to *capacity bytes at the returned payload pointer, then submit it.
- * The block memory is registered: a producer may render straight into it. */
+ * The block memory is registered: a producer may render straight into it.
+ * -EADDRINUSE, at once and whatever the backpressure, while the receiver
+ * refuses device from this sender (another sender owns it, see
+ * sbr_receiver_refuse_device): counted as a drop and in refused_drops;
+ * try again with the next frame, it goes through once the bit clears.
+ * A block acquired before the sender saw the bit is still submitted. */
 int sbr_sender_acquire(sbr_sender *s, uint8_t device, sbr_send_block **out);
 void *sbr_send_block_payload(sbr_send_block *b, size_t *capacity);
 /* Queues the block for posting; assigns the device's next packet number.
@@ -298,7 +307,7 @@ void sbr_sender_abandon(sbr_sender *s, sbr_send_block *b);
 
 /* Copying send of a whole frame: fragments over as many blocks as needed
  * (FIRST/LAST flags, frame_offset/frame_size set).  A frame is sent whole or
- * not at all (-EAGAIN, counted once as a drop). */
+ * not at all (-EAGAIN, counted once as a drop; -EADDRINUSE as acquire). */
 int sbr_sender_send(sbr_sender *s, const struct sbr_block_meta *meta,
                     const void *payload, size_t len);
 
@@ -330,6 +339,11 @@ struct sbr_device_stats {
   uint64_t paused_drops;
   uint64_t paused_ns;
   bool paused;
+  /* Sender: frames refused with -EADDRINUSE because the receiver gives
+   * the device to another sender (sbr_receiver_refuse_device; also
+   * counted in drops), and whether the newest status READ found it so. */
+  uint64_t refused_drops;
+  bool refused;
   /* Receiver, adaptive poll mode: the device's learned frame period, 0
    * while it is not stable (learning, jittery, or another mode). */
   uint64_t period_ns;
@@ -457,6 +471,22 @@ void sbr_receiver_wakeup(sbr_receiver *r);
 int sbr_receiver_pause_device(sbr_receiver *r, uint8_t device, bool paused);
 /* Is device paused by sbr_receiver_pause_device?  Any thread. */
 bool sbr_receiver_device_paused(sbr_receiver *r, uint8_t device);
+
+/* Device ownership, carried one-sidedly like pauses: sets (or clears)
+ * device's bit in the refused bitmap of one lane (lane_id from a block's
+ * info), or of every open lane with SBR_LANE_ALL.  That sender sees it
+ * with its next status READ (within pause_poll_us while it sends or its
+ * producers are being refused, see sbr_sender_config) and then fails the
+ * device's acquire/send with -EADDRINUSE, at once, until a READ shows the
+ * bit clear; other devices are not affected.  For an application that
+ * gives each device to one sender at a time: refuse the others' lanes
+ * while the owner lives, clear when it is gone.  Unlike pauses the bit
+ * belongs to the lane: lanes opened later start clear.  Senders older
+ * than the bitmap don't see it (their frames keep coming).  Any thread.
+ * 0; -ENOENT when the lane is not open (SBR_LANE_ALL: never); -ENOTSUP
+ * for the sliding-window mechanism. */
+int sbr_receiver_refuse_device(sbr_receiver *r, uint32_t lane_id,
+                               uint8_t device, bool refused);
 
 /* Adaptive poll mode: device's frame period is about period_ns (e.g. from
  * its caps' framerate); 0 withdraws the hint.  The hint stands for the

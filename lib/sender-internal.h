@@ -89,6 +89,11 @@ struct sbr_sender {
    * paused device is paused (for paused_ns). */
   uint8_t paused[SBR_MAX_DEVICES / 8];
   uint64_t paused_since_ns[SBR_MAX_DEVICES];
+  /* Refused bitmap as the newest status READ of this lane found it, and
+   * when a producer of a refused device was last turned away (0: never;
+   * keeps the forced READs going, sender.c). */
+  uint8_t refused[SBR_MAX_DEVICES / 8];
+  uint64_t refused_try_ns;
   struct sbr_send_block *queue_head, *queue_tail;
   uint32_t n_queued;
   uint32_t n_posted; /* posted, completion pending */
@@ -127,8 +132,13 @@ bool sbr__sender_has_queued(struct sbr_sender *s);
 /* A status READ brought the receiver's pause bitmap (SBR__PAUSE_BITMAP_SIZE
  * bytes): record it, and let producers of resumed devices go on. */
 void sbr__sender_pause_seen(struct sbr_sender *s, const uint8_t *bitmap);
-/* Does a producer wait for a device that is paused?  Then the engine keeps
- * READing every pause_poll_us, even with nothing to send. */
+/* A status READ brought this lane's refused bitmap
+ * (SBR__REFUSED_BITMAP_SIZE bytes; lanes that have one): record it; the
+ * producers of refused devices get -EADDRINUSE, of accepted ones go on. */
+void sbr__sender_refused_seen(struct sbr_sender *s, const uint8_t *bitmap);
+/* Does a producer wait for a device that is paused, or was one of a
+ * refused device turned away within the last second?  Then the engine
+ * keeps READing every pause_poll_us, even with nothing to send. */
 bool sbr__sender_pause_waiting(struct sbr_sender *s);
 /* Completions covered these blocks (by index): back on the free list. */
 void sbr__sender_blocks_done(struct sbr_sender *s, const uint32_t *index,

@@ -56,7 +56,10 @@
  * new bit too, a READ is forced when the newest one is pause_poll_us old
  * and blocks were posted since or are queued, or a producer waits for a
  * paused device (then even with nothing to send, so it resumes).  The
- * sender never WRITEs past the status bytes.
+ * lane's refused bitmap (status_addr + refused_offset, when the receiver
+ * announced one) comes with the same READ and goes the same way; READs
+ * are also forced while producers of a refused device keep being turned
+ * away.  The sender never WRITEs past the status bytes.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -92,7 +95,7 @@ struct status_byte_state {
   uint32_t cursor;       /* next receive block to try */
   uint64_t next_read_ns; /* earliest next READ after a fruitless one */
   uint32_t retry_us;     /* current back-off between fruitless READs */
-  uint32_t read_len;     /* status bytes + padding + pause bitmap */
+  uint32_t read_len;     /* status bytes + padding + bitmaps */
   uint64_t last_read_ns; /* when the newest READ was posted */
   uint64_t batch_bytes;  /* data bytes one status run may cover */
   uint8_t run_status[MAX_RUN]; /* inline source: MAX_RUN status bytes 1 */
@@ -264,6 +267,8 @@ static void read_completed(struct sbr_sender *s, struct status_byte_state *st)
   }
   pthread_mutex_unlock(&s->lock);
   sbr__sender_pause_seen(s, found + s->lane.pause_offset);
+  if (s->lane.refused_offset)
+    sbr__sender_refused_seen(s, found + s->lane.refused_offset);
 }
 
 /* Is a forced READ due (pause_poll_us)?  Only while blocks flow (posted

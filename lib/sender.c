@@ -27,6 +27,10 @@
 /* A sender thread with nothing queued re-checks this often anyway (so a
  * dead connection is noticed while idle). */
 #define IDLE_CHECK_MS 50
+/* After a producer of a refused device was turned away, keep the forced
+ * status READs going this long, so the next one learns whether the bit
+ * cleared (a camera tries at least once a second). */
+#define REFUSED_POLL_WINDOW_NS (1000ull * 1000u * 1000u)
 
 void sbr_sender_config_init(struct sbr_sender_config *cfg)
 {
@@ -130,8 +134,19 @@ static bool dev_paused_locked(const struct sbr_sender *s, uint8_t device)
   return s->paused[device / 8] & (1u << (device % 8));
 }
 
+static bool dev_refused_locked(const struct sbr_sender *s, uint8_t device)
+{
+  return s->refused[device / 8] & (1u << (device % 8));
+}
+
+/* Paused or refused: the device takes no send block now. */
+static bool dev_stopped_locked(const struct sbr_sender *s, uint8_t device)
+{
+  return dev_paused_locked(s, device) || dev_refused_locked(s, device);
+}
+
 /* Devices other than device with a producer waiting for blocks (paused
- * ones don't count: they take none). */
+ * or refused ones don't count: they take none). */
 static uint32_t other_waiting_devices_locked(const struct sbr_sender *s,
                                              uint8_t device)
 {
@@ -140,7 +155,7 @@ static uint32_t other_waiting_devices_locked(const struct sbr_sender *s,
   for (const struct sbr__free_waiter *w = s->free_waiters_head; w;
        w = w->next) {
     uint8_t bit = (uint8_t)(1u << (w->device % 8));
-    if (w->device == device || dev_paused_locked(s, w->device) ||
+    if (w->device == device || dev_stopped_locked(s, w->device) ||
         (seen[w->device / 8] & bit))
       continue;
     seen[w->device / 8] |= bit;
@@ -174,7 +189,7 @@ static bool within_share_locked(const struct sbr_sender *s, uint8_t device,
 static bool has_unpaused_waiter_locked(const struct sbr_sender *s,
                                        uint8_t device)
 {
-  if (dev_paused_locked(s, device))
+  if (dev_stopped_locked(s, device))
     return false;
   for (const struct sbr__free_waiter *w = s->free_waiters_head; w; w = w->next)
     if (w->device == device)
@@ -186,7 +201,7 @@ static bool has_unpaused_waiter_locked(const struct sbr_sender *s,
 static bool may_take_locked(const struct sbr_sender *s, uint8_t device,
                             uint32_t n)
 {
-  return s->n_free >= n && !dev_paused_locked(s, device) &&
+  return s->n_free >= n && !dev_stopped_locked(s, device) &&
          within_share_locked(s, device, n);
 }
 
@@ -217,7 +232,7 @@ static void wake_free_waiters_locked(struct sbr_sender *s)
     uint32_t available = s->n_free - promised;
     struct sbr__free_waiter *best = NULL;
     for (struct sbr__free_waiter *w = s->free_waiters_head; w; w = w->next) {
-      if (w->woken || w->need > available || dev_paused_locked(s, w->device) ||
+      if (w->woken || w->need > available || dev_stopped_locked(s, w->device) ||
           !within_share(s, w->device, w->need, extra[w->device], competing - 1))
         continue;
       if (!best || s->dev_held[w->device] + extra[w->device] <
@@ -319,6 +334,8 @@ static int connect_locked(struct sbr_sender *s, char *errbuf, size_t errlen)
   pthread_mutex_lock(&s->lock);
   s->conn = conn;
   s->lane = lane;
+  /* Refusals belong to a lane: a new one starts with none. */
+  memset(s->refused, 0, sizeof s->refused);
   pthread_mutex_unlock(&s->lock);
   ret = s->engine->start(s);
   if (ret < 0) {
@@ -387,12 +404,15 @@ static void fail_connection(struct sbr_sender *s, int err)
   pthread_mutex_unlock(&s->lock);
 }
 
+/* Does a producer wait for a paused device, or was one of a refused
+ * device turned away lately?  Either must learn when its bit clears. */
 static bool pause_waiting_locked(const struct sbr_sender *s)
 {
   for (const struct sbr__free_waiter *w = s->free_waiters_head; w; w = w->next)
     if (dev_paused_locked(s, w->device))
       return true;
-  return false;
+  return s->refused_try_ns != 0 &&
+         sbr__now_ns() - s->refused_try_ns < REFUSED_POLL_WINDOW_NS;
 }
 
 /* Status-byte only: the sliding window has no READ to force. */
@@ -613,15 +633,29 @@ static int sleep_free_waiter_locked(struct sbr_sender *s,
   return ret;
 }
 
+/* A producer of a refused device is turned away: the sender thread keeps
+ * READing for a while (pause_waiting_locked) so a cleared bit is seen. */
+static int refused_locked(struct sbr_sender *s)
+{
+  bool polling = pause_waiting_locked(s);
+  s->refused_try_ns = sbr__now_ns();
+  if (!polling)
+    pthread_cond_signal(&s->work_cond);
+  return -EADDRINUSE;
+}
+
 /* Waits for n free blocks for device per the backpressure policy: free
  * ones, device not paused, within its share.  0, -EAGAIN (none in time:
- * the caller counts a drop), -EINTR (sbr_sender_wakeup) or -ENOTCONN. */
+ * the caller counts a drop), -EADDRINUSE (the receiver refuses the
+ * device, at once), -EINTR (sbr_sender_wakeup) or -ENOTCONN. */
 static int wait_free_locked(struct sbr_sender *s, uint32_t n, uint8_t device)
 {
   if (n > s->n_blocks)
     return -EMSGSIZE;
   if (!s->connected || s->stopping)
     return -ENOTCONN;
+  if (dev_refused_locked(s, device))
+    return refused_locked(s);
   if (may_take_locked(s, device, n))
     return 0; /* the usual case: no waiter to set up */
   if (s->cfg.backpressure == SBR_BACKPRESSURE_DROP)
@@ -636,6 +670,10 @@ static int wait_free_locked(struct sbr_sender *s, uint32_t n, uint8_t device)
   while (s->connected && !s->stopping && !may_take_locked(s, device, n)) {
     if (s->wakeups != wakeups) {
       ret = -EINTR;
+      break;
+    }
+    if (dev_refused_locked(s, device)) {
+      ret = refused_locked(s);
       break;
     }
     /* Waiting for a resume: the sender thread must keep READing the
@@ -681,6 +719,19 @@ static void count_backpressure_drop_locked(struct sbr_sender *s, uint8_t device)
     s->dev_stats[device].paused_drops++;
 }
 
+/* -EAGAIN and -EADDRINUSE from wait_free_locked are drops for device. */
+static void count_wait_drop_locked(struct sbr_sender *s, uint8_t device,
+                                   int ret)
+{
+  if (ret == -EAGAIN) {
+    count_backpressure_drop_locked(s, device);
+  } else if (ret == -EADDRINUSE) {
+    s->dev_stats[device].drops++;
+    s->stats.drops++;
+    s->dev_stats[device].refused_drops++;
+  }
+}
+
 int sbr_sender_acquire(sbr_sender *s, uint8_t device, sbr_send_block **out)
 {
   pthread_mutex_lock(&s->lock);
@@ -688,8 +739,8 @@ int sbr_sender_acquire(sbr_sender *s, uint8_t device, sbr_send_block **out)
   if (ret == 0) {
     *out = pop_free_locked(s, device);
     wake_free_waiters_locked(s); /* the next device's turn */
-  } else if (ret == -EAGAIN) {
-    count_backpressure_drop_locked(s, device);
+  } else {
+    count_wait_drop_locked(s, device, ret);
   }
   pthread_mutex_unlock(&s->lock);
   return ret;
@@ -801,8 +852,7 @@ int sbr_sender_send(sbr_sender *s, const struct sbr_block_meta *meta,
   pthread_mutex_lock(&s->lock);
   int ret = wait_free_locked(s, n, meta->device);
   if (ret < 0) {
-    if (ret == -EAGAIN)
-      count_backpressure_drop_locked(s, meta->device);
+    count_wait_drop_locked(s, meta->device, ret);
     pthread_mutex_unlock(&s->lock);
     goto out;
   }
@@ -976,6 +1026,40 @@ void sbr__sender_pause_seen(struct sbr_sender *s, const uint8_t *bitmap)
   pthread_mutex_unlock(&s->lock);
 }
 
+void sbr__sender_refused_seen(struct sbr_sender *s, const uint8_t *bitmap)
+{
+  pthread_mutex_lock(&s->lock);
+  if (memcmp(bitmap, s->refused, sizeof s->refused) == 0) {
+    pthread_mutex_unlock(&s->lock); /* the usual case */
+    return;
+  }
+  bool refused = false, accepted = false;
+  for (unsigned d = 0; d < SBR_MAX_DEVICES; d++) {
+    uint8_t bit = (uint8_t)(1u << (d % 8));
+    bool was = s->refused[d / 8] & bit, is = bitmap[d / 8] & bit;
+    if (was == is)
+      continue;
+    if (is) {
+      refused = true;
+      SBR_INFO("sender: the receiver refuses device %u from this sender "
+               "(another sender owns it)",
+               d);
+    } else {
+      accepted = true;
+      SBR_INFO("sender: the receiver takes device %u from this sender again",
+               d);
+    }
+  }
+  memcpy(s->refused, bitmap, sizeof s->refused);
+  /* Newly refused: its waiters return -EADDRINUSE (the others look again
+   * and wait on); accepted again: it may take blocks. */
+  if (refused)
+    wake_all_free_waiters_locked(s);
+  else if (accepted)
+    wake_free_waiters_locked(s);
+  pthread_mutex_unlock(&s->lock);
+}
+
 bool sbr__sender_has_queued(struct sbr_sender *s)
 {
   pthread_mutex_lock(&s->lock);
@@ -1041,6 +1125,7 @@ int sbr_sender_get_device_stats(sbr_sender *s, uint8_t device,
 {
   pthread_mutex_lock(&s->lock);
   *out = s->dev_stats[device];
+  out->refused = dev_refused_locked(s, device);
   out->paused = dev_paused_locked(s, device);
   if (out->paused)
     out->paused_ns += sbr__now_ns() - s->paused_since_ns[device];

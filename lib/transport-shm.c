@@ -20,7 +20,7 @@
  * Setup: one datagram each way on a SOCK_SEQPACKET socket.
  *
  *   sender -> receiver   'C' 0 0 0 | connect private data (<= 56 bytes)
- *   receiver -> sender   'A' 0 0 0 | accept private data (48 bytes),
+ *   receiver -> sender   'A' 0 0 0 | accept private data (56 bytes),
  *                                    with the memfd attached (SCM_RIGHTS)
  *                    or  'R' 0 0 0 | reject private data (16 bytes, why;
  *                                    transport.h; an old receiver sent
@@ -33,7 +33,8 @@
  *
  *   0             struct shm_ctrl, then the slots of both rings (pages)
  *   status_addr   block_count status bytes, padded to 64, then the 32-byte
- *                 pause bitmap (status_addr + pause_offset)
+ *                 pause bitmap (status_addr + pause_offset) and the 32-byte
+ *                 refused bitmap (status_addr + refused_offset)
  *   blocks_addr   block_count * block_size bytes, page aligned
  *
  * Remote addresses are offsets into the segment; the two rkeys are random
@@ -1879,6 +1880,8 @@ static int shm_accept(struct sbr__listener *l, struct sbr__conn_request *req,
       lane->block_size > (64u << 20) ||
       lane->pause_offset < lane->block_count ||
       lane->pause_offset > sbr__pause_offset_for(lane->block_count) ||
+      (lane->refused_offset != 0 &&
+       lane->refused_offset != lane->pause_offset + SBR__PAUSE_BITMAP_SIZE) ||
       caps->max_send_wr > SHM_MAX_QUEUE || caps->max_recv_wr > SHM_MAX_QUEUE)
     goto out_refuse;
   err = -ENOMEM;

@@ -13,7 +13,7 @@
  *   PD, CQ, QP
  *   rdma_connect(connect priv, 16 bytes) -> CONNECT_REQUEST
  *                                           PD, CQ, QP, lane memory + 2 MRs
- *                     ESTABLISHED <-------- rdma_accept(accept priv, 48 bytes)
+ *                     ESTABLISHED <-------- rdma_accept(accept priv, 56 bytes)
  *   decode the lane                         ESTABLISHED (just acked)
  *
  * The private data codec lives in transport.c; this file only carries the
@@ -939,7 +939,8 @@ static int conn_alloc_lane(struct sbr__conn *c,
    * touched by the registration anyway). */
   memset(c->blocks, 0, blocks_len);
 
-  /* Status bytes, padding, pause bitmap: one region the sender READs. */
+  /* Status bytes, padding, pause and refused bitmaps: one region the
+   * sender READs. */
   size_t status_len = sbr__lane_status_len(lane);
   ret = posix_memalign(&p, VERBS_PAGE, status_len);
   if (ret) {
@@ -947,7 +948,8 @@ static int conn_alloc_lane(struct sbr__conn *c,
     goto out_free_blocks;
   }
   c->status = p;
-  memset(c->status, 0, status_len); /* every block empty, nothing paused */
+  memset(c->status, 0, status_len); /* every block empty, nothing paused
+                                       or refused */
 
   /* Rule 8: no REMOTE_READ on the blocks.  Rule 1: no relaxed ordering.
    * REMOTE_WRITE needs LOCAL_WRITE in verbs. */
@@ -957,9 +959,9 @@ static int conn_alloc_lane(struct sbr__conn *c,
     ret = neg_errno(ENOMEM);
     goto out_free_status;
   }
-  /* The sender READs the status array (and the pause bitmap after it) to
+  /* The sender READs the status array (and the bitmaps after it) to
    * synchronise and WRITEs status bytes after blocks.  It never WRITEs
-   * the bitmap; one MR can't forbid that, the engine's rule does. */
+   * the bitmaps; one MR can't forbid that, the engine's rule does. */
   c->status_mr = ibv_reg_mr(c->pd, c->status, status_len,
                             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
                                 IBV_ACCESS_REMOTE_WRITE);

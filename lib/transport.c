@@ -15,7 +15,11 @@
 static_assert(sizeof(struct sbr__connect_priv) == SBR__CONNECT_PRIV_SIZE,
               "connect private data is 16 bytes");
 static_assert(sizeof(struct sbr__accept_priv) == SBR__ACCEPT_PRIV_SIZE,
-              "accept private data is 48 bytes");
+              "accept private data is 56 bytes");
+static_assert(offsetof(struct sbr__accept_priv, refused_offset) ==
+                  SBR__ACCEPT_PRIV_MIN_SIZE,
+              "refused_offset is appended after the 48 bytes of older "
+              "receivers");
 static_assert(sizeof(struct sbr__reject_priv) == SBR__REJECT_PRIV_SIZE,
               "reject private data is 16 bytes");
 static_assert(offsetof(struct sbr__reject_priv, receiver_value) == 8 &&
@@ -102,8 +106,9 @@ int sbr__connect_priv_decode(const void *data, size_t len, uint8_t *mechanism,
 
 /* Accept private data: magic u32 | version u8 | mechanism u8 | epoch u16 |
  * block_size u32 | block_count u32 | blocks_addr u64 | status_addr u64 |
- * blocks_rkey u32 | status_rkey u32 | lane_id u32 | pause_offset u32 = 48
- * (v1 had a reserved zero where v2 has pause_offset). */
+ * blocks_rkey u32 | status_rkey u32 | lane_id u32 | pause_offset u32 |
+ * refused_offset u32 | reserved u32 = 56 (v1 had a reserved zero where v2 has
+ * pause_offset; the first v2 receivers sent 48 bytes, no refused_offset). */
 void sbr__accept_priv_encode(uint8_t out[SBR__ACCEPT_PRIV_SIZE],
                              const struct sbr__lane_desc *lane)
 {
@@ -120,6 +125,7 @@ void sbr__accept_priv_encode(uint8_t out[SBR__ACCEPT_PRIV_SIZE],
   sbr__put_le32(out + 36, lane->status_rkey);
   sbr__put_le32(out + 40, lane->lane_id);
   sbr__put_le32(out + 44, lane->pause_offset);
+  sbr__put_le32(out + 48, lane->refused_offset);
 }
 
 int sbr__accept_priv_decode(const void *data, size_t len,
@@ -131,7 +137,7 @@ int sbr__accept_priv_decode(const void *data, size_t len,
   int ret = check_magic_version(p);
   if (ret < 0)
     return ret;
-  if (len < SBR__ACCEPT_PRIV_SIZE)
+  if (len < SBR__ACCEPT_PRIV_MIN_SIZE)
     return -EPROTO;
   lane->mechanism = p[5];
   lane->epoch = sbr__get_le16(p + 6);
@@ -143,13 +149,23 @@ int sbr__accept_priv_decode(const void *data, size_t len,
   lane->status_rkey = sbr__get_le32(p + 36);
   lane->lane_id = sbr__get_le32(p + 40);
   lane->pause_offset = sbr__get_le32(p + 44);
+  /* An older receiver's 48 bytes, or its zero padding (verbs pads the
+   * accept's private data): no refused bitmap, READ no further.  The
+   * reserved word after it is ignored (a later field may use it). */
+  lane->refused_offset = len >= SBR__ACCEPT_PRIV_MIN_SIZE + 4
+                             ? sbr__get_le32(p + SBR__ACCEPT_PRIV_MIN_SIZE)
+                             : 0;
   /* Rule 8: a lane we would write outside of is refused here.  The bitmap
-   * must follow the status bytes, at most one cache line of padding on. */
+   * must follow the status bytes, at most one cache line of padding on;
+   * the refused bitmap, when there, right after it (the READ's length
+   * depends on it: one too long would fail on the remote side). */
   if (lane->mechanism > SBR_MECH_SLIDING_WINDOW || lane->block_count == 0 ||
       lane->block_count > 65536 || lane->block_size < 128 ||
       lane->block_size > (64u << 20) ||
       lane->pause_offset < lane->block_count ||
-      lane->pause_offset > sbr__pause_offset_for(lane->block_count))
+      lane->pause_offset > sbr__pause_offset_for(lane->block_count) ||
+      (lane->refused_offset != 0 &&
+       lane->refused_offset != lane->pause_offset + SBR__PAUSE_BITMAP_SIZE))
     return -EPROTO;
   return 0;
 }

@@ -61,6 +61,13 @@
  * It follows the status bytes in the status region, at status_addr +
  * pause_offset, so the sender's status READ fetches both. */
 #define SBR__PAUSE_BITMAP_SIZE (SBR_MAX_DEVICES / 8)
+/* The refused bitmap, per lane: bit d set = this lane's frames of device d
+ * are refused (another sender owns d).  Right after the pause bitmap, at
+ * status_addr + refused_offset, read with it.  A lane announces it with a
+ * nonzero refused_offset in the accept private data; a receiver that
+ * predates it sends 48 bytes (or zero padding there, over verbs) and its
+ * senders READ no further than the pause bitmap. */
+#define SBR__REFUSED_BITMAP_SIZE (SBR_MAX_DEVICES / 8)
 
 struct sbr__connect_priv {
   uint32_t magic;       /* SBR__PRIV_MAGIC */
@@ -84,6 +91,10 @@ struct sbr__accept_priv {
   uint32_t status_rkey;  /* REMOTE_READ | REMOTE_WRITE */
   uint32_t lane_id;      /* receiver's lane number, for logs and stats */
   uint32_t pause_offset; /* v2: pause bitmap at status_addr + this */
+  /* Appended in v2 (absent, or 0, from older v2 receivers): the refused
+   * bitmap at status_addr + this, which is pause_offset + 32. */
+  uint32_t refused_offset;
+  uint32_t reserved; /* zero; keeps the struct 8-byte aligned */
 };
 
 /* Host-endian view of the lane a sender writes into. */
@@ -101,6 +112,9 @@ struct sbr__lane_desc {
    * most block_count rounded up to 64 (the receiver sets it before accept;
    * the status region is pause_offset + SBR__PAUSE_BITMAP_SIZE bytes). */
   uint32_t pause_offset;
+  /* The refused bitmap's offset from status_addr: pause_offset +
+   * SBR__PAUSE_BITMAP_SIZE, or 0 when the receiver has none (older). */
+  uint32_t refused_offset;
 };
 
 /* Where a receiver puts the bitmap: its own cache line after the status
@@ -111,16 +125,30 @@ static inline uint32_t sbr__pause_offset_for(uint32_t block_count)
   return (block_count + 63u) & ~63u;
 }
 
-/* Bytes of the status region: status bytes, padding, pause bitmap.  The
- * sender READs all of it and WRITEs only the first block_count bytes. */
+/* Where a receiver puts the refused bitmap: right after the pause bitmap,
+ * in the same cache line (both are only the receiver's to store). */
+static inline uint32_t sbr__refused_offset_for(uint32_t block_count)
+{
+  return sbr__pause_offset_for(block_count) + SBR__PAUSE_BITMAP_SIZE;
+}
+
+/* Bytes of the status region: status bytes, padding, pause bitmap and,
+ * when the lane has one, the refused bitmap.  The sender READs all of it
+ * (never past it: an older receiver registered no more) and WRITEs only
+ * the first block_count bytes. */
 static inline uint32_t sbr__lane_status_len(const struct sbr__lane_desc *lane)
 {
+  if (lane->refused_offset)
+    return lane->refused_offset + SBR__REFUSED_BITMAP_SIZE;
   return lane->pause_offset + SBR__PAUSE_BITMAP_SIZE;
 }
 
 /* Encoding helpers (lib/transport.c): fixed little-endian layout, checked. */
 #define SBR__CONNECT_PRIV_SIZE 16
-#define SBR__ACCEPT_PRIV_SIZE 48
+#define SBR__ACCEPT_PRIV_SIZE 56
+/* What an older v2 receiver sends (no refused_offset); the decoder takes
+ * any length from this on and reads refused_offset only when present. */
+#define SBR__ACCEPT_PRIV_MIN_SIZE 48
 void sbr__connect_priv_encode(uint8_t out[SBR__CONNECT_PRIV_SIZE],
                               uint8_t mechanism, uint32_t block_size,
                               uint32_t block_count);

@@ -249,6 +249,59 @@ static void accept_private_data_rejects_bad_lane(void)
   ASSERT_EQ(sbr__accept_priv_decode(priv, sizeof priv, &got), -EPROTO);
 }
 
+/* The refused bitmap's offset is appended at byte 48: a receiver that
+ * predates it sent 48 bytes (shm) or 48 and zero padding (verbs, 148 over
+ * IB CM); its senders must READ no further than the pause bitmap.  A
+ * present offset must sit right after the pause bitmap. */
+static void accept_private_data_refused_offset_is_optional(void)
+{
+  struct sbr__lane_desc lane = {
+      .mechanism = SBR_MECH_STATUS_BYTE,
+      .block_size = 4096,
+      .block_count = 100,
+      .pause_offset = sbr__pause_offset_for(100),
+      .refused_offset = sbr__refused_offset_for(100),
+  };
+  ASSERT_EQ(lane.pause_offset, 128);
+  ASSERT_EQ(lane.refused_offset, 128 + SBR__PAUSE_BITMAP_SIZE);
+  uint8_t priv[148];
+  memset(priv, 0, sizeof priv);
+  sbr__accept_priv_encode(priv, &lane);
+  ASSERT_EQ(priv[48], 160); /* little-endian u32 at 48, protocol.md */
+  ASSERT_EQ(priv[49] | priv[50] | priv[51], 0);
+  struct sbr__lane_desc got;
+  ASSERT_OK(sbr__accept_priv_decode(priv, SBR__ACCEPT_PRIV_SIZE, &got));
+  ASSERT_EQ(got.refused_offset, 160);
+  ASSERT_EQ(sbr__lane_status_len(&got), 160 + SBR__REFUSED_BITMAP_SIZE);
+  /* A newer receiver's longer data (verbs padding included) decodes. */
+  ASSERT_OK(sbr__accept_priv_decode(priv, sizeof priv, &got));
+  ASSERT_EQ(got.refused_offset, 160);
+
+  /* An older receiver: 48 bytes, or 48 and zeros. */
+  lane.refused_offset = 0;
+  sbr__accept_priv_encode(priv, &lane);
+  ASSERT_OK(sbr__accept_priv_decode(priv, SBR__ACCEPT_PRIV_MIN_SIZE, &got));
+  ASSERT_EQ(got.refused_offset, 0);
+  ASSERT_EQ(sbr__lane_status_len(&got), 128 + SBR__PAUSE_BITMAP_SIZE);
+  ASSERT_OK(sbr__accept_priv_decode(priv, sizeof priv, &got));
+  ASSERT_EQ(got.refused_offset, 0);
+  ASSERT_EQ(sbr__lane_status_len(&got), 128 + SBR__PAUSE_BITMAP_SIZE);
+  /* 48 bytes carry a refused offset only when all four are there. */
+  priv[48] = 160;
+  ASSERT_OK(sbr__accept_priv_decode(priv, SBR__ACCEPT_PRIV_MIN_SIZE + 3, &got));
+  ASSERT_EQ(got.refused_offset, 0);
+  ASSERT_EQ(sbr__accept_priv_decode(priv, SBR__ACCEPT_PRIV_MIN_SIZE - 1, &got),
+            -EPROTO);
+
+  /* Anywhere else the READ could run past the receiver's region. */
+  lane.refused_offset = 161;
+  sbr__accept_priv_encode(priv, &lane);
+  ASSERT_EQ(sbr__accept_priv_decode(priv, sizeof priv, &got), -EPROTO);
+  lane.refused_offset = 128;
+  sbr__accept_priv_encode(priv, &lane);
+  ASSERT_EQ(sbr__accept_priv_decode(priv, sizeof priv, &got), -EPROTO);
+}
+
 /* Reject private data: what goes out comes back, bytes where protocol.md
  * says. */
 static void reject_private_data_round_trip(void)
@@ -373,6 +426,8 @@ int main(int argc, char **argv)
       {"v1_private_data_is_refused", v1_private_data_is_refused},
       {"accept_private_data_rejects_bad_lane",
        accept_private_data_rejects_bad_lane},
+      {"accept_private_data_refused_offset_is_optional",
+       accept_private_data_refused_offset_is_optional},
       {"reject_private_data_round_trip", reject_private_data_round_trip},
       {"reject_private_data_short_or_garbage_is_not_a_reason",
        reject_private_data_short_or_garbage_is_not_a_reason},

@@ -3,7 +3,9 @@
  * test-pause.c - per-device backpressure carried one-sidedly (the pause
  * bitmap the sender's status READ brings) and sharing the send blocks
  * between devices, in one process over the shm back end.  One behaviour
- * per test; the time bounds are hang checks, not measurements.
+ * per test; the time bounds are hang checks, not measurements.  The
+ * per-lane refused bitmap (device ownership) travels the same way and is
+ * tested here too.
  */
 #include <stdatomic.h>
 #include <time.h>
@@ -47,7 +49,9 @@ struct collector {
   atomic_bool stop;
   atomic_uint got[SBR_MAX_DEVICES];
   unsigned next[SBR_MAX_DEVICES];
-  bool unordered[SBR_MAX_DEVICES]; /* several producers: bytes only */
+  bool unordered[SBR_MAX_DEVICES];   /* several producers: bytes only */
+  atomic_uint lane[SBR_MAX_DEVICES]; /* lane id + 1 of the newest frame */
+  atomic_uint lane_frames[8];        /* frames per lane id % 8 */
 };
 
 static void *collector_thread(void *arg)
@@ -66,6 +70,8 @@ static void *collector_thread(void *arg)
                  frame, c->next[d]);
       c->next[d]++;
     }
+    atomic_store(&c->lane[d], f.info.lane_id + 1);
+    atomic_fetch_add(&c->lane_frames[f.info.lane_id % 8], 1);
     atomic_fetch_add(&c->got[d], 1);
     sbr_frame_release(&f);
   }
@@ -486,6 +492,176 @@ static void busy_device_does_not_starve_another(void)
   sbr_receiver_free(r);
 }
 
+/* ------------------------------------------------- device refusals */
+
+static bool sender_sees_refused(sbr_sender *s, unsigned device)
+{
+  struct sbr_device_stats ds;
+  sbr_sender_get_device_stats(s, (uint8_t)device, &ds);
+  return ds.refused;
+}
+
+/* The lane device's frames came on (waits for one). */
+static uint32_t collector_lane(struct collector *c, unsigned device)
+{
+  uint64_t t0 = now_ns();
+  while (atomic_load(&c->lane[device]) == 0) {
+    ASSERT_MSG(ms_since(t0) < 5000, "no frame of device %u", device);
+    usleep(1000);
+  }
+  return atomic_load(&c->lane[device]) - 1;
+}
+
+/* Sends device's frames every 500 us until one is refused (-EADDRINUSE);
+ * every earlier one must go.  Returns the ms it took. */
+static uint64_t send_until_refused(sbr_sender *s, unsigned device,
+                                   unsigned *next)
+{
+  uint64_t t0 = now_ns();
+  for (;;) {
+    ASSERT_MSG(ms_since(t0) < 5000,
+               "device %u still sent 5 s after the receiver refused it",
+               device);
+    int ret = fixture_send(s, device, *next, 300);
+    if (ret == -EADDRINUSE)
+      return ms_since(t0);
+    ASSERT_MSG(ret == 0, "device %u frame %u: %d (%s)", device, *next, ret,
+               strerror(-ret));
+    (*next)++;
+    usleep(500);
+  }
+}
+
+/* Tries device's next frame every ms, nothing else flowing, until it goes:
+ * the refused producer's own tries keep the forced READs coming.  Returns
+ * the ms it took. */
+static uint64_t send_until_accepted(sbr_sender *s, unsigned device,
+                                    unsigned *next)
+{
+  uint64_t t0 = now_ns();
+  for (;;) {
+    ASSERT_MSG(ms_since(t0) < 5000,
+               "device %u still refused 5 s after the receiver cleared it",
+               device);
+    int ret = fixture_send(s, device, *next, 300);
+    if (ret == 0) {
+      (*next)++;
+      return ms_since(t0);
+    }
+    ASSERT_MSG(ret == -EADDRINUSE, "device %u: %d (%s) while refused", device,
+               ret, strerror(-ret));
+    usleep(1000);
+  }
+}
+
+/* The receiver refuses a device on the sender's lane: within a bound the
+ * device's sends and acquires fail at once with -EADDRINUSE, even with
+ * WAIT backpressure, and are counted; another device goes on.  Cleared,
+ * the device sends again, with nothing else flowing to cause READs. */
+static void refused_device_fails_at_once_then_resumes(void)
+{
+  uint16_t port = fixture_port();
+  sbr_receiver *r = new_receiver(port, 16, 4 * KIB);
+  struct sbr_sender_config sc;
+  fixture_sender_config(&sc, port);
+  sc.send_blocks = 8;
+  sc.backpressure = SBR_BACKPRESSURE_WAIT;
+  sc.wait_timeout_ms = 3000;
+  sbr_sender *s = fixture_sender(r, &sc);
+  static struct collector c;
+  memset(&c, 0, sizeof c);
+  collector_start(&c, r);
+
+  unsigned next_a = 0, next_b = 0;
+  ASSERT_OK(fixture_send(s, DEV_A, next_a++, 300));
+  uint32_t lane = collector_lane(&c, DEV_A);
+  ASSERT_EQ(sbr_receiver_refuse_device(r, lane + 1, DEV_A, true), -ENOENT);
+  ASSERT_OK(sbr_receiver_refuse_device(r, lane, DEV_A, true));
+  uint64_t took = send_until_refused(s, DEV_A, &next_a);
+  /* pause_poll_us (1 ms) + two round trips; generous for a loaded host. */
+  ASSERT_MSG(took < 1000, "the sender saw the refusal after %llu ms",
+             (unsigned long long)took);
+  ASSERT(sender_sees_refused(s, DEV_A));
+  ASSERT(!sender_sees_refused(s, DEV_B));
+  uint64_t t0 = now_ns();
+  sbr_send_block *b;
+  ASSERT_EQ(sbr_sender_acquire(s, DEV_A, &b), -EADDRINUSE);
+  ASSERT_MSG(ms_since(t0) < 500, "a refused acquire waited %llu ms",
+             (unsigned long long)ms_since(t0));
+  for (unsigned i = 0; i < 20; i++)
+    ASSERT_OK(fixture_send(s, DEV_B, next_b++, 300));
+  ASSERT_OK(sbr_sender_flush(s, 5000));
+  collector_wait(&c, DEV_B, next_b);
+  collector_wait(&c, DEV_A, next_a); /* everything sent before arrived */
+
+  struct sbr_device_stats da;
+  sbr_sender_get_device_stats(s, DEV_A, &da);
+  ASSERT_EQ(da.refused_drops, 2);
+  ASSERT_EQ(da.drops, 2);
+  ASSERT_EQ(da.paused_drops, 0);
+  ASSERT_EQ(da.frames, next_a);
+
+  ASSERT_OK(sbr_receiver_refuse_device(r, lane, DEV_A, false));
+  took = send_until_accepted(s, DEV_A, &next_a);
+  ASSERT_MSG(took < 1000, "the sender saw the clear bit after %llu ms",
+             (unsigned long long)took);
+  ASSERT(!sender_sees_refused(s, DEV_A));
+  ASSERT_OK(sbr_sender_flush(s, 5000));
+  collector_wait(&c, DEV_A, next_a);
+  collector_stop(&c);
+  sbr_sender_free(s);
+  sbr_receiver_free(r);
+}
+
+/* The bit is the lane's: another sender of the same device goes on, and
+ * SBR_LANE_ALL clears it everywhere. */
+static void refusal_is_per_lane(void)
+{
+  uint16_t port = fixture_port();
+  sbr_receiver *r = new_receiver(port, 16, 4 * KIB);
+  struct sbr_sender_config sc;
+  fixture_sender_config(&sc, port);
+  sc.send_blocks = 8;
+  sbr_sender *owner = fixture_sender(r, &sc);
+  sbr_sender *other = fixture_sender(r, &sc);
+  static struct collector c;
+  memset(&c, 0, sizeof c);
+  c.unordered[DEV_A] = true;
+  collector_start(&c, r);
+
+  unsigned next_o = 0, next_x = 1000;
+  ASSERT_OK(fixture_send(owner, DEV_A, next_o++, 300));
+  uint32_t owner_lane = collector_lane(&c, DEV_A);
+  atomic_store(&c.lane[DEV_A], 0);
+  ASSERT_OK(fixture_send(other, DEV_A, next_x++, 300));
+  uint32_t other_lane = collector_lane(&c, DEV_A);
+  ASSERT(owner_lane != other_lane);
+
+  ASSERT_OK(sbr_receiver_refuse_device(r, other_lane, DEV_A, true));
+  send_until_refused(other, DEV_A, &next_x);
+  unsigned before = atomic_load(&c.lane_frames[owner_lane % 8]);
+  for (unsigned i = 0; i < 20; i++) {
+    ASSERT_OK(fixture_send(owner, DEV_A, next_o++, 300));
+    usleep(500);
+  }
+  ASSERT(!sender_sees_refused(owner, DEV_A));
+  ASSERT_OK(sbr_sender_flush(owner, 5000));
+  uint64_t t0 = now_ns();
+  while (atomic_load(&c.lane_frames[owner_lane % 8]) < before + 20) {
+    ASSERT_MSG(ms_since(t0) < 5000, "the owner's frames did not arrive");
+    usleep(1000);
+  }
+
+  ASSERT_OK(sbr_receiver_refuse_device(r, SBR_LANE_ALL, DEV_A, false));
+  send_until_accepted(other, DEV_A, &next_x);
+  ASSERT_OK(sbr_sender_flush(other, 5000));
+  collector_wait(&c, DEV_A, (next_o - 0) + (next_x - 1000));
+  collector_stop(&c);
+  sbr_sender_free(other);
+  sbr_sender_free(owner);
+  sbr_receiver_free(r);
+}
+
 /* The sliding window has no region the sender READs. */
 static void sliding_window_cannot_pause(void)
 {
@@ -497,6 +673,7 @@ static void sliding_window_cannot_pause(void)
   ASSERT_OK(sbr_receiver_new(&rc, &r, NULL, 0));
   ASSERT_EQ(sbr_receiver_pause_device(r, 4, true), -ENOTSUP);
   ASSERT(!sbr_receiver_device_paused(r, 4));
+  ASSERT_EQ(sbr_receiver_refuse_device(r, SBR_LANE_ALL, 4, true), -ENOTSUP);
   sbr_receiver_free(r);
 }
 
@@ -513,6 +690,9 @@ int main(int argc, char **argv)
        pause_poll_zero_reads_only_when_empty},
       {"busy_device_does_not_starve_another",
        busy_device_does_not_starve_another},
+      {"refused_device_fails_at_once_then_resumes",
+       refused_device_fails_at_once_then_resumes},
+      {"refusal_is_per_lane", refusal_is_per_lane},
       {"sliding_window_cannot_pause", sliding_window_cannot_pause},
       {NULL, NULL},
   };

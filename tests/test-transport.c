@@ -280,6 +280,7 @@ static void rx_accept(struct rx_end *rx)
   rx->lane.block_count = BLOCKS;
   rx->lane.lane_id = LANE_ID;
   rx->lane.pause_offset = sbr__pause_offset_for(BLOCKS);
+  rx->lane.refused_offset = sbr__refused_offset_for(BLOCKS);
   ASSERT_OK(ops->accept(rx->l, &ev.req, &caps, &rx->lane, &rx->c, &rx->mem));
   ASSERT_MSG(rx->mem.blocks && rx->mem.status, "accept gave no lane memory");
   ASSERT_MSG(rx->lane.blocks_rkey != rx->lane.status_rkey,
@@ -539,12 +540,18 @@ static void test_read_status_array(void)
   run_pair(read_status_array_rx, read_status_array_tx, false);
 }
 
-/* 2b. Protocol v2: the pause bitmap follows the status bytes in the same
- * region, so the one READ the sender does brings both; the region ends
- * right after the bitmap (a READ one byte longer fails). */
+/* 2b. Protocol v2: the pause bitmap and, after it, the lane's refused
+ * bitmap follow the status bytes in the same region, so the one READ the
+ * sender does brings all three; the region ends right after the refused
+ * bitmap (a READ one byte longer fails). */
 static uint8_t bitmap_byte(uint32_t i)
 {
   return (uint8_t)(0x81u ^ (i * 29u));
+}
+
+static uint8_t refused_byte(uint32_t i)
+{
+  return (uint8_t)(0x42u ^ (i * 13u));
 }
 
 static void pause_bitmap_rx(const struct link *lk)
@@ -557,6 +564,8 @@ static void pause_bitmap_rx(const struct link *lk)
     status_store(&rx.mem, i, (uint8_t)(i % 3));
   for (uint32_t i = 0; i < SBR__PAUSE_BITMAP_SIZE; i++)
     status_store(&rx.mem, rx.lane.pause_offset + i, bitmap_byte(i));
+  for (uint32_t i = 0; i < SBR__REFUSED_BITMAP_SIZE; i++)
+    status_store(&rx.mem, rx.lane.refused_offset + i, refused_byte(i));
   step_send(lk, 'S');
   step_wait(lk, 'D', "the sender to read");
   rx_close(&rx);
@@ -568,8 +577,10 @@ static void pause_bitmap_read_with_status_tx(const struct link *lk)
   step_wait(lk, 'L', "the receiver to listen");
   tx_connect(&tx, lk, SBR_MECH_STATUS_BYTE, NULL);
   ASSERT_EQ(tx.lane.pause_offset, sbr__pause_offset_for(BLOCKS));
+  ASSERT_EQ(tx.lane.refused_offset, sbr__refused_offset_for(BLOCKS));
   uint32_t len = sbr__lane_status_len(&tx.lane);
-  step_wait(lk, 'S', "the receiver to set status bytes and bitmap");
+  ASSERT_EQ(len, tx.lane.refused_offset + SBR__REFUSED_BITMAP_SIZE);
+  step_wait(lk, 'S', "the receiver to set status bytes and bitmaps");
   memset(tx.buf, 0xab, 2 * len);
   struct sbr__wr rd = status_read(&tx, 1, 0, 0, len);
   ASSERT_OK(ops->post_send(tx.c, &rd, 1));
@@ -585,11 +596,15 @@ static void pause_bitmap_read_with_status_tx(const struct link *lk)
     ASSERT_MSG(tx.buf[tx.lane.pause_offset + i] == bitmap_byte(i),
                "bitmap byte %u read as 0x%02x, expected 0x%02x", i,
                tx.buf[tx.lane.pause_offset + i], bitmap_byte(i));
+  for (uint32_t i = 0; i < SBR__REFUSED_BITMAP_SIZE; i++)
+    ASSERT_MSG(tx.buf[tx.lane.refused_offset + i] == refused_byte(i),
+               "refused bitmap byte %u read as 0x%02x, expected 0x%02x", i,
+               tx.buf[tx.lane.refused_offset + i], refused_byte(i));
   ASSERT_MSG(tx.buf[len] == 0xab, "READ wrote past its length");
   /* The region is exactly that long (the QP goes to error: last). */
   rd = status_read(&tx, 2, len, 0, len + 1);
   ASSERT_OK(ops->post_send(tx.c, &rd, 1));
-  poll_exactly(tx.c, &wc, 1, "the READ past the bitmap");
+  poll_exactly(tx.c, &wc, 1, "the READ past the bitmaps");
   ASSERT_MSG(wc.status != SBR__WC_SUCCESS,
              "READ of %u bytes, one past the status region, succeeded",
              len + 1);
