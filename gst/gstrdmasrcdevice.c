@@ -6,7 +6,11 @@
  * Why ownership: two sender processes (two hosts, say) that both send
  * device 0 used to be mixed on src_0, every buffer DISCONT, with no word
  * to anyone.  A device id names one camera; the first connection to send
- * it keeps it until it goes, and the bus says so when another tries.
+ * it keeps it until it goes, and the bus says so when another tries.  The
+ * other sender is told too, one-sidedly: its lane's refused bit for the
+ * device (sbr_receiver_refuse_device), which its next status READ brings;
+ * its rdmasink then stops sending and warns.  The bit clears when the
+ * owner goes, so the refused sender tries again and takes the device over.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -25,6 +29,8 @@ gboolean gst_rdma_src_device_claim(GstRdmaSrcDevice *dev, GstElement *element,
     GST_OBJECT_LOCK(element); /* the stats read these */
     dev->refused++;
     GST_OBJECT_UNLOCK(element);
+    /* Tell that sender (idempotent: a few frames come until it sees it). */
+    sbr_receiver_refuse_device(receiver, lane, (uint8_t)dev->device, TRUE);
     if (dev->warned_lane != lane) {
       gchar peer[64] = "?";
 
@@ -53,6 +59,8 @@ gboolean gst_rdma_src_device_claim(GstRdmaSrcDevice *dev, GstElement *element,
     g_strlcpy(dev->owner_peer, peer, sizeof dev->owner_peer);
     GST_OBJECT_UNLOCK(element);
     dev->warned_lane = G_MAXUINT32;
+    /* A lane refused before (under a previous owner) owns it now. */
+    sbr_receiver_refuse_device(receiver, lane, (uint8_t)dev->device, FALSE);
     GST_INFO_OBJECT(element, "device %u: sent by %s (lane %u)", dev->device,
                     dev->owner_peer, lane);
   }
@@ -71,6 +79,11 @@ gboolean gst_rdma_src_device_check_lane(GstRdmaSrcDevice *dev,
   GST_OBJECT_LOCK(element);
   dev->owned = FALSE;
   GST_OBJECT_UNLOCK(element);
+  /* Senders refused while it owned the device stopped sending it: let
+   * them try again; the first frame to come claims it, the others are
+   * refused anew. */
+  sbr_receiver_refuse_device(receiver, SBR_LANE_ALL, (uint8_t)dev->device,
+                             FALSE);
   if (gst_rdma_src_pad_is_eos(dev->pad)) {
     /* It said goodbye (EOS) before it went: nothing was lost. */
     return FALSE;

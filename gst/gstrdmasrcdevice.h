@@ -49,11 +49,13 @@ typedef struct {
 /* May lane deliver the device's frames?  The first lane to send a device
  * owns it until that lane closes; another lane's frames meanwhile are
  * refused (counted, one warning on the bus naming both senders per
- * intruder).  A frame that may pass also counts as activity. */
+ * intruder, and the lane's refused bit set so its sender stops and says
+ * so).  A frame that may pass also counts as activity. */
 gboolean gst_rdma_src_device_claim(GstRdmaSrcDevice *dev, GstElement *element,
                                    sbr_receiver *receiver, guint32 lane);
 
-/* Has the owner's lane closed?  If so the device is free again; unless its
+/* Has the owner's lane closed?  If so the device is free again (every
+ * lane's refused bit for it cleared, so refused senders try again); unless its
  * stream had ended (EOS), posts "rdmasrc-device-lost" (device-id, peer,
  * lane) and returns TRUE (the caller may end the stream). */
 gboolean gst_rdma_src_device_check_lane(GstRdmaSrcDevice *dev,
