@@ -103,7 +103,9 @@ static GstMemory *gst_rdma_allocator_alloc(GstAllocator *allocator, gsize size,
   if (ret < 0) {
     GST_DEBUG_OBJECT(self, "no send block for device %u: %s", self->device,
                      g_strerror(-ret));
-    return heap_memory_new(self, size, params, ret == -EAGAIN);
+    /* Backpressure or a refused device: the drop is counted already. */
+    return heap_memory_new(self, size, params,
+                           ret == -EAGAIN || ret == -EADDRINUSE);
   }
   payload = sbr_send_block_payload(block, &capacity);
   GstRdmaMemory *m =

@@ -51,6 +51,18 @@
  * #GstReferenceTimestampMeta when the buffer has one, else the wall clock
  * at render.  EOS is sent in-band for this device only.
  *
+ * A device id belongs to one sender at a time: when the rdmasrc already
+ * takes this device from another sender, it refuses this sink's frames and
+ * says so one-sidedly (a bit the sink's next status READ brings, within
+ * about a millisecond of sending).  The sink then posts one warning per
+ * refusal (%GST_RESOURCE_ERROR_BUSY, "Device 3 is already sent by another
+ * sender to 10.0.0.1:7471; this sink's frames are dropped until it
+ * leaves.", details device-id and address), drops its frames and counts
+ * them (refused-drops in the stats) without sending, and keeps its
+ * pipeline running: when the other sender leaves, the receiver gives the
+ * device to this sink, which sends again from the next frame (its caps
+ * first) and posts an info message saying so.
+ *
  * When the receiver goes away mid-stream and #GstRdmaSink:reconnect is set,
  * the shared connection reconnects in the background with a back-off, the
  * sink posts a warning, drops (and counts) the frames meanwhile and carries
@@ -158,12 +170,14 @@ struct _GstRdmaSink {
   guint caps_generation;    /* connection generation they were sent on */
   gboolean discont_pending; /* next frame starts a new stream */
   guint warned_generation;  /* outage already warned about (+1) */
+  gboolean refused;         /* the receiver refuses this device: warned */
 
   /* Counters (object lock). */
   guint64 zero_copy_buffers;
   guint64 copied_buffers;
   guint64 reconnect_drops;
   guint64 unmappable_drops;
+  guint64 refused_drops; /* buffers dropped: the device is refused */
 };
 
 #define gst_rdma_sink_parent_class parent_class
@@ -271,8 +285,10 @@ static void gst_rdma_sink_class_init(GstRdmaSinkClass *klass)
       "Statistics, also posted as the element message \"rdmasink-stats\" "
       "every stats-interval; one flat structure.  This device: device-id, "
       "frames, blocks, bytes, drops (backpressure or loss), paused (the "
-      "receiver paused this device), paused-drops, paused-ns, "
-      "zero-copy-buffers, copied-buffers, reconnect-drops, "
+      "receiver paused this device), paused-drops, paused-ns, refused (the "
+      "receiver takes this device from another sender), refused-drops "
+      "(buffers dropped meanwhile), zero-copy-buffers, copied-buffers, "
+      "reconnect-drops, "
       "unmappable-drops.  The connection it shares with the other "
       "rdmasinks of the process: connection-id, connection-users, "
       "connected, block-payload-size, reconnects, sync-reads (status "
@@ -470,7 +486,8 @@ static GstStructure *gst_rdma_sink_get_stats(GstElement *element)
       G_TYPE_UINT64, self->zero_copy_buffers, "copied-buffers", G_TYPE_UINT64,
       self->copied_buffers, "reconnect-drops", G_TYPE_UINT64,
       self->reconnect_drops, "unmappable-drops", G_TYPE_UINT64,
-      self->unmappable_drops, NULL);
+      self->unmappable_drops, "refused-drops", G_TYPE_UINT64,
+      self->refused_drops, NULL);
   GST_OBJECT_UNLOCK(self);
 
   memset(&ds, 0, sizeof ds);
@@ -484,7 +501,8 @@ static GstStructure *gst_rdma_sink_get_stats(GstElement *element)
                     (guint64)ds.drops, "paused", G_TYPE_BOOLEAN,
                     (gboolean)ds.paused, "paused-drops", G_TYPE_UINT64,
                     (guint64)ds.paused_drops, "paused-ns", G_TYPE_UINT64,
-                    (guint64)ds.paused_ns, NULL);
+                    (guint64)ds.paused_ns, "refused", G_TYPE_BOOLEAN,
+                    (gboolean)ds.refused, NULL);
   if (conn) {
     gst_rdma_connection_fill_stats(conn, s);
     gst_rdma_connection_unref(conn);
@@ -597,9 +615,11 @@ static gboolean gst_rdma_sink_start(GstBaseSink *bsink)
   self->caps_generation = 0;
   self->discont_pending = TRUE;
   self->warned_generation = 0;
+  self->refused = FALSE;
   GST_OBJECT_LOCK(self);
   self->zero_copy_buffers = self->copied_buffers = 0;
   self->reconnect_drops = self->unmappable_drops = 0;
+  self->refused_drops = 0;
   GST_OBJECT_UNLOCK(self);
 
   conn =
@@ -767,6 +787,51 @@ static GstFlowReturn gst_rdma_sink_connection_lost(GstRdmaSink *self,
   return GST_FLOW_OK;
 }
 
+/* The receiver gives this device to another sender (-EADDRINUSE): warn
+ * once per refusal, drop and count the buffer, carry on.  A
+ * warning, not an error: the pipeline is a standby that takes over when
+ * the other sender leaves. */
+static GstFlowReturn gst_rdma_sink_refused(GstRdmaSink *self)
+{
+  const gchar *address = gst_rdma_connection_get_address(self->conn);
+
+  GST_OBJECT_LOCK(self);
+  self->refused_drops++;
+  GST_OBJECT_UNLOCK(self);
+  if (!self->refused) {
+    self->refused = TRUE;
+    /* When it takes the device over, its stream starts with caps. */
+    self->caps_pending = TRUE;
+    GST_ELEMENT_WARNING_WITH_DETAILS(
+        self, RESOURCE, BUSY,
+        ("Device %u is already sent by another sender to %s; this sink's "
+         "frames are dropped until it leaves.",
+         self->device, address),
+        ("the receiver refuses device %u from this connection (%s): frames "
+         "are dropped and counted (refused-drops) and sent again once the "
+         "receiver gives the device to this sender",
+         self->device, gst_rdma_connection_get_description(self->conn)),
+        ("device-id", G_TYPE_UINT, (guint)self->device, "address",
+         G_TYPE_STRING, address, NULL));
+  }
+  GST_LOG_OBJECT(self, "device %u refused by the receiver: frame dropped",
+                 self->device);
+  return GST_FLOW_OK;
+}
+
+/* Something went out: if the device was refused, this sink has it now. */
+static void gst_rdma_sink_accepted(GstRdmaSink *self)
+{
+  if (!self->refused)
+    return;
+  self->refused = FALSE;
+  GST_ELEMENT_INFO(self, RESOURCE, WRITE,
+                   ("The RDMA receiver at %s takes device %u from this sink "
+                    "again.",
+                    gst_rdma_connection_get_address(self->conn), self->device),
+                   (NULL));
+}
+
 /* sbr_sender_send that retries when another sink's unlock interrupted it
  * (the wakeup reaches every waiter on the shared sender). */
 static int gst_rdma_sink_send(GstRdmaSink *self, sbr_sender *sender,
@@ -788,7 +853,10 @@ static GstFlowReturn gst_rdma_sink_handle_result(GstRdmaSink *self, int ret,
 {
   switch (ret) {
   case 0:
+    gst_rdma_sink_accepted(self);
     return GST_FLOW_OK;
+  case -EADDRINUSE:
+    return gst_rdma_sink_refused(self);
   case -EAGAIN:
     /* Backpressure: the library counted the drop. */
     GST_LOG_OBJECT(self, "no send block free: frame dropped");
@@ -835,6 +903,7 @@ static GstFlowReturn gst_rdma_sink_send_caps(GstRdmaSink *self,
                            strlen(self->caps_str));
   if (ret == 0) {
     GST_DEBUG_OBJECT(self, "sent caps %s", self->caps_str);
+    gst_rdma_sink_accepted(self);
     self->caps_pending = FALSE;
     self->caps_generation = generation;
     /* A new receiver (or new caps) starts a new stream over there. */
@@ -1026,9 +1095,16 @@ static GstFlowReturn gst_rdma_sink_render(GstBaseSink *bsink, GstBuffer *buf)
       GST_OBJECT_UNLOCK(self);
     }
     break;
-  case GST_RDMA_MEMORY_DROPPED:
+  case GST_RDMA_MEMORY_DROPPED: {
+    struct sbr_device_stats ds;
+
+    /* The allocator's acquire failed: backpressure, or a refusal. */
+    sbr_sender_get_device_stats(sender, self->device, &ds);
+    if (ds.refused)
+      return gst_rdma_sink_refused(self);
     GST_LOG_OBJECT(self, "no send block came for this buffer: dropped");
     return GST_FLOW_OK;
+  }
   case GST_RDMA_MEMORY_HEAP:
   case GST_RDMA_MEMORY_FOREIGN:
   default:

@@ -815,6 +815,108 @@ GST_START_TEST(test_second_sender_of_a_device_is_refused)
 
 GST_END_TEST;
 
+/* The refused sender is told: its rdmasink warns within a few seconds,
+ * naming the device and the receiver, and stops sending (the receiver's
+ * refused count stops growing); when the owner (another process) goes,
+ * it takes the device over on the same pad and says so. */
+GST_START_TEST(test_refused_sender_warns_and_takes_over)
+{
+  guint port = test_port();
+  gchar *desc, *want;
+  GstElement *rx, *tx, *sink;
+  GstMessage *msg;
+  GError *err = NULL;
+  GstStructure *s;
+  const GstStructure *details = NULL;
+  guint dev = 99;
+  guint64 refused_then, refused_now, sink_drops = 0;
+  gboolean refused = FALSE;
+  gint64 t0;
+  GPid owner;
+
+  counts_reset();
+  desc = g_strdup_printf("rdmasrc name=r transport=%s address=%s port=%u "
+                         "stats-interval=0 r.src_0 ! fakesink name=s0 "
+                         "signal-handoffs=true",
+                         transport, rdma_addr, port);
+  rx = parse(desc);
+  g_free(desc);
+  count_sinks(rx, 1);
+  set_state(rx, GST_STATE_PLAYING);
+  owner = camera_process(port, 0, 64);
+  fail_unless(wait_frames(0, 5, WAIT));
+  fail_unless_equals_int(pad_width(rx, "src_0"), 64);
+
+  desc = g_strdup_printf(
+      "videotestsrc is-live=true ! video/x-raw,format=GRAY8,width=80,"
+      "height=48,framerate=25/1 ! rdmasink name=k transport=%s host=%s "
+      "port=%u device-id=0 stats-interval=0",
+      transport, rdma_addr, port);
+  tx = parse(desc);
+  g_free(desc);
+  t0 = g_get_monotonic_time();
+  set_state(tx, GST_STATE_PLAYING);
+  msg = wait_named(tx, GST_MESSAGE_WARNING, NULL, 5 * GST_SECOND);
+  fail_unless(msg != NULL, "the refused sender got no warning in 5 s");
+  GST_INFO("refused sender warned after %" G_GINT64_FORMAT " ms",
+           (g_get_monotonic_time() - t0) / 1000);
+  gst_message_parse_warning(msg, &err, NULL);
+  want = g_strdup_printf("Device 0 is already sent by another sender to %s:%u",
+                         rdma_addr, port);
+  fail_unless(strstr(err->message, want) != NULL, "%s", err->message);
+  g_free(want);
+  g_error_free(err);
+  gst_message_parse_warning_details(msg, &details);
+  fail_unless(details != NULL);
+  fail_unless(gst_structure_get_uint(details, "device-id", &dev));
+  fail_unless_equals_int(dev, 0);
+  gst_message_unref(msg);
+
+  /* It stopped sending: the receiver refuses nothing more (a few frames
+   * may land before the sender's READ: let them), its sink counts. */
+  g_usleep(G_USEC_PER_SEC / 2);
+  s = rdmasrc_stats(rx);
+  refused_then = u64(device_stats(s, 0), "refused");
+  gst_structure_free(s);
+  fail_unless(refused_then > 0);
+  g_usleep(G_USEC_PER_SEC);
+  s = rdmasrc_stats(rx);
+  refused_now = u64(device_stats(s, 0), "refused");
+  gst_structure_free(s);
+  fail_unless_equals_uint64(refused_now, refused_then);
+  sink = gst_bin_get_by_name(GST_BIN(tx), "k");
+  g_object_get(sink, "stats", &s, NULL);
+  fail_unless(gst_structure_get_boolean(s, "refused", &refused));
+  fail_unless(refused);
+  fail_unless(gst_structure_get_uint64(s, "refused-drops", &sink_drops));
+  fail_unless(sink_drops >= 25, "only %" G_GUINT64_FORMAT " drops in 1.5 s",
+              sink_drops);
+  gst_structure_free(s);
+  fail_unless_equals_int(pad_width(rx, "src_0"), 64);
+  fail_unless_equals_int(counts.out_of_order[0], 0);
+
+  /* The owner goes: this sender takes the device over, on the same pad. */
+  kill_process(owner);
+  msg = wait_named(tx, GST_MESSAGE_INFO, NULL, 5 * GST_SECOND);
+  fail_unless(msg != NULL, "no info message on taking the device over");
+  gst_message_unref(msg);
+  for (gint i = 0; i < 50 && pad_width(rx, "src_0") != 80; i++)
+    g_usleep(100000);
+  fail_unless_equals_int(pad_width(rx, "src_0"), 80);
+  refused_then = frames_of(0);
+  fail_unless(wait_frames(0, refused_then + 10, WAIT),
+              "the new owner's frames did not arrive");
+  g_object_get(sink, "stats", &s, NULL);
+  fail_unless(gst_structure_get_boolean(s, "refused", &refused));
+  fail_unless(!refused);
+  gst_structure_free(s);
+  gst_object_unref(sink);
+  stop(tx);
+  stop(rx);
+}
+
+GST_END_TEST;
+
 /* A sender SIGKILLed while another device flows: its device's departure
  * is an event (and EOS with device-lost-eos), the other device goes on,
  * and a new sender brings the device back on the same pad. */
@@ -1029,6 +1131,7 @@ static Suite *rdmasrc_streams_suite(void)
   tcase_add_test(tc, test_pause_policy_stops_the_stuck_sender);
   tcase_add_test(tc, test_timing_survives_pauses_of_either_side);
   tcase_add_test(tc, test_second_sender_of_a_device_is_refused);
+  tcase_add_test(tc, test_refused_sender_warns_and_takes_over);
   tcase_add_test(tc, test_killed_sender_is_a_device_lost_event);
   tcase_add_test(tc, test_silent_device_times_out_while_others_flow);
   tcase_add_test(tc, test_state_cycles_while_streaming);
