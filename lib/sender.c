@@ -1051,11 +1051,13 @@ void sbr__sender_refused_seen(struct sbr_sender *s, const uint8_t *bitmap)
     }
   }
   memcpy(s->refused, bitmap, sizeof s->refused);
-  /* Newly refused: its waiters return -EADDRINUSE (the others look again
-   * and wait on); accepted again: it may take blocks. */
+  /* Newly refused: its waiters return -EADDRINUSE (the others keep their
+   * place); accepted again: it may take blocks. */
   if (refused)
-    wake_all_free_waiters_locked(s);
-  else if (accepted)
+    for (struct sbr__free_waiter *w = s->free_waiters_head; w; w = w->next)
+      if (dev_refused_locked(s, w->device))
+        wake_waiter_locked(w);
+  if (accepted)
     wake_free_waiters_locked(s);
   pthread_mutex_unlock(&s->lock);
 }
