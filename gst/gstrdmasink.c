@@ -825,11 +825,16 @@ static void gst_rdma_sink_accepted(GstRdmaSink *self)
   if (!self->refused)
     return;
   self->refused = FALSE;
-  GST_ELEMENT_INFO(self, RESOURCE, WRITE,
-                   ("The RDMA receiver at %s takes device %u from this sink "
-                    "again.",
-                    gst_rdma_connection_get_address(self->conn), self->device),
-                   (NULL));
+  /* gst-launch prints an info message's debug string only: say it there
+   * too. */
+  GST_ELEMENT_INFO_WITH_DETAILS(
+      self, RESOURCE, WRITE,
+      ("The RDMA receiver at %s takes device %u from this sink now.",
+       gst_rdma_connection_get_address(self->conn), self->device),
+      ("device %u: the other sender left, this sink sends to %s again",
+       self->device, gst_rdma_connection_get_address(self->conn)),
+      ("device-id", G_TYPE_UINT, (guint)self->device, "address", G_TYPE_STRING,
+       gst_rdma_connection_get_address(self->conn), NULL));
 }
 
 /* sbr_sender_send that retries when another sink's unlock interrupted it
