@@ -892,8 +892,14 @@ GST_START_TEST(test_refused_sender_warns_and_takes_over)
   fail_unless(sink_drops >= 25, "only %" G_GUINT64_FORMAT " drops in 1.5 s",
               sink_drops);
   gst_structure_free(s);
+  /* Never mixed (as in the test above: order kept but around counted
+   * drops of a starved pad thread). */
   fail_unless_equals_int(pad_width(rx, "src_0"), 64);
-  fail_unless_equals_int(counts.out_of_order[0], 0);
+  s = rdmasrc_stats(rx);
+  fail_unless(counts.out_of_order[0] <=
+                  2 * u64(device_stats(s, 0), "drops-leaky"),
+              "%u out of order", counts.out_of_order[0]);
+  gst_structure_free(s);
 
   /* The owner goes: this sender takes the device over, on the same pad. */
   kill_process(owner);
