@@ -136,6 +136,9 @@ def seeds_shm():
     s['sender-accepted'] = b'\x04' + bytes([len(req)]) + req + \
         ring_messages() + b'\x01\x02'
     s['sender-rejected'] = b'\x00' + bytes([len(req)]) + req
+    # A forged receive ring whose head is far past its tail.
+    s['sender-ring-corrupt'] = b'\x04' + bytes([len(req)]) + req + b'\x01' + \
+        struct.pack('<I', 1000) + bytes(8)
     v1 = b'C\x00\x00\x00' + connect_priv(version=1)
     s['sender-v1'] = b'\x00' + bytes([len(v1)]) + v1
     ans = b'A\x00\x00\x00' + accept_priv()
