@@ -37,10 +37,12 @@ if ! command -v clang >/dev/null; then
   exit 1
 fi
 if [ ! -f "$build/build.ninja" ]; then
+  setup_log=$(mktemp)
   CC=clang meson setup "$build" "$top" -Dfuzz=enabled \
     -Db_sanitize=address,undefined -Db_lundef=false -Dplugin=disabled \
-    -Dsamples=disabled >"$build.setup.log" 2>&1 ||
-    { cat "$build.setup.log" >&2; echo "fuzz: meson setup failed" >&2; exit 1; }
+    -Dsamples=disabled >"$setup_log" 2>&1 ||
+    { cat "$setup_log" >&2; echo "fuzz: meson setup failed" >&2; exit 1; }
+  rm -f "$setup_log"
 fi
 ninja -C "$build" "${targets[@]/#/tests/fuzz/}" || { echo "fuzz: build failed" >&2; exit 1; }
 
