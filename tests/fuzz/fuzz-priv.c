@@ -4,11 +4,13 @@
  * decoders (lib/transport.c), which read what an unauthenticated peer sent
  * through rdma_cm or the shm setup socket.
  *
- * Input: one byte choosing the decoder (bit 0: accept), the rest is the
- * private data, in a buffer of exactly its size.  What a decoder accepts
- * must encode back to the same bytes (reserved ones aside) and describe a
- * lane inside the limits the peers promise each other (rule 8); what it
- * refuses as another version must say which version that is.
+ * Input: one byte choosing the decoder (0 connect, 1 accept, 2 reject),
+ * the rest is the private data, in a buffer of exactly its size.  What a
+ * decoder accepts must encode back to the same bytes (reserved ones aside)
+ * and describe a lane inside the limits the peers promise each other (rule
+ * 8); what it refuses as another version must say which version that is.
+ * A reject (any reason number, known or not) must turn into an errno and a
+ * message the sender can print.
  */
 #include <errno.h>
 
@@ -65,6 +67,29 @@ static void fuzz_accept(const uint8_t *p, size_t len)
   FUZZ_CHECK(memcmp(again, p, SBR__ACCEPT_PRIV_SIZE) == 0);
 }
 
+static void fuzz_reject(const uint8_t *p, size_t len)
+{
+  struct sbr__refusal r;
+  memset(&r, 0, sizeof r);
+  int ret = sbr__reject_priv_decode(p, len, &r);
+  FUZZ_CHECK(ret == 0 || ret == -EPROTO);
+  if (ret < 0)
+    return;
+  FUZZ_CHECK(len >= SBR__REJECT_PRIV_SIZE && r.reason != 0);
+  FUZZ_CHECK(sbr__refusal_errno(&r) < 0);
+  char msg[512];
+  memset(msg, 'x', sizeof msg);
+  sbr__refusal_errf(msg, sizeof msg, "fuzz:1", &r);
+  FUZZ_CHECK(memchr(msg, 0, sizeof msg) != NULL);
+  /* Whatever the format number, the first 16 bytes mean the same. */
+  uint8_t again[SBR__REJECT_PRIV_SIZE];
+  sbr__reject_priv_encode(again, &r);
+  FUZZ_CHECK(memcmp(again, p, 4) == 0);
+  FUZZ_CHECK(again[5] == p[5]);
+  FUZZ_CHECK(again[6] == (p[6] & SBR__REJECT_RETRYABLE));
+  FUZZ_CHECK(memcmp(again + 8, p + 8, 8) == 0);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -76,10 +101,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   uint8_t *p = malloc(len ? len : 1);
   FUZZ_CHECK(p);
   memcpy(p, data + 1, len);
-  if (data[0] & 1)
-    fuzz_accept(p, len);
-  else
+  switch (data[0] % 3) {
+  case 0:
     fuzz_connect(p, len);
+    break;
+  case 1:
+    fuzz_accept(p, len);
+    break;
+  default:
+    fuzz_reject(p, len);
+    break;
+  }
   free(p);
   return 0;
 }

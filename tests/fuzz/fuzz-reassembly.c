@@ -103,10 +103,12 @@ static int fz_accept(struct sbr__listener *l, struct sbr__conn_request *req,
   return 0;
 }
 
-static void fz_reject(struct sbr__listener *l, struct sbr__conn_request *req)
+static void fz_reject(struct sbr__listener *l, struct sbr__conn_request *req,
+                      const struct sbr__refusal *why)
 {
   (void)l;
   (void)req;
+  FUZZ_CHECK(why && why->reason != 0);
 }
 
 static void fz_close_listener(struct sbr__listener *l)

@@ -194,7 +194,9 @@ static void hostile_sender(struct fuzz_in *in, uint8_t mode)
   }
   FUZZ_CHECK(ev.req.mechanism <= SBR_MECH_SLIDING_WINDOW);
   if (!(mode & 4)) {
-    ops->reject(listener, &ev.req);
+    struct sbr__refusal why;
+    sbr__refusal_set(&why, SBR_REFUSAL_LANES_FULL, 1, 0);
+    ops->reject(listener, &ev.req, &why);
     close(s);
     return;
   }

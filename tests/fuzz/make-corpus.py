@@ -58,8 +58,15 @@ def seeds_block():
     return s
 
 
+def reject_priv(reason=6, retryable=1, rx=4, tx=0):
+    return struct.pack('<IBBBBII', 0x52524253, 1, reason, retryable, 0, rx, tx)
+
+
 def seeds_priv():
     return {
+        'reject-full': b'\x02' + reject_priv(),
+        'reject-unknown-reason': b'\x02' + reject_priv(reason=200,
+                                                       retryable=0),
         'connect': b'\x00' + connect_priv(),
         'connect-sliding-window': b'\x00' + connect_priv(1),
         'connect-v1': b'\x00' + connect_priv(version=1),
@@ -149,6 +156,8 @@ def seeds_shm():
     s['receiver-unsealed'] = b'\x07' + bytes([len(ans)]) + ans + \
         struct.pack('<IH', 29696, len(image)) + image + b'\x00'
     s['receiver-refuses'] = b'\x01' + bytes([4]) + b'R\x00\x00\x00'
+    rej = b'R\x00\x00\x00' + reject_priv()
+    s['receiver-refuses-with-reason'] = b'\x01' + bytes([len(rej)]) + rej
     return s
 
 
