@@ -124,6 +124,13 @@ struct sbr_receiver {
   uint64_t recv_wr_closed_lanes; /* posted receives of gone lanes */
 };
 
+/* sbr_receiver_new over the given back end instead of cfg->backend's: the
+ * fuzz targets (tests/fuzz/) run the real receiver over a back end of their
+ * own whose lane memory they write as a hostile sender would. */
+int sbr__receiver_new_with_ops(const struct sbr_receiver_config *cfg,
+                               const struct sbr__transport_ops *ops,
+                               sbr_receiver **out, char *errbuf, size_t errlen);
+
 /* A block arrived (status 1 seen / WRITE_IMM completion). */
 void sbr__lane_arrived(struct sbr__lane *lane, uint32_t index);
 

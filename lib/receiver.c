@@ -411,6 +411,16 @@ int sbr_receiver_new(const struct sbr_receiver_config *cfg, sbr_receiver **out,
               sbr_backend_name(cfg->backend));
     return -ENOTSUP;
   }
+  return sbr__receiver_new_with_ops(cfg, ops, out, errbuf, errlen);
+}
+
+int sbr__receiver_new_with_ops(const struct sbr_receiver_config *cfg,
+                               const struct sbr__transport_ops *ops,
+                               sbr_receiver **out, char *errbuf, size_t errlen)
+{
+  sbr__errf(errbuf, errlen, "%s", "");
+  if (!cfg || !ops || !out)
+    return -EINVAL;
   if (cfg->block_size != 0 && (cfg->block_size < SBR__BLOCK_OVERHEAD + 1 ||
                                cfg->block_size > (64u << 20))) {
     sbr__errf(errbuf, errlen, "block size %u out of range (%u..%u)",

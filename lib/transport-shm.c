@@ -308,6 +308,12 @@ struct shm_mr {
   struct shm_mr *next; /* registry list (shm_mr_lock) */
 };
 static pthread_mutex_t shm_mr_lock = PTHREAD_MUTEX_INITIALIZER;
+/* What ibv_dereg_mr promises: once it returns, the NIC no longer touches
+ * the memory, so the caller may free it.  NIC threads hold this for reading
+ * from their lkey check to the end of their copy; dereg takes it for
+ * writing.  Writers first, so busy NIC threads can't starve a dereg. */
+static pthread_rwlock_t shm_mr_fence =
+    PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
 static struct shm_mr *shm_mrs;     /* (shm_mr_lock) */
 static uint32_t shm_next_lkey = 1; /* (shm_mr_lock) */
 
@@ -584,6 +590,7 @@ static void shm_dereg_mr(struct sbr__mr *mr)
   if (!mr)
     return;
   struct shm_mr *m = mr->impl;
+  pthread_rwlock_wrlock(&shm_mr_fence); /* copies in progress end first */
   pthread_mutex_lock(&shm_mr_lock);
   for (struct shm_mr **p = &shm_mrs; *p; p = &(*p)->next) {
     if (*p == m) {
@@ -592,6 +599,7 @@ static void shm_dereg_mr(struct sbr__mr *mr)
     }
   }
   pthread_mutex_unlock(&shm_mr_lock);
+  pthread_rwlock_unlock(&shm_mr_fence);
   free(m);
 }
 
@@ -827,9 +835,10 @@ static const struct shm_region *shm_region_of(const struct sbr__conn *c,
   return NULL;
 }
 
-/* Copies into the lane.  Status bytes are stored atomically after a release
- * fence, so a receiver whose acquire load sees a status byte also sees every
- * block byte this thread wrote before it (rule 2). */
+/* Copies into the lane.  Status bytes are release stores, so a receiver
+ * whose acquire load sees a status byte also sees every block byte this
+ * thread wrote before it (rule 2).  (Release stores rather than a fence and
+ * relaxed stores: the same code on x86, and ThreadSanitizer models them.) */
 static void shm_copy_in(const struct shm_region *r, uint8_t *dst,
                         const uint8_t *src, uint32_t len)
 {
@@ -837,10 +846,9 @@ static void shm_copy_in(const struct shm_region *r, uint8_t *dst,
     memcpy(dst, src, len);
     return;
   }
-  atomic_thread_fence(memory_order_release);
   _Atomic uint8_t *st = (_Atomic uint8_t *)dst;
   for (uint32_t i = 0; i < len; i++)
-    atomic_store_explicit(&st[i], src[i], memory_order_relaxed);
+    atomic_store_explicit(&st[i], src[i], memory_order_release);
 }
 
 /* Copies out of the status region (the only readable one) with acquire
@@ -882,18 +890,23 @@ static enum sbr__wc_status shm_execute(struct sbr__conn *c,
     if (*verr)
       return SBR__WC_ERROR;
   }
-  if (!wr->inline_data &&
-      !shm_local_ok(wr->lkey, wr->local_addr, wr->length,
-                    wr->opcode == SBR__OP_READ ? SBR__ACCESS_LOCAL_WRITE : 0)) {
-    *verr = SHM_VERR_LKEY;
-    return SBR__WC_ERROR;
-  }
   if (wr->opcode == SBR__OP_WRITE_IMM || wr->opcode == SBR__OP_SEND) {
     int err = shm_tx_reserve(c, SHM_RNR_TIMEOUT_MS);
     if (err) {
       *verr = err == -ETIMEDOUT ? SHM_VERR_RNR : SHM_VERR_PEER_GONE;
       return SBR__WC_ERROR;
     }
+  }
+  /* From the lkey check to the end of the copy, no dereg can complete: a
+   * sender that deregisters and frees a buffer (a READ's target) while a WR
+   * is executing must not get the copy into freed memory. */
+  pthread_rwlock_rdlock(&shm_mr_fence);
+  if (!wr->inline_data &&
+      !shm_local_ok(wr->lkey, wr->local_addr, wr->length,
+                    wr->opcode == SBR__OP_READ ? SBR__ACCESS_LOCAL_WRITE : 0)) {
+    pthread_rwlock_unlock(&shm_mr_fence);
+    *verr = SHM_VERR_LKEY;
+    return SBR__WC_ERROR;
   }
   uint8_t *remote = r ? c->seg + wr->remote_addr : NULL;
   switch (wr->opcode) {
@@ -913,6 +926,7 @@ static enum sbr__wc_status shm_execute(struct sbr__conn *c,
   case SBR__OP_RECV:
     break; /* refused by post_send */
   }
+  pthread_rwlock_unlock(&shm_mr_fence);
   return SBR__WC_SUCCESS;
 }
 
