@@ -99,8 +99,13 @@ if [ "${SBR_SKIP_ASAN:-0}" != 1 ]; then
     # process (gst-plugin-scanner isn't sanitized).  Leak checking stays
     # off here: GStreamer keeps process-wide caches it never frees.
     note "element tests under sanitizers"
+    # Some tests run gst-launch-1.0 as a user would; it loads the
+    # sanitized plugin into an unsanitized program, so ASan's runtime must
+    # be preloaded to come first (it is the same runtime the test binaries
+    # link).
     GST_REGISTRY_FORK=no ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
       UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+      LD_PRELOAD="$(gcc -print-file-name=libasan.so)" \
       meson test -C build-asan --suite gst --print-errorlogs
     tally build-asan/meson-logs/testlog.json "sanitizers (gst elements)"
   else
