@@ -52,7 +52,10 @@ static void fuzz_accept(const uint8_t *p, size_t len)
   check_version(p, len, ret);
   if (ret < 0)
     return;
-  FUZZ_CHECK(len >= SBR__ACCEPT_PRIV_SIZE);
+  FUZZ_CHECK(len >= SBR__ACCEPT_PRIV_MIN_SIZE);
+  /* The refused bitmap, when announced, right after the pause bitmap. */
+  FUZZ_CHECK(lane.refused_offset == 0 ||
+             lane.refused_offset == lane.pause_offset + SBR__PAUSE_BITMAP_SIZE);
   FUZZ_CHECK(lane.mechanism <= SBR_MECH_SLIDING_WINDOW);
   FUZZ_CHECK(lane.block_count >= 1 && lane.block_count <= 65536);
   FUZZ_CHECK(lane.block_size >= 128 && lane.block_size <= (64u << 20));
@@ -64,7 +67,12 @@ static void fuzz_accept(const uint8_t *p, size_t len)
              (uint64_t)65536 * (64u << 20));
   uint8_t again[SBR__ACCEPT_PRIV_SIZE];
   sbr__accept_priv_encode(again, &lane);
-  FUZZ_CHECK(memcmp(again, p, SBR__ACCEPT_PRIV_SIZE) == 0);
+  /* An older receiver's 48 bytes, then refused_offset when present;
+   * the reserved word after it is ignored when read. */
+  FUZZ_CHECK(memcmp(again, p, SBR__ACCEPT_PRIV_MIN_SIZE) == 0);
+  if (len >= SBR__ACCEPT_PRIV_MIN_SIZE + 4)
+    FUZZ_CHECK(memcmp(again + SBR__ACCEPT_PRIV_MIN_SIZE,
+                      p + SBR__ACCEPT_PRIV_MIN_SIZE, 4) == 0);
 }
 
 static void fuzz_reject(const uint8_t *p, size_t len)
