@@ -59,6 +59,15 @@ static GPid launch(gint out_fd, const gchar *const *args)
 /* SIGINT (gst-launch stops its pipeline and exits, its output flushed);
  * SIGKILL if it hasn't exited within timeout.  Returns TRUE if it exited
  * on its own. */
+static guint count_substrings(const gchar *text, const gchar *what)
+{
+  guint n = 0;
+
+  for (const gchar *p = text; (p = strstr(p, what)); p += strlen(what))
+    n++;
+  return n;
+}
+
 static gboolean interrupt(GPid pid, GstClockTime timeout)
 {
   gint64 end = g_get_monotonic_time() + (gint64)(timeout / GST_USECOND);
@@ -159,7 +168,22 @@ GST_START_TEST(test_launch_m_prints_stats_that_parse_back)
   rx = launch(fd, recv_args);
   g_usleep(500 * G_TIME_SPAN_MILLISECOND); /* listening */
   tx = launch(-1, send_args);
-  g_usleep(2500 * G_TIME_SPAN_MILLISECOND);
+  /* Until both pads' caps and a few stats ticks are printed (2.5 s on a
+   * quiet host; a loaded one starts two gst-launch processes slower). */
+  for (gint64 end = g_get_monotonic_time() + 20 * G_TIME_SPAN_SECOND;
+       g_get_monotonic_time() < end;) {
+    gchar *sofar = NULL;
+
+    g_usleep(250 * G_TIME_SPAN_MILLISECOND);
+    if (!g_file_get_contents(path, &sofar, NULL, NULL))
+      continue;
+    gboolean ready = strstr(sofar, "GstRdmaSrcPad:src_0: caps = video/x-raw") &&
+                     strstr(sofar, "GstRdmaSrcPad:src_1: caps = video/x-raw") &&
+                     count_substrings(sofar, "rdmasrc-stats,") >= 4;
+    g_free(sofar);
+    if (ready)
+      break;
+  }
   fail_unless(interrupt(rx, 10 * GST_SECOND), "receiver didn't exit");
   interrupt(tx, 5 * GST_SECOND);
   close(fd);
