@@ -23,6 +23,7 @@
 #include "block.h"
 #include "byteorder.h"
 #include "engine-fixture.h"
+#include "sender-internal.h"
 #include "transport.h"
 
 #define BLOCKS 16
@@ -782,6 +783,45 @@ static void write_outside_lane_fails(void)
   world_finish(&w);
 }
 
+/* The rogue knows the honest lane's addresses and rkeys (ReDMArk: keys
+ * can be guessed; here they are taken from the honest sender) and WRITEs
+ * a block the honest lane would accept, then its status 1, from its own
+ * connection: both fail at the rogue (shm: the rkeys name no region of
+ * the rogue's lane; verbs: the MRs are in another lane's protection
+ * domain), and the honest lane never sees them. */
+static void write_with_other_lanes_keys_fails(void)
+{
+  struct world w;
+  world_start(&w);
+  const struct sbr__lane_desc honest = w.st.s->lane;
+  for (unsigned v = 0; v < 2; v++) {
+    struct rogue g;
+    rogue_connect(&w, &g);
+    ASSERT(honest.lane_id != g.lane.lane_id);
+    struct sbr__wr wr;
+    if (v == 0) {
+      struct sbr__lane_desc saved = g.lane;
+      g.lane.epoch = honest.epoch;
+      uint32_t len = rogue_valid_block(&g, HONEST_DEV, 0, 300);
+      g.lane = saved;
+      wr = rogue_write(&g, honest.blocks_addr + 2u * honest.block_size,
+                       honest.blocks_rkey, len);
+    } else {
+      g.buf[0] = SBR__STATUS_DATA;
+      wr = rogue_write(&g, honest.status_addr + 2u, honest.status_rkey, 1);
+    }
+    ASSERT_MSG(rogue_post(&g, &wr, 1) == SBR__WC_ERROR,
+               "a WRITE with the honest lane's keys (%u) completed", v);
+    ASSERT(rogue_qp_dead(&g));
+    rogue_close(&g);
+  }
+  struct sbr_receiver_stats s;
+  stats(&w, &s);
+  ASSERT_EQ(s.rejected, 0);
+  ASSERT_EQ(atomic_load(&w.c.rogue), 0);
+  world_finish(&w);
+}
+
 /* ---------------------------------------------------------------- main */
 
 struct table_entry {
@@ -817,6 +857,8 @@ static const struct table_entry all_tests[] = {
      false},
     {{"read_of_blocks_fails", read_of_blocks_fails}, false},
     {{"write_outside_lane_fails", write_outside_lane_fails}, false},
+    {{"write_with_other_lanes_keys_fails", write_with_other_lanes_keys_fails},
+     false},
 };
 #define N_TESTS (sizeof all_tests / sizeof all_tests[0])
 
