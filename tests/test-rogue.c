@@ -207,6 +207,8 @@ static void world_finish(struct world *w)
   ASSERT_EQ(s.lanes_active, 1);
   atomic_store(&w->c.stop, true);
   pthread_join(w->c.thread, NULL);
+  stats(w, &s);
+  ASSERT_EQ(s.blocks_held, 0); /* nothing the rogue sent is kept */
   sbr_sender_free(w->st.s);
   sbr_receiver_free(w->r);
 }
@@ -634,6 +636,105 @@ static void packet_backwards_is_not_a_huge_gap(void)
   world_finish(&w);
 }
 
+/* A valid block of ROGUE_DEV with the given fragment fields. */
+static uint32_t rogue_fragment(struct rogue *g, uint8_t flags, uint32_t offset,
+                               uint32_t len, uint32_t frame_size)
+{
+  uint32_t n = rogue_valid_block(g, ROGUE_DEV, (uint16_t)g->seq, len);
+  g->buf[7] = flags;
+  sbr__put_le32(g->buf + 56, offset);
+  sbr__put_le32(g->buf + 60, frame_size);
+  return n;
+}
+
+/* Fragments each valid alone that don't make a frame: a continuation
+ * without its first fragment, one at the wrong offset, one of another
+ * frame size.  Blocks are taken (they pass validation), frames are not:
+ * each broken frame is counted as a drop of the device, nothing is
+ * delivered, every block is handed back. */
+static void fragments_that_dont_fit_are_dropped(void)
+{
+  struct world w;
+  world_start(&w);
+  struct rogue g;
+  rogue_connect(&w, &g);
+  struct {
+    uint8_t flags;
+    uint32_t offset, len, size;
+  } frags[] = {
+      {SBR_FLAG_LAST, 500, 500, 1000}, /* no beginning: drop 1 */
+      {SBR_FLAG_FIRST, 0, 500, 1500},  /* wrong offset next: drop 2 */
+      {SBR_FLAG_LAST, 700, 800, 1500},
+      {SBR_FLAG_FIRST, 0, 500, 1500}, /* other frame size next: drop 3 */
+      {SBR_FLAG_LAST, 500, 500, 1000},
+  };
+  enum { N = sizeof frags / sizeof frags[0] };
+  for (unsigned i = 0; i < N; i++) {
+    uint32_t index = g.next_index;
+    g.next_index = (index + 1) % BLOCKS;
+    rogue_put(&g, index,
+              rogue_fragment(&g, frags[i].flags, frags[i].offset, frags[i].len,
+                             frags[i].size),
+              SBR__STATUS_DATA);
+    g.seq++;
+  }
+  uint64_t t0 = now_ns();
+  struct sbr_device_stats ds;
+  for (;;) {
+    ASSERT_OK(sbr_receiver_get_device_stats(w.r, ROGUE_DEV, &ds));
+    if (ds.drops >= 3)
+      break;
+    ASSERT_MSG(ms_since(t0) < HANG_MS, "%llu broken frames counted, want 3",
+               (unsigned long long)ds.drops);
+    usleep(1000);
+  }
+  /* Every block handed back: the status bytes are 0 again. */
+  for (unsigned i = 0; i < N; i++) {
+    t0 = now_ns();
+    while (rogue_status(&g, i) != SBR__STATUS_EMPTY)
+      ASSERT_MSG(ms_since(t0) < HANG_MS, "block %u never handed back", i);
+  }
+  ASSERT_OK(sbr_receiver_get_device_stats(w.r, ROGUE_DEV, &ds));
+  ASSERT_EQ(ds.drops, 3);
+  ASSERT_EQ(ds.blocks, N);
+  /* frames counts LAST fragments as blocks are taken (sbr.h), before
+   * reassembly: the three broken frames' ends are in it, and in drops. */
+  ASSERT_EQ(ds.frames, 3);
+  ASSERT_EQ(ds.rejected, 0);
+  ASSERT_EQ(atomic_load(&w.c.rogue), 0);
+  rogue_close(&g);
+  world_finish(&w);
+}
+
+/* A flood: garbage with status 1 into every block, over and over, as
+ * fast as the rogue's queue goes.  Rejected and counted (at most once per
+ * WRITE), the honest lane unaffected. */
+static void garbage_flood_does_not_disturb_honest_lane(void)
+{
+  struct world w;
+  world_start(&w);
+  struct rogue g;
+  rogue_connect(&w, &g);
+  unsigned honest0 = atomic_load(&w.c.honest);
+  enum { ROUNDS = 2000 };
+  for (unsigned i = 0; i < ROUNDS; i++) {
+    forge(&g, GARBAGE);
+    g.buf[0] = (uint8_t)i; /* never the magic */
+    rogue_put(&g, i % BLOCKS, BLOCK_SIZE, SBR__STATUS_DATA);
+  }
+  WAIT_STAT(&w, rejected, 1);
+  struct sbr_receiver_stats s;
+  stats(&w, &s);
+  ASSERT(s.rejected <= ROUNDS);
+  ASSERT_MSG(atomic_load(&w.c.honest) > honest0,
+             "no honest frame arrived during the flood");
+  fprintf(stderr, "  %llu of %u garbage blocks seen and rejected\n",
+          (unsigned long long)s.rejected, ROUNDS);
+  ASSERT_EQ(atomic_load(&w.c.rogue), 0);
+  rogue_close(&g);
+  world_finish(&w);
+}
+
 /* ---------------------------------------------------- status values */
 
 /* Over a valid block waiting in the lane, the status values 0 and 2..255
@@ -851,6 +952,12 @@ static const struct table_entry all_tests[] = {
     {{"unknown_device_is_rejected", unknown_device_is_rejected}, false},
     {{"packet_jump_is_counted_as_gap", packet_jump_is_counted_as_gap}, false},
     {{"packet_backwards_is_not_a_huge_gap", packet_backwards_is_not_a_huge_gap},
+     false},
+    {{"fragments_that_dont_fit_are_dropped",
+      fragments_that_dont_fit_are_dropped},
+     false},
+    {{"garbage_flood_does_not_disturb_honest_lane",
+      garbage_flood_does_not_disturb_honest_lane},
      false},
     {{"status_other_than_one_delivers_nothing",
       status_other_than_one_delivers_nothing},
