@@ -606,7 +606,11 @@ static void deliver(struct sbr_receiver *r, struct sbr__lane *lane,
 {
   const struct sbr_block_info *in = &b->info;
   struct sbr__device_track *t = &lane->dev[in->device];
-  uint16_t gap = t->seen ? (uint16_t)(in->packet - t->next_packet) : 0;
+  /* Packets skipped: a step forward (mod 2^16) past the expected one.  A
+   * step back is no loss (only a peer that breaks the protocol sends it):
+   * counted as 65000-odd lost packets it hid every real gap. */
+  int16_t step = (int16_t)(uint16_t)(in->packet - t->next_packet);
+  uint16_t gap = t->seen && step > 0 ? (uint16_t)step : 0;
   t->seen = true;
   t->next_packet = (uint16_t)(in->packet + 1);
   lane->next_seq = in->seq + 1;
