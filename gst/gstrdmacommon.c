@@ -247,6 +247,7 @@ void gst_rdma_refusals_warn(GstRdmaRefusals *refusals, GstElement *element,
   switch (reason) {
   case SBR_REFUSAL_LANES_FULL:
   case SBR_REFUSAL_RESOURCES:
+  case SBR_REFUSAL_BUSY:
     code = GST_RESOURCE_ERROR_BUSY;
     break;
   case SBR_REFUSAL_NOT_ALLOWED:

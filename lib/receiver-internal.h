@@ -105,6 +105,12 @@ struct sbr_receiver {
   atomic_bool wakeup;
   struct sbr__backoff backoff;
   uint64_t last_event_check_ns;
+  /* Who may connect (NULL: anyone), and the connection-rate bucket:
+   * tokens left (at most max_connects_per_s) as of connect_refill_ns.
+   * Receiver thread. */
+  sbr_addr_list *allowed;
+  double connect_tokens;
+  uint64_t connect_refill_ns;
   /* Adaptive poll mode (receiver thread): the devices' periods, when the
    * scans under way started, whether they are the first since a timed
    * sleep, and verdicts not yet added to stats. */

@@ -35,6 +35,8 @@
 #define MIN_SLEEP_NS 10000u
 /* The largest frame reassembled by copying (a 4K RGBA frame is 33 MB). */
 #define SBR__MAX_COPIED_FRAME (256u << 20)
+/* Connection attempts a second, by default. */
+#define DEFAULT_MAX_CONNECTS_PER_S 50
 
 void sbr_receiver_config_init(struct sbr_receiver_config *cfg)
 {
@@ -46,6 +48,7 @@ void sbr_receiver_config_init(struct sbr_receiver_config *cfg)
   cfg->block_count = DEFAULT_BLOCK_COUNT;
   cfg->block_size = DEFAULT_BLOCK_SIZE;
   cfg->max_lanes = DEFAULT_MAX_LANES;
+  cfg->max_connects_per_s = DEFAULT_MAX_CONNECTS_PER_S;
   memset(cfg->device_mask, 0xff, sizeof cfg->device_mask);
   cfg->poll_mode = SBR_POLL_ADAPTIVE;
   sbr__backoff_config_fill(&cfg->backoff);
@@ -68,6 +71,7 @@ static void receiver_unref(struct sbr_receiver *r)
   if (atomic_fetch_sub(&r->refs, 1) != 1)
     return;
   pthread_mutex_destroy(&r->stats_lock);
+  sbr_addr_list_free(r->allowed);
   free(r);
 }
 
@@ -238,16 +242,51 @@ static void lane_refuse(struct sbr_receiver *r, struct sbr__conn_request *req,
   char text[256];
   sbr_refusal_describe((enum sbr_refusal)why->reason, why->receiver_value,
                        why->sender_value, text, sizeof text);
-  SBR_WARN("receiver: refused %s (%s): %s", req->peer,
+  /* A flood is refused as busy: one warning per attempt would be a flood
+   * of its own (the application hears of each through on_refusal). */
+  sbr__log(why->reason == SBR_REFUSAL_BUSY ? SBR_LOG_DEBUG : SBR_LOG_WARNING,
+           "receiver: refused %s (%s): %s", req->peer,
            sbr_refusal_name((enum sbr_refusal)why->reason), text);
   if (!answered)
     r->ops->reject(r->listener, req, why);
   pthread_mutex_lock(&r->stats_lock);
   r->stats.refused++;
+  if (why->reason < SBR_REFUSAL_SLOTS)
+    r->stats.refused_by_reason[why->reason]++;
   pthread_mutex_unlock(&r->stats_lock);
   if (r->cfg.on_refusal)
     r->cfg.on_refusal(r->cfg.refusal_user_data, req->peer,
                       (enum sbr_refusal)why->reason, text);
+}
+
+/* The checks every request meets first, before anything is allocated
+ * for it and before the back end's own answer: is the sender on the
+ * access list, and is there a token left in the connection-rate bucket?
+ * A refused sender does not use a token up, so a flood from outside the
+ * list can't starve the senders on it.  A clock read and a few compares. */
+static bool request_screened_out(struct sbr_receiver *r,
+                                 const struct sbr__conn_request *req,
+                                 struct sbr__refusal *why)
+{
+  if (r->allowed && !sbr_addr_list_allows(
+                        r->allowed, (const struct sockaddr *)&req->peer_addr)) {
+    sbr__refusal_set(why, SBR_REFUSAL_NOT_ALLOWED, 0, 0);
+    return true;
+  }
+  uint32_t rate = r->cfg.max_connects_per_s;
+  if (rate == 0)
+    return false;
+  uint64_t now = sbr__now_ns();
+  r->connect_tokens += (double)(now - r->connect_refill_ns) * rate / 1e9;
+  if (r->connect_tokens > rate)
+    r->connect_tokens = rate;
+  r->connect_refill_ns = now;
+  if (r->connect_tokens < 1.0) {
+    sbr__refusal_set(why, SBR_REFUSAL_BUSY, rate, 0);
+    return true;
+  }
+  r->connect_tokens -= 1.0;
+  return false;
 }
 
 /* Why this receiver can't take req, or false.  Geometry: the receiver
@@ -384,7 +423,12 @@ static void handle_events(struct sbr_receiver *r, int wait_ms)
     wait_ms = 0;
     if (ret < 0 || ev.type == SBR__EV_NONE)
       return;
-    if (ev.type == SBR__EV_CONNECT_REQUEST) {
+    struct sbr__refusal why;
+    if ((ev.type == SBR__EV_CONNECT_REQUEST ||
+         ev.type == SBR__EV_BAD_REQUEST) &&
+        request_screened_out(r, &ev.req, &why)) {
+      lane_refuse(r, &ev.req, &why, false);
+    } else if (ev.type == SBR__EV_CONNECT_REQUEST) {
       lane_open(r, &ev.req);
     } else if (ev.type == SBR__EV_BAD_REQUEST) {
       lane_refuse(r, &ev.req, &ev.req.refusal, false);
@@ -432,10 +476,20 @@ int sbr__receiver_new_with_ops(const struct sbr_receiver_config *cfg,
     sbr__errf(errbuf, errlen, "unknown poll mode %d", (int)cfg->poll_mode);
     return -EINVAL;
   }
+  sbr_addr_list *allowed = NULL;
+  int ret = sbr_addr_list_parse(cfg->allowed_senders, &allowed, errbuf, errlen);
+  if (ret < 0)
+    return ret;
   struct sbr_receiver *r = calloc(1, sizeof *r);
-  if (!r)
+  if (!r) {
+    sbr_addr_list_free(allowed);
     return -ENOMEM;
+  }
   r->cfg = *cfg;
+  r->cfg.allowed_senders = NULL; /* the caller's string; parsed here */
+  r->allowed = allowed;
+  r->connect_tokens = cfg->max_connects_per_s;
+  r->connect_refill_ns = sbr__now_ns();
   snprintf(r->address, sizeof r->address, "%s",
            cfg->address ? cfg->address : "0.0.0.0");
   r->cfg.address = r->address;
@@ -448,6 +502,7 @@ int sbr__receiver_new_with_ops(const struct sbr_receiver_config *cfg,
      * is kept; senders refuse more than 65536. */
     sbr__errf(errbuf, errlen, "block count %u out of range (2..65536)",
               r->cfg.block_count);
+    sbr_addr_list_free(r->allowed);
     free(r);
     return -EINVAL;
   }
@@ -466,9 +521,10 @@ int sbr__receiver_new_with_ops(const struct sbr_receiver_config *cfg,
                   : &sbr__receiver_status_byte;
   atomic_init(&r->refs, 1);
   pthread_mutex_init(&r->stats_lock, NULL);
-  int ret = ops->listen(r->address, r->cfg.port, &r->listener, errbuf, errlen);
+  ret = ops->listen(r->address, r->cfg.port, &r->listener, errbuf, errlen);
   if (ret < 0) {
     pthread_mutex_destroy(&r->stats_lock);
+    sbr_addr_list_free(r->allowed);
     free(r);
     return ret;
   }

@@ -144,13 +144,19 @@ enum sbr_refusal {
   /* The connect request is not one this receiver understands (not sbr, cut
    * short): 0, the bytes received. */
   SBR_REFUSAL_MALFORMED = 4,
-  /* This sender may not connect (reserved for an access list). */
+  /* This sender is not on the receiver's access list (allowed_senders):
+   * 0, 0. */
   SBR_REFUSAL_NOT_ALLOWED = 5,
   /* Every lane is in use (max_lanes, 0); retrying later may work. */
   SBR_REFUSAL_LANES_FULL = 6,
   /* The receiver could not set the lane up (the errno, 0); retryable. */
   SBR_REFUSAL_RESOURCES = 7,
+  /* Too many connection attempts this second (max_connects_per_s, 0);
+   * retrying later may work. */
+  SBR_REFUSAL_BUSY = 8,
 };
+/* Room for every reason's count in sbr_receiver_stats. */
+#define SBR_REFUSAL_SLOTS 16
 
 /* "mechanism", "lanes-full", ...; "unknown" for a value this version does
  * not know (a newer receiver's). */
@@ -165,6 +171,26 @@ bool sbr_refusal_retryable(enum sbr_refusal reason);
  * NUL-terminates buf (len > 0). */
 void sbr_refusal_describe(enum sbr_refusal reason, uint32_t receiver_value,
                           uint32_t sender_value, char *buf, size_t len);
+
+/* Access lists (sbr_receiver_config.allowed_senders).  A list is
+ * comma-separated entries, each an IPv4 or IPv6 address with an optional
+ * prefix length ("10.0.0.0/8,192.168.1.5,fe80::/10"), or "local".  NULL or
+ * blank text is the empty list: anyone may connect (*out = NULL).  An
+ * IPv4-mapped IPv6 peer is matched as its IPv4 address.  Shared-memory
+ * senders are processes on this host with no network address: they match
+ * "local" and any entry that contains 127.0.0.1 or ::1; "local" also
+ * matches verbs peers on a loopback address.  -EINVAL with the bad entry
+ * named in errbuf ("allowed senders, entry 2: 'foo' is not an IPv4 or IPv6
+ * address ..."), -ENOMEM. */
+struct sockaddr;
+typedef struct sbr_addr_list sbr_addr_list;
+int sbr_addr_list_parse(const char *text, sbr_addr_list **out, char *errbuf,
+                        size_t errlen);
+/* May peer connect?  A NULL list allows anyone; a NULL peer (or one of
+ * another family) is a shared-memory sender on this host. */
+bool sbr_addr_list_allows(const sbr_addr_list *list,
+                          const struct sockaddr *peer);
+void sbr_addr_list_free(sbr_addr_list *list);
 
 /* Polling back-off: spin for spin_us, then sleep starting at min_sleep_us and
  * doubling up to max_sleep_us.  An idle waiter costs one wake-up per
@@ -252,7 +278,9 @@ void sbr_sender_config_init(struct sbr_sender_config *cfg);
  *   -ENETUNREACH      no route to that address
  *   -EINVAL, -ENOTSUP, -ENOMEM  bad configuration, back end not built in
  * and ones that may heal:
- *   -EBUSY            the receiver refused: every lane is in use
+ *   -EBUSY            the receiver refused: every lane is in use, or it
+ *                     had more connection attempts this second than it
+ *                     takes (max_connects_per_s)
  *   -ECONNREFUSED     the receiver refused for a passing reason (out of
  *                     resources), or nobody listens on that port
  *   -ETIMEDOUT, -EHOSTUNREACH, -ECONNRESET, -ECONNABORTED
@@ -402,6 +430,18 @@ struct sbr_receiver_config {
   void (*on_refusal)(void *user_data, const char *peer, enum sbr_refusal reason,
                      const char *text);
   void *refusal_user_data;
+  /* Who may connect (see sbr_addr_list_parse); NULL or "" = anyone.
+   * Checked first, before anything is allocated for the request; a
+   * sender not on it is refused with SBR_REFUSAL_NOT_ALLOWED (its
+   * sbr_sender_new fails with -EACCES).  Parsed by sbr_receiver_new
+   * (-EINVAL naming the bad entry); the string need not outlive it. */
+  const char *allowed_senders;
+  /* Connection attempts accepted for consideration per second, a token
+   * bucket holding one second's worth; the attempts beyond it are refused
+   * with SBR_REFUSAL_BUSY (retryable) before anything is allocated.
+   * Senders refused by the access list don't use it up.  Default 50;
+   * 0 = no bound. */
+  uint32_t max_connects_per_s;
 };
 void sbr_receiver_config_init(struct sbr_receiver_config *cfg);
 
@@ -527,6 +567,9 @@ struct sbr_receiver_stats {
   uint64_t frames_unpredicted;
   uint32_t periodic_devices; /* devices whose period is stable now */
   uint64_t refused;          /* connections refused, any reason */
+  /* The same, by reason (enum sbr_refusal as index): e.g.
+   * refused_by_reason[SBR_REFUSAL_NOT_ALLOWED], [SBR_REFUSAL_BUSY]. */
+  uint64_t refused_by_reason[SBR_REFUSAL_SLOTS];
 };
 int sbr_receiver_get_stats(sbr_receiver *r, struct sbr_receiver_stats *out);
 int sbr_receiver_get_device_stats(sbr_receiver *r, uint8_t device,

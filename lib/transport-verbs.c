@@ -830,6 +830,11 @@ static void handle_request(struct sbr__listener *l, struct rdma_cm_event *e,
   id->context = NULL;
   req->impl = id;
   format_sockaddr(req->peer, sizeof req->peer, rdma_get_peer_addr(id));
+  const struct sockaddr *sa = rdma_get_peer_addr(id);
+  if (sa && (sa->sa_family == AF_INET || sa->sa_family == AF_INET6))
+    memcpy(&req->peer_addr, sa,
+           sa->sa_family == AF_INET ? sizeof(struct sockaddr_in)
+                                    : sizeof(struct sockaddr_in6));
   int dec = sbr__connect_priv_decode(priv, len, &req->mechanism,
                                      &req->block_size, &req->block_count);
   if (dec == 0) {

@@ -239,6 +239,7 @@ static const char *const refusal_names[] = {
     [SBR_REFUSAL_NOT_ALLOWED] = "not-allowed",
     [SBR_REFUSAL_LANES_FULL] = "lanes-full",
     [SBR_REFUSAL_RESOURCES] = "receiver-resources",
+    [SBR_REFUSAL_BUSY] = "busy",
 };
 
 const char *sbr_refusal_name(enum sbr_refusal reason)
@@ -250,7 +251,8 @@ const char *sbr_refusal_name(enum sbr_refusal reason)
 
 bool sbr_refusal_retryable(enum sbr_refusal reason)
 {
-  return reason == SBR_REFUSAL_LANES_FULL || reason == SBR_REFUSAL_RESOURCES;
+  return reason == SBR_REFUSAL_LANES_FULL || reason == SBR_REFUSAL_RESOURCES ||
+         reason == SBR_REFUSAL_BUSY;
 }
 
 /* A mechanism number from the wire, named even when out of range. */
@@ -293,7 +295,15 @@ void sbr_refusal_describe(enum sbr_refusal reason, uint32_t receiver_value,
              sender_value);
     break;
   case SBR_REFUSAL_NOT_ALLOWED:
-    snprintf(buf, len, "the sender is not allowed to connect");
+    snprintf(buf, len,
+             "the sender's address is not on the receiver's list of allowed "
+             "senders");
+    break;
+  case SBR_REFUSAL_BUSY:
+    snprintf(buf, len,
+             "the receiver takes at most %u connection attempts a second "
+             "and had more; try again",
+             receiver_value);
     break;
   case SBR_REFUSAL_LANES_FULL:
     snprintf(buf, len, "all %u lanes of the receiver are in use",
@@ -361,6 +371,7 @@ int sbr__refusal_errno(const struct sbr__refusal *r)
   case SBR_REFUSAL_NOT_ALLOWED:
     return -EACCES;
   case SBR_REFUSAL_LANES_FULL:
+  case SBR_REFUSAL_BUSY:
     return -EBUSY;
   case SBR_REFUSAL_RESOURCES:
     return -ECONNREFUSED;

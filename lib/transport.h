@@ -46,6 +46,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "sbr.h"
 
@@ -290,6 +291,9 @@ struct sbr__conn_request {
   uint32_t block_size;  /* hint from the sender, 0 = none */
   uint32_t block_count; /* hint from the sender, 0 = none */
   char peer[64];        /* "ip:port" or "shm:pid" for logs */
+  /* The peer's address for the access list; ss_family AF_UNSPEC (left
+   * zeroed) for a back end without one (shm: a process on this host). */
+  struct sockaddr_storage peer_addr;
   /* SBR__EV_BAD_REQUEST: why the back end can't make a lane of it. */
   struct sbr__refusal refusal;
 };
