@@ -156,6 +156,8 @@ enum {
   PROP_OVER_BUDGET,
   PROP_MAX_QUEUED,
   PROP_MAX_SENDERS,
+  PROP_ALLOWED_SENDERS,
+  PROP_MAX_CONNECTS_PER_SECOND,
   PROP_LATENCY,
   PROP_TIMEOUT,
   PROP_DEVICE_LOST_EOS,
@@ -177,6 +179,8 @@ enum {
 #define DEFAULT_OVER_BUDGET GST_RDMA_OVER_BUDGET_DROP_OLDEST
 #define DEFAULT_MAX_QUEUED 30
 #define DEFAULT_MAX_SENDERS 8
+#define DEFAULT_ALLOWED_SENDERS NULL
+#define DEFAULT_MAX_CONNECTS_PER_SECOND 50
 #define DEFAULT_LATENCY (-1)
 #define DEFAULT_TIMEOUT 0
 #define DEFAULT_DEVICE_LOST_EOS FALSE
@@ -303,6 +307,26 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
       "needs one per receiver",
       1, 1024, DEFAULT_MAX_SENDERS,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_ALLOWED_SENDERS] = g_param_spec_string(
+      "allowed-senders", "Allowed senders",
+      "Who may connect: comma-separated IPv4/IPv6 addresses and networks "
+      "(\"10.0.0.0/8,192.168.1.5,fe80::/10\"), or \"local\" for this "
+      "host (shm senders, loopback); a shm sender also matches an entry "
+      "holding 127.0.0.1 or ::1.  Empty = anyone.  Others are refused "
+      "before a lane is made (their rdmasink fails, not authorized) and "
+      "counted in refused-not-allowed.  A bad list fails the change to "
+      "PAUSED",
+      DEFAULT_ALLOWED_SENDERS,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_MAX_CONNECTS_PER_SECOND] = g_param_spec_uint(
+      "max-connects-per-second", "Max connects per second",
+      "Connection attempts considered per second (a bucket holding one "
+      "second's worth); attempts beyond it are refused as busy, before "
+      "anything is allocated, and their rdmasink retries; counted in "
+      "refused-busy.  Attempts refused by allowed-senders don't count.  "
+      "0 = no bound",
+      0, G_MAXUINT, DEFAULT_MAX_CONNECTS_PER_SECOND,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_LATENCY] = g_param_spec_int(
       "latency", "Latency",
       "Minimum latency reported in milliseconds (-1 = measured: twice the "
@@ -384,6 +408,8 @@ static void gst_rdma_src_init(GstRdmaSrc *self)
   self->max_queued = DEFAULT_MAX_QUEUED;
   self->over_budget = DEFAULT_OVER_BUDGET;
   self->max_senders = DEFAULT_MAX_SENDERS;
+  self->allowed_senders = DEFAULT_ALLOWED_SENDERS;
+  self->max_connects_per_second = DEFAULT_MAX_CONNECTS_PER_SECOND;
   self->latency = DEFAULT_LATENCY;
   self->timeout = DEFAULT_TIMEOUT;
   self->device_lost_eos = DEFAULT_DEVICE_LOST_EOS;
@@ -424,6 +450,7 @@ static void gst_rdma_src_finalize(GObject *object)
   g_mutex_clear(&self->flow.lock);
   g_mutex_clear(&self->state_lock);
   g_free(self->address);
+  g_free(self->allowed_senders);
   G_OBJECT_CLASS(parent_class)->finalize(object);
 }
 
@@ -469,6 +496,15 @@ static void gst_rdma_src_set_property(GObject *object, guint prop_id,
     break;
   case PROP_MAX_SENDERS:
     self->max_senders = g_value_get_uint(value);
+    break;
+  case PROP_ALLOWED_SENDERS:
+    /* Checked when the element starts: a bad list must stop it, not be
+     * ignored with a warning and leave the receiver open to anyone. */
+    g_free(self->allowed_senders);
+    self->allowed_senders = g_value_dup_string(value);
+    break;
+  case PROP_MAX_CONNECTS_PER_SECOND:
+    self->max_connects_per_second = g_value_get_uint(value);
     break;
   case PROP_LATENCY:
     self->latency = g_value_get_int(value);
@@ -536,6 +572,12 @@ static void gst_rdma_src_get_property(GObject *object, guint prop_id,
     break;
   case PROP_MAX_SENDERS:
     g_value_set_uint(value, self->max_senders);
+    break;
+  case PROP_ALLOWED_SENDERS:
+    g_value_set_string(value, self->allowed_senders);
+    break;
+  case PROP_MAX_CONNECTS_PER_SECOND:
+    g_value_set_uint(value, self->max_connects_per_second);
     break;
   case PROP_LATENCY:
     g_value_set_int(value, self->latency);
@@ -1010,11 +1052,15 @@ static gboolean gst_rdma_src_open(GstRdmaSrc *self)
   char errbuf[256] = "";
   guint stats_interval;
   gchar *address;
+  gchar *allowed;
+  sbr_addr_list *list = NULL;
   int ret;
 
   sbr_receiver_config_init(&cfg);
   GST_OBJECT_LOCK(self);
   address = g_strdup(self->address);
+  allowed = g_strdup(self->allowed_senders);
+  cfg.max_connects_per_s = self->max_connects_per_second;
   cfg.backend = gst_rdma_transport_to_sbr(self->transport);
   cfg.mechanism = gst_rdma_mechanism_to_sbr(self->mechanism);
   cfg.port = (uint16_t)self->port;
@@ -1040,6 +1086,26 @@ static gboolean gst_rdma_src_open(GstRdmaSrc *self)
   stats_interval = self->stats_interval;
   GST_OBJECT_UNLOCK(self);
   cfg.address = address;
+  cfg.allowed_senders = allowed;
+  /* The receiver parses it too; parsed here first for its own message. */
+  ret = sbr_addr_list_parse(allowed, &list, errbuf, sizeof errbuf);
+  if (ret < 0) {
+    const gchar *why = errbuf[0] ? errbuf : g_strerror(-ret);
+
+    if (g_str_has_prefix(why, "allowed senders, "))
+      why += strlen("allowed senders, ");
+    GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
+                      ("Invalid allowed-senders \"%s\": %s.", allowed, why),
+                      ("%s", errbuf));
+    g_free(allowed);
+    g_free(address);
+    return FALSE;
+  }
+  GST_INFO_OBJECT(self,
+                  "allowed senders: %s, at most %u connection "
+                  "attempts a second",
+                  list ? allowed : "anyone", cfg.max_connects_per_s);
+  sbr_addr_list_free(list);
   self->refusals = gst_rdma_refusals_new();
   cfg.on_refusal = gst_rdma_src_refused;
   cfg.refusal_user_data = self;
@@ -1052,9 +1118,11 @@ static gboolean gst_rdma_src_open(GstRdmaSrc *self)
         ("%s (%s)", errbuf[0] ? errbuf : g_strerror(-ret), g_strerror(-ret)));
     gst_rdma_refusals_free(self->refusals);
     self->refusals = NULL;
+    g_free(allowed);
     g_free(address);
     return FALSE;
   }
+  g_free(allowed);
   GST_INFO_OBJECT(self,
                   "listening on %s:%u (%s, %s), %u blocks of %u bytes, "
                   "device-blocks %u",

@@ -37,6 +37,8 @@ struct _GstRdmaSrc {
   guint max_queued;
   GstRdmaOverBudget over_budget;
   guint max_senders;
+  gchar *allowed_senders; /* NULL: anyone */
+  guint max_connects_per_second;
   gint latency;
   guint timeout;
   gboolean device_lost_eos;

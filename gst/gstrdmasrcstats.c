@@ -28,7 +28,12 @@ GParamSpec *gst_rdma_src_stats_param_spec(void)
   return gst_rdma_param_spec_stats(
       "Statistics, also posted as the element message \"rdmasrc-stats\" "
       "every stats-interval.  Element-wide: refused-connections (senders "
-      "refused: another mechanism or version, lanes full, ...), "
+      "refused: another mechanism or version, lanes full, ...) and the same "
+      "by reason, refused-<reason> (refused-not-allowed: not on "
+      "allowed-senders; refused-busy: over max-connects-per-second; "
+      "refused-lanes-full, refused-mechanism, refused-version, "
+      "refused-geometry, refused-malformed-request, "
+      "refused-receiver-resources), "
       "lanes-opened, lanes-closed, "
       "lanes-active (sender connections), blocks, bytes, rejected (blocks "
       "that failed validation), blocks-held (by buffers now), frames-copied "
@@ -109,6 +114,15 @@ GstStructure *gst_rdma_src_stats_new(sbr_receiver *receiver,
       G_TYPE_UINT, counters->device_blocks, NULL);
   gst_structure_set(s, "refused-connections", G_TYPE_UINT64,
                     (guint64)rs.refused, NULL);
+  for (guint reason = SBR_REFUSAL_VERSION; reason <= SBR_REFUSAL_BUSY;
+       reason++) {
+    gchar name[48];
+
+    g_snprintf(name, sizeof name, "refused-%s",
+               sbr_refusal_name((enum sbr_refusal)reason));
+    gst_structure_set(s, name, G_TYPE_UINT64,
+                      (guint64)rs.refused_by_reason[reason], NULL);
+  }
   /* The devices last, in device order, so the element-wide counters lead
    * a printed line. */
   for (guint d = 0; d < SBR_MAX_DEVICES; d++) {

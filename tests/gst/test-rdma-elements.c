@@ -1658,6 +1658,110 @@ GST_START_TEST(test_mechanism_mismatch_is_refused_at_once)
 
 GST_END_TEST;
 
+/* A sender not on allowed-senders is refused for good before a lane is
+ * made: the sink's error comes at once, not authorized, saying why; the
+ * receiver warns (reason not-allowed) and counts it by reason. */
+GST_START_TEST(test_sender_not_allowed_is_refused)
+{
+  guint port = test_port(), device = 0;
+  GstElement *rx, *tx, *r;
+  GstMessage *msg;
+  GError *err = NULL;
+  gchar *dbg = NULL;
+  const GstStructure *details = NULL;
+  GstStructure *st;
+  Collector c;
+  gint64 t0, ms;
+
+  collector_init(&c);
+  rx = receiver_new(port, &device, 1, "allowed-senders=10.9.9.9", &c);
+  set_state(rx, GST_STATE_PLAYING);
+  tx = sender_new(port, 0, "connect-timeout=10000");
+  t0 = g_get_monotonic_time();
+  set_state(tx, GST_STATE_PLAYING);
+  msg = wait_message(tx, GST_MESSAGE_ERROR, WAIT);
+  ms = (g_get_monotonic_time() - t0) / 1000;
+  fail_unless(msg != NULL, "no error from a refused sender");
+  gst_message_parse_error(msg, &err, &dbg);
+  GST_INFO("sender: %s (%s), after %" G_GINT64_FORMAT " ms", err->message, dbg,
+           ms);
+  fail_unless(g_error_matches(err, GST_RESOURCE_ERROR,
+                              GST_RESOURCE_ERROR_NOT_AUTHORIZED),
+              "%s", err->message);
+  fail_unless(strstr(err->message, "not on the receiver's list of allowed "
+                                   "senders") != NULL,
+              "%s", err->message);
+  fail_unless(ms < 3000, "refused after %" G_GINT64_FORMAT " ms", ms);
+  g_clear_error(&err);
+  g_free(dbg);
+  gst_message_unref(msg);
+
+  msg = wait_message(rx, GST_MESSAGE_WARNING, WAIT);
+  fail_unless(msg != NULL, "the receiver posted no warning");
+  gst_message_parse_warning(msg, &err, &dbg);
+  gst_message_parse_warning_details(msg, &details);
+  GST_INFO("receiver: %s (%s)", err->message, dbg);
+  fail_unless(g_error_matches(err, GST_RESOURCE_ERROR,
+                              GST_RESOURCE_ERROR_NOT_AUTHORIZED),
+              "%s", err->message);
+  fail_unless(strstr(err->message, "Refused the sender at ") != NULL, "%s",
+              err->message);
+  fail_unless(details != NULL);
+  fail_unless_equals_string(gst_structure_get_string(details, "reason"),
+                            "not-allowed");
+  g_clear_error(&err);
+  g_free(dbg);
+  gst_message_unref(msg);
+  r = get(rx, "r");
+  st = stats_of(r);
+  fail_unless(u64(st, "refused-not-allowed") >= 1);
+  fail_unless_equals_uint64(u64(st, "refused-busy"), 0);
+  fail_unless_equals_uint64(u64(st, "lanes-opened"), 0);
+  gst_structure_free(st);
+  gst_object_unref(r);
+
+  stop(tx);
+  stop(rx);
+  collector_clear(&c);
+}
+
+GST_END_TEST;
+
+/* A bad allowed-senders stops the receiver from starting (rather than
+ * leaving it open to anyone), naming the bad entry. */
+GST_START_TEST(test_bad_allowed_senders_fails_to_start)
+{
+  guint port = test_port(), device = 0;
+  GstElement *rx;
+  GstMessage *msg;
+  GError *err = NULL;
+  gchar *dbg = NULL;
+  Collector c;
+
+  collector_init(&c);
+  rx = receiver_new(port, &device, 1, "allowed-senders=\"10.0.0.0/8,camera-3\"",
+                    &c);
+  fail_unless(gst_element_set_state(rx, GST_STATE_PLAYING) ==
+              GST_STATE_CHANGE_FAILURE);
+  msg = wait_message(rx, GST_MESSAGE_ERROR, WAIT);
+  fail_unless(msg != NULL, "no error for a bad allowed-senders");
+  gst_message_parse_error(msg, &err, &dbg);
+  GST_INFO("receiver: %s (%s)", err->message, dbg);
+  fail_unless(
+      g_error_matches(err, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_SETTINGS),
+      "%s", err->message);
+  fail_unless(strstr(err->message, "entry 2: 'camera-3' is not an IPv4 or "
+                                   "IPv6 address") != NULL,
+              "%s", err->message);
+  g_clear_error(&err);
+  g_free(dbg);
+  gst_message_unref(msg);
+  stop(rx);
+  collector_clear(&c);
+}
+
+GST_END_TEST;
+
 GST_START_TEST(test_same_device_twice_is_busy)
 {
   guint port = test_port();
@@ -1845,6 +1949,8 @@ static Suite *rdma_elements_suite(void)
   tcase_add_test(tc, test_receiver_gone_without_reconnect_is_an_error);
   tcase_add_test(tc, test_no_receiver_at_start);
   tcase_add_test(tc, test_mechanism_mismatch_is_refused_at_once);
+  tcase_add_test(tc, test_sender_not_allowed_is_refused);
+  tcase_add_test(tc, test_bad_allowed_senders_fails_to_start);
   tcase_add_test(tc, test_same_device_twice_is_busy);
   tcase_add_test(tc, test_stats_and_timeout_messages);
   tcase_add_test(tc, test_read_ahead_reaches_the_connection);
