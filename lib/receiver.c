@@ -35,6 +35,8 @@
 #define MIN_SLEEP_NS 10000u
 /* The largest frame reassembled by copying (a 4K RGBA frame is 33 MB). */
 #define SBR__MAX_COPIED_FRAME (256u << 20)
+/* Listener events handled in one look (see handle_events). */
+#define MAX_EVENTS_PER_CHECK 16
 /* Connection attempts a second, by default. */
 #define DEFAULT_MAX_CONNECTS_PER_S 50
 
@@ -413,10 +415,14 @@ static void lane_disconnected(struct sbr__lane *lane)
 }
 
 /* Connects and disconnects.  The first look may wait wait_ms: a receiver
- * with no sender sleeps in the listener's poll instead of spinning. */
+ * with no sender sleeps in the listener's poll instead of spinning.  At
+ * most MAX_EVENTS_PER_CHECK at a time: the rest wait in the back end's
+ * queue for the next check (EVENT_CHECK_NS), so a flood of connection
+ * attempts, each refused, can't hold the receive thread away from the
+ * lanes' frames for longer than that many refusals take. */
 static void handle_events(struct sbr_receiver *r, int wait_ms)
 {
-  for (;;) {
+  for (int n = 0; n < MAX_EVENTS_PER_CHECK; n++) {
     struct sbr__listen_event ev;
     memset(&ev, 0, sizeof ev);
     int ret = r->ops->get_event(r->listener, wait_ms, &ev);
