@@ -62,7 +62,9 @@
  * #GstRdmaSrc:timeout also applies per device ("rdmasrc-device-timeout").
  *
  * A sender this receiver can't take (another #GstRdmaSrc:mechanism or
- * protocol version, every one of #GstRdmaSrc:max-senders lanes in use) is
+ * protocol version, every one of #GstRdmaSrc:max-senders lanes in use, an
+ * address not on #GstRdmaSrc:allowed-senders, more connection attempts
+ * this second than #GstRdmaSrc:max-connects-per-second) is
  * refused and told why, so its rdmasink fails at once naming the mismatch;
  * here a warning names the sender and the reason ("Refused the sender at
  * 10.0.0.2:41234: the receiver runs the status-byte mechanism, the sender

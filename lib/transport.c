@@ -296,8 +296,7 @@ void sbr_refusal_describe(enum sbr_refusal reason, uint32_t receiver_value,
     break;
   case SBR_REFUSAL_NOT_ALLOWED:
     snprintf(buf, len,
-             "the sender's address is not on the receiver's list of allowed "
-             "senders");
+             "the sender is not on the receiver's list of allowed senders");
     break;
   case SBR_REFUSAL_BUSY:
     snprintf(buf, len,
