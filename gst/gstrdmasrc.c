@@ -65,8 +65,10 @@
  * protocol version, every one of #GstRdmaSrc:max-senders lanes in use, an
  * address not on #GstRdmaSrc:allowed-senders, more connection attempts
  * this second than #GstRdmaSrc:max-connects-per-second) is
- * refused and told why, so its rdmasink fails at once naming the mismatch;
- * here a warning names the sender and the reason ("Refused the sender at
+ * refused and told why: its rdmasink fails at once naming the mismatch,
+ * or, when the refusal can pass (lanes full, too many attempts this
+ * second), keeps trying until its connect-timeout and then says why; here
+ * a warning names the sender and the reason ("Refused the sender at
  * 10.0.0.2:41234: the receiver runs the status-byte mechanism, the sender
  * sliding-window.", details peer, reason, repeats), at most one per sender
  * host and reason every 10 s, and the stats count refused-connections.
