@@ -94,7 +94,7 @@ struct streamer {
   pthread_t thread;
   atomic_bool stop;
   atomic_uint sent;
-  int ret;
+  atomic_int ret; /* read by world_finish while the thread runs */
 };
 
 static size_t honest_size(unsigned frame)
@@ -107,8 +107,9 @@ static void *streamer_thread(void *arg)
   struct streamer *st = arg;
   while (!atomic_load(&st->stop)) {
     unsigned i = atomic_load(&st->sent);
-    st->ret = fixture_send(st->s, HONEST_DEV, i, honest_size(i));
-    if (st->ret != 0)
+    int ret = fixture_send(st->s, HONEST_DEV, i, honest_size(i));
+    atomic_store(&st->ret, ret);
+    if (ret != 0)
       return NULL;
     atomic_fetch_add(&st->sent, 1);
     usleep(500);
@@ -176,12 +177,12 @@ static void world_finish(struct world *w)
 {
   unsigned from = atomic_load(&w->st.sent);
   uint64_t t0 = now_ns();
-  while (atomic_load(&w->st.sent) < from + 20 && w->st.ret == 0)
+  while (atomic_load(&w->st.sent) < from + 20 && atomic_load(&w->st.ret) == 0)
     ASSERT_MSG(ms_since(t0) < HANG_MS, "the honest sender stalled");
   atomic_store(&w->st.stop, true);
   pthread_join(w->st.thread, NULL);
-  ASSERT_MSG(w->st.ret == 0, "honest send failed: %d (%s)", w->st.ret,
-             strerror(-w->st.ret));
+  int ret = atomic_load(&w->st.ret);
+  ASSERT_MSG(ret == 0, "honest send failed: %d (%s)", ret, strerror(-ret));
   ASSERT_OK(sbr_sender_flush(w->st.s, 5000));
   unsigned sent = atomic_load(&w->st.sent);
   t0 = now_ns();
