@@ -117,20 +117,33 @@ GstClockTime gst_rdma_src_caps_frame_duration(GstCaps *caps)
 
 /* The events that open a stream: stream-start, caps, a TIME segment (buffers
  * carry running times, see the SECTION). */
+/* A device's stream-start (its stream id, the element's group). */
+static GstEvent *stream_start_event(GstRdmaSrc *self, GstRdmaSrcDevice *dev)
+{
+  gchar *stream_id = gst_pad_create_stream_id_printf(
+      GST_PAD(dev->pad), GST_ELEMENT(self), "device-%u", dev->device);
+  GstEvent *start = gst_event_new_stream_start(stream_id);
+
+  g_free(stream_id);
+  gst_event_set_group_id(start, self->group_id);
+  return start;
+}
+
+/* The TIME segment every stream opens with (buffers carry running times). */
+static GstEvent *time_segment_event(void)
+{
+  GstSegment segment;
+
+  gst_segment_init(&segment, GST_FORMAT_TIME);
+  return gst_event_new_segment(&segment);
+}
+
 GstEvent **gst_rdma_src_stream_events(GstRdmaSrc *self, GstRdmaSrcDevice *dev,
                                       GstCaps *caps, GstEvent *events[3])
 {
-  GstSegment segment;
-  gchar *stream_id;
-
-  stream_id = gst_pad_create_stream_id_printf(
-      GST_PAD(dev->pad), GST_ELEMENT(self), "device-%u", dev->device);
-  events[0] = gst_event_new_stream_start(stream_id);
-  gst_event_set_group_id(events[0], self->group_id);
-  g_free(stream_id);
+  events[0] = stream_start_event(self, dev);
   events[1] = gst_event_new_caps(caps);
-  gst_segment_init(&segment, GST_FORMAT_TIME);
-  events[2] = gst_event_new_segment(&segment);
+  events[2] = time_segment_event();
   dev->time_map.have_base = FALSE;
   return events;
 }
@@ -363,18 +376,10 @@ void gst_rdma_src_device_eos(GstRdmaSrc *self, GstRdmaSrcDevice *dev)
   if (g_atomic_int_get(&dev->released))
     return;
   if (!gst_rdma_src_pad_has_stream(dev->pad)) {
-    gchar *stream_id = gst_pad_create_stream_id_printf(
-        GST_PAD(dev->pad), GST_ELEMENT(self), "device-%u", dev->device);
-    GstEvent *start = gst_event_new_stream_start(stream_id);
-    GstSegment segment;
-
-    g_free(stream_id);
-    gst_event_set_group_id(start, self->group_id);
-    gst_segment_init(&segment, GST_FORMAT_TIME);
     GST_INFO_OBJECT(self, "device %u: EOS before any stream", dev->device);
     gst_rdma_src_pad_clear_eos(dev->pad);
-    gst_rdma_src_pad_queue_event(dev->pad, start);
-    gst_rdma_src_pad_queue_event(dev->pad, gst_event_new_segment(&segment));
+    gst_rdma_src_pad_queue_event(dev->pad, stream_start_event(self, dev));
+    gst_rdma_src_pad_queue_event(dev->pad, time_segment_event());
   } else if (gst_rdma_src_pad_is_eos(dev->pad))
     return;
   GST_INFO_OBJECT(self, "device %u: EOS", dev->device);
