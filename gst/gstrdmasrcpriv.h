@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * gstrdmasrcpriv.h - rdmasrc's instance, shared by the element
- * (gstrdmasrc.c: properties, the receive thread, frames, state changes)
- * and its pad table (gstrdmasrcpadtable.c: which devices have a pad,
+ * (gstrdmasrc.c: properties, state changes, EOS sent to it), its receive
+ * thread (gstrdmasrcreceive.c: frames to pads, pauses, lives) and its pad
+ * table (gstrdmasrcpadtable.c: which devices have a pad,
  * requested or added, their stream events, EOS and latency).
  */
 #ifndef __GST_RDMA_SRC_PRIV_H__
@@ -89,7 +90,9 @@ struct _GstRdmaSrc {
   guint64 no_caps_drops;
 };
 
-/* gstrdmasrc.c: each device's share of its lane now (device-blocks). */
+/* gstrdmasrcreceive.c: the receive thread's loop (a GstTask function). */
+void gst_rdma_src_loop(gpointer data);
+/* Each device's share of its lane now (device-blocks). */
 guint gst_rdma_src_budget(GstRdmaSrc *self);
 
 /* gstrdmasrcpadtable.c */

@@ -1,0 +1,411 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * gstrdmasrcreceive.c - rdmasrc's receive thread: takes every frame from
+ * the receiver and queues it on its device's pad (caps open a pad or a
+ * stream, data becomes a buffer, EOS ends the stream), pauses devices
+ * over budget, notices devices that left or fell silent, and ends every
+ * stream on EOS or an error.  It never pushes downstream, so no consumer
+ * can hold it up.  The element (gstrdmasrc.c) starts and stops it.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstrdmasrcpriv.h"
+
+#include <errno.h>
+
+#include "gstrdmasrcframe.h"
+#include "gstrdmasrcstats.h"
+
+#define GST_CAT_DEFAULT gst_rdma_src_debug
+
+/* How often the receive thread looks for departed or silent devices. */
+#define LIFE_CHECK_US (50 * G_TIME_SPAN_MILLISECOND)
+/* The receive thread re-checks flushing, the idle timeout and paused
+ * devices at least this often even if a wakeup were lost. */
+#define LOOP_TIMEOUT_MS 100
+#define PAUSED_LOOP_TIMEOUT_MS 10
+
+/* A device's caps from lane: a pad for a new device, a new stream after
+ * EOS or when new_stream (a new owner), else a caps change. */
+static void gst_rdma_src_handle_caps(GstRdmaSrc *self, guint device,
+                                     guint32 lane, const gchar *str,
+                                     gboolean new_stream)
+{
+  GstRdmaSrcDevice *dev = self->devices[device];
+  GstCaps *caps = gst_caps_from_string(str);
+  gboolean added = FALSE;
+
+  if (!caps || !gst_caps_is_fixed(caps)) {
+    GST_ELEMENT_WARNING(self, STREAM, FORMAT,
+                        ("Device %u sent caps that can't be used.", device),
+                        ("\"%s\"", str));
+    if (caps)
+      gst_caps_unref(caps);
+    return;
+  }
+
+  if (!dev) {
+    dev = gst_rdma_src_add_pad(self, device, caps);
+    added = dev != NULL;
+    if (!dev) /* requested meanwhile: adopted by add_pad */
+      dev = self->devices[device];
+    gst_rdma_src_device_claim(dev, GST_ELEMENT(self), self->receiver, lane);
+  }
+  if (g_atomic_int_get(&dev->released)) {
+    GST_LOG_OBJECT(self, "device %u: its pad was released", device);
+    gst_caps_unref(caps);
+    return;
+  }
+  if (!dev->shares_lane) {
+    /* A requested pad's camera came: from now on it has a share. */
+    GST_OBJECT_LOCK(self);
+    dev->shares_lane = TRUE;
+    self->n_pads++;
+    GST_OBJECT_UNLOCK(self);
+  }
+  if (added) {
+    /* The pad was made with these caps. */
+  } else if (new_stream || gst_rdma_src_pad_is_eos(dev->pad)) {
+    /* The device's sender started a new stream after its EOS. */
+    GstEvent *events[3];
+
+    GST_INFO_OBJECT(self, "device %u: new stream", device);
+    gst_rdma_src_pad_clear_eos(dev->pad);
+    gst_rdma_src_stream_events(self, dev, caps, events);
+    for (guint i = 0; i < G_N_ELEMENTS(events); i++)
+      gst_rdma_src_pad_queue_event(dev->pad, events[i]);
+  } else if (!dev->caps || !gst_caps_is_equal(caps, dev->caps)) {
+    GST_INFO_OBJECT(self, "device %u: new caps %" GST_PTR_FORMAT, device, caps);
+    gst_rdma_src_pad_queue_event(dev->pad, gst_event_new_caps(caps));
+  }
+  gst_caps_replace(&dev->caps, caps);
+  {
+    GstClockTime d = gst_rdma_src_caps_frame_duration(caps);
+    /* The adaptive poll mode predicts from the second frame on. */
+    if (GST_CLOCK_TIME_IS_VALID(d))
+      sbr_receiver_set_device_period(self->receiver, (uint8_t)device, d);
+    if (GST_CLOCK_TIME_IS_VALID(d) && d != dev->frame_duration) {
+      GST_OBJECT_LOCK(self);
+      dev->frame_duration = d;
+      GST_OBJECT_UNLOCK(self);
+      /* A new framerate changes what a LATENCY query answers. */
+      gst_element_post_message(GST_ELEMENT(self),
+                               gst_message_new_latency(GST_OBJECT(self)));
+    }
+  }
+  gst_caps_unref(caps);
+}
+
+/* The receive thread pauses its own task (an error), unless a state change
+ * already stopped it: pausing a stopped task would restart it into PAUSED
+ * and gst_task_join would wait forever (as gst_pad_pause_task guards with
+ * GST_PAD_TASK). */
+static void gst_rdma_src_pause_task(GstRdmaSrc *self)
+{
+  GST_OBJECT_LOCK(self);
+  if (self->task_running)
+    gst_task_pause(self->task);
+  GST_OBJECT_UNLOCK(self);
+}
+
+static GstClockTime gst_rdma_src_running_time(GstRdmaSrc *self)
+{
+  GstClock *clock = gst_element_get_clock(GST_ELEMENT(self));
+  GstClockTime now, base;
+
+  if (!clock)
+    return 0;
+  now = gst_clock_get_time(clock);
+  base = gst_element_get_base_time(GST_ELEMENT(self));
+  gst_object_unref(clock);
+  return now > base ? now - base : 0;
+}
+
+/* Receive thread: each device's share of its lane now (device-blocks). */
+guint gst_rdma_src_budget(GstRdmaSrc *self)
+{
+  if (self->device_blocks_now > 0)
+    return self->device_blocks_now;
+  return MAX(1u, self->usable_blocks / MAX(1u, self->n_pads));
+}
+
+/* The pause policy: tell dev's sender to stop, or to go on. */
+static void gst_rdma_src_set_device_paused(GstRdmaSrc *self,
+                                           GstRdmaSrcDevice *dev,
+                                           gboolean paused)
+{
+  if (dev->pause_set == paused)
+    return;
+  dev->pause_set = paused;
+  gst_rdma_src_pad_set_paused(dev->pad, paused);
+  GST_INFO_OBJECT(dev->pad, "%s the sender", paused ? "pausing" : "resuming");
+  sbr_receiver_pause_device(self->receiver, (uint8_t)dev->device, paused);
+}
+
+/* Paused devices whose share has room again (half of it free) resume. */
+static gboolean gst_rdma_src_check_pauses(GstRdmaSrc *self)
+{
+  gboolean any = FALSE;
+
+  for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
+    GstRdmaSrcDevice *dev = self->devices[d];
+
+    if (!dev || !dev->pause_set)
+      continue;
+    if (gst_rdma_src_pad_usage(dev->pad) <= gst_rdma_src_budget(self) / 2 ||
+        gst_rdma_src_pad_get_policy(dev->pad) != GST_RDMA_OVER_BUDGET_PAUSE)
+      gst_rdma_src_set_device_paused(self, dev, FALSE);
+    else
+      any = TRUE;
+  }
+  return any;
+}
+
+/* Queues a data frame on its device's pad; takes the frame. */
+static void gst_rdma_src_handle_data(GstRdmaSrc *self, struct sbr_frame *frame)
+{
+  GstRdmaSrcDevice *dev = self->devices[frame->info.device];
+  struct sbr_block_info info = frame->info;
+  gboolean over = FALSE, copy = FALSE;
+  guint lane_blocks;
+  GstClockTime now;
+  GstBuffer *buf;
+
+  if (!dev || gst_rdma_src_pad_is_eos(dev->pad)) {
+    /* No caps yet (we joined mid-stream and the sender hasn't reconnected)
+     * or data after EOS: nothing downstream could interpret it. */
+    GST_LOG_OBJECT(self, "device %u: no stream, frame dropped", info.device);
+    sbr_frame_release(frame);
+    GST_OBJECT_LOCK(self);
+    self->no_caps_drops++;
+    GST_OBJECT_UNLOCK(self);
+    return;
+  }
+  if (!g_atomic_int_get(&self->playing)) {
+    /* A live source produces nothing while PAUSED. */
+    sbr_frame_release(frame);
+    gst_rdma_src_pad_count_drop(dev->pad, TRUE);
+    return;
+  }
+
+  /* Every frame, also one the library already copied (the lane was nearly
+   * full: a slow consumer), meets the share and the queue bound. */
+  copy = gst_rdma_src_pad_admit(dev->pad, frame->n_blocks,
+                                gst_rdma_src_budget(self), self->max_queued_now,
+                                &over) == GST_RDMA_ADMIT_COPY &&
+         frame->n_blocks > 0;
+  if (over && self->can_pause &&
+      gst_rdma_src_pad_get_policy(dev->pad) == GST_RDMA_OVER_BUDGET_PAUSE)
+    gst_rdma_src_set_device_paused(self, dev, TRUE);
+
+  /* Over the element's max-held too: copy. */
+  if (frame->n_blocks > 0 &&
+      (guint)g_atomic_int_get(&self->held->count) + frame->n_blocks >
+          self->max_held_now)
+    copy = TRUE;
+  if (copy && frame->n_blocks > 0) {
+    GST_OBJECT_LOCK(self);
+    self->copies++;
+    GST_OBJECT_UNLOCK(self);
+  }
+  buf = gst_rdma_frame_to_buffer(frame, copy, self->held,
+                                 gst_rdma_src_pad_block_count(dev->pad),
+                                 &lane_blocks);
+  if (dev->rebase_seen != g_atomic_int_get(&self->rebase_count)) {
+    dev->rebase_seen = g_atomic_int_get(&self->rebase_count);
+    dev->time_map.have_base = FALSE;
+  }
+  now = gst_rdma_src_running_time(self);
+  gst_rdma_frame_stamp(&dev->time_map, &info, now, buf);
+  if (GST_BUFFER_PTS_IS_VALID(buf) && now > GST_BUFFER_PTS(buf) &&
+      gst_rdma_src_pad_note_lateness(dev->pad, now - GST_BUFFER_PTS(buf))) {
+    GST_INFO_OBJECT(dev->pad,
+                    "a frame came %" GST_TIME_FORMAT " late: "
+                    "latency up",
+                    GST_TIME_ARGS(now - GST_BUFFER_PTS(buf)));
+    gst_element_post_message(GST_ELEMENT(self),
+                             gst_message_new_latency(GST_OBJECT(self)));
+  }
+  if (info.duration != SBR_TIME_NONE &&
+      !GST_CLOCK_TIME_IS_VALID(dev->frame_duration)) {
+    GST_OBJECT_LOCK(self);
+    dev->frame_duration = info.duration;
+    GST_OBJECT_UNLOCK(self);
+  }
+  /* The sender's numbering (see the SECTION). */
+  GST_BUFFER_OFFSET(buf) = info.packet;
+  GST_BUFFER_OFFSET_END(buf) = GST_BUFFER_OFFSET_NONE;
+  GST_LOG_OBJECT(dev->pad, "queueing %" GST_PTR_FORMAT, buf);
+  gst_rdma_src_pad_queue_buffer(dev->pad, buf, lane_blocks, copy);
+}
+
+static void gst_rdma_src_check_timeout(GstRdmaSrc *self)
+{
+  gint64 now = g_get_monotonic_time();
+
+  if (self->timeout_now == 0 || self->timeout_posted ||
+      now - self->last_activity <
+          (gint64)self->timeout_now * G_TIME_SPAN_MILLISECOND)
+    return;
+  self->timeout_posted = TRUE;
+  gst_element_post_message(
+      GST_ELEMENT(self),
+      gst_message_new_element(
+          GST_OBJECT(self),
+          gst_structure_new("rdmasrc-timeout", "timeout", G_TYPE_UINT64,
+                            (guint64)self->timeout_now * GST_MSECOND, NULL)));
+}
+
+/* Ownership of frame's device (gstrdmasrcdevice.c): FALSE when another
+ * sender owns it.  A refused sender's caps are kept, so that when it takes
+ * the device over (the owner left) its stream starts with them. */
+static gboolean gst_rdma_src_owner_check(GstRdmaSrc *self,
+                                         const struct sbr_frame *frame)
+{
+  GstRdmaSrcDevice *dev = self->devices[frame->info.device];
+  guint32 lane = frame->info.lane_id;
+  gboolean takeover;
+
+  if (!dev)
+    return TRUE;
+  takeover = dev->owned && dev->owner_lane != lane;
+  if (!gst_rdma_src_device_claim(dev, GST_ELEMENT(self), self->receiver,
+                                 lane)) {
+    if (frame->info.kind == SBR_KIND_CAPS) {
+      g_free(dev->refused_caps);
+      dev->refused_caps = g_strndup((const gchar *)frame->info.payload,
+                                    frame->info.payload_len);
+      dev->refused_caps_lane = lane;
+    }
+    return FALSE;
+  }
+  if (takeover || (!dev->owned && dev->refused_caps))
+    GST_INFO_OBJECT(self, "device %u: taken over by lane %u", dev->device,
+                    lane);
+  if (dev->refused_caps && dev->refused_caps_lane == lane) {
+    /* The new owner's stream, with the caps it sent while refused (unless
+     * this frame brings caps itself). */
+    if (frame->info.kind != SBR_KIND_CAPS)
+      gst_rdma_src_handle_caps(self, dev->device, lane, dev->refused_caps,
+                               TRUE);
+    g_clear_pointer(&dev->refused_caps, g_free);
+  }
+  return TRUE;
+}
+
+/* Departed and silent devices: events on the bus (and EOS if asked). */
+static void gst_rdma_src_check_lives(GstRdmaSrc *self)
+{
+  gint64 now = g_get_monotonic_time();
+
+  if (now - self->last_life_check < LIFE_CHECK_US)
+    return;
+  self->last_life_check = now;
+  for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
+    GstRdmaSrcDevice *dev = self->devices[d];
+
+    if (!dev)
+      continue;
+    if (gst_rdma_src_device_check_lane(dev, GST_ELEMENT(self),
+                                       self->receiver) &&
+        self->device_lost_eos_now)
+      gst_rdma_src_device_eos(self, dev);
+    gst_rdma_src_device_check_idle(dev, GST_ELEMENT(self), self->timeout_now,
+                                   now);
+  }
+}
+
+/* Every pad's stream ends after what its pad has queued. */
+static void gst_rdma_src_eos_all(GstRdmaSrc *self)
+{
+  for (guint d = 0; d < SBR_MAX_DEVICES; d++)
+    if (self->devices[d])
+      gst_rdma_src_device_eos(self, self->devices[d]);
+}
+
+/* The receive thread: takes frames in per-device packet order from every
+ * lane (and, by sitting in the receiver, accepts and notices senders) and
+ * queues each on its device's pad.  It never pushes downstream, so no
+ * consumer can hold it up. */
+void gst_rdma_src_loop(gpointer data)
+{
+  GstRdmaSrc *self = GST_RDMA_SRC(data);
+  gboolean any_paused;
+  struct sbr_frame frame;
+  int ret;
+
+  gst_rdma_src_adopt_requested(self);
+  any_paused = gst_rdma_src_check_pauses(self);
+
+  ret = sbr_receiver_next_frame(
+      self->receiver, any_paused ? PAUSED_LOOP_TIMEOUT_MS : LOOP_TIMEOUT_MS,
+      &frame);
+  if (g_atomic_int_get(&self->flushing)) {
+    /* A state change is stopping the thread already. */
+    if (ret == 0)
+      sbr_frame_release(&frame);
+    GST_DEBUG_OBJECT(self, "flushing");
+    return;
+  }
+  if (g_atomic_int_compare_and_exchange(&self->eos_requested, 1, 0)) {
+    gst_rdma_src_adopt_requested(self);
+    gst_rdma_src_eos_all(self);
+    self->eos_done = TRUE;
+  }
+  gst_rdma_src_check_lives(self);
+  if (ret == -EINTR) /* a wakeup: EOS, or a stale one */
+    return;
+  if (ret == -ETIMEDOUT) {
+    gst_rdma_src_check_timeout(self);
+    return;
+  }
+  if (ret < 0) {
+    GST_ELEMENT_ERROR(self, RESOURCE, READ, ("Receiving failed."),
+                      ("sbr_receiver_next_frame: %s", g_strerror(-ret)));
+    gst_rdma_src_eos_all(self);
+    gst_rdma_src_pause_task(self);
+    return;
+  }
+  if (self->eos_done) {
+    /* The application ended the streams: the rest goes back at once. */
+    sbr_frame_release(&frame);
+    return;
+  }
+  if (!gst_rdma_src_owner_check(self, &frame)) {
+    sbr_frame_release(&frame);
+    return;
+  }
+  self->last_activity = g_get_monotonic_time();
+  self->timeout_posted = FALSE;
+  GST_LOG_OBJECT(self,
+                 "lane %u seq %" G_GUINT64_FORMAT ": device %u kind %u packet "
+                 "%u, %u bytes in %u block(s)",
+                 frame.info.lane_id, (guint64)frame.info.seq, frame.info.device,
+                 frame.info.kind, frame.info.packet, frame.size,
+                 frame.n_blocks);
+
+  switch (frame.info.kind) {
+  case SBR_KIND_CAPS: {
+    gchar *str =
+        g_strndup((const gchar *)frame.info.payload, frame.info.payload_len);
+    gst_rdma_src_handle_caps(self, frame.info.device, frame.info.lane_id, str,
+                             FALSE);
+    g_free(str);
+    sbr_frame_release(&frame);
+    break;
+  }
+  case SBR_KIND_EOS:
+    if (self->devices[frame.info.device])
+      gst_rdma_src_device_eos(self, self->devices[frame.info.device]);
+    sbr_frame_release(&frame);
+    break;
+  case SBR_KIND_DATA:
+    gst_rdma_src_handle_data(self, &frame);
+    break;
+  default:
+    sbr_frame_release(&frame);
+    break;
+  }
+}
