@@ -586,6 +586,15 @@ int sbr_sender_reconnect(sbr_sender *s, char *errbuf, size_t errlen)
   return ret;
 }
 
+int sbr__sender_test_fail_qp(struct sbr_sender *s)
+{
+  /* engine_lock keeps s->conn from being closed meanwhile. */
+  pthread_mutex_lock(&s->engine_lock);
+  int ret = s->conn ? s->ops->test_fail(s->conn) : -ENOTCONN;
+  pthread_mutex_unlock(&s->engine_lock);
+  return ret;
+}
+
 void sbr_sender_wakeup(sbr_sender *s)
 {
   pthread_mutex_lock(&s->lock);

@@ -1511,6 +1511,17 @@ static uint64_t verbs_posted_recv_count(struct sbr__conn *c)
   return c ? atomic_load(&c->posted_recv) : 0;
 }
 
+/* Test only: the QP goes to ERR as after a fatal NIC or link error; its
+ * outstanding WRs flush and the engine sees the connection fail. */
+static int verbs_test_fail(struct sbr__conn *c)
+{
+  if (!c || !c->id || !c->id->qp)
+    return -EINVAL;
+  struct ibv_qp_attr attr = {.qp_state = IBV_QPS_ERR};
+  int ret = ibv_modify_qp(c->id->qp, &attr, IBV_QP_STATE);
+  return ret ? -ret : 0;
+}
+
 const struct sbr__transport_ops sbr__transport_verbs = {
     .name = "verbs",
     .connect = verbs_connect,
@@ -1529,4 +1540,5 @@ const struct sbr__transport_ops sbr__transport_verbs = {
     .disconnect = verbs_disconnect,
     .close = verbs_close,
     .posted_recv_count = verbs_posted_recv_count,
+    .test_fail = verbs_test_fail,
 };

@@ -391,6 +391,11 @@ struct sbr__transport_ops {
   /* How many receive WRs were ever posted on this conn (for the test that
    * proves the status-byte receiver posts none). */
   uint64_t (*posted_recv_count)(struct sbr__conn *c);
+  /* Test only (sbr__sender_test_fail_qp): put the connection in error as
+   * a NIC fault would; every WR not yet executed completes in error or is
+   * flushed.  verbs: the QP goes to ERR; shm: the next WR the NIC thread
+   * executes fails as fail_after_wrs does. */
+  int (*test_fail)(struct sbr__conn *c);
 };
 
 extern const struct sbr__transport_ops sbr__transport_shm;
