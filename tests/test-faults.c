@@ -6,13 +6,17 @@
  *
  *   test-faults shm|verbs [case...]
  *
- * Cases (the verbs ones need root in the Soft-RoCE VM):
+ * Cases:
  *   receiver_killed_restarts   receiver SIGKILLed, a new one after 1 s
  *   sender_killed_replaced     sender SIGKILLed, a new sender process
  *   qp_error_midrun            the sender's QP put in error (test hook)
  *   receiver_blocked_5s        the receiver takes nothing for 5 s
- *   link_down_2s               verbs: `ip link set veth0 down`, 2 s, up
- *   netem_loss_delay_10s       verbs: 1 % loss and 5 ms delay for 10 s
+ * Not here: link down and netem loss/delay.  In the Soft-RoCE VM one rxe
+ * device talks to itself, and rxe loops such traffic back inside the
+ * driver: no qdisc on lo or the veth ever sees a packet (measured: netem
+ * loss 100 % on both, 200 frames still arrive), and `ip link set veth0
+ * down` instead removes the local route, after which no rdma_cm
+ * connection to that device succeeds again (docs/design.md, "Faults").
  *
  * Every case checks, from counters the processes keep in shared memory
  * (they survive a SIGKILL):
@@ -31,8 +35,7 @@
  *   - no error where none is configured: the sender stays connected
  *     through faults that RC retries hide.
  *
- * The address comes from SBR_RDMA_ADDR (default 127.0.0.1), the netdev
- * under rxe from SBR_RDMA_NETDEV (default veth0).  The coordinating
+ * The address comes from SBR_RDMA_ADDR (default 127.0.0.1).  The coordinating
  * process forks the receiver and the senders before it touches verbs.
  */
 #include <dirent.h>
@@ -58,7 +61,6 @@
 
 static enum sbr_backend backend;
 static const char *addr = "127.0.0.1";
-static const char *netdev = "veth0";
 static uint16_t port;
 static unsigned fps;          /* per device */
 static uint32_t max_size;     /* frame sizes 64 .. max_size, one block */
@@ -459,12 +461,6 @@ static struct resources count_resources(void)
   return r;
 }
 
-static void run_shell(const char *cmd)
-{
-  int ret = system(cmd);
-  ASSERT_MSG(ret == 0, "'%s' failed (%d)", cmd, ret);
-}
-
 static uint64_t total_verified(void)
 {
   uint64_t n = 0;
@@ -499,8 +495,6 @@ enum fault {
   F_TX_KILL,
   F_QP_ERROR,
   F_RX_BLOCK,
-  F_LINK_DOWN,
-  F_NETEM,
 };
 
 struct outcome {
@@ -560,23 +554,6 @@ static void run_case(enum fault fault, struct outcome o)
       check_alive(rx_pid, "receiver");
       sleep_ms(5);
     }
-    break;
-  case F_LINK_DOWN: {
-    char cmd[160];
-    snprintf(cmd, sizeof cmd, "ip link set %s down", netdev);
-    run_shell(cmd);
-    sleep_ms(2000);
-    snprintf(cmd, sizeof cmd, "ip link set %s up", netdev);
-    run_shell(cmd);
-    break;
-  }
-  case F_NETEM:
-    /* One rxe device talks to itself: its packets go through lo, not
-     * the veth, so that is where netem goes. */
-    run_shell("modprobe sch_netem 2>/dev/null; "
-              "tc qdisc add dev lo root netem loss 1% delay 5ms");
-    sleep_ms(10000);
-    run_shell("tc qdisc del dev lo root");
     break;
   }
   if (!atomic_load(&sh->fault_end_ns))
@@ -731,35 +708,13 @@ static void receiver_blocked_5s(void)
   run_case(F_RX_BLOCK, (struct outcome){"receiver_blocked_5s", 0, true, true});
 }
 
-/* Either RC retries outlast it, or the QP goes to error and the sender
- * reconnects: then only what was in flight is lost. */
-static void link_down_2s(void)
-{
-  run_case(F_LINK_DOWN,
-           (struct outcome){"link_down_2s", SEND_BLOCKS, true, false});
-}
-
-/* RC retransmits hide loss and delay: nothing lost, no reconnect. */
-static void netem_loss_delay_10s(void)
-{
-  run_case(F_NETEM, (struct outcome){"netem_loss_delay_10s", 0, true, true});
-}
-
-/* Rows marked VERBS_ONLY need a real link (root, in the VM). */
-#define ANY false
-#define VERBS_ONLY true
-static const struct {
-  struct test_entry t;
-  bool verbs_only;
-} all_tests[] = {
-    {{"receiver_killed_restarts", receiver_killed_restarts}, ANY},
-    {{"sender_killed_replaced", sender_killed_replaced}, ANY},
-    {{"qp_error_midrun", qp_error_midrun}, ANY},
-    {{"receiver_blocked_5s", receiver_blocked_5s}, ANY},
-    {{"link_down_2s", link_down_2s}, VERBS_ONLY},
-    {{"netem_loss_delay_10s", netem_loss_delay_10s}, VERBS_ONLY},
+static const struct test_entry tests[] = {
+    {"receiver_killed_restarts", receiver_killed_restarts},
+    {"sender_killed_replaced", sender_killed_replaced},
+    {"qp_error_midrun", qp_error_midrun},
+    {"receiver_blocked_5s", receiver_blocked_5s},
+    {NULL, NULL},
 };
-#define N_TESTS (sizeof all_tests / sizeof all_tests[0])
 
 int main(int argc, char **argv)
 {
@@ -779,18 +734,9 @@ int main(int argc, char **argv)
   wait_timeout = 1000;
   if (backend == SBR_BACKEND_VERBS && getenv("SBR_RDMA_ADDR"))
     addr = getenv("SBR_RDMA_ADDR");
-  if (getenv("SBR_RDMA_NETDEV"))
-    netdev = getenv("SBR_RDMA_NETDEV");
   sbr_set_log_handler(log_to_stderr, NULL);
   coordinator = getpid();
   atexit(kill_children);
   setvbuf(stderr, NULL, _IOLBF, 0);
-  bool is_verbs = backend == SBR_BACKEND_VERBS;
-  struct test_entry tests[N_TESTS + 1];
-  size_t n = 0;
-  for (size_t i = 0; i < N_TESTS; i++)
-    if (is_verbs || !all_tests[i].verbs_only)
-      tests[n++] = all_tests[i].t;
-  tests[n] = (struct test_entry){NULL, NULL};
   return test_main(tests, argc - 1, argv + 1);
 }
