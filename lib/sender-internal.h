@@ -61,6 +61,7 @@ extern const struct sbr__sender_engine sbr__sender_sliding_window;
 struct sbr_sender {
   struct sbr_sender_config cfg;            /* copy; cfg.host points at host */
   char host[256];                          /* receiver host */
+  char source[256];                        /* local address, if cfg.source */
   const struct sbr__transport_ops *ops;    /* back end */
   const struct sbr__sender_engine *engine; /* mechanism */
 

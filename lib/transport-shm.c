@@ -1528,13 +1528,15 @@ static int shm_start_nic(struct sbr__conn *c)
   return 0;
 }
 
-static int shm_connect(const char *host, uint16_t port, const uint8_t *priv,
-                       size_t priv_len, const struct sbr__queue_caps *caps,
+static int shm_connect(const char *host, uint16_t port, const char *source,
+                       const uint8_t *priv, size_t priv_len,
+                       const struct sbr__queue_caps *caps,
                        const struct sbr_fault_injection *faults, int timeout_ms,
                        struct sbr__conn **out, struct sbr__lane_desc *lane,
                        char *errbuf, size_t errlen)
 {
   (void)host; /* same host by definition: the port names the receiver */
+  (void)source;
   uint8_t mechanism;
   uint32_t hint_size, hint_count;
   if (!out || !lane || !caps || !priv || priv_len > SHM_MAX_PRIV ||

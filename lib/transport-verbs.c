@@ -580,8 +580,9 @@ static int resolve_host(const char *host, uint16_t port,
   return ret;
 }
 
-static int verbs_connect(const char *host, uint16_t port, const uint8_t *priv,
-                         size_t priv_len, const struct sbr__queue_caps *caps,
+static int verbs_connect(const char *host, uint16_t port, const char *source,
+                         const uint8_t *priv, size_t priv_len,
+                         const struct sbr__queue_caps *caps,
                          const struct sbr_fault_injection *faults,
                          int timeout_ms, struct sbr__conn **out,
                          struct sbr__lane_desc *lane, char *errbuf,
@@ -628,10 +629,20 @@ static int verbs_connect(const char *host, uint16_t port, const uint8_t *priv,
   if (ret)
     goto out_free_conn;
 
+  /* A source address binds the connection to the device that has it. */
+  struct sockaddr_storage src;
+  if (source) {
+    ret = resolve_host(source, 0, &src, source, errbuf, errlen);
+    if (ret) {
+      ret = -EINVAL;
+      goto out_free_conn;
+    }
+  }
+
   /* rdma_cm's own resolution timeout ends with our deadline (at least
    * 1 ms: 0 would mean its default); either way the wait below ends. */
-  if (rdma_resolve_addr(c->id, NULL, (struct sockaddr *)&dst,
-                        ms_left(deadline) + 1)) {
+  if (rdma_resolve_addr(c->id, source ? (struct sockaddr *)&src : NULL,
+                        (struct sockaddr *)&dst, ms_left(deadline) + 1)) {
     ret = neg_errno(EHOSTUNREACH);
     sbr__errf(errbuf, errlen, "rdma_cm: cannot reach %s: rdma_resolve_addr: %s",
               hostport, strerror(-ret));

@@ -11,12 +11,19 @@
  *   sender_killed_replaced     sender SIGKILLed, a new sender process
  *   qp_error_midrun            the sender's QP put in error (test hook)
  *   receiver_blocked_5s        the receiver takes nothing for 5 s
- * Not here: link down and netem loss/delay.  In the Soft-RoCE VM one rxe
- * device talks to itself, and rxe loops such traffic back inside the
- * driver: no qdisc on lo or the veth ever sees a packet (measured: netem
- * loss 100 % on both, 200 frames still arrive), and `ip link set veth0
- * down` instead removes the local route, after which no rdma_cm
- * connection to that device succeeds again (docs/design.md, "Faults").
+ *   link_dead_2s               verbs: netem loss 100 % both ways, 2 s
+ *   netem_loss_delay_10s       verbs: netem loss 1 % and delay 5 ms both
+ *                              ways, 10 s
+ * The last two need root and a second RDMA device on the other end of a
+ * veth pair: the sender binds SBR_RDMA_SRC_ADDR (on SBR_RDMA_SRC_NETDEV),
+ * the receiver listens on SBR_RDMA_ADDR (on SBR_RDMA_NETDEV, default
+ * veth0), and netem goes on both netdevs; the Soft-RoCE VM has that
+ * (rxe1 on veth1, 10.77.0.2).  One rxe device talking to itself would not
+ * do: rxe loops that traffic back inside the driver, past every qdisc.
+ * `ip link set ... down` is not used: it removes the local route, rxe
+ * fails its sends locally, and on the VM's 6.1 kernel no rdma_cm
+ * connection to that device succeeded again (docs/design.md, "Faults").
+ * Without the variables they exit 77 (skipped).
  *
  * Every case checks, from counters the processes keep in shared memory
  * (they survive a SIGKILL):
@@ -60,6 +67,10 @@
 #define RESUME_BOUND_MS 10000 /* generous: catches a hang, times nothing */
 
 static enum sbr_backend backend;
+static const char *source;     /* the sender binds it (link cases) */
+static const char *src_addr;   /* SBR_RDMA_SRC_ADDR */
+static const char *src_netdev; /* SBR_RDMA_SRC_NETDEV */
+static const char *rx_netdev = "veth0";
 static const char *addr = "127.0.0.1";
 static uint16_t port;
 static unsigned fps;          /* per device */
@@ -212,6 +223,7 @@ static int sender_main(unsigned gen)
   sbr_sender_config_init(&cfg);
   cfg.backend = backend;
   cfg.host = addr;
+  cfg.source = source;
   cfg.port = port;
   cfg.send_blocks = SEND_BLOCKS;
   cfg.connect_timeout_ms = 2000;
@@ -461,6 +473,64 @@ static struct resources count_resources(void)
   return r;
 }
 
+static void run_shell(const char *cmd)
+{
+  int ret = system(cmd);
+  ASSERT_MSG(ret == 0, "'%s' failed (%d)", cmd, ret);
+}
+
+/* netem on both netdevs of the link: both directions of the traffic.
+ * One shell for both: a process start is slow on an emulated CPU, and
+ * the fault should last what the case says. */
+static void netem_on(const char *params)
+{
+  char cmd[300];
+  snprintf(cmd, sizeof cmd,
+           "modprobe sch_netem 2>/dev/null; tc qdisc add dev %s root netem %s "
+           "&& tc qdisc add dev %s root netem %s",
+           src_netdev, params, rx_netdev, params);
+  run_shell(cmd);
+}
+
+/* Removes the qdiscs, then checks that each met the traffic: a fault that
+ * never touched a packet must not pass for one survived. */
+static void netem_off(void)
+{
+  char cmd[300], line[256];
+  snprintf(cmd, sizeof cmd,
+           "tc qdisc del dev %s root && tc qdisc del dev %s root && "
+           "echo removed",
+           src_netdev, rx_netdev);
+  /* tc -s shows a deleted qdisc's counters no more: read them first, in
+   * the same shell, and print them after the deletion. */
+  char full[700];
+  snprintf(full, sizeof full,
+           "tc -s qdisc show dev %s; tc -s qdisc show dev "
+           "%s; %s",
+           src_netdev, rx_netdev, cmd);
+  FILE *p = popen(full, "r");
+  ASSERT(p);
+  unsigned long long pkts[2] = {0}, dropped[2] = {0};
+  int n = 0;
+  bool removed = false;
+  while (fgets(line, sizeof line, p)) {
+    unsigned long long b, k, d;
+    if (n < 2 && sscanf(line, " Sent %llu bytes %llu pkt (dropped %llu", &b, &k,
+                        &d) == 3) {
+      pkts[n] = k;
+      dropped[n++] = d;
+    }
+    removed |= strncmp(line, "removed", 7) == 0;
+  }
+  ASSERT_MSG(pclose(p) == 0 && removed && n == 2, "'%s' failed", full);
+  const char *devs[] = {src_netdev, rx_netdev};
+  for (int i = 0; i < 2; i++) {
+    fprintf(stderr, "netem on %s: %llu packets sent, %llu dropped\n", devs[i],
+            pkts[i], dropped[i]);
+    ASSERT_MSG(pkts[i] + dropped[i] > 0, "netem on %s saw no packet", devs[i]);
+  }
+}
+
 static uint64_t total_verified(void)
 {
   uint64_t n = 0;
@@ -495,6 +565,8 @@ enum fault {
   F_TX_KILL,
   F_QP_ERROR,
   F_RX_BLOCK,
+  F_LINK_DEAD,
+  F_NETEM,
 };
 
 struct outcome {
@@ -555,11 +627,28 @@ static void run_case(enum fault fault, struct outcome o)
       sleep_ms(5);
     }
     break;
+  case F_LINK_DEAD:
+    netem_on("loss 100%");
+    t0 = now_ns(); /* tc starts slowly on an emulated CPU */
+    sleep_ms(2000);
+    netem_off();
+    break;
+  case F_NETEM:
+    netem_on("loss 1% delay 5ms");
+    t0 = now_ns();
+    verified_before = total_verified();
+    sleep_ms(10000);
+    netem_off();
+    break;
   }
   if (!atomic_load(&sh->fault_end_ns))
     atomic_store(&sh->fault_end_ns, now_ns());
   fault_ns = atomic_load(&sh->fault_end_ns) - t0;
   uint64_t verified_during = total_verified() - verified_before;
+  if (fault == F_NETEM)
+    fprintf(stderr, "FAULT %s: %.0f frames/s under netem, %u/s offered\n",
+            o.name, (double)verified_during * 1e9 / (double)fault_ns,
+            fps * DEVICES);
 
   /* Every device resumes, then runs a second more. */
   uint64_t give_up = now_ns() + RESUME_BOUND_MS * MS;
@@ -708,13 +797,49 @@ static void receiver_blocked_5s(void)
   run_case(F_RX_BLOCK, (struct outcome){"receiver_blocked_5s", 0, true, true});
 }
 
-static const struct test_entry tests[] = {
-    {"receiver_killed_restarts", receiver_killed_restarts},
-    {"sender_killed_replaced", sender_killed_replaced},
-    {"qp_error_midrun", qp_error_midrun},
-    {"receiver_blocked_5s", receiver_blocked_5s},
-    {NULL, NULL},
+/* The link cases need a sender on another device (see the top). */
+static bool link_available(void)
+{
+  if (!src_addr || !src_netdev) {
+    fprintf(stderr, "SKIP: SBR_RDMA_SRC_ADDR and SBR_RDMA_SRC_NETDEV name "
+                    "no second device to fault the link from\n");
+    exit(77);
+  }
+  source = src_addr;
+  return true;
+}
+
+/* Either RC retries outlast it, or the QP goes to error and the sender
+ * reconnects once packets pass again: only what was in flight is lost. */
+static void link_dead_2s(void)
+{
+  link_available();
+  run_case(F_LINK_DEAD,
+           (struct outcome){"link_dead_2s", SEND_BLOCKS, true, false});
+}
+
+/* RC retransmits hide loss and delay: nothing lost, no reconnect. */
+static void netem_loss_delay_10s(void)
+{
+  link_available();
+  run_case(F_NETEM, (struct outcome){"netem_loss_delay_10s", 0, true, true});
+}
+
+/* Rows marked VERBS_ONLY fault a network link; shm has none. */
+#define ANY false
+#define VERBS_ONLY true
+static const struct {
+  struct test_entry t;
+  bool verbs_only;
+} all_tests[] = {
+    {{"receiver_killed_restarts", receiver_killed_restarts}, ANY},
+    {{"sender_killed_replaced", sender_killed_replaced}, ANY},
+    {{"qp_error_midrun", qp_error_midrun}, ANY},
+    {{"receiver_blocked_5s", receiver_blocked_5s}, ANY},
+    {{"link_dead_2s", link_dead_2s}, VERBS_ONLY},
+    {{"netem_loss_delay_10s", netem_loss_delay_10s}, VERBS_ONLY},
 };
+#define N_TESTS (sizeof all_tests / sizeof all_tests[0])
 
 int main(int argc, char **argv)
 {
@@ -734,9 +859,20 @@ int main(int argc, char **argv)
   wait_timeout = 1000;
   if (backend == SBR_BACKEND_VERBS && getenv("SBR_RDMA_ADDR"))
     addr = getenv("SBR_RDMA_ADDR");
+  src_addr = getenv("SBR_RDMA_SRC_ADDR");
+  src_netdev = getenv("SBR_RDMA_SRC_NETDEV");
+  if (getenv("SBR_RDMA_NETDEV"))
+    rx_netdev = getenv("SBR_RDMA_NETDEV");
   sbr_set_log_handler(log_to_stderr, NULL);
   coordinator = getpid();
   atexit(kill_children);
   setvbuf(stderr, NULL, _IOLBF, 0);
+  bool is_verbs = backend == SBR_BACKEND_VERBS;
+  struct test_entry tests[N_TESTS + 1];
+  size_t n = 0;
+  for (size_t i = 0; i < N_TESTS; i++)
+    if (is_verbs || !all_tests[i].verbs_only)
+      tests[n++] = all_tests[i].t;
+  tests[n] = (struct test_entry){NULL, NULL};
   return test_main(tests, argc - 1, argv + 1);
 }
