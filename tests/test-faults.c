@@ -31,7 +31,8 @@
  *   - losses: frames the sender accepted (send returned 0) that never
  *     arrived, bounded by what the fault can destroy (the sender's blocks
  *     in flight, plus the lane of a killed receiver) and zero where it
- *     destroys nothing; each one seen by the receiver as a gap;
+ *     destroys nothing; each one seen by the receiver as a gap (but for a
+ *     killed sender's unsent tail: nobody can tell where it ended);
  *   - resume time: from the fault's end to the first frame captured after
  *     it, verified, of every device.  PRINTED for the record; asserted
  *     only against 10 s (tests must not time a loaded host or an emulated
@@ -42,8 +43,9 @@
  *   - no error where none is configured: the sender stays connected
  *     through faults that RC retries hide.
  *
- * The address comes from SBR_RDMA_ADDR (default 127.0.0.1).  The coordinating
- * process forks the receiver and the senders before it touches verbs.
+ * The address comes from SBR_RDMA_ADDR (default 127.0.0.1).  The
+ * coordinating process forks the receiver and the senders before it
+ * touches verbs.
  */
 #include <dirent.h>
 #include <pthread.h>
