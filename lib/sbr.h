@@ -227,8 +227,12 @@ typedef struct sbr_send_block sbr_send_block;
 struct sbr_sender_config {
   enum sbr_backend backend;
   enum sbr_mechanism mechanism;
-  const char *host;          /* receiver address; shm: any name */
-  uint16_t port;             /* default SBR_DEFAULT_PORT */
+  const char *host; /* receiver address; shm: any name */
+  uint16_t port;    /* default SBR_DEFAULT_PORT */
+  /* Local address to connect from, which picks the RDMA device and port
+   * on a host with several; NULL = the one routing to host picks.
+   * verbs only (shm ignores it). */
+  const char *source;
   uint32_t send_blocks;      /* local send blocks, default 16 */
   uint32_t block_size_hint;  /* asked of the receiver, 0 = its choice */
   uint32_t block_count_hint; /* asked of the receiver, 0 = its choice */

@@ -61,6 +61,7 @@ extern const struct sbr__sender_engine sbr__sender_sliding_window;
 struct sbr_sender {
   struct sbr_sender_config cfg;            /* copy; cfg.host points at host */
   char host[256];                          /* receiver host */
+  char source[256];                        /* local address, if cfg.source */
   const struct sbr__transport_ops *ops;    /* back end */
   const struct sbr__sender_engine *engine; /* mechanism */
 
@@ -148,6 +149,13 @@ void sbr__sender_blocks_done(struct sbr_sender *s, const uint32_t *index,
 void sbr__sender_count_posts(struct sbr_sender *s,
                              struct sbr_send_block *const *blocks, uint32_t n,
                              unsigned n_wr, unsigned n_status_writes);
+
+/* TEST ONLY (tests/test-faults.c): puts the sender's connection in error
+ * as a fatal NIC or link fault would (verbs: the QP goes to ERR; shm: the
+ * next WR fails like fail_after_wrs), so the recovery path can be tested
+ * on real verbs.  Not part of the API; nothing else calls it.  0,
+ * -ENOTCONN when not connected, or the back end's error. */
+int sbr__sender_test_fail_qp(struct sbr_sender *s);
 
 static inline uint64_t sbr__send_block_remote(const struct sbr_sender *s,
                                               uint32_t remote_index)

@@ -283,9 +283,9 @@ static int connect_locked(struct sbr_sender *s, char *errbuf, size_t errlen)
         s->cfg.block_count_hint ? s->cfg.block_count_hint + 4 : 1024;
   struct sbr__lane_desc lane;
   struct sbr__conn *conn = NULL;
-  int ret = s->ops->connect(s->host, s->cfg.port, priv, sizeof priv, &caps,
-                            &s->cfg.faults, s->cfg.connect_timeout_ms, &conn,
-                            &lane, errbuf, errlen);
+  int ret = s->ops->connect(
+      s->host, s->cfg.port, s->cfg.source, priv, sizeof priv, &caps,
+      &s->cfg.faults, s->cfg.connect_timeout_ms, &conn, &lane, errbuf, errlen);
   if (ret < 0)
     return ret;
   if (lane.mechanism == SBR_MECH_SLIDING_WINDOW &&
@@ -499,6 +499,10 @@ int sbr_sender_new(const struct sbr_sender_config *cfg, sbr_sender **out,
   s->cfg = *cfg;
   snprintf(s->host, sizeof s->host, "%s", cfg->host);
   s->cfg.host = s->host;
+  if (cfg->source) {
+    snprintf(s->source, sizeof s->source, "%s", cfg->source);
+    s->cfg.source = s->source;
+  }
   if (s->cfg.port == 0)
     s->cfg.port = SBR_DEFAULT_PORT;
   if (s->cfg.send_blocks == 0)
@@ -582,6 +586,15 @@ int sbr_sender_reconnect(sbr_sender *s, char *errbuf, size_t errlen)
       pthread_mutex_unlock(&s->lock);
     }
   }
+  pthread_mutex_unlock(&s->engine_lock);
+  return ret;
+}
+
+int sbr__sender_test_fail_qp(struct sbr_sender *s)
+{
+  /* engine_lock keeps s->conn from being closed meanwhile. */
+  pthread_mutex_lock(&s->engine_lock);
+  int ret = s->conn ? s->ops->test_fail(s->conn) : -ENOTCONN;
   pthread_mutex_unlock(&s->engine_lock);
   return ret;
 }

@@ -240,7 +240,8 @@ struct sbr__conn {
   struct shm_region blocks; /* sender: REMOTE_WRITE only (rule 8) */
   struct shm_region status; /* sender: REMOTE_READ | REMOTE_WRITE */
   uint64_t delay_ns;        /* sender: injected round trip */
-  uint64_t fail_at;         /* sender: 1-based WR to fail, 0 = none */
+  _Atomic uint64_t fail_at; /* sender: 1-based WR to fail, 0 = none; the
+                               NIC thread reads it unlocked (test_fail) */
   char peer[64];            /* "shm:pid=N", for logs */
 
   pthread_mutex_t lock;        /* guards the rest, except where noted */
@@ -870,7 +871,10 @@ static enum sbr__wc_status shm_execute(struct sbr__conn *c,
   const struct sbr__wr *wr = &s->wr;
   const struct shm_region *r = NULL;
   *verr = 0;
-  if (c->fail_at && index + 1 == c->fail_at) {
+  /* >=: a test_fail that raced with this WR's start fails the next one
+   * (the conn is in error after the first failure anyway). */
+  uint64_t fail_at = atomic_load_explicit(&c->fail_at, memory_order_relaxed);
+  if (fail_at && index + 1 >= fail_at) {
     *verr = SHM_VERR_INJECTED;
     return SBR__WC_ERROR;
   }
@@ -1277,6 +1281,20 @@ static uint64_t shm_posted_recv_count(struct sbr__conn *c)
   return n;
 }
 
+/* Test only: the next WR the NIC thread executes (or the next posted, when
+ * none waits) fails with SHM_VERR_INJECTED, which puts the conn in error as
+ * fail_after_wrs does. */
+static int shm_test_fail(struct sbr__conn *c)
+{
+  if (!c || c->role != SHM_SENDER)
+    return -EINVAL;
+  pthread_mutex_lock(&c->lock);
+  uint64_t next = c->sq_executed + 1;
+  pthread_mutex_unlock(&c->lock);
+  atomic_store_explicit(&c->fail_at, next, memory_order_relaxed);
+  return 0;
+}
+
 /* ------------------------------------------------------------- sender */
 
 /* Connects the socket, retrying while nobody listens yet. */
@@ -1510,13 +1528,15 @@ static int shm_start_nic(struct sbr__conn *c)
   return 0;
 }
 
-static int shm_connect(const char *host, uint16_t port, const uint8_t *priv,
-                       size_t priv_len, const struct sbr__queue_caps *caps,
+static int shm_connect(const char *host, uint16_t port, const char *source,
+                       const uint8_t *priv, size_t priv_len,
+                       const struct sbr__queue_caps *caps,
                        const struct sbr_fault_injection *faults, int timeout_ms,
                        struct sbr__conn **out, struct sbr__lane_desc *lane,
                        char *errbuf, size_t errlen)
 {
   (void)host; /* same host by definition: the port names the receiver */
+  (void)source;
   uint8_t mechanism;
   uint32_t hint_size, hint_count;
   if (!out || !lane || !caps || !priv || priv_len > SHM_MAX_PRIV ||
@@ -1541,7 +1561,8 @@ static int shm_connect(const char *host, uint16_t port, const uint8_t *priv,
   }
   if (faults) {
     c->delay_ns = (uint64_t)faults->delay_us * 1000;
-    c->fail_at = faults->fail_after_wrs;
+    atomic_store_explicit(&c->fail_at, faults->fail_after_wrs,
+                          memory_order_relaxed);
   }
   int memfd = -1;
   int err = shm_dial(port, deadline, &c->sock, errbuf, errlen);
@@ -2037,4 +2058,5 @@ const struct sbr__transport_ops sbr__transport_shm = {
     .disconnect = shm_disconnect,
     .close = shm_close,
     .posted_recv_count = shm_posted_recv_count,
+    .test_fail = shm_test_fail,
 };

@@ -580,8 +580,9 @@ static int resolve_host(const char *host, uint16_t port,
   return ret;
 }
 
-static int verbs_connect(const char *host, uint16_t port, const uint8_t *priv,
-                         size_t priv_len, const struct sbr__queue_caps *caps,
+static int verbs_connect(const char *host, uint16_t port, const char *source,
+                         const uint8_t *priv, size_t priv_len,
+                         const struct sbr__queue_caps *caps,
                          const struct sbr_fault_injection *faults,
                          int timeout_ms, struct sbr__conn **out,
                          struct sbr__lane_desc *lane, char *errbuf,
@@ -628,10 +629,20 @@ static int verbs_connect(const char *host, uint16_t port, const uint8_t *priv,
   if (ret)
     goto out_free_conn;
 
+  /* A source address binds the connection to the device that has it. */
+  struct sockaddr_storage src;
+  if (source) {
+    ret = resolve_host(source, 0, &src, source, errbuf, errlen);
+    if (ret) {
+      ret = -EINVAL;
+      goto out_free_conn;
+    }
+  }
+
   /* rdma_cm's own resolution timeout ends with our deadline (at least
    * 1 ms: 0 would mean its default); either way the wait below ends. */
-  if (rdma_resolve_addr(c->id, NULL, (struct sockaddr *)&dst,
-                        ms_left(deadline) + 1)) {
+  if (rdma_resolve_addr(c->id, source ? (struct sockaddr *)&src : NULL,
+                        (struct sockaddr *)&dst, ms_left(deadline) + 1)) {
     ret = neg_errno(EHOSTUNREACH);
     sbr__errf(errbuf, errlen, "rdma_cm: cannot reach %s: rdma_resolve_addr: %s",
               hostport, strerror(-ret));
@@ -1511,6 +1522,17 @@ static uint64_t verbs_posted_recv_count(struct sbr__conn *c)
   return c ? atomic_load(&c->posted_recv) : 0;
 }
 
+/* Test only: the QP goes to ERR as after a fatal NIC or link error; its
+ * outstanding WRs flush and the engine sees the connection fail. */
+static int verbs_test_fail(struct sbr__conn *c)
+{
+  if (!c || !c->id || !c->id->qp)
+    return -EINVAL;
+  struct ibv_qp_attr attr = {.qp_state = IBV_QPS_ERR};
+  int ret = ibv_modify_qp(c->id->qp, &attr, IBV_QP_STATE);
+  return ret ? -ret : 0;
+}
+
 const struct sbr__transport_ops sbr__transport_verbs = {
     .name = "verbs",
     .connect = verbs_connect,
@@ -1529,4 +1551,5 @@ const struct sbr__transport_ops sbr__transport_verbs = {
     .disconnect = verbs_disconnect,
     .close = verbs_close,
     .posted_recv_count = verbs_posted_recv_count,
+    .test_fail = verbs_test_fail,
 };

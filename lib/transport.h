@@ -328,9 +328,11 @@ struct sbr__transport_ops {
   const char *name;
 
   /* Sender: resolve, connect with the private data, wait until established
-   * or timeout_ms passes; fill lane from the accept private data. */
-  int (*connect)(const char *host, uint16_t port, const uint8_t *priv,
-                 size_t priv_len, const struct sbr__queue_caps *caps,
+   * or timeout_ms passes; fill lane from the accept private data.  source:
+   * the local address to bind (NULL = routing decides; shm ignores it). */
+  int (*connect)(const char *host, uint16_t port, const char *source,
+                 const uint8_t *priv, size_t priv_len,
+                 const struct sbr__queue_caps *caps,
                  const struct sbr_fault_injection *faults, int timeout_ms,
                  struct sbr__conn **out, struct sbr__lane_desc *lane,
                  char *errbuf, size_t errlen);
@@ -391,6 +393,11 @@ struct sbr__transport_ops {
   /* How many receive WRs were ever posted on this conn (for the test that
    * proves the status-byte receiver posts none). */
   uint64_t (*posted_recv_count)(struct sbr__conn *c);
+  /* Test only (sbr__sender_test_fail_qp): put the connection in error as
+   * a NIC fault would; every WR not yet executed completes in error or is
+   * flushed.  verbs: the QP goes to ERR; shm: the next WR the NIC thread
+   * executes fails as fail_after_wrs does. */
+  int (*test_fail)(struct sbr__conn *c);
 };
 
 extern const struct sbr__transport_ops sbr__transport_shm;

@@ -435,9 +435,9 @@ static void *forger_connect(void *arg)
   sbr__connect_priv_encode(priv, SBR_MECH_STATUS_BYTE, 0, 0);
   struct sbr__queue_caps caps = {.max_send_wr = 8, .max_inline = 64};
   char err[128];
-  f->ret = sbr__transport_shm.connect("127.0.0.1", f->port, priv, sizeof priv,
-                                      &caps, NULL, 3000, &f->conn, &f->lane,
-                                      err, sizeof err);
+  f->ret = sbr__transport_shm.connect("127.0.0.1", f->port, NULL, priv,
+                                      sizeof priv, &caps, NULL, 3000, &f->conn,
+                                      &f->lane, err, sizeof err);
   __atomic_store_n(&f->done, 1, __ATOMIC_RELEASE);
   return NULL;
 }

@@ -359,8 +359,8 @@ static void tx_connect(struct tx_end *tx, const struct link *lk,
   sbr__connect_priv_encode(priv, (uint8_t)mech, BLOCK_SIZE, BLOCKS);
   char err[256] = "";
   memset(tx, 0, sizeof *tx);
-  int r = ops->connect(rdma_addr, lk->port, priv, sizeof priv, &caps, faults,
-                       STEP_MS, &tx->c, &tx->lane, err, sizeof err);
+  int r = ops->connect(rdma_addr, lk->port, NULL, priv, sizeof priv, &caps,
+                       faults, STEP_MS, &tx->c, &tx->lane, err, sizeof err);
   ASSERT_MSG(r == 0, "connect to port %u: %d (%s)", lk->port, r, err);
   ASSERT_EQ(tx->lane.mechanism, mech);
   ASSERT_EQ(tx->lane.block_count, BLOCKS);
@@ -963,8 +963,8 @@ static void connect_refused_is_clear(const struct link *lk)
   struct sbr__conn *c = NULL;
   struct sbr__lane_desc lane;
   uint64_t t0 = now_ns();
-  int r = ops->connect(rdma_addr, port, priv, sizeof priv, &caps, NULL, 300, &c,
-                       &lane, err, sizeof err);
+  int r = ops->connect(rdma_addr, port, NULL, priv, sizeof priv, &caps, NULL,
+                       300, &c, &lane, err, sizeof err);
   double ms = ms_since(t0);
   ASSERT_MSG(r < 0, "connect to port %u, where nobody listens, returned %d",
              port, r);
@@ -1006,8 +1006,8 @@ static int tx_try_connect(const struct link *lk, enum sbr_mechanism mech,
   struct sbr__conn *c = NULL;
   struct sbr__lane_desc lane;
   uint64_t t0 = now_ns();
-  int r = ops->connect(rdma_addr, lk->port, priv, sizeof priv, &caps, NULL,
-                       STEP_MS, &c, &lane, err, errlen);
+  int r = ops->connect(rdma_addr, lk->port, NULL, priv, sizeof priv, &caps,
+                       NULL, STEP_MS, &c, &lane, err, errlen);
   *ms = ms_since(t0);
   ASSERT_MSG(r < 0 || c != NULL, "connect returned 0 without a conn");
   if (r == 0)
@@ -1082,8 +1082,8 @@ static void v1_sender_tx(const struct link *lk)
   struct sbr__conn *c = NULL;
   struct sbr__lane_desc lane;
   uint64_t t0 = now_ns();
-  int r = ops->connect(rdma_addr, lk->port, priv, sizeof priv, &caps, NULL,
-                       STEP_MS, &c, &lane, err, sizeof err);
+  int r = ops->connect(rdma_addr, lk->port, NULL, priv, sizeof priv, &caps,
+                       NULL, STEP_MS, &c, &lane, err, sizeof err);
   ASSERT_MSG(c == NULL, "failed connect still returned a conn");
   ASSERT_MSG(r == -EPROTONOSUPPORT, "a v1 sender got %d (%s)", r, err);
   ASSERT_MSG(ms_since(t0) < STEP_MS / 2,

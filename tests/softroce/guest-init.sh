@@ -76,12 +76,34 @@ ip link set veth1 up
 ip link set veth0 up
 rdma link add rxe0 type rxe netdev veth0 || fail "rdma link add rxe0 failed"
 
-state=/sys/class/infiniband/rxe0/ports/1/state
-i=0
-until grep -q ACTIVE "$state" 2>/dev/null; do
-	i=$((i + 1))
-	[ "$i" -le 300 ] || fail "rxe0 port not ACTIVE after 30 s: $(cat "$state" 2>&1)"
-	sleep 0.1
+# A second device on the veth's other end, for tests whose RoCE packets
+# must cross a netdev (tc/netem faults): rxe loops traffic between a
+# device and itself back inside the driver, past every qdisc.  Without
+# the policy routing, packets between the two local addresses would take
+# lo (the local table comes first) and rxe drops what arrives on lo; with
+# it, locally sent packets between them leave by the veth, and
+# accept_local lets each end take packets from a local source address.
+ip addr add 10.77.0.2/24 dev veth1
+for c in all veth0 veth1; do
+	echo 1 >"/proc/sys/net/ipv4/conf/$c/accept_local"
+	echo 0 >"/proc/sys/net/ipv4/conf/$c/rp_filter"
+done
+ip rule add pref 10 from 10.77.0.1 to 10.77.0.2 iif lo lookup 100
+ip rule add pref 11 from 10.77.0.2 to 10.77.0.1 iif lo lookup 101
+ip route add 10.77.0.2 dev veth0 table 100
+ip route add 10.77.0.1 dev veth1 table 101
+ip rule add pref 100 lookup local
+ip rule del pref 0
+rdma link add rxe1 type rxe netdev veth1 || fail "rdma link add rxe1 failed"
+
+for dev in rxe0 rxe1; do
+	state=/sys/class/infiniband/$dev/ports/1/state
+	i=0
+	until grep -q ACTIVE "$state" 2>/dev/null; do
+		i=$((i + 1))
+		[ "$i" -le 300 ] || fail "$dev port not ACTIVE after 30 s: $(cat "$state" 2>&1)"
+		sleep 0.1
+	done
 done
 
 # Verbs applications register memory; the default 8 MiB lock limit is far

@@ -14,10 +14,14 @@
 # same path; the rest of the host's root filesystem is visible read-only
 # with a RAM overlay for writes, so binaries built here run unchanged.
 # Passed through: PATH, LD_LIBRARY_PATH, HOME and every SBR_*, GST_*, G_*
-# variable; also exported: SBR_RDMA_ADDR=10.77.0.1 SBR_RDMA_DEV=rxe0.
+# variable; also exported: SBR_RDMA_ADDR=10.77.0.1 SBR_RDMA_DEV=rxe0
+# SBR_RDMA_SRC_ADDR=10.77.0.2 SBR_RDMA_SRC_NETDEV=veth1.
 # In the guest, rxe0 (on veth0, MTU 9000, 10.77.0.1) is ACTIVE, lo is up
 # and `ulimit -l` is unlimited.  Talk to yourself: server and client
-# processes both use 10.77.0.1.
+# processes both use 10.77.0.1.  A second device, rxe1 on veth1
+# (10.77.0.2), is there for tests whose packets must cross a netdev (tc
+# and netem faults): a client that binds 10.77.0.2 reaches 10.77.0.1 over
+# the veth pair; rxe0 talking to itself never leaves the driver.
 #
 # The command's stdout and stderr are streamed here; the script exits
 # with the command's exit status, 124 if the timeout (default 1200 s,
@@ -307,6 +311,7 @@ shq() {
 		esac
 	done < <(compgen -e)
 	echo "export SBR_RDMA_ADDR=10.77.0.1 SBR_RDMA_DEV=rxe0"
+	echo "export SBR_RDMA_SRC_ADDR=10.77.0.2 SBR_RDMA_SRC_NETDEV=veth1"
 } >"$ctl/env.sh"
 
 cp "$here/guest-init.sh" "$ctl/guest-init.sh"
