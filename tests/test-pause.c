@@ -109,10 +109,14 @@ static bool sender_sees_paused(sbr_sender *s, unsigned device)
   return ds.paused;
 }
 
-/* Sends device's frames (next is its next frame number) every pace_us
- * until the sender has seen device paused_dev's bit become want; returns
- * how many it sent.  Something must flow for the sender to READ. */
-static unsigned send_until_seen(sbr_sender *s, unsigned device, unsigned *next,
+/* Sends device's frames (next is its next frame number), each once the
+ * one before arrived at c, until the sender has seen device paused_dev's
+ * bit become want; returns how many it sent.  Something must flow for the
+ * sender to READ; one frame in flight at a time, so that a receive thread
+ * starved on a loaded host never fills the lane (under DROP that would
+ * drop frames this test doesn't expect to lose). */
+static unsigned send_until_seen(struct collector *c, sbr_sender *s,
+                                unsigned device, unsigned *next,
                                 unsigned paused_dev, bool want)
 {
   uint64_t t0 = now_ns();
@@ -122,6 +126,7 @@ static unsigned send_until_seen(sbr_sender *s, unsigned device, unsigned *next,
                "the sender did not see device %u %s within 5 s", paused_dev,
                want ? "paused" : "resumed");
     ASSERT_OK(fixture_send(s, device, (*next)++, 300));
+    collector_wait(c, device, *next);
     sent++;
     usleep(500);
   }
@@ -150,11 +155,15 @@ static void paused_device_drops_while_another_delivers(void)
 
   /* The lane opened with the bit set: the sender sees it once it READs. */
   unsigned next0 = 0;
-  send_until_seen(s, 0, &next0, 1, true);
+  send_until_seen(&c, s, 0, &next0, 1, true);
   enum { TRIES = 50 };
   for (unsigned i = 0; i < TRIES; i++) {
     ASSERT_EQ(fixture_send(s, 1, 0, 300), -EAGAIN);
     ASSERT_OK(fixture_send(s, 0, next0++, 300));
+    /* One frame of device 0 in flight at a time: under DROP, a lane
+     * filled by a receive thread starved on a loaded host would drop
+     * device 0's frames too, which is not what this test is about. */
+    collector_wait(&c, 0, next0);
     sbr_send_block *b;
     ASSERT_EQ(sbr_sender_acquire(s, 1, &b), -EAGAIN);
     usleep(200);
@@ -221,7 +230,7 @@ static void paused_device_waits_then_gives_up(void)
   memset(&c, 0, sizeof c);
   collector_start(&c, r);
   unsigned next0 = 0;
-  send_until_seen(s, 0, &next0, 1, true);
+  send_until_seen(&c, s, 0, &next0, 1, true);
 
   struct paced p = {s, 2, 150, 2000, 0, 0};
   pthread_t t;
@@ -282,7 +291,7 @@ static void resume_wakes_a_waiting_producer(void)
   memset(&c, 0, sizeof c);
   collector_start(&c, r);
   unsigned next0 = 0;
-  send_until_seen(s, 0, &next0, 1, true);
+  send_until_seen(&c, s, 0, &next0, 1, true);
   ASSERT_OK(sbr_sender_flush(s, 5000));
 
   struct one_send o = {.s = s, .device = 1};
