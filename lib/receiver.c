@@ -388,11 +388,16 @@ static void lane_open(struct sbr_receiver *r, struct sbr__conn_request *req)
   r->lanes = lane;
   r->stats.lanes_opened++;
   r->stats.lanes_active++;
+  if (lane->mem.windows)
+    r->stats.lanes_windowed++;
   pthread_mutex_unlock(&r->stats_lock);
   SBR_INFO("receiver: lane %u for %s: %u blocks of %u bytes, epoch %u "
-           "(sender hinted %u x %u; this receiver's configuration decides)",
+           "(sender hinted %u x %u; this receiver's configuration decides), "
+           "keys: %s",
            lane->id, req->peer, lane->desc.block_count, lane->desc.block_size,
-           lane->desc.epoch, req->block_count, req->block_size);
+           lane->desc.epoch, req->block_count, req->block_size,
+           lane->mem.windows ? "memory windows bound to its QP"
+                             : "memory regions");
   return;
 
 out_destroy:

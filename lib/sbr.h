@@ -548,6 +548,10 @@ struct sbr_receiver_stats {
   uint64_t rejected; /* failed validation, dropped, counted */
   uint64_t lanes_opened, lanes_closed;
   uint32_t lanes_active;
+  /* Lanes opened whose rkeys are type-2 memory windows bound to the
+   * lane's QP (verbs, a device that has them); the others' are memory
+   * regions (docs/protocol.md, "Threat model"). */
+  uint64_t lanes_windowed;
   uint64_t blocks_held;    /* currently held by the application */
   uint64_t recv_wr_posted; /* all lanes; 0 for status-byte (the point) */
   uint64_t frames_copied;  /* frames reassembled by copying */

@@ -282,6 +282,9 @@ struct sbr__lane_mem {
   uint8_t *blocks;          /* block_count * block_size bytes */
   volatile uint8_t *status; /* block_count status bytes, then the pause
                                bitmap at pause_offset */
+  /* verbs: the rkeys are type-2 memory windows bound to the lane's QP
+   * (else memory regions; always false over shm). */
+  bool windows;
 };
 
 /* A pending connection request on a listener. */

@@ -25,6 +25,9 @@
 #include "engine-fixture.h"
 #include "sender-internal.h"
 #include "transport.h"
+#ifdef SBR_HAVE_VERBS
+#include "verbs-keys.h"
+#endif
 
 #define BLOCKS 16
 #define BLOCK_SIZE 4096
@@ -900,6 +903,9 @@ static void write_with_other_lanes_keys_fails(void)
     struct rogue g;
     rogue_connect(&w, &g);
     ASSERT(honest.lane_id != g.lane.lane_id);
+    /* Each lane registers (or binds) its own: no key is shared. */
+    ASSERT(honest.blocks_rkey != g.lane.blocks_rkey);
+    ASSERT(honest.status_rkey != g.lane.status_rkey);
     struct sbr__wr wr;
     if (v == 0) {
       struct sbr__lane_desc saved = g.lane;
@@ -924,11 +930,152 @@ static void write_with_other_lanes_keys_fails(void)
   world_finish(&w);
 }
 
+/* ------------------------------------------------------ fresh keys */
+
+/* A sender that reconnects gets a new lane with new keys, and the keys of
+ * its previous lane are worth nothing on the new connection: a status
+ * WRITE of 1 with the old status key over a valid block (written with the
+ * new key) fails at the rogue and delivers nothing; a block WRITE with the
+ * old blocks key fails too.  The new lane's memory is untouched: had
+ * either landed, the block would have been delivered or rejected. */
+static void reconnect_gets_fresh_keys_old_keys_fail(void)
+{
+  struct world w;
+  world_start(&w);
+  struct rogue g;
+  rogue_connect(&w, &g);
+  const struct sbr__lane_desc old = g.lane;
+  ASSERT_EQ(rogue_status(&g, 0), SBR__STATUS_EMPTY); /* the keys worked */
+  rogue_close(&g);
+  WAIT_STAT(&w, lanes_closed, 1);
+  for (unsigned v = 0; v < 2; v++) {
+    rogue_connect(&w, &g);
+    ASSERT(g.lane.lane_id != old.lane_id);
+    ASSERT(g.lane.epoch != old.epoch);
+    ASSERT_MSG(g.lane.blocks_rkey != old.blocks_rkey,
+               "blocks rkey 0x%x again after a reconnect", old.blocks_rkey);
+    ASSERT_MSG(g.lane.status_rkey != old.status_rkey,
+               "status rkey 0x%x again after a reconnect", old.status_rkey);
+    fprintf(stderr, "  keys 0x%x/0x%x, then 0x%x/0x%x\n", old.blocks_rkey,
+            old.status_rkey, g.lane.blocks_rkey, g.lane.status_rkey);
+    struct sbr__wr wr;
+    uint32_t len = rogue_valid_block(&g, ROGUE_DEV, 0, 500);
+    if (v == 0) {
+      /* The block with the new key, its status with the old one. */
+      wr = rogue_write(&g, g.lane.blocks_addr, g.lane.blocks_rkey, len);
+      ASSERT_EQ(rogue_post(&g, &wr, 1), SBR__WC_SUCCESS);
+      g.byte = SBR__STATUS_DATA;
+      wr = (struct sbr__wr){.opcode = SBR__OP_WRITE,
+                            .local_addr = &g.byte,
+                            .length = 1,
+                            .remote_addr = g.lane.status_addr,
+                            .rkey = old.status_rkey,
+                            .inline_data = true};
+    } else {
+      wr = rogue_write(&g, g.lane.blocks_addr, old.blocks_rkey, len);
+    }
+    ASSERT_MSG(rogue_post(&g, &wr, 1) == SBR__WC_ERROR,
+               "a WRITE with the previous lane's key (%u) completed", v);
+    ASSERT(rogue_qp_dead(&g));
+    rogue_close(&g);
+    /* What landed in a lane is delivered before it closes. */
+    WAIT_STAT(&w, lanes_closed, 2 + v);
+  }
+  struct sbr_receiver_stats s;
+  stats(&w, &s);
+  ASSERT_EQ(s.rejected, 0);
+  ASSERT_EQ(atomic_load(&w.c.rogue), 0);
+  world_finish(&w);
+}
+
+#ifdef SBR_HAVE_VERBS
+/* Does the first RDMA device bind type-2 windows? */
+static bool device_has_windows(void)
+{
+  int n = 0;
+  struct ibv_device **list = ibv_get_device_list(&n);
+  ASSERT_MSG(list && n > 0, "no RDMA device");
+  struct ibv_context *ctx = ibv_open_device(list[0]);
+  ASSERT(ctx);
+  bool yes = sbr__verbs_windows_supported(ctx);
+  ibv_close_device(ctx);
+  ibv_free_device_list(list);
+  return yes;
+}
+
+/* Where the device binds type-2 windows (rxe does), every lane's keys are
+ * windows (lanes_windowed), and the whole rogue's repertoire above runs
+ * on them; the keys of one lane fail on another's QP. */
+static void lanes_use_memory_windows(void)
+{
+  bool expect = device_has_windows();
+  fprintf(stderr, "  the device %s type-2 memory windows\n",
+          expect ? "has" : "has no");
+  struct world w;
+  world_start(&w);
+  struct rogue g;
+  rogue_connect(&w, &g);
+  /* The rogue may see ESTABLISHED before the receiver counts its lane. */
+  WAIT_STAT(&w, lanes_opened, 2);
+  struct sbr_receiver_stats s;
+  stats(&w, &s);
+  ASSERT_EQ(s.lanes_windowed, expect ? 2 : 0);
+  /* The window grants what the MR used to: WRITE and READ of the status,
+   * WRITE of the blocks, and the block is delivered. */
+  rogue_put(&g, 0, rogue_valid_block(&g, ROGUE_DEV, 0, 700), SBR__STATUS_DATA);
+  uint64_t t0 = now_ns();
+  while (atomic_load(&w.c.rogue) < 1)
+    ASSERT_MSG(ms_since(t0) < HANG_MS, "a block written through a window "
+                                       "was not delivered");
+  rogue_close(&g);
+  /* And nothing more: no READ of the blocks. */
+  rogue_connect(&w, &g);
+  struct sbr__wr rd = {.opcode = SBR__OP_READ,
+                       .local_addr = g.buf,
+                       .length = 64,
+                       .lkey = g.mr->lkey,
+                       .remote_addr = g.lane.blocks_addr,
+                       .rkey = g.lane.blocks_rkey};
+  ASSERT_EQ(rogue_post(&g, &rd, 1), SBR__WC_ERROR);
+  rogue_close(&g);
+  atomic_store(&w.c.rogue, 0); /* the one delivered on purpose */
+  world_finish(&w);
+}
+
+/* Without windows (a device that has none, here pretended) the lanes use
+ * their MRs, say so in the stats, and keep every property the tests above
+ * check: the honest stream flows, another lane's keys fail. */
+static void mr_fallback_without_windows(void)
+{
+  sbr__verbs_windows_disabled = true;
+  struct world w;
+  world_start(&w);
+  const struct sbr__lane_desc honest = w.st.s->lane;
+  struct rogue g;
+  rogue_connect(&w, &g);
+  ASSERT(honest.blocks_rkey != g.lane.blocks_rkey);
+  g.buf[0] = SBR__STATUS_DATA;
+  struct sbr__wr wr =
+      rogue_write(&g, honest.status_addr + 2u, honest.status_rkey, 1);
+  ASSERT_EQ(rogue_post(&g, &wr, 1), SBR__WC_ERROR);
+  rogue_close(&g);
+  WAIT_STAT(&w, lanes_opened, 2);
+  struct sbr_receiver_stats s;
+  stats(&w, &s);
+  ASSERT_EQ(s.lanes_windowed, 0);
+  world_finish(&w);
+  sbr__verbs_windows_disabled = false;
+}
+#endif
+
 /* ---------------------------------------------------------------- main */
 
+/* Where a test runs: both back ends (false), shm only (true), verbs only
+ * (tests/list-tests.py reads these words). */
+#define VERBS_ONLY 2
 struct table_entry {
   struct test_entry t;
-  bool shm_only;
+  int only;
 };
 
 static const struct table_entry all_tests[] = {
@@ -967,11 +1114,28 @@ static const struct table_entry all_tests[] = {
     {{"write_outside_lane_fails", write_outside_lane_fails}, false},
     {{"write_with_other_lanes_keys_fails", write_with_other_lanes_keys_fails},
      false},
+    {{"reconnect_gets_fresh_keys_old_keys_fail",
+      reconnect_gets_fresh_keys_old_keys_fail},
+     false},
+#ifdef SBR_HAVE_VERBS
+    {{"lanes_use_memory_windows", lanes_use_memory_windows}, VERBS_ONLY},
+    {{"mr_fallback_without_windows", mr_fallback_without_windows}, VERBS_ONLY},
+#endif
 };
 #define N_TESTS (sizeof all_tests / sizeof all_tests[0])
 
+/* SBR_TEST_LOG=1: the library's messages on stderr, for a failure's
+ * story. */
+static void log_to_stderr(void *data, enum sbr_log_level level, const char *msg)
+{
+  (void)data;
+  fprintf(stderr, "  [%d] %s\n", (int)level, msg);
+}
+
 int main(int argc, char **argv)
 {
+  if (getenv("SBR_TEST_LOG"))
+    sbr_set_log_handler(log_to_stderr, NULL);
   if (argc >= 2 && strcmp(argv[1], "shm") == 0) {
     backend = SBR_BACKEND_SHM;
   } else if (argc >= 2 && strcmp(argv[1], "verbs") == 0) {
@@ -991,7 +1155,7 @@ int main(int argc, char **argv)
   struct test_entry tests[N_TESTS + 1];
   size_t n = 0;
   for (size_t i = 0; i < N_TESTS; i++)
-    if (is_shm || !all_tests[i].shm_only)
+    if (is_shm ? all_tests[i].only != VERBS_ONLY : all_tests[i].only != true)
       tests[n++] = all_tests[i].t;
   tests[n] = (struct test_entry){NULL, NULL};
   return test_main(tests, argc - 1, argv + 1);
