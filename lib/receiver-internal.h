@@ -92,6 +92,8 @@ struct sbr__lane {
   struct sbr__lane *next; /* receiver's list of open lanes */
 };
 
+#define SBR__MAX_NIC_PORTS 4
+
 struct sbr_receiver {
   struct sbr_receiver_config cfg;
   char address[256];
@@ -128,6 +130,14 @@ struct sbr_receiver {
   struct sbr_receiver_stats stats;
   struct sbr_device_stats dev_stats[SBR_MAX_DEVICES];
   uint64_t recv_wr_closed_lanes; /* posted receives of gone lanes */
+  /* RDMA ports lanes have run on (ops->nic_port), for the NIC's
+   * counters; under stats_lock.  A receiver listens on one address, so
+   * one port in practice; a few more cost nothing. */
+  struct sbr__nic_port {
+    char device[64];
+    unsigned port;
+  } nic_ports[SBR__MAX_NIC_PORTS];
+  unsigned n_nic_ports;
 };
 
 /* sbr_receiver_new over the given back end instead of cfg->backend's: the

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "nic-counters.h"
 #include "receiver-internal.h"
 
 #define DEFAULT_BLOCK_COUNT 16
@@ -320,6 +321,22 @@ static bool request_refused(const struct sbr_receiver *r,
   return false;
 }
 
+/* Notes the RDMA port conn runs on, for nic_remote_access_errors. */
+static void remember_nic_port_locked(struct sbr_receiver *r,
+                                     struct sbr__conn *conn)
+{
+  struct sbr__nic_port p;
+  if (!r->ops->nic_port ||
+      r->ops->nic_port(conn, p.device, sizeof p.device, &p.port) < 0)
+    return;
+  for (unsigned i = 0; i < r->n_nic_ports; i++)
+    if (r->nic_ports[i].port == p.port &&
+        strcmp(r->nic_ports[i].device, p.device) == 0)
+      return;
+  if (r->n_nic_ports < SBR__MAX_NIC_PORTS)
+    r->nic_ports[r->n_nic_ports++] = p;
+}
+
 static void lane_open(struct sbr_receiver *r, struct sbr__conn_request *req)
 {
   struct sbr__refusal why;
@@ -390,6 +407,7 @@ static void lane_open(struct sbr_receiver *r, struct sbr__conn_request *req)
   r->stats.lanes_active++;
   if (lane->mem.windows)
     r->stats.lanes_windowed++;
+  remember_nic_port_locked(r, lane->conn);
   pthread_mutex_unlock(&r->stats_lock);
   SBR_INFO("receiver: lane %u for %s: %u blocks of %u bytes, epoch %u "
            "(sender hinted %u x %u; this receiver's configuration decides), "
@@ -1111,7 +1129,20 @@ int sbr_receiver_get_stats(sbr_receiver *r, struct sbr_receiver_stats *out)
   out->recv_wr_posted = r->recv_wr_closed_lanes;
   for (struct sbr__lane *l = r->lanes; l; l = l->next)
     out->recv_wr_posted += r->ops->posted_recv_count(l->conn);
+  struct sbr__nic_port ports[SBR__MAX_NIC_PORTS];
+  unsigned n_ports = r->n_nic_ports;
+  memcpy(ports, r->nic_ports, n_ports * sizeof ports[0]);
   pthread_mutex_unlock(&r->stats_lock);
+  /* sysfs reads, outside the lock. */
+  out->nic_remote_access_errors = SBR_COUNTER_ABSENT;
+  for (unsigned i = 0; i < n_ports; i++) {
+    uint64_t v;
+    if (sbr__nic_remote_access_errors(ports[i].device, ports[i].port, &v) < 0)
+      continue;
+    if (out->nic_remote_access_errors == SBR_COUNTER_ABSENT)
+      out->nic_remote_access_errors = 0;
+    out->nic_remote_access_errors += v;
+  }
   return 0;
 }
 

@@ -574,7 +574,16 @@ struct sbr_receiver_stats {
   /* The same, by reason (enum sbr_refusal as index): e.g.
    * refused_by_reason[SBR_REFUSAL_NOT_ALLOWED], [SBR_REFUSAL_BUSY]. */
   uint64_t refused_by_reason[SBR_REFUSAL_SLOTS];
+  /* The NIC's count of remote access errors (a peer's WRITE or READ with
+   * a bad rkey, address or right, refused by the NIC before the receiver
+   * saw anything), summed over the RDMA ports this receiver's lanes have
+   * used: the ports' own counters, all processes together, since the
+   * driver loaded.  SBR_COUNTER_ABSENT when no such port has that counter
+   * (Soft-RoCE has none; shm has no NIC) or no lane opened yet. */
+  uint64_t nic_remote_access_errors;
 };
+/* A counter the platform doesn't have. */
+#define SBR_COUNTER_ABSENT UINT64_MAX
 int sbr_receiver_get_stats(sbr_receiver *r, struct sbr_receiver_stats *out);
 int sbr_receiver_get_device_stats(sbr_receiver *r, uint8_t device,
                                   struct sbr_device_stats *out);

@@ -1580,6 +1580,16 @@ static uint64_t verbs_posted_recv_count(struct sbr__conn *c)
   return c ? atomic_load(&c->posted_recv) : 0;
 }
 
+static int verbs_nic_port(struct sbr__conn *c, char *device, size_t len,
+                          unsigned *port)
+{
+  if (!c || !c->id || !c->id->verbs || !device || !len || !port)
+    return -EINVAL;
+  snprintf(device, len, "%s", ibv_get_device_name(c->id->verbs->device));
+  *port = c->id->port_num;
+  return 0;
+}
+
 const struct sbr__transport_ops sbr__transport_verbs = {
     .name = "verbs",
     .connect = verbs_connect,
@@ -1598,4 +1608,5 @@ const struct sbr__transport_ops sbr__transport_verbs = {
     .disconnect = verbs_disconnect,
     .close = verbs_close,
     .posted_recv_count = verbs_posted_recv_count,
+    .nic_port = verbs_nic_port,
 };

@@ -17,6 +17,7 @@
  */
 #include <stdatomic.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 
@@ -25,6 +26,7 @@
 #include "engine-fixture.h"
 #include "sender-internal.h"
 #include "transport.h"
+#include "nic-counters.h"
 #ifdef SBR_HAVE_VERBS
 #include "verbs-keys.h"
 #endif
@@ -1066,7 +1068,105 @@ static void mr_fallback_without_windows(void)
   world_finish(&w);
   sbr__verbs_windows_disabled = false;
 }
+
+/* The first RDMA device's name. */
+static void first_device_name(char *name, size_t len)
+{
+  int n = 0;
+  struct ibv_device **list = ibv_get_device_list(&n);
+  ASSERT_MSG(list && n > 0, "no RDMA device");
+  snprintf(name, len, "%s", ibv_get_device_name(list[0]));
+  ibv_free_device_list(list);
+}
+
+/* Writes value into root/dev/ports/1/hw_counters/resp_remote_access_errors
+ * (made as needed). */
+static void fake_counter(const char *root, const char *dev, uint64_t value)
+{
+  static const char *const dirs[] = {"", "/ports", "/ports/1",
+                                     "/ports/1/hw_counters"};
+  char path[512];
+  for (unsigned i = 0; i < 4; i++) {
+    snprintf(path, sizeof path, "%s/%s%s", root, dev, dirs[i]);
+    mkdir(path, 0700);
+  }
+  snprintf(path, sizeof path,
+           "%s/%s/ports/1/hw_counters/resp_remote_access_errors", root, dev);
+  FILE *f = fopen(path, "w");
+  ASSERT(f);
+  fprintf(f, "%llu\n", (unsigned long long)value);
+  fclose(f);
+}
+
+/* The NIC's remote-access-error counter in the receiver's stats: where the
+ * device has one, a rogue's WRITE with another lane's key moves it; where
+ * it has none (rxe: measured, no hw_counter moves on a remote access
+ * error), the field says SBR_COUNTER_ABSENT.  The plumbing (which device
+ * and port the lanes use, the file's format) is checked against a
+ * stand-in sysfs tree with the mlx5 name in it. */
+static void nic_remote_access_errors_counted(void)
+{
+  char dev[64];
+  first_device_name(dev, sizeof dev);
+  char real[512];
+  snprintf(real, sizeof real,
+           SBR__SYSFS_INFINIBAND
+           "/%s/ports/1/hw_counters/resp_remote_access_errors",
+           dev);
+  bool has = access(real, R_OK) == 0;
+  fprintf(stderr, "  %s %s a remote access error counter\n", dev,
+          has ? "has" : "has no");
+  struct world w;
+  world_start(&w);
+  struct sbr_receiver_stats s;
+  stats(&w, &s);
+  uint64_t before = s.nic_remote_access_errors;
+  ASSERT(has ? before != SBR_COUNTER_ABSENT : before == SBR_COUNTER_ABSENT);
+  /* One remote access error: the honest lane's status key on the rogue's
+   * QP. */
+  const struct sbr__lane_desc honest = w.st.s->lane;
+  struct rogue g;
+  rogue_connect(&w, &g);
+  g.buf[0] = SBR__STATUS_DATA;
+  struct sbr__wr wr =
+      rogue_write(&g, honest.status_addr + 2u, honest.status_rkey, 1);
+  ASSERT_EQ(rogue_post(&g, &wr, 1), SBR__WC_ERROR);
+  rogue_close(&g);
+  stats(&w, &s);
+  if (has)
+    ASSERT_MSG(s.nic_remote_access_errors > before,
+               "the NIC's counter stayed at %llu", (unsigned long long)before);
+  else
+    ASSERT_EQ(s.nic_remote_access_errors, SBR_COUNTER_ABSENT);
+
+  /* A stand-in tree: the receiver reads its lanes' device, port 1. */
+  char root[] = "/tmp/sbr-sysfs-XXXXXX";
+  ASSERT(mkdtemp(root));
+  fake_counter(root, dev, 41);
+  sbr__nic_sysfs_root = root;
+  stats(&w, &s);
+  ASSERT_EQ(s.nic_remote_access_errors, 41);
+  fake_counter(root, dev, 18446744073709551614ull);
+  stats(&w, &s);
+  ASSERT_EQ(s.nic_remote_access_errors, 18446744073709551614ull);
+  sbr__nic_sysfs_root = SBR__SYSFS_INFINIBAND;
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+  ASSERT_EQ(system(cmd), 0);
+  world_finish(&w);
+}
 #endif
+
+/* Over shm there is no NIC: the counter is absent. */
+static void nic_counter_absent_over_shm(void)
+{
+  struct world w;
+  world_start(&w);
+  struct sbr_receiver_stats s;
+  stats(&w, &s);
+  ASSERT_EQ(s.nic_remote_access_errors, SBR_COUNTER_ABSENT);
+  world_finish(&w);
+}
 
 /* ---------------------------------------------------------------- main */
 
@@ -1120,7 +1220,10 @@ static const struct table_entry all_tests[] = {
 #ifdef SBR_HAVE_VERBS
     {{"lanes_use_memory_windows", lanes_use_memory_windows}, VERBS_ONLY},
     {{"mr_fallback_without_windows", mr_fallback_without_windows}, VERBS_ONLY},
+    {{"nic_remote_access_errors_counted", nic_remote_access_errors_counted},
+     VERBS_ONLY},
 #endif
+    {{"nic_counter_absent_over_shm", nic_counter_absent_over_shm}, true},
 };
 #define N_TESTS (sizeof all_tests / sizeof all_tests[0])
 

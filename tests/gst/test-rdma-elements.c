@@ -492,6 +492,20 @@ static void check_twelve(GstElement *rx_bin, GstElement **tx_bins, Collector *c,
   /* ... and the receiver saw exactly one connection (lane). */
   s = stats_named(rx_bin, "r");
   fail_unless_equals_int(u64(s, "lanes-opened"), 1);
+  /* Keys: shm has neither windows nor a NIC (the field is absent, not 0);
+   * rxe binds type-2 windows and counts no remote access errors. */
+  {
+    gboolean shm = g_strcmp0(transport, "shm") == 0;
+    const gchar *dev = g_getenv("SBR_RDMA_DEV");
+
+    gboolean rxe = dev && g_str_has_prefix(dev, "rxe");
+
+    if (shm || rxe) {
+      fail_unless_equals_int(u64(s, "lanes-windowed"), shm ? 0 : 1);
+      fail_if(gst_structure_has_field(s, "nic-remote-access-errors"),
+              "%" GST_PTR_FORMAT, s);
+    }
+  }
   for (guint d = 0; d < N_CAMERAS; d++) {
     const GstStructure *ds = device_stats(s, d);
     fail_unless_equals_int(u64(ds, "frames"), FRAMES);
