@@ -34,8 +34,11 @@
 #define IDLE_LISTEN_MS 10
 /* Adaptive mode: a sleep shorter than this is spun instead. */
 #define MIN_SLEEP_NS 10000u
-/* The largest frame reassembled by copying (a 4K RGBA frame is 33 MB). */
-#define SBR__MAX_COPIED_FRAME (256u << 20)
+/* max_frame_size by default: every 4K format up to 8 bytes a pixel
+ * (3840 x 2160 x 8 = 63.3 MiB), 8K 4:2:0 8-bit (47.5 MiB); larger needs
+ * saying so.  It bounds what one device of one lane can make the receiver
+ * allocate to reassemble a frame (sbr.h). */
+#define DEFAULT_MAX_FRAME_SIZE (64u << 20)
 /* Listener events handled in one look (see handle_events). */
 #define MAX_EVENTS_PER_CHECK 16
 /* Connection attempts a second, by default. */
@@ -52,6 +55,7 @@ void sbr_receiver_config_init(struct sbr_receiver_config *cfg)
   cfg->block_size = DEFAULT_BLOCK_SIZE;
   cfg->max_lanes = DEFAULT_MAX_LANES;
   cfg->max_connects_per_s = DEFAULT_MAX_CONNECTS_PER_S;
+  cfg->max_frame_size = DEFAULT_MAX_FRAME_SIZE;
   memset(cfg->device_mask, 0xff, sizeof cfg->device_mask);
   cfg->poll_mode = SBR_POLL_ADAPTIVE;
   sbr__backoff_config_fill(&cfg->backoff);
@@ -526,6 +530,8 @@ int sbr__receiver_new_with_ops(const struct sbr_receiver_config *cfg,
     r->cfg.port = SBR_DEFAULT_PORT;
   if (r->cfg.block_count == 0)
     r->cfg.block_count = DEFAULT_BLOCK_COUNT;
+  if (r->cfg.max_frame_size == 0)
+    r->cfg.max_frame_size = DEFAULT_MAX_FRAME_SIZE;
   if (r->cfg.block_count < 2 || r->cfg.block_count > 65536) {
     /* One block could never hold a frame's next fragment while the first
      * is kept; senders refuse more than 65536. */
@@ -601,6 +607,12 @@ void sbr__lane_arrived(struct sbr__lane *lane, uint32_t index)
   struct sbr__header h = {0}; /* device read below even on early errors */
   enum sbr__block_error err = sbr__block_decode(
       mem, lane->desc.block_size, r->cfg.device_mask, lane->desc.epoch, &h);
+  /* A frame larger than this receiver takes: every fragment is refused
+   * here, so reassembly never allocates for it (a rogue's FIRST fragment
+   * claiming 4 GB costs nothing). */
+  if (err == SBR__BLOCK_OK && h.kind == SBR_KIND_DATA &&
+      h.frame_size > r->cfg.max_frame_size)
+    err = SBR__BLOCK_FRAME_TOO_LARGE;
   if (err != SBR__BLOCK_OK) {
     SBR_WARN("receiver: lane %u block %u dropped: %s", lane->id, index,
              sbr__block_error_str(err));
@@ -1004,8 +1016,10 @@ static bool must_copy(struct sbr__lane *lane, const struct sbr_frame *p)
  * blocks, so a lane can't run out of blocks while frames assemble. */
 static int partial_to_copy(struct sbr__lane *lane, struct sbr_frame *p)
 {
-  /* frame_size comes from the wire: bound what it can make us allocate. */
-  if (p->info.frame_size > SBR__MAX_COPIED_FRAME) {
+  /* frame_size comes from the wire: what it can make us allocate is
+   * bounded when the block arrives (max_frame_size); checked again here
+   * because a malloc of it must never depend on a check elsewhere. */
+  if (p->info.frame_size > lane->rx->cfg.max_frame_size) {
     SBR_WARN("receiver: lane %u device %u: a %u-byte frame is too large to "
              "reassemble",
              lane->id, p->info.device, p->info.frame_size);

@@ -442,6 +442,15 @@ struct sbr_receiver_config {
    * Senders refused by the access list don't use it up.  Default 50;
    * 0 = no bound. */
   uint32_t max_connects_per_s;
+  /* The largest frame (bytes, a block's frame_size) this receiver takes.
+   * Every block of a larger frame is rejected and counted (rejected, and
+   * the device's rejected) when it arrives, so it bounds what one device
+   * of one lane can make the receiver allocate to reassemble a frame
+   * (sbr_receiver_next_frame copies frames of more than
+   * SBR_FRAME_MAX_BLOCKS blocks into one buffer of the announced size):
+   * at most max_frame_size per device per lane.  Default 64 MiB (every
+   * 4K format up to 8 bytes a pixel); 0 = the default. */
+  uint32_t max_frame_size;
 };
 void sbr_receiver_config_init(struct sbr_receiver_config *cfg);
 

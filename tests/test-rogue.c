@@ -135,6 +135,9 @@ static void stats(struct world *w, struct sbr_receiver_stats *s)
   ASSERT_OK(sbr_receiver_get_stats(w->r, s));
 }
 
+/* The next world's receiver's max_frame_size (0: its default). */
+static uint32_t world_max_frame_size;
+
 static void world_start(struct world *w)
 {
   memset(w, 0, sizeof *w);
@@ -143,6 +146,8 @@ static void world_start(struct world *w)
   fixture_receiver_config(&rc, w->port, BLOCKS, BLOCK_SIZE);
   rc.backend = backend;
   rc.address = addr;
+  if (world_max_frame_size)
+    rc.max_frame_size = world_max_frame_size;
   rc.device_mask[MASKED_DEV / 8] &= (uint8_t) ~(1u << (MASKED_DEV % 8));
   char err[256];
   int ret = sbr_receiver_new(&rc, &w->r, err, sizeof err);
@@ -712,6 +717,60 @@ static void fragments_that_dont_fit_are_dropped(void)
   world_finish(&w);
 }
 
+/* A FIRST fragment announcing a frame larger than the receiver's
+ * max_frame_size (just over it, 256 MiB, 4 GiB - 1) is rejected when it
+ * arrives and counted for its device, so reassembly never allocates for
+ * it; its continuation finds no frame and is dropped; nothing is
+ * delivered.  The honest device's frames of exactly max_frame_size (6000
+ * bytes, two fragments) pass.  With the default bound (64 MiB), 256 MiB
+ * is refused too. */
+static void oversized_frame_is_rejected_before_allocation(void)
+{
+  for (unsigned round = 0; round < 2; round++) {
+    world_max_frame_size = round == 0 ? 6000 : 0;
+    struct world w;
+    world_start(&w);
+    struct rogue g;
+    rogue_connect(&w, &g);
+    static const uint32_t sizes[] = {6001, 256u << 20, UINT32_MAX};
+    unsigned n = 0;
+    for (unsigned i = round == 0 ? 0 : 1; i < 3; i++, n++) {
+      uint32_t index = g.next_index;
+      g.next_index = (index + 1) % BLOCKS;
+      rogue_put(&g, index,
+                rogue_fragment(&g, SBR_FLAG_FIRST, 0, 2000, sizes[i]),
+                SBR__STATUS_DATA);
+      g.seq++;
+      WAIT_STAT(&w, rejected, n + 1);
+    }
+    /* A continuation of the refused frame: no beginning, a drop. */
+    uint32_t index = g.next_index;
+    g.next_index = (index + 1) % BLOCKS;
+    rogue_put(&g, index, rogue_fragment(&g, SBR_FLAG_LAST, 2000, 4000, 6000),
+              SBR__STATUS_DATA);
+    g.seq++;
+    struct sbr_device_stats ds;
+    uint64_t t0 = now_ns();
+    for (;;) {
+      ASSERT_OK(sbr_receiver_get_device_stats(w.r, ROGUE_DEV, &ds));
+      if (ds.drops >= 1)
+        break;
+      ASSERT_MSG(ms_since(t0) < HANG_MS, "the orphan fragment was not "
+                                         "dropped");
+      usleep(1000);
+    }
+    ASSERT_EQ(ds.rejected, n);
+    struct sbr_receiver_stats s;
+    stats(&w, &s);
+    ASSERT_EQ(s.rejected, n);
+    ASSERT_EQ(s.frames_copied, 0);
+    ASSERT_EQ(atomic_load(&w.c.rogue), 0);
+    rogue_close(&g);
+    world_finish(&w);
+    world_max_frame_size = 0;
+  }
+}
+
 /* A flood: garbage with status 1 into every block, over and over, as
  * fast as the rogue's queue goes.  Rejected and counted (at most once per
  * WRITE), the honest lane unaffected. */
@@ -1203,6 +1262,9 @@ static const struct table_entry all_tests[] = {
      false},
     {{"fragments_that_dont_fit_are_dropped",
       fragments_that_dont_fit_are_dropped},
+     false},
+    {{"oversized_frame_is_rejected_before_allocation",
+      oversized_frame_is_rejected_before_allocation},
      false},
     {{"garbage_flood_does_not_disturb_honest_lane",
       garbage_flood_does_not_disturb_honest_lane},
