@@ -89,8 +89,20 @@ struct sbr__lane {
   atomic_uint n_out;    /* delivered, not yet released (any thread) */
   atomic_int releasing; /* releases between status 0 and state FREE */
   struct sbr__device_track dev[SBR_MAX_DEVICES];
-  struct sbr__lane *next; /* receiver's list of open lanes */
+  /* Invalid blocks' warnings (receiver thread): the first of each reason
+   * is logged whole, the rest counted and summed up at most every
+   * sbr__warn_summary_ns, and at close.  The stats count every one. */
+  struct {
+    bool warned;         /* the first was logged */
+    uint64_t suppressed; /* since the last summary */
+  } invalid[SBR__BLOCK_FRAME_TOO_LARGE + 1];
+  uint64_t invalid_summary_ns; /* the next summary is due; 0 = none yet */
+  struct sbr__lane *next;      /* receiver's list of open lanes */
 };
+
+/* Tests only: the shortest time between two summaries of a lane's invalid
+ * blocks (default 10 s). */
+extern uint64_t sbr__warn_summary_ns;
 
 #define SBR__MAX_NIC_PORTS 4
 

@@ -128,6 +128,46 @@ static void drop_partial(struct sbr__lane *lane, struct sbr__device_track *t)
   release_frame_blocks(&t->partial);
 }
 
+uint64_t sbr__warn_summary_ns = 10000000000ull;
+
+/* One summary line per reason with warnings held back since the last. */
+static void invalid_summary(struct sbr__lane *lane)
+{
+  for (unsigned e = 0; e <= SBR__BLOCK_FRAME_TOO_LARGE; e++) {
+    uint64_t n = lane->invalid[e].suppressed;
+    if (!n)
+      continue;
+    lane->invalid[e].suppressed = 0;
+    SBR_WARN("receiver: lane %u: %llu more blocks dropped: %s", lane->id,
+             (unsigned long long)n,
+             sbr__block_error_str((enum sbr__block_error)e));
+  }
+}
+
+/* A block failed validation: log it if it's the lane's first of that
+ * reason, else count it for the next summary.  A flood of invalid blocks
+ * (a rogue, or a sender gone wrong) costs a log line per reason and per
+ * summary interval, not one per block; the stats count each. */
+static void invalid_warn(struct sbr__lane *lane, uint32_t index,
+                         enum sbr__block_error err)
+{
+  uint64_t now = sbr__now_ns();
+  if (!lane->invalid[err].warned) {
+    lane->invalid[err].warned = true;
+    SBR_WARN("receiver: lane %u block %u dropped: %s (more of these are "
+             "summed up)",
+             lane->id, index, sbr__block_error_str(err));
+  } else {
+    lane->invalid[err].suppressed++;
+  }
+  if (lane->invalid_summary_ns == 0) {
+    lane->invalid_summary_ns = now + sbr__warn_summary_ns;
+  } else if (now >= lane->invalid_summary_ns) {
+    invalid_summary(lane);
+    lane->invalid_summary_ns = now + sbr__warn_summary_ns;
+  }
+}
+
 /* The sender left: no more scans; blocks the application holds keep the
  * lane alive until released. */
 static void lane_close(struct sbr_receiver *r, struct sbr__lane *lane)
@@ -144,6 +184,7 @@ static void lane_close(struct sbr_receiver *r, struct sbr__lane *lane)
   for (int d = 0; d < SBR_MAX_DEVICES; d++)
     drop_partial(lane, &lane->dev[d]);
   atomic_store(&lane->closed, true);
+  invalid_summary(lane); /* nothing held back is lost */
   /* The sender learns now, not when the application releases the last
    * block it holds (that keeps only the memory). */
   r->ops->disconnect(lane->conn);
@@ -614,8 +655,7 @@ void sbr__lane_arrived(struct sbr__lane *lane, uint32_t index)
       h.frame_size > r->cfg.max_frame_size)
     err = SBR__BLOCK_FRAME_TOO_LARGE;
   if (err != SBR__BLOCK_OK) {
-    SBR_WARN("receiver: lane %u block %u dropped: %s", lane->id, index,
-             sbr__block_error_str(err));
+    invalid_warn(lane, index, err);
     pthread_mutex_lock(&r->stats_lock);
     r->stats.rejected++;
     /* Past magic and version the device byte is the sender's own. */

@@ -24,6 +24,7 @@
 #include "block.h"
 #include "byteorder.h"
 #include "engine-fixture.h"
+#include "receiver-internal.h"
 #include "sender-internal.h"
 #include "transport.h"
 #include "nic-counters.h"
@@ -800,6 +801,84 @@ static void garbage_flood_does_not_disturb_honest_lane(void)
   world_finish(&w);
 }
 
+/* Counts the receiver's warnings about one lane's invalid blocks: the
+ * first of a reason ("lane L block B dropped: ...") and the summaries
+ * ("lane L: N more blocks dropped: ..."), with the N they add up to. */
+struct warn_count {
+  atomic_uint lane;
+  atomic_uint firsts;
+  atomic_uint summaries;
+  _Atomic uint64_t summed;
+};
+static struct warn_count warns;
+
+static void count_warnings(void *data, enum sbr_log_level level,
+                           const char *msg)
+{
+  (void)data;
+  if (getenv("SBR_TEST_LOG"))
+    fprintf(stderr, "  [%d] %s\n", (int)level, msg);
+  unsigned lane, block;
+  unsigned long long n;
+  if (sscanf(msg, "receiver: lane %u block %u dropped:", &lane, &block) == 2 &&
+      lane == atomic_load(&warns.lane))
+    atomic_fetch_add(&warns.firsts, 1);
+  else if (sscanf(msg, "receiver: lane %u: %llu more blocks dropped:", &lane,
+                  &n) == 2 &&
+           lane == atomic_load(&warns.lane)) {
+    atomic_fetch_add(&warns.summaries, 1);
+    atomic_fetch_add(&warns.summed, n);
+  }
+}
+
+/* A flood of invalid blocks logs the first of its reason and then at most
+ * one summary per interval (100 ms here, 10 s by default) and one at the
+ * lane's close, while the counters stay exact: the first plus the
+ * summaries' counts are every block the stats rejected. */
+static void invalid_block_warnings_are_rate_limited(void)
+{
+  sbr__warn_summary_ns = 100000000ull;
+  atomic_store(&warns.lane, UINT32_MAX);
+  sbr_set_log_handler(count_warnings, NULL);
+  uint64_t t0 = now_ns();
+  struct world w;
+  world_start(&w);
+  struct rogue g;
+  rogue_connect(&w, &g);
+  atomic_store(&warns.lane, g.lane.lane_id);
+  enum { ROUNDS = 1000 };
+  for (unsigned i = 0; i < ROUNDS; i++) {
+    forge(&g, GARBAGE);
+    g.buf[0] = (uint8_t)i; /* never the magic: one reason throughout */
+    rogue_put(&g, i % BLOCKS, BLOCK_SIZE, SBR__STATUS_DATA);
+  }
+  WAIT_STAT(&w, rejected, 1);
+  rogue_close(&g);
+  WAIT_STAT(&w, lanes_closed, 1);
+  uint64_t elapsed_ms = ms_since(t0);
+  struct sbr_receiver_stats s;
+  stats(&w, &s);
+  unsigned firsts = atomic_load(&warns.firsts);
+  unsigned summaries = atomic_load(&warns.summaries);
+  uint64_t summed = atomic_load(&warns.summed);
+  fprintf(stderr,
+          "  %llu rejected in %llu ms: %u first warning(s), %u summaries "
+          "adding up to %llu\n",
+          (unsigned long long)s.rejected, (unsigned long long)elapsed_ms,
+          firsts, summaries, (unsigned long long)summed);
+  ASSERT_EQ(firsts, 1);
+  ASSERT_EQ(firsts + summed, s.rejected);
+  ASSERT_MSG(summaries <= elapsed_ms / 100 + 2,
+             "%u summaries in %llu ms of 100 ms intervals", summaries,
+             (unsigned long long)elapsed_ms);
+  if (s.rejected > 1)
+    ASSERT(summaries >= 1); /* the close says what was held back */
+  ASSERT_EQ(atomic_load(&w.c.rogue), 0);
+  world_finish(&w);
+  sbr_set_log_handler(NULL, NULL);
+  sbr__warn_summary_ns = 10000000000ull;
+}
+
 /* ---------------------------------------------------- status values */
 
 /* Over a valid block waiting in the lane, the status values 0 and 2..255
@@ -1268,6 +1347,9 @@ static const struct table_entry all_tests[] = {
      false},
     {{"garbage_flood_does_not_disturb_honest_lane",
       garbage_flood_does_not_disturb_honest_lane},
+     false},
+    {{"invalid_block_warnings_are_rate_limited",
+      invalid_block_warnings_are_rate_limited},
      false},
     {{"status_other_than_one_delivers_nothing",
       status_other_than_one_delivers_nothing},
