@@ -13,6 +13,7 @@
  *   PD, CQ, QP
  *   rdma_connect(connect priv, 16 bytes) -> CONNECT_REQUEST
  *                                           PD, CQ, QP, lane memory + 2 MRs
+ *                                           [windows: QP to RTS, 2 binds]
  *                     ESTABLISHED <-------- rdma_accept(accept priv, 56 bytes)
  *   decode the lane                         ESTABLISHED (just acked)
  *
@@ -20,8 +21,11 @@
  * bytes.  The receiver's lane is two allocations: the blocks (registered
  * LOCAL_WRITE | REMOTE_WRITE only, so a READ of them fails: rule 8) and the
  * status array (LOCAL_WRITE | REMOTE_READ | REMOTE_WRITE, the sender reads it
- * to synchronise).  Nothing is registered with IBV_ACCESS_RELAXED_ORDERING
- * (rule 1: the status WRITE must land after the data WRITE it follows).
+ * to synchronise).  Where the device binds type-2 memory windows, those
+ * rights are two windows' bound to the lane's QP, and the MRs have none
+ * (verbs-keys.h says why and in which order).  Nothing is registered with
+ * IBV_ACCESS_RELAXED_ORDERING (rule 1: the status WRITE must land after the
+ * data WRITE it follows).
  *
  * Event channels.  A sender owns one channel for its one cm_id; its fd is
  * non-blocking so poll_cq can look for DISCONNECTED without waiting.  On the
