@@ -22,7 +22,7 @@
  * LOCAL_WRITE | REMOTE_WRITE only, so a READ of them fails: rule 8) and the
  * status array (LOCAL_WRITE | REMOTE_READ | REMOTE_WRITE, the sender reads it
  * to synchronise).  Where the device binds type-2 memory windows, those
- * rights are two windows' bound to the lane's QP, and the MRs have none
+ * rights come from two windows bound to the lane's QP and the MRs have none
  * (verbs-keys.h says why and in which order).  Nothing is registered with
  * IBV_ACCESS_RELAXED_ORDERING (rule 1: the status WRITE must land after the
  * data WRITE it follows).
