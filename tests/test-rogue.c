@@ -1252,8 +1252,8 @@ static void nic_remote_access_errors_counted(void)
            "/%s/ports/1/hw_counters/resp_remote_access_errors",
            dev);
   bool has = access(real, R_OK) == 0;
-  fprintf(stderr, "  %s %s a remote access error counter\n", dev,
-          has ? "has" : "has no");
+  fprintf(stderr, "  %s has %s remote access error counter\n", dev,
+          has ? "a" : "no");
   struct world w;
   world_start(&w);
   struct sbr_receiver_stats s;
