@@ -1579,11 +1579,6 @@ static void verbs_close(struct sbr__conn *c)
   conn_free(c);
 }
 
-static uint64_t verbs_posted_recv_count(struct sbr__conn *c)
-{
-  return c ? atomic_load(&c->posted_recv) : 0;
-}
-
 static int verbs_nic_port(struct sbr__conn *c, char *device, size_t len,
                           unsigned *port)
 {
@@ -1594,6 +1589,11 @@ static int verbs_nic_port(struct sbr__conn *c, char *device, size_t len,
   return 0;
 }
 
+static uint64_t verbs_posted_recv_count(struct sbr__conn *c)
+{
+  return c ? atomic_load(&c->posted_recv) : 0;
+}
+
 const struct sbr__transport_ops sbr__transport_verbs = {
     .name = "verbs",
     .connect = verbs_connect,
@@ -1602,6 +1602,7 @@ const struct sbr__transport_ops sbr__transport_verbs = {
     .accept = verbs_accept,
     .reject = verbs_reject,
     .close_listener = verbs_close_listener,
+    .nic_port = verbs_nic_port,
     .reg_mr = verbs_reg_mr,
     .dereg_mr = verbs_dereg_mr,
     .post_send = verbs_post_send,
@@ -1612,5 +1613,4 @@ const struct sbr__transport_ops sbr__transport_verbs = {
     .disconnect = verbs_disconnect,
     .close = verbs_close,
     .posted_recv_count = verbs_posted_recv_count,
-    .nic_port = verbs_nic_port,
 };

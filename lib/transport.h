@@ -391,14 +391,14 @@ struct sbr__transport_ops {
   /* Receiver lane teardown or sender disconnect; frees lane memory
    * (receiver side) -- callers must be done with it. */
   void (*close)(struct sbr__conn *c);
-  /* How many receive WRs were ever posted on this conn (for the test that
-   * proves the status-byte receiver posts none). */
-  uint64_t (*posted_recv_count)(struct sbr__conn *c);
   /* Optional (NULL: no NIC, e.g. shm): the RDMA device and port the
    * connection runs on, for the NIC's counters (nic-counters.h).  0, or
    * -errno. */
   int (*nic_port)(struct sbr__conn *c, char *device, size_t len,
                   unsigned *port);
+  /* How many receive WRs were ever posted on this conn (for the test that
+   * proves the status-byte receiver posts none). */
+  uint64_t (*posted_recv_count)(struct sbr__conn *c);
 };
 
 extern const struct sbr__transport_ops sbr__transport_shm;
