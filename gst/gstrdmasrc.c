@@ -73,6 +73,14 @@
  * sliding-window.", details peer, reason, repeats), at most one per sender
  * host and reason every 10 s, and the stats count refused-connections.
  *
+ * A camera whose frames are larger than #GstRdmaSrc:max-frame-size has
+ * every block rejected (counted in its rejected): that bounds what one
+ * camera of one sender can make the receiver allocate.  Each lane's keys
+ * are type-2 memory windows bound to its sender's QP where the NIC has
+ * them (stats: lanes-windowed), and the NIC's own count of refused
+ * remote accesses shows as nic-remote-access-errors where it keeps one
+ * (docs/protocol.md, "Threat model").
+ *
  * A device's share of the lane: every device may have at most
  * #GstRdmaSrc:device-blocks receive blocks out (queued here or held
  * downstream) and that many frames queued; by default three quarters of
