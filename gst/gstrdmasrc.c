@@ -73,6 +73,14 @@
  * sliding-window.", details peer, reason, repeats), at most one per sender
  * host and reason every 10 s, and the stats count refused-connections.
  *
+ * A camera whose frames are larger than #GstRdmaSrc:max-frame-size has
+ * every block rejected (counted in its rejected): that bounds what one
+ * camera of one sender can make the receiver allocate.  Each lane's keys
+ * are type-2 memory windows bound to its sender's QP where the NIC has
+ * them (stats: lanes-windowed), and the NIC's own count of refused
+ * remote accesses shows as nic-remote-access-errors where it keeps one
+ * (docs/protocol.md, "Threat model").
+ *
  * A device's share of the lane: every device may have at most
  * #GstRdmaSrc:device-blocks receive blocks out (queued here or held
  * downstream) and that many frames queued; by default three quarters of
@@ -162,6 +170,7 @@ enum {
   PROP_MAX_SENDERS,
   PROP_ALLOWED_SENDERS,
   PROP_MAX_CONNECTS_PER_SECOND,
+  PROP_MAX_FRAME_SIZE,
   PROP_LATENCY,
   PROP_TIMEOUT,
   PROP_DEVICE_LOST_EOS,
@@ -185,6 +194,8 @@ enum {
 #define DEFAULT_MAX_SENDERS 8
 #define DEFAULT_ALLOWED_SENDERS NULL
 #define DEFAULT_MAX_CONNECTS_PER_SECOND 50
+/* libsbr's default: every 4K format up to 8 bytes a pixel. */
+#define DEFAULT_MAX_FRAME_SIZE (64u << 20)
 #define DEFAULT_LATENCY (-1)
 #define DEFAULT_TIMEOUT 0
 #define DEFAULT_DEVICE_LOST_EOS FALSE
@@ -324,6 +335,15 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
       "0 = no bound",
       0, G_MAXUINT, DEFAULT_MAX_CONNECTS_PER_SECOND,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_MAX_FRAME_SIZE] = g_param_spec_uint(
+      "max-frame-size", "Max frame size",
+      "Largest frame in bytes taken from a sender; every block of a larger "
+      "one is rejected and counted (rejected).  Bounds what one camera of "
+      "one sender can make the receiver allocate to reassemble a frame.  "
+      "The default takes every 4K format up to 8 bytes a pixel; raise it "
+      "for 8K RGB and the like",
+      1, G_MAXUINT, DEFAULT_MAX_FRAME_SIZE,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_LATENCY] = g_param_spec_int(
       "latency", "Latency",
       "Minimum latency reported in milliseconds (-1 = measured: twice the "
@@ -407,6 +427,7 @@ static void gst_rdma_src_init(GstRdmaSrc *self)
   self->max_senders = DEFAULT_MAX_SENDERS;
   self->allowed_senders = DEFAULT_ALLOWED_SENDERS;
   self->max_connects_per_second = DEFAULT_MAX_CONNECTS_PER_SECOND;
+  self->max_frame_size = DEFAULT_MAX_FRAME_SIZE;
   self->latency = DEFAULT_LATENCY;
   self->timeout = DEFAULT_TIMEOUT;
   self->device_lost_eos = DEFAULT_DEVICE_LOST_EOS;
@@ -500,6 +521,9 @@ static void gst_rdma_src_set_property(GObject *object, guint prop_id,
     g_free(self->allowed_senders);
     self->allowed_senders = g_value_dup_string(value);
     break;
+  case PROP_MAX_FRAME_SIZE:
+    self->max_frame_size = g_value_get_uint(value);
+    break;
   case PROP_MAX_CONNECTS_PER_SECOND:
     self->max_connects_per_second = g_value_get_uint(value);
     break;
@@ -572,6 +596,9 @@ static void gst_rdma_src_get_property(GObject *object, guint prop_id,
     break;
   case PROP_ALLOWED_SENDERS:
     g_value_set_string(value, self->allowed_senders);
+    break;
+  case PROP_MAX_FRAME_SIZE:
+    g_value_set_uint(value, self->max_frame_size);
     break;
   case PROP_MAX_CONNECTS_PER_SECOND:
     g_value_set_uint(value, self->max_connects_per_second);
@@ -673,6 +700,7 @@ static gboolean gst_rdma_src_open(GstRdmaSrc *self)
   address = g_strdup(self->address);
   allowed = g_strdup(self->allowed_senders);
   cfg.max_connects_per_s = self->max_connects_per_second;
+  cfg.max_frame_size = self->max_frame_size;
   cfg.backend = gst_rdma_transport_to_sbr(self->transport);
   cfg.mechanism = gst_rdma_mechanism_to_sbr(self->mechanism);
   cfg.port = (uint16_t)self->port;

@@ -40,6 +40,7 @@ struct _GstRdmaSrc {
   guint max_senders;
   gchar *allowed_senders; /* NULL: anyone */
   guint max_connects_per_second;
+  guint max_frame_size; /* bytes; larger frames are rejected */
   gint latency;
   guint timeout;
   gboolean device_lost_eos;

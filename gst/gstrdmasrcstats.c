@@ -34,7 +34,12 @@ GParamSpec *gst_rdma_src_stats_param_spec(void)
       "refused-lanes-full, refused-mechanism, refused-version, "
       "refused-geometry, refused-malformed-request, "
       "refused-receiver-resources), "
-      "lanes-opened, lanes-closed, "
+      "lanes-opened, lanes-closed, lanes-windowed (lanes whose keys are "
+      "type-2 memory windows bound to the lane's QP, not memory regions), "
+      "nic-remote-access-errors (the RDMA port's own count of WRITEs and "
+      "READs refused for a bad key, address or right, all processes; "
+      "absent where the NIC has no such counter, e.g. Soft-RoCE, or over "
+      "shm), "
       "lanes-active (sender connections), blocks, bytes, rejected (blocks "
       "that failed validation), blocks-held (by buffers now), frames-copied "
       "(reassembled by copy), recv-wr-posted (sliding-window only), copies "
@@ -113,7 +118,13 @@ GstStructure *gst_rdma_src_stats_new(sbr_receiver *receiver,
       counters->no_caps_drops, "pushed", G_TYPE_UINT64, pushed, "device-blocks",
       G_TYPE_UINT, counters->device_blocks, NULL);
   gst_structure_set(s, "refused-connections", G_TYPE_UINT64,
-                    (guint64)rs.refused, NULL);
+                    (guint64)rs.refused, "lanes-windowed", G_TYPE_UINT64,
+                    (guint64)rs.lanes_windowed, NULL);
+  /* Absent, not 0, where the NIC doesn't count them: 0 would claim no
+   * rogue ever tried. */
+  if (receiver && rs.nic_remote_access_errors != SBR_COUNTER_ABSENT)
+    gst_structure_set(s, "nic-remote-access-errors", G_TYPE_UINT64,
+                      (guint64)rs.nic_remote_access_errors, NULL);
   for (guint reason = SBR_REFUSAL_VERSION; reason <= SBR_REFUSAL_BUSY;
        reason++) {
     gchar name[48];

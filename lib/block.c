@@ -48,6 +48,8 @@ const char *sbr__block_error_str(enum sbr__block_error e)
     return "device not accepted";
   case SBR__BLOCK_BAD_EPOCH:
     return "stale epoch";
+  case SBR__BLOCK_FRAME_TOO_LARGE:
+    return "frame larger than max_frame_size";
   }
   return "?";
 }

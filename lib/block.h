@@ -97,6 +97,8 @@ enum sbr__block_error {
   SBR__BLOCK_BAD_FRAGMENT,
   SBR__BLOCK_UNKNOWN_DEVICE,
   SBR__BLOCK_BAD_EPOCH,
+  /* Not sbr__block_decode's: the receiver's max_frame_size. */
+  SBR__BLOCK_FRAME_TOO_LARGE,
 };
 const char *sbr__block_error_str(enum sbr__block_error e);
 

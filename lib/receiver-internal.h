@@ -89,8 +89,22 @@ struct sbr__lane {
   atomic_uint n_out;    /* delivered, not yet released (any thread) */
   atomic_int releasing; /* releases between status 0 and state FREE */
   struct sbr__device_track dev[SBR_MAX_DEVICES];
-  struct sbr__lane *next; /* receiver's list of open lanes */
+  /* Invalid blocks' warnings (receiver thread): the first of each reason
+   * is logged whole, the rest counted and summed up at most every
+   * sbr__warn_summary_ns, and at close.  The stats count every one. */
+  struct {
+    bool warned;         /* the first was logged */
+    uint64_t suppressed; /* since the last summary */
+  } invalid[SBR__BLOCK_FRAME_TOO_LARGE + 1];
+  uint64_t invalid_summary_ns; /* the next summary is due; 0 = none yet */
+  struct sbr__lane *next;      /* receiver's list of open lanes */
 };
+
+/* Tests only: the shortest time between two summaries of a lane's invalid
+ * blocks (default 10 s). */
+extern uint64_t sbr__warn_summary_ns;
+
+#define SBR__MAX_NIC_PORTS 4
 
 struct sbr_receiver {
   struct sbr_receiver_config cfg;
@@ -128,6 +142,14 @@ struct sbr_receiver {
   struct sbr_receiver_stats stats;
   struct sbr_device_stats dev_stats[SBR_MAX_DEVICES];
   uint64_t recv_wr_closed_lanes; /* posted receives of gone lanes */
+  /* RDMA ports lanes have run on (ops->nic_port), for the NIC's
+   * counters; under stats_lock.  A receiver listens on one address, so
+   * one port in practice; a few more cost nothing. */
+  struct sbr__nic_port {
+    char device[64];
+    unsigned port;
+  } nic_ports[SBR__MAX_NIC_PORTS];
+  unsigned n_nic_ports;
 };
 
 /* sbr_receiver_new over the given back end instead of cfg->backend's: the

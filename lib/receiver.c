@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "nic-counters.h"
 #include "receiver-internal.h"
 
 #define DEFAULT_BLOCK_COUNT 16
@@ -33,8 +34,11 @@
 #define IDLE_LISTEN_MS 10
 /* Adaptive mode: a sleep shorter than this is spun instead. */
 #define MIN_SLEEP_NS 10000u
-/* The largest frame reassembled by copying (a 4K RGBA frame is 33 MB). */
-#define SBR__MAX_COPIED_FRAME (256u << 20)
+/* max_frame_size by default: every 4K format up to 8 bytes a pixel
+ * (3840 x 2160 x 8 = 63.3 MiB), 8K 4:2:0 8-bit (47.5 MiB); larger needs
+ * saying so.  It bounds what one device of one lane can make the receiver
+ * allocate to reassemble a frame (sbr.h). */
+#define DEFAULT_MAX_FRAME_SIZE (64u << 20)
 /* Listener events handled in one look (see handle_events). */
 #define MAX_EVENTS_PER_CHECK 16
 /* Connection attempts a second, by default. */
@@ -51,6 +55,7 @@ void sbr_receiver_config_init(struct sbr_receiver_config *cfg)
   cfg->block_size = DEFAULT_BLOCK_SIZE;
   cfg->max_lanes = DEFAULT_MAX_LANES;
   cfg->max_connects_per_s = DEFAULT_MAX_CONNECTS_PER_S;
+  cfg->max_frame_size = DEFAULT_MAX_FRAME_SIZE;
   memset(cfg->device_mask, 0xff, sizeof cfg->device_mask);
   cfg->poll_mode = SBR_POLL_ADAPTIVE;
   sbr__backoff_config_fill(&cfg->backoff);
@@ -123,6 +128,46 @@ static void drop_partial(struct sbr__lane *lane, struct sbr__device_track *t)
   release_frame_blocks(&t->partial);
 }
 
+uint64_t sbr__warn_summary_ns = 10000000000ull;
+
+/* One summary line per reason with warnings held back since the last. */
+static void invalid_summary(struct sbr__lane *lane)
+{
+  for (unsigned e = 0; e <= SBR__BLOCK_FRAME_TOO_LARGE; e++) {
+    uint64_t n = lane->invalid[e].suppressed;
+    if (!n)
+      continue;
+    lane->invalid[e].suppressed = 0;
+    SBR_WARN("receiver: lane %u: %llu more blocks dropped: %s", lane->id,
+             (unsigned long long)n,
+             sbr__block_error_str((enum sbr__block_error)e));
+  }
+}
+
+/* A block failed validation: log it if it's the lane's first of that
+ * reason, else count it for the next summary.  A flood of invalid blocks
+ * (a rogue, or a sender gone wrong) costs a log line per reason and per
+ * summary interval, not one per block; the stats count each. */
+static void invalid_warn(struct sbr__lane *lane, uint32_t index,
+                         enum sbr__block_error err)
+{
+  uint64_t now = sbr__now_ns();
+  if (!lane->invalid[err].warned) {
+    lane->invalid[err].warned = true;
+    SBR_WARN("receiver: lane %u block %u dropped: %s (more of these are "
+             "summed up)",
+             lane->id, index, sbr__block_error_str(err));
+  } else {
+    lane->invalid[err].suppressed++;
+  }
+  if (lane->invalid_summary_ns == 0) {
+    lane->invalid_summary_ns = now + sbr__warn_summary_ns;
+  } else if (now >= lane->invalid_summary_ns) {
+    invalid_summary(lane);
+    lane->invalid_summary_ns = now + sbr__warn_summary_ns;
+  }
+}
+
 /* The sender left: no more scans; blocks the application holds keep the
  * lane alive until released. */
 static void lane_close(struct sbr_receiver *r, struct sbr__lane *lane)
@@ -139,6 +184,7 @@ static void lane_close(struct sbr_receiver *r, struct sbr__lane *lane)
   for (int d = 0; d < SBR_MAX_DEVICES; d++)
     drop_partial(lane, &lane->dev[d]);
   atomic_store(&lane->closed, true);
+  invalid_summary(lane); /* nothing held back is lost */
   /* The sender learns now, not when the application releases the last
    * block it holds (that keeps only the memory). */
   r->ops->disconnect(lane->conn);
@@ -320,6 +366,22 @@ static bool request_refused(const struct sbr_receiver *r,
   return false;
 }
 
+/* Notes the RDMA port conn runs on, for nic_remote_access_errors. */
+static void remember_nic_port_locked(struct sbr_receiver *r,
+                                     struct sbr__conn *conn)
+{
+  struct sbr__nic_port p;
+  if (!r->ops->nic_port ||
+      r->ops->nic_port(conn, p.device, sizeof p.device, &p.port) < 0)
+    return;
+  for (unsigned i = 0; i < r->n_nic_ports; i++)
+    if (r->nic_ports[i].port == p.port &&
+        strcmp(r->nic_ports[i].device, p.device) == 0)
+      return;
+  if (r->n_nic_ports < SBR__MAX_NIC_PORTS)
+    r->nic_ports[r->n_nic_ports++] = p;
+}
+
 static void lane_open(struct sbr_receiver *r, struct sbr__conn_request *req)
 {
   struct sbr__refusal why;
@@ -388,11 +450,17 @@ static void lane_open(struct sbr_receiver *r, struct sbr__conn_request *req)
   r->lanes = lane;
   r->stats.lanes_opened++;
   r->stats.lanes_active++;
+  if (lane->mem.windows)
+    r->stats.lanes_windowed++;
+  remember_nic_port_locked(r, lane->conn);
   pthread_mutex_unlock(&r->stats_lock);
   SBR_INFO("receiver: lane %u for %s: %u blocks of %u bytes, epoch %u "
-           "(sender hinted %u x %u; this receiver's configuration decides)",
+           "(sender hinted %u x %u; this receiver's configuration decides), "
+           "keys: %s",
            lane->id, req->peer, lane->desc.block_count, lane->desc.block_size,
-           lane->desc.epoch, req->block_count, req->block_size);
+           lane->desc.epoch, req->block_count, req->block_size,
+           lane->mem.windows ? "memory windows bound to its QP"
+                             : "memory regions");
   return;
 
 out_destroy:
@@ -503,6 +571,8 @@ int sbr__receiver_new_with_ops(const struct sbr_receiver_config *cfg,
     r->cfg.port = SBR_DEFAULT_PORT;
   if (r->cfg.block_count == 0)
     r->cfg.block_count = DEFAULT_BLOCK_COUNT;
+  if (r->cfg.max_frame_size == 0)
+    r->cfg.max_frame_size = DEFAULT_MAX_FRAME_SIZE;
   if (r->cfg.block_count < 2 || r->cfg.block_count > 65536) {
     /* One block could never hold a frame's next fragment while the first
      * is kept; senders refuse more than 65536. */
@@ -578,9 +648,14 @@ void sbr__lane_arrived(struct sbr__lane *lane, uint32_t index)
   struct sbr__header h = {0}; /* device read below even on early errors */
   enum sbr__block_error err = sbr__block_decode(
       mem, lane->desc.block_size, r->cfg.device_mask, lane->desc.epoch, &h);
+  /* A frame larger than this receiver takes: every fragment is refused
+   * here, so reassembly never allocates for it (a rogue's FIRST fragment
+   * claiming 4 GB costs nothing). */
+  if (err == SBR__BLOCK_OK && h.kind == SBR_KIND_DATA &&
+      h.frame_size > r->cfg.max_frame_size)
+    err = SBR__BLOCK_FRAME_TOO_LARGE;
   if (err != SBR__BLOCK_OK) {
-    SBR_WARN("receiver: lane %u block %u dropped: %s", lane->id, index,
-             sbr__block_error_str(err));
+    invalid_warn(lane, index, err);
     pthread_mutex_lock(&r->stats_lock);
     r->stats.rejected++;
     /* Past magic and version the device byte is the sender's own. */
@@ -981,8 +1056,10 @@ static bool must_copy(struct sbr__lane *lane, const struct sbr_frame *p)
  * blocks, so a lane can't run out of blocks while frames assemble. */
 static int partial_to_copy(struct sbr__lane *lane, struct sbr_frame *p)
 {
-  /* frame_size comes from the wire: bound what it can make us allocate. */
-  if (p->info.frame_size > SBR__MAX_COPIED_FRAME) {
+  /* frame_size comes from the wire: what it can make us allocate is
+   * bounded when the block arrives (max_frame_size); checked again here
+   * because a malloc of it must never depend on a check elsewhere. */
+  if (p->info.frame_size > lane->rx->cfg.max_frame_size) {
     SBR_WARN("receiver: lane %u device %u: a %u-byte frame is too large to "
              "reassemble",
              lane->id, p->info.device, p->info.frame_size);
@@ -1106,7 +1183,20 @@ int sbr_receiver_get_stats(sbr_receiver *r, struct sbr_receiver_stats *out)
   out->recv_wr_posted = r->recv_wr_closed_lanes;
   for (struct sbr__lane *l = r->lanes; l; l = l->next)
     out->recv_wr_posted += r->ops->posted_recv_count(l->conn);
+  struct sbr__nic_port ports[SBR__MAX_NIC_PORTS];
+  unsigned n_ports = r->n_nic_ports;
+  memcpy(ports, r->nic_ports, n_ports * sizeof ports[0]);
   pthread_mutex_unlock(&r->stats_lock);
+  /* sysfs reads, outside the lock. */
+  out->nic_remote_access_errors = SBR_COUNTER_ABSENT;
+  for (unsigned i = 0; i < n_ports; i++) {
+    uint64_t v;
+    if (sbr__nic_remote_access_errors(ports[i].device, ports[i].port, &v) < 0)
+      continue;
+    if (out->nic_remote_access_errors == SBR_COUNTER_ABSENT)
+      out->nic_remote_access_errors = 0;
+    out->nic_remote_access_errors += v;
+  }
   return 0;
 }
 

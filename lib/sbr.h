@@ -446,6 +446,15 @@ struct sbr_receiver_config {
    * Senders refused by the access list don't use it up.  Default 50;
    * 0 = no bound. */
   uint32_t max_connects_per_s;
+  /* The largest frame (bytes, a block's frame_size) this receiver takes.
+   * Every block of a larger frame is rejected and counted (rejected, and
+   * the device's rejected) when it arrives, so it bounds what one device
+   * of one lane can make the receiver allocate to reassemble a frame
+   * (sbr_receiver_next_frame copies frames of more than
+   * SBR_FRAME_MAX_BLOCKS blocks into one buffer of the announced size):
+   * at most max_frame_size per device per lane.  Default 64 MiB (every
+   * 4K format up to 8 bytes a pixel); 0 = the default. */
+  uint32_t max_frame_size;
 };
 void sbr_receiver_config_init(struct sbr_receiver_config *cfg);
 
@@ -552,6 +561,10 @@ struct sbr_receiver_stats {
   uint64_t rejected; /* failed validation, dropped, counted */
   uint64_t lanes_opened, lanes_closed;
   uint32_t lanes_active;
+  /* Lanes opened whose rkeys are type-2 memory windows bound to the
+   * lane's QP (verbs, a device that has them); the others' are memory
+   * regions (docs/protocol.md, "Threat model"). */
+  uint64_t lanes_windowed;
   uint64_t blocks_held;    /* currently held by the application */
   uint64_t recv_wr_posted; /* all lanes; 0 for status-byte (the point) */
   uint64_t frames_copied;  /* frames reassembled by copying */
@@ -574,7 +587,16 @@ struct sbr_receiver_stats {
   /* The same, by reason (enum sbr_refusal as index): e.g.
    * refused_by_reason[SBR_REFUSAL_NOT_ALLOWED], [SBR_REFUSAL_BUSY]. */
   uint64_t refused_by_reason[SBR_REFUSAL_SLOTS];
+  /* The NIC's count of remote access errors (a peer's WRITE or READ with
+   * a bad rkey, address or right, refused by the NIC before the receiver
+   * saw anything), summed over the RDMA ports this receiver's lanes have
+   * used: the ports' own counters, all processes together, since the
+   * driver loaded.  SBR_COUNTER_ABSENT when no such port has that counter
+   * (Soft-RoCE has none; shm has no NIC) or no lane opened yet. */
+  uint64_t nic_remote_access_errors;
 };
+/* A counter the platform doesn't have. */
+#define SBR_COUNTER_ABSENT UINT64_MAX
 int sbr_receiver_get_stats(sbr_receiver *r, struct sbr_receiver_stats *out);
 int sbr_receiver_get_device_stats(sbr_receiver *r, uint8_t device,
                                   struct sbr_device_stats *out);

@@ -13,6 +13,7 @@
  *   PD, CQ, QP
  *   rdma_connect(connect priv, 16 bytes) -> CONNECT_REQUEST
  *                                           PD, CQ, QP, lane memory + 2 MRs
+ *                                           [windows: QP to RTS, 2 binds]
  *                     ESTABLISHED <-------- rdma_accept(accept priv, 56 bytes)
  *   decode the lane                         ESTABLISHED (just acked)
  *
@@ -20,8 +21,11 @@
  * bytes.  The receiver's lane is two allocations: the blocks (registered
  * LOCAL_WRITE | REMOTE_WRITE only, so a READ of them fails: rule 8) and the
  * status array (LOCAL_WRITE | REMOTE_READ | REMOTE_WRITE, the sender reads it
- * to synchronise).  Nothing is registered with IBV_ACCESS_RELAXED_ORDERING
- * (rule 1: the status WRITE must land after the data WRITE it follows).
+ * to synchronise).  Where the device binds type-2 memory windows, those
+ * rights come from two windows bound to the lane's QP and the MRs have none
+ * (verbs-keys.h says why and in which order).  Nothing is registered with
+ * IBV_ACCESS_RELAXED_ORDERING (rule 1: the status WRITE must land after the
+ * data WRITE it follows).
  *
  * Event channels.  A sender owns one channel for its one cm_id; its fd is
  * non-blocking so poll_cq can look for DISCONNECTED without waiting.  On the
@@ -64,6 +68,7 @@
 #include "clock.h"
 #include "log.h"
 #include "transport.h"
+#include "verbs-keys.h"
 
 /* rdma_cm carries at most this much private data from the active side. */
 #define VERBS_CONNECT_PRIV_MAX 56
@@ -84,6 +89,12 @@
 #define VERBS_LISTEN_BACKLOG 16
 /* Used when the caller passes no connect timeout: never wait forever. */
 #define VERBS_DEFAULT_TIMEOUT_MS 5000
+
+/* Send WRs a lane with windows needs before its engine posts any: the
+ * two binds. */
+#define VERBS_WINDOW_WRS 2
+/* A bind is local work, but the emulated VM is slow: generous. */
+#define VERBS_WINDOW_BIND_MS 5000
 
 /* IB CM reject reasons (IBTA 12.6.7.2) that say something to a user. */
 #define VERBS_REJ_INVALID_SERVICE_ID 8
@@ -121,6 +132,8 @@ struct sbr__conn {
   bool qp_created;                    /* rdma_create_qp done (QP is id->qp) */
   struct ibv_mr *blocks_mr;           /* receiver: blocks, REMOTE_WRITE only */
   struct ibv_mr *status_mr;           /* receiver: status, REMOTE_READ|WRITE */
+  struct ibv_mw *blocks_mw;           /* receiver, windows: grants the blocks */
+  struct ibv_mw *status_mw;           /* receiver, windows: grants status */
   uint8_t *blocks;                    /* receiver: lane blocks (heap, paged) */
   uint8_t *status;                    /* receiver: status bytes (heap, paged) */
   uint32_t max_inline;                /* inline bytes the QP really got */
@@ -369,6 +382,7 @@ out_destroy_comp:
 
 /* Frees whatever part of c exists.  Order, each step skipped when its setup
  * never happened:
+ *   0. Memory windows first: before the QP and the MRs they are bound to.
  *   1. QP before CQs: a CQ cannot be destroyed while a QP reports to it.
  *   2. CQs, then the lane MRs, then the PD: a PD cannot go while a QP or MR
  *      uses it.
@@ -383,6 +397,21 @@ static void conn_free(struct sbr__conn *c)
 {
   int ret;
 
+  /* Windows before the QP they are bound to (rxe: a bound window holds a
+   * reference on its QP, and destroying the QP first waits for it, then
+   * fails) and before the MRs they grant (ibv_dereg_mr fails while a
+   * window is bound).  The QP goes to error first, so that a bind still
+   * queued (timed out) is flushed, not executed under the dealloc. */
+  struct ibv_mw *mws[2] = {c->blocks_mw, c->status_mw};
+  if (c->qp_created && (mws[0] || mws[1])) {
+    struct ibv_qp_attr err = {.qp_state = IBV_QPS_ERR};
+    ibv_modify_qp(c->id->qp, &err, IBV_QP_STATE);
+  }
+  for (int i = 0; i < 2; i++) {
+    ret = mws[i] ? ibv_dealloc_mw(mws[i]) : 0;
+    if (ret)
+      SBR_WARN("verbs: %s: ibv_dealloc_mw failed: %s", c->peer, strerror(ret));
+  }
   if (c->qp_created)
     rdma_destroy_qp(c->id);
   struct ibv_cq *cqs[2] = {c->send_cq, c->recv_cq};
@@ -937,7 +966,7 @@ static int verbs_get_event(struct sbr__listener *l, int timeout_ms,
 
 /* The lane's two allocations and their MRs.  On failure none is left. */
 static int conn_alloc_lane(struct sbr__conn *c,
-                           const struct sbr__lane_desc *lane)
+                           const struct sbr__lane_desc *lane, bool windows)
 {
   int ret;
   size_t blocks_len = (size_t)lane->block_count * lane->block_size;
@@ -968,9 +997,12 @@ static int conn_alloc_lane(struct sbr__conn *c,
                                        or refused */
 
   /* Rule 8: no REMOTE_READ on the blocks.  Rule 1: no relaxed ordering.
-   * REMOTE_WRITE needs LOCAL_WRITE in verbs. */
-  c->blocks_mr = ibv_reg_mr(c->pd, c->blocks, blocks_len,
-                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+   * REMOTE_WRITE needs LOCAL_WRITE in verbs.  With windows the MRs grant
+   * no remote access at all: the windows bound to them do. */
+  c->blocks_mr =
+      ibv_reg_mr(c->pd, c->blocks, blocks_len,
+                 windows ? sbr__verbs_window_mr_access()
+                         : IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   if (!c->blocks_mr) {
     ret = neg_errno(ENOMEM);
     goto out_free_status;
@@ -978,9 +1010,11 @@ static int conn_alloc_lane(struct sbr__conn *c,
   /* The sender READs the status array (and the bitmaps after it) to
    * synchronise and WRITEs status bytes after blocks.  It never WRITEs
    * the bitmaps; one MR can't forbid that, the engine's rule does. */
-  c->status_mr = ibv_reg_mr(c->pd, c->status, status_len,
-                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
-                                IBV_ACCESS_REMOTE_WRITE);
+  c->status_mr =
+      ibv_reg_mr(c->pd, c->status, status_len,
+                 windows ? sbr__verbs_window_mr_access()
+                         : IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
+                               IBV_ACCESS_REMOTE_WRITE);
   if (!c->status_mr) {
     ret = neg_errno(ENOMEM);
     goto out_dereg_blocks;
@@ -997,6 +1031,26 @@ out_free_blocks:
   free(c->blocks);
   c->blocks = NULL;
   return ret;
+}
+
+/* The lane's keys as type-2 windows bound to its QP: the QP to RTS first
+ * (binds are send WRs), then one window per region with the access the
+ * MR would otherwise have had (rule 8: no READ of the blocks). */
+static int conn_bind_windows(struct sbr__conn *c, struct sbr__lane_desc *lane)
+{
+  /* initiator depth 0: the receiver never READs (as in its accept). */
+  int ret = sbr__verbs_qp_to_rts(c->id, 0);
+  if (ret)
+    return ret;
+  ret = sbr__verbs_bind_window(c->id->qp, c->send_cq, c->blocks_mr,
+                               IBV_ACCESS_REMOTE_WRITE, VERBS_WINDOW_BIND_MS,
+                               &c->blocks_mw, &lane->blocks_rkey);
+  if (ret)
+    return ret;
+  return sbr__verbs_bind_window(
+      c->id->qp, c->send_cq, c->status_mr,
+      IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE, VERBS_WINDOW_BIND_MS,
+      &c->status_mw, &lane->status_rkey);
 }
 
 /* Refuses a request with reason and the receiver's value (the id stays the
@@ -1037,12 +1091,18 @@ static int verbs_accept(struct sbr__listener *l, struct sbr__conn_request *req,
   atomic_fetch_add(&l->refs, 1);
   snprintf(c->peer, sizeof c->peer, "%s", req->peer);
 
-  ret = conn_create_queues(c, caps, errbuf, sizeof errbuf);
+  /* Type-2 windows where the device binds them (verbs-keys.h); the binds
+   * are two send WRs on the lane's QP before anything else is posted. */
+  bool windows = sbr__verbs_windows_supported(id->verbs);
+  struct sbr__queue_caps qcaps = *caps;
+  if (windows && qcaps.max_send_wr < VERBS_WINDOW_WRS)
+    qcaps.max_send_wr = VERBS_WINDOW_WRS;
+  ret = conn_create_queues(c, &qcaps, errbuf, sizeof errbuf);
   if (ret) {
     SBR_WARN("verbs: %s: cannot accept %s: %s", l->name, c->peer, errbuf);
     goto out_reject;
   }
-  ret = conn_alloc_lane(c, lane);
+  ret = conn_alloc_lane(c, lane, windows);
   if (ret) {
     SBR_WARN("verbs: %s: cannot accept %s: lane of %u x %u bytes: %s%s",
              l->name, c->peer, lane->block_count, lane->block_size,
@@ -1052,8 +1112,17 @@ static int verbs_accept(struct sbr__listener *l, struct sbr__conn_request *req,
   }
   lane->blocks_addr = (uintptr_t)c->blocks;
   lane->status_addr = (uintptr_t)c->status;
-  lane->blocks_rkey = c->blocks_mr->rkey;
-  lane->status_rkey = c->status_mr->rkey;
+  if (windows) {
+    ret = conn_bind_windows(c, lane);
+    if (ret) {
+      SBR_WARN("verbs: %s: cannot accept %s: memory windows: %s", l->name,
+               c->peer, strerror(-ret));
+      goto out_reject;
+    }
+  } else {
+    lane->blocks_rkey = c->blocks_mr->rkey;
+    lane->status_rkey = c->status_mr->rkey;
+  }
 
   uint8_t priv[SBR__ACCEPT_PRIV_SIZE];
   sbr__accept_priv_encode(priv, lane);
@@ -1069,7 +1138,7 @@ static int verbs_accept(struct sbr__listener *l, struct sbr__conn_request *req,
   };
   /* Before rdma_accept: events for this id may arrive right after it. */
   id->context = c;
-  if (rdma_accept(id, &param)) {
+  if (windows ? sbr__verbs_accept_ready(id, &param) : rdma_accept(id, &param)) {
     ret = neg_errno(ECONNABORTED);
     id->context = NULL;
     SBR_WARN("verbs: %s: rdma_accept of %s failed: %s", l->name, c->peer,
@@ -1077,11 +1146,15 @@ static int verbs_accept(struct sbr__listener *l, struct sbr__conn_request *req,
     goto out_reject;
   }
 
-  SBR_DEBUG("verbs: %s: accepted %s (qp %u, lane %u: %u blocks of %u bytes)",
+  SBR_DEBUG("verbs: %s: accepted %s (qp %u, lane %u: %u blocks of %u bytes, "
+            "%s)",
             l->name, c->peer, id->qp->qp_num, lane->lane_id, lane->block_count,
-            lane->block_size);
+            lane->block_size,
+            windows ? "keys: type-2 memory windows bound to the QP"
+                    : "keys: memory regions (no type-2 windows)");
   mem->blocks = c->blocks;
   mem->status = c->status;
+  mem->windows = windows;
   *out = c;
   return 0;
 
@@ -1517,6 +1590,16 @@ static void verbs_close(struct sbr__conn *c)
   conn_free(c);
 }
 
+static int verbs_nic_port(struct sbr__conn *c, char *device, size_t len,
+                          unsigned *port)
+{
+  if (!c || !c->id || !c->id->verbs || !device || !len || !port)
+    return -EINVAL;
+  snprintf(device, len, "%s", ibv_get_device_name(c->id->verbs->device));
+  *port = c->id->port_num;
+  return 0;
+}
+
 static uint64_t verbs_posted_recv_count(struct sbr__conn *c)
 {
   return c ? atomic_load(&c->posted_recv) : 0;
@@ -1541,6 +1624,7 @@ const struct sbr__transport_ops sbr__transport_verbs = {
     .accept = verbs_accept,
     .reject = verbs_reject,
     .close_listener = verbs_close_listener,
+    .nic_port = verbs_nic_port,
     .reg_mr = verbs_reg_mr,
     .dereg_mr = verbs_dereg_mr,
     .post_send = verbs_post_send,

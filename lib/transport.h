@@ -282,6 +282,9 @@ struct sbr__lane_mem {
   uint8_t *blocks;          /* block_count * block_size bytes */
   volatile uint8_t *status; /* block_count status bytes, then the pause
                                bitmap at pause_offset */
+  /* verbs: the rkeys are type-2 memory windows bound to the lane's QP
+   * (else memory regions; always false over shm). */
+  bool windows;
 };
 
 /* A pending connection request on a listener. */
@@ -390,6 +393,11 @@ struct sbr__transport_ops {
   /* Receiver lane teardown or sender disconnect; frees lane memory
    * (receiver side) -- callers must be done with it. */
   void (*close)(struct sbr__conn *c);
+  /* Optional (NULL: no NIC, e.g. shm): the RDMA device and port the
+   * connection runs on, for the NIC's counters (nic-counters.h).  0, or
+   * -errno. */
+  int (*nic_port)(struct sbr__conn *c, char *device, size_t len,
+                  unsigned *port);
   /* How many receive WRs were ever posted on this conn (for the test that
    * proves the status-byte receiver posts none). */
   uint64_t (*posted_recv_count)(struct sbr__conn *c);

@@ -17,14 +17,20 @@
  */
 #include <stdatomic.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 
 #include "block.h"
 #include "byteorder.h"
 #include "engine-fixture.h"
+#include "receiver-internal.h"
 #include "sender-internal.h"
 #include "transport.h"
+#include "nic-counters.h"
+#ifdef SBR_HAVE_VERBS
+#include "verbs-keys.h"
+#endif
 
 #define BLOCKS 16
 #define BLOCK_SIZE 4096
@@ -130,6 +136,9 @@ static void stats(struct world *w, struct sbr_receiver_stats *s)
   ASSERT_OK(sbr_receiver_get_stats(w->r, s));
 }
 
+/* The next world's receiver's max_frame_size (0: its default). */
+static uint32_t world_max_frame_size;
+
 static void world_start(struct world *w)
 {
   memset(w, 0, sizeof *w);
@@ -138,6 +147,8 @@ static void world_start(struct world *w)
   fixture_receiver_config(&rc, w->port, BLOCKS, BLOCK_SIZE);
   rc.backend = backend;
   rc.address = addr;
+  if (world_max_frame_size)
+    rc.max_frame_size = world_max_frame_size;
   rc.device_mask[MASKED_DEV / 8] &= (uint8_t) ~(1u << (MASKED_DEV % 8));
   char err[256];
   int ret = sbr_receiver_new(&rc, &w->r, err, sizeof err);
@@ -707,6 +718,60 @@ static void fragments_that_dont_fit_are_dropped(void)
   world_finish(&w);
 }
 
+/* A FIRST fragment announcing a frame larger than the receiver's
+ * max_frame_size (just over it, 256 MiB, 4 GiB - 1) is rejected when it
+ * arrives and counted for its device, so reassembly never allocates for
+ * it; its continuation finds no frame and is dropped; nothing is
+ * delivered.  The honest device's frames of exactly max_frame_size (6000
+ * bytes, two fragments) pass.  With the default bound (64 MiB), 256 MiB
+ * is refused too. */
+static void oversized_frame_is_rejected_before_allocation(void)
+{
+  for (unsigned round = 0; round < 2; round++) {
+    world_max_frame_size = round == 0 ? 6000 : 0;
+    struct world w;
+    world_start(&w);
+    struct rogue g;
+    rogue_connect(&w, &g);
+    static const uint32_t sizes[] = {6001, 256u << 20, UINT32_MAX};
+    unsigned n = 0;
+    for (unsigned i = round == 0 ? 0 : 1; i < 3; i++, n++) {
+      uint32_t index = g.next_index;
+      g.next_index = (index + 1) % BLOCKS;
+      rogue_put(&g, index,
+                rogue_fragment(&g, SBR_FLAG_FIRST, 0, 2000, sizes[i]),
+                SBR__STATUS_DATA);
+      g.seq++;
+      WAIT_STAT(&w, rejected, n + 1);
+    }
+    /* A continuation of the refused frame: no beginning, a drop. */
+    uint32_t index = g.next_index;
+    g.next_index = (index + 1) % BLOCKS;
+    rogue_put(&g, index, rogue_fragment(&g, SBR_FLAG_LAST, 2000, 4000, 6000),
+              SBR__STATUS_DATA);
+    g.seq++;
+    struct sbr_device_stats ds;
+    uint64_t t0 = now_ns();
+    for (;;) {
+      ASSERT_OK(sbr_receiver_get_device_stats(w.r, ROGUE_DEV, &ds));
+      if (ds.drops >= 1)
+        break;
+      ASSERT_MSG(ms_since(t0) < HANG_MS, "the orphan fragment was not "
+                                         "dropped");
+      usleep(1000);
+    }
+    ASSERT_EQ(ds.rejected, n);
+    struct sbr_receiver_stats s;
+    stats(&w, &s);
+    ASSERT_EQ(s.rejected, n);
+    ASSERT_EQ(s.frames_copied, 0);
+    ASSERT_EQ(atomic_load(&w.c.rogue), 0);
+    rogue_close(&g);
+    world_finish(&w);
+    world_max_frame_size = 0;
+  }
+}
+
 /* A flood: garbage with status 1 into every block, over and over, as
  * fast as the rogue's queue goes.  Rejected and counted (at most once per
  * WRITE), the honest lane unaffected. */
@@ -734,6 +799,84 @@ static void garbage_flood_does_not_disturb_honest_lane(void)
   ASSERT_EQ(atomic_load(&w.c.rogue), 0);
   rogue_close(&g);
   world_finish(&w);
+}
+
+/* Counts the receiver's warnings about one lane's invalid blocks: the
+ * first of a reason ("lane L block B dropped: ...") and the summaries
+ * ("lane L: N more blocks dropped: ..."), with the N they add up to. */
+struct warn_count {
+  atomic_uint lane;
+  atomic_uint firsts;
+  atomic_uint summaries;
+  _Atomic uint64_t summed;
+};
+static struct warn_count warns;
+
+static void count_warnings(void *data, enum sbr_log_level level,
+                           const char *msg)
+{
+  (void)data;
+  if (getenv("SBR_TEST_LOG"))
+    fprintf(stderr, "  [%d] %s\n", (int)level, msg);
+  unsigned lane, block;
+  unsigned long long n;
+  if (sscanf(msg, "receiver: lane %u block %u dropped:", &lane, &block) == 2 &&
+      lane == atomic_load(&warns.lane))
+    atomic_fetch_add(&warns.firsts, 1);
+  else if (sscanf(msg, "receiver: lane %u: %llu more blocks dropped:", &lane,
+                  &n) == 2 &&
+           lane == atomic_load(&warns.lane)) {
+    atomic_fetch_add(&warns.summaries, 1);
+    atomic_fetch_add(&warns.summed, n);
+  }
+}
+
+/* A flood of invalid blocks logs the first of its reason and then at most
+ * one summary per interval (100 ms here, 10 s by default) and one at the
+ * lane's close, while the counters stay exact: the first plus the
+ * summaries' counts are every block the stats rejected. */
+static void invalid_block_warnings_are_rate_limited(void)
+{
+  sbr__warn_summary_ns = 100000000ull;
+  atomic_store(&warns.lane, UINT32_MAX);
+  sbr_set_log_handler(count_warnings, NULL);
+  uint64_t t0 = now_ns();
+  struct world w;
+  world_start(&w);
+  struct rogue g;
+  rogue_connect(&w, &g);
+  atomic_store(&warns.lane, g.lane.lane_id);
+  enum { ROUNDS = 1000 };
+  for (unsigned i = 0; i < ROUNDS; i++) {
+    forge(&g, GARBAGE);
+    g.buf[0] = (uint8_t)i; /* never the magic: one reason throughout */
+    rogue_put(&g, i % BLOCKS, BLOCK_SIZE, SBR__STATUS_DATA);
+  }
+  WAIT_STAT(&w, rejected, 1);
+  rogue_close(&g);
+  WAIT_STAT(&w, lanes_closed, 1);
+  uint64_t elapsed_ms = ms_since(t0);
+  struct sbr_receiver_stats s;
+  stats(&w, &s);
+  unsigned firsts = atomic_load(&warns.firsts);
+  unsigned summaries = atomic_load(&warns.summaries);
+  uint64_t summed = atomic_load(&warns.summed);
+  fprintf(stderr,
+          "  %llu rejected in %llu ms: %u first warning(s), %u summaries "
+          "adding up to %llu\n",
+          (unsigned long long)s.rejected, (unsigned long long)elapsed_ms,
+          firsts, summaries, (unsigned long long)summed);
+  ASSERT_EQ(firsts, 1);
+  ASSERT_EQ(firsts + summed, s.rejected);
+  ASSERT_MSG(summaries <= elapsed_ms / 100 + 2,
+             "%u summaries in %llu ms of 100 ms intervals", summaries,
+             (unsigned long long)elapsed_ms);
+  if (s.rejected > 1)
+    ASSERT(summaries >= 1); /* the close says what was held back */
+  ASSERT_EQ(atomic_load(&w.c.rogue), 0);
+  world_finish(&w);
+  sbr_set_log_handler(NULL, NULL);
+  sbr__warn_summary_ns = 10000000000ull;
 }
 
 /* ---------------------------------------------------- status values */
@@ -900,6 +1043,9 @@ static void write_with_other_lanes_keys_fails(void)
     struct rogue g;
     rogue_connect(&w, &g);
     ASSERT(honest.lane_id != g.lane.lane_id);
+    /* Each lane registers (or binds) its own: no key is shared. */
+    ASSERT(honest.blocks_rkey != g.lane.blocks_rkey);
+    ASSERT(honest.status_rkey != g.lane.status_rkey);
     struct sbr__wr wr;
     if (v == 0) {
       struct sbr__lane_desc saved = g.lane;
@@ -924,11 +1070,250 @@ static void write_with_other_lanes_keys_fails(void)
   world_finish(&w);
 }
 
+/* ------------------------------------------------------ fresh keys */
+
+/* A sender that reconnects gets a new lane with new keys, and the keys of
+ * its previous lane are worth nothing on the new connection: a status
+ * WRITE of 1 with the old status key over a valid block (written with the
+ * new key) fails at the rogue and delivers nothing; a block WRITE with the
+ * old blocks key fails too.  The new lane's memory is untouched: had
+ * either landed, the block would have been delivered or rejected. */
+static void reconnect_gets_fresh_keys_old_keys_fail(void)
+{
+  struct world w;
+  world_start(&w);
+  struct rogue g;
+  rogue_connect(&w, &g);
+  const struct sbr__lane_desc old = g.lane;
+  ASSERT_EQ(rogue_status(&g, 0), SBR__STATUS_EMPTY); /* the keys worked */
+  rogue_close(&g);
+  WAIT_STAT(&w, lanes_closed, 1);
+  for (unsigned v = 0; v < 2; v++) {
+    rogue_connect(&w, &g);
+    ASSERT(g.lane.lane_id != old.lane_id);
+    ASSERT(g.lane.epoch != old.epoch);
+    ASSERT_MSG(g.lane.blocks_rkey != old.blocks_rkey,
+               "blocks rkey 0x%x again after a reconnect", old.blocks_rkey);
+    ASSERT_MSG(g.lane.status_rkey != old.status_rkey,
+               "status rkey 0x%x again after a reconnect", old.status_rkey);
+    fprintf(stderr, "  keys 0x%x/0x%x, then 0x%x/0x%x\n", old.blocks_rkey,
+            old.status_rkey, g.lane.blocks_rkey, g.lane.status_rkey);
+    struct sbr__wr wr;
+    uint32_t len = rogue_valid_block(&g, ROGUE_DEV, 0, 500);
+    if (v == 0) {
+      /* The block with the new key, its status with the old one. */
+      wr = rogue_write(&g, g.lane.blocks_addr, g.lane.blocks_rkey, len);
+      ASSERT_EQ(rogue_post(&g, &wr, 1), SBR__WC_SUCCESS);
+      g.byte = SBR__STATUS_DATA;
+      wr = (struct sbr__wr){.opcode = SBR__OP_WRITE,
+                            .local_addr = &g.byte,
+                            .length = 1,
+                            .remote_addr = g.lane.status_addr,
+                            .rkey = old.status_rkey,
+                            .inline_data = true};
+    } else {
+      wr = rogue_write(&g, g.lane.blocks_addr, old.blocks_rkey, len);
+    }
+    ASSERT_MSG(rogue_post(&g, &wr, 1) == SBR__WC_ERROR,
+               "a WRITE with the previous lane's key (%u) completed", v);
+    ASSERT(rogue_qp_dead(&g));
+    rogue_close(&g);
+    /* What landed in a lane is delivered before it closes. */
+    WAIT_STAT(&w, lanes_closed, 2 + v);
+  }
+  struct sbr_receiver_stats s;
+  stats(&w, &s);
+  ASSERT_EQ(s.rejected, 0);
+  ASSERT_EQ(atomic_load(&w.c.rogue), 0);
+  world_finish(&w);
+}
+
+#ifdef SBR_HAVE_VERBS
+/* Does the first RDMA device bind type-2 windows? */
+static bool device_has_windows(void)
+{
+  int n = 0;
+  struct ibv_device **list = ibv_get_device_list(&n);
+  ASSERT_MSG(list && n > 0, "no RDMA device");
+  struct ibv_context *ctx = ibv_open_device(list[0]);
+  ASSERT(ctx);
+  bool yes = sbr__verbs_windows_supported(ctx);
+  ibv_close_device(ctx);
+  ibv_free_device_list(list);
+  return yes;
+}
+
+/* Where the device binds type-2 windows (rxe does), every lane's keys are
+ * windows (lanes_windowed), and the whole rogue's repertoire above runs
+ * on them; the keys of one lane fail on another's QP. */
+static void lanes_use_memory_windows(void)
+{
+  bool expect = device_has_windows();
+  fprintf(stderr, "  the device %s type-2 memory windows\n",
+          expect ? "has" : "has no");
+  struct world w;
+  world_start(&w);
+  struct rogue g;
+  rogue_connect(&w, &g);
+  /* The rogue may see ESTABLISHED before the receiver counts its lane. */
+  WAIT_STAT(&w, lanes_opened, 2);
+  struct sbr_receiver_stats s;
+  stats(&w, &s);
+  ASSERT_EQ(s.lanes_windowed, expect ? 2 : 0);
+  /* The window grants what the MR used to: WRITE and READ of the status,
+   * WRITE of the blocks, and the block is delivered. */
+  rogue_put(&g, 0, rogue_valid_block(&g, ROGUE_DEV, 0, 700), SBR__STATUS_DATA);
+  uint64_t t0 = now_ns();
+  while (atomic_load(&w.c.rogue) < 1)
+    ASSERT_MSG(ms_since(t0) < HANG_MS, "a block written through a window "
+                                       "was not delivered");
+  rogue_close(&g);
+  /* And nothing more: no READ of the blocks. */
+  rogue_connect(&w, &g);
+  struct sbr__wr rd = {.opcode = SBR__OP_READ,
+                       .local_addr = g.buf,
+                       .length = 64,
+                       .lkey = g.mr->lkey,
+                       .remote_addr = g.lane.blocks_addr,
+                       .rkey = g.lane.blocks_rkey};
+  ASSERT_EQ(rogue_post(&g, &rd, 1), SBR__WC_ERROR);
+  rogue_close(&g);
+  atomic_store(&w.c.rogue, 0); /* the one delivered on purpose */
+  world_finish(&w);
+}
+
+/* Without windows (a device that has none, here pretended) the lanes use
+ * their MRs, say so in the stats, and keep every property the tests above
+ * check: the honest stream flows, another lane's keys fail. */
+static void mr_fallback_without_windows(void)
+{
+  sbr__verbs_windows_disabled = true;
+  struct world w;
+  world_start(&w);
+  const struct sbr__lane_desc honest = w.st.s->lane;
+  struct rogue g;
+  rogue_connect(&w, &g);
+  ASSERT(honest.blocks_rkey != g.lane.blocks_rkey);
+  g.buf[0] = SBR__STATUS_DATA;
+  struct sbr__wr wr =
+      rogue_write(&g, honest.status_addr + 2u, honest.status_rkey, 1);
+  ASSERT_EQ(rogue_post(&g, &wr, 1), SBR__WC_ERROR);
+  rogue_close(&g);
+  WAIT_STAT(&w, lanes_opened, 2);
+  struct sbr_receiver_stats s;
+  stats(&w, &s);
+  ASSERT_EQ(s.lanes_windowed, 0);
+  world_finish(&w);
+  sbr__verbs_windows_disabled = false;
+}
+
+/* The first RDMA device's name. */
+static void first_device_name(char *name, size_t len)
+{
+  int n = 0;
+  struct ibv_device **list = ibv_get_device_list(&n);
+  ASSERT_MSG(list && n > 0, "no RDMA device");
+  snprintf(name, len, "%s", ibv_get_device_name(list[0]));
+  ibv_free_device_list(list);
+}
+
+/* Writes value into root/dev/ports/1/hw_counters/resp_remote_access_errors
+ * (made as needed). */
+static void fake_counter(const char *root, const char *dev, uint64_t value)
+{
+  static const char *const dirs[] = {"", "/ports", "/ports/1",
+                                     "/ports/1/hw_counters"};
+  char path[512];
+  for (unsigned i = 0; i < 4; i++) {
+    snprintf(path, sizeof path, "%s/%s%s", root, dev, dirs[i]);
+    mkdir(path, 0700);
+  }
+  snprintf(path, sizeof path,
+           "%s/%s/ports/1/hw_counters/resp_remote_access_errors", root, dev);
+  FILE *f = fopen(path, "w");
+  ASSERT(f);
+  fprintf(f, "%llu\n", (unsigned long long)value);
+  fclose(f);
+}
+
+/* The NIC's remote-access-error counter in the receiver's stats: where the
+ * device has one, a rogue's WRITE with another lane's key moves it; where
+ * it has none (rxe: measured, no hw_counter moves on a remote access
+ * error), the field says SBR_COUNTER_ABSENT.  The plumbing (which device
+ * and port the lanes use, the file's format) is checked against a
+ * stand-in sysfs tree with the mlx5 name in it. */
+static void nic_remote_access_errors_counted(void)
+{
+  char dev[64];
+  first_device_name(dev, sizeof dev);
+  char real[512];
+  snprintf(real, sizeof real,
+           SBR__SYSFS_INFINIBAND
+           "/%s/ports/1/hw_counters/resp_remote_access_errors",
+           dev);
+  bool has = access(real, R_OK) == 0;
+  fprintf(stderr, "  %s has %s remote access error counter\n", dev,
+          has ? "a" : "no");
+  struct world w;
+  world_start(&w);
+  struct sbr_receiver_stats s;
+  stats(&w, &s);
+  uint64_t before = s.nic_remote_access_errors;
+  ASSERT(has ? before != SBR_COUNTER_ABSENT : before == SBR_COUNTER_ABSENT);
+  /* One remote access error: the honest lane's status key on the rogue's
+   * QP. */
+  const struct sbr__lane_desc honest = w.st.s->lane;
+  struct rogue g;
+  rogue_connect(&w, &g);
+  g.buf[0] = SBR__STATUS_DATA;
+  struct sbr__wr wr =
+      rogue_write(&g, honest.status_addr + 2u, honest.status_rkey, 1);
+  ASSERT_EQ(rogue_post(&g, &wr, 1), SBR__WC_ERROR);
+  rogue_close(&g);
+  stats(&w, &s);
+  if (has)
+    ASSERT_MSG(s.nic_remote_access_errors > before,
+               "the NIC's counter stayed at %llu", (unsigned long long)before);
+  else
+    ASSERT_EQ(s.nic_remote_access_errors, SBR_COUNTER_ABSENT);
+
+  /* A stand-in tree: the receiver reads its lanes' device, port 1. */
+  char root[] = "/tmp/sbr-sysfs-XXXXXX";
+  ASSERT(mkdtemp(root));
+  fake_counter(root, dev, 41);
+  sbr__nic_sysfs_root = root;
+  stats(&w, &s);
+  ASSERT_EQ(s.nic_remote_access_errors, 41);
+  fake_counter(root, dev, 18446744073709551614ull);
+  stats(&w, &s);
+  ASSERT_EQ(s.nic_remote_access_errors, 18446744073709551614ull);
+  sbr__nic_sysfs_root = SBR__SYSFS_INFINIBAND;
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+  ASSERT_EQ(system(cmd), 0);
+  world_finish(&w);
+}
+#endif
+
+/* Over shm there is no NIC: the counter is absent. */
+static void nic_counter_absent_over_shm(void)
+{
+  struct world w;
+  world_start(&w);
+  struct sbr_receiver_stats s;
+  stats(&w, &s);
+  ASSERT_EQ(s.nic_remote_access_errors, SBR_COUNTER_ABSENT);
+  world_finish(&w);
+}
+
 /* ---------------------------------------------------------------- main */
 
+/* Where a test runs: both back ends (false), shm only (true), verbs only
+ * (tests/list-tests.py reads these words). */
+#define VERBS_ONLY 2
 struct table_entry {
   struct test_entry t;
-  bool shm_only;
+  int only;
 };
 
 static const struct table_entry all_tests[] = {
@@ -957,8 +1342,14 @@ static const struct table_entry all_tests[] = {
     {{"fragments_that_dont_fit_are_dropped",
       fragments_that_dont_fit_are_dropped},
      false},
+    {{"oversized_frame_is_rejected_before_allocation",
+      oversized_frame_is_rejected_before_allocation},
+     false},
     {{"garbage_flood_does_not_disturb_honest_lane",
       garbage_flood_does_not_disturb_honest_lane},
+     false},
+    {{"invalid_block_warnings_are_rate_limited",
+      invalid_block_warnings_are_rate_limited},
      false},
     {{"status_other_than_one_delivers_nothing",
       status_other_than_one_delivers_nothing},
@@ -967,11 +1358,31 @@ static const struct table_entry all_tests[] = {
     {{"write_outside_lane_fails", write_outside_lane_fails}, false},
     {{"write_with_other_lanes_keys_fails", write_with_other_lanes_keys_fails},
      false},
+    {{"reconnect_gets_fresh_keys_old_keys_fail",
+      reconnect_gets_fresh_keys_old_keys_fail},
+     false},
+#ifdef SBR_HAVE_VERBS
+    {{"lanes_use_memory_windows", lanes_use_memory_windows}, VERBS_ONLY},
+    {{"mr_fallback_without_windows", mr_fallback_without_windows}, VERBS_ONLY},
+    {{"nic_remote_access_errors_counted", nic_remote_access_errors_counted},
+     VERBS_ONLY},
+#endif
+    {{"nic_counter_absent_over_shm", nic_counter_absent_over_shm}, true},
 };
 #define N_TESTS (sizeof all_tests / sizeof all_tests[0])
 
+/* SBR_TEST_LOG=1: the library's messages on stderr, for a failure's
+ * story. */
+static void log_to_stderr(void *data, enum sbr_log_level level, const char *msg)
+{
+  (void)data;
+  fprintf(stderr, "  [%d] %s\n", (int)level, msg);
+}
+
 int main(int argc, char **argv)
 {
+  if (getenv("SBR_TEST_LOG"))
+    sbr_set_log_handler(log_to_stderr, NULL);
   if (argc >= 2 && strcmp(argv[1], "shm") == 0) {
     backend = SBR_BACKEND_SHM;
   } else if (argc >= 2 && strcmp(argv[1], "verbs") == 0) {
@@ -991,7 +1402,7 @@ int main(int argc, char **argv)
   struct test_entry tests[N_TESTS + 1];
   size_t n = 0;
   for (size_t i = 0; i < N_TESTS; i++)
-    if (is_shm || !all_tests[i].shm_only)
+    if (is_shm ? all_tests[i].only != VERBS_ONLY : all_tests[i].only != true)
       tests[n++] = all_tests[i].t;
   tests[n] = (struct test_entry){NULL, NULL};
   return test_main(tests, argc - 1, argv + 1);

@@ -27,6 +27,8 @@
 #define MAX_CONNS 4
 #define MAX_KEPT 12
 #define BLOCK_SIZE 256
+/* The receiver's max_frame_size here: frame sizes come as u16. */
+#define MAX_FRAME_SIZE 40000u
 
 /* ------------------------------------------------ the in-memory back end */
 
@@ -208,6 +210,9 @@ static void check_block(const struct sbr_block_info *bi)
 
 static void check_frame(const struct sbr_frame *f)
 {
+  /* Nothing larger than max_frame_size gets through, copied or not. */
+  FUZZ_CHECK(f->info.kind != SBR_KIND_DATA ||
+             f->info.frame_size <= MAX_FRAME_SIZE);
   if (f->copy) {
     FUZZ_CHECK(f->n_blocks == 0);
     FUZZ_CHECK(f->info.payload == f->copy);
@@ -402,6 +407,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   cfg.max_lanes = 1 + (setup >> 3) % 3;
   if (setup & 0x80)
     cfg.device_mask[0] = (uint8_t)~0x02; /* device 1 not accepted */
+  /* Within the u16 frame sizes the input gives, so both sides of the
+   * bound are reached; check_frame holds every frame to it. */
+  cfg.max_frame_size = MAX_FRAME_SIZE;
   sbr_receiver *r;
   char err[128];
   FUZZ_CHECK(sbr__receiver_new_with_ops(&cfg, &fz_ops, &r, err, sizeof err) ==

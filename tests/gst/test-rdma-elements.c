@@ -492,6 +492,20 @@ static void check_twelve(GstElement *rx_bin, GstElement **tx_bins, Collector *c,
   /* ... and the receiver saw exactly one connection (lane). */
   s = stats_named(rx_bin, "r");
   fail_unless_equals_int(u64(s, "lanes-opened"), 1);
+  /* Keys: shm has neither windows nor a NIC (the field is absent, not 0);
+   * rxe binds type-2 windows and counts no remote access errors. */
+  {
+    gboolean shm = g_strcmp0(transport, "shm") == 0;
+    const gchar *dev = g_getenv("SBR_RDMA_DEV");
+
+    gboolean rxe = dev && g_str_has_prefix(dev, "rxe");
+
+    if (shm || rxe) {
+      fail_unless_equals_int(u64(s, "lanes-windowed"), shm ? 0 : 1);
+      fail_if(gst_structure_has_field(s, "nic-remote-access-errors"),
+              "%" GST_PTR_FORMAT, s);
+    }
+  }
   for (guint d = 0; d < N_CAMERAS; d++) {
     const GstStructure *ds = device_stats(s, d);
     fail_unless_equals_int(u64(ds, "frames"), FRAMES);
@@ -799,6 +813,82 @@ GST_START_TEST(test_videotestsrc_zero_copy)
   g_ptr_array_set_size(c.buffers, 0);
   stop(rx);
   collector_clear(&c);
+}
+
+GST_END_TEST;
+
+/* rdmasrc max-frame-size: a camera whose frames are larger is rejected
+ * block by block (counted in its rejected, nothing pushed), another one
+ * within the bound streams as ever. */
+GST_START_TEST(test_max_frame_size_rejects_larger_frames)
+{
+  guint port = test_port();
+  GstAppSinkCallbacks cb = {.new_sample = count_sample};
+  GstElement *rx, *tx_small, *tx_large, *sink;
+  Collector small, large;
+  GstStructure *s;
+  gchar *desc;
+  guint64 rejected = 0;
+  gint64 end;
+
+  collector_init(&small);
+  collector_init(&large);
+  /* I420 160x120 is 28800 bytes, 320x240 115200. */
+  desc = g_strdup_printf("rdmasrc name=r transport=%s address=%s port=%u "
+                         "max-frame-size=30000 stats-interval=0 "
+                         "r.src_2 ! appsink name=out2 sync=false "
+                         "r.src_3 ! appsink name=out3 sync=false",
+                         transport, rdma_addr, port);
+  rx = parse(desc);
+  g_free(desc);
+  sink = gst_bin_get_by_name(GST_BIN(rx), "out2");
+  gst_app_sink_set_callbacks(GST_APP_SINK(sink), &cb, &small, NULL);
+  gst_object_unref(sink);
+  sink = gst_bin_get_by_name(GST_BIN(rx), "out3");
+  gst_app_sink_set_callbacks(GST_APP_SINK(sink), &cb, &large, NULL);
+  gst_object_unref(sink);
+  set_state(rx, GST_STATE_PLAYING);
+
+  desc = g_strdup_printf("videotestsrc num-buffers=10 ! "
+                         "video/x-raw,format=I420,width=160,height=120 ! "
+                         "rdmasink transport=%s host=%s port=%u device-id=2 "
+                         "sync=false",
+                         transport, rdma_addr, port);
+  tx_small = parse(desc);
+  g_free(desc);
+  desc = g_strdup_printf("videotestsrc num-buffers=10 ! "
+                         "video/x-raw,format=I420,width=320,height=240 ! "
+                         "rdmasink transport=%s host=%s port=%u device-id=3 "
+                         "sync=false",
+                         transport, rdma_addr, port);
+  tx_large = parse(desc);
+  g_free(desc);
+  set_state(tx_small, GST_STATE_PLAYING);
+  set_state(tx_large, GST_STATE_PLAYING);
+  expect_eos(tx_small);
+  expect_eos(tx_large);
+
+  fail_unless(collector_wait_frames(&small, 0, 10, WAIT),
+              "the small camera's frames did not all arrive");
+  end = g_get_monotonic_time() + (gint64)(WAIT / GST_USECOND);
+  while (rejected < 10 && g_get_monotonic_time() < end) {
+    s = stats_named(rx, "r");
+    rejected = u64(device_stats(s, 3), "rejected");
+    gst_structure_free(s);
+    g_usleep(10000);
+  }
+  fail_unless_equals_uint64(rejected, 10);
+  fail_unless_equals_int(collector_frames(&large, 0), 0);
+  s = stats_named(rx, "r");
+  fail_unless_equals_uint64(u64(device_stats(s, 2), "rejected"), 0);
+  fail_unless_equals_uint64(u64(device_stats(s, 2), "frames"), 10);
+  gst_structure_free(s);
+
+  stop(tx_small);
+  stop(tx_large);
+  stop(rx);
+  collector_clear(&small);
+  collector_clear(&large);
 }
 
 GST_END_TEST;
@@ -1938,6 +2028,7 @@ static Suite *rdma_elements_suite(void)
   tcase_add_test(tc, test_twelve_sinks_twelve_pipelines);
   tcase_add_test(tc, test_allocation_query_and_both_paths);
   tcase_add_test(tc, test_videotestsrc_zero_copy);
+  tcase_add_test(tc, test_max_frame_size_rejects_larger_frames);
   tcase_add_test(tc, test_caps_renegotiation_reaches_its_pad);
   tcase_add_test(tc, test_per_device_eos);
   tcase_add_test(tc, test_sliding_window_copies_so_streams_never_stall);
