@@ -395,6 +395,8 @@ struct sbr_sender_stats {
                              blocks posted together) */
   uint64_t pause_reads;   /* status READs forced by pause_poll_us; not in
                              sync_reads and the other sync figures */
+  uint64_t kicks;         /* status-byte: a queued block woke the sender
+                             thread from its wait for a completion */
 };
 
 int sbr_sender_get_stats(sbr_sender *s, struct sbr_sender_stats *out);

@@ -103,6 +103,10 @@ struct sbr_sender {
   bool stopping;
   uint64_t wakeups;  /* sbr_sender_wakeup calls */
   bool thread_waits; /* the sender thread sleeps on work_cond (engine) */
+  /* The sender thread sleeps on a completion (status-byte sb_sleep), so
+   * s->conn is valid: a producer that queues a block kicks it
+   * (sbr__sender_kick_locked). */
+  bool engine_sleeps;
 
   pthread_mutex_t engine_lock; /* held while the engine runs */
   pthread_t thread;
@@ -127,6 +131,9 @@ uint32_t sbr__sender_take_queued(struct sbr_sender *s,
 void sbr__sender_requeue_front(struct sbr_sender *s,
                                struct sbr_send_block *const *blocks,
                                uint32_t n);
+/* The status-byte engine is about to sleep on a completion, or woke:
+ * while it sleeps, queuing a block kicks the wait (transport kick_cq). */
+void sbr__sender_engine_sleeps(struct sbr_sender *s, bool sleeps);
 /* Is anything queued? */
 bool sbr__sender_has_queued(struct sbr_sender *s);
 /* A status READ brought the receiver's pause bitmap (SBR__PAUSE_BITMAP_SIZE

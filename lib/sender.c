@@ -753,6 +753,28 @@ void *sbr_send_block_payload(sbr_send_block *b, size_t *capacity)
   return b->mem + SBR__HEADER_SIZE;
 }
 
+/* Blocks were queued: the sender thread posts them now, whether it sleeps
+ * idle (work_cond) or on a completion.  Without the kick a frame queued
+ * while the previous one was in flight waited for that completion (or
+ * the sleep's timeout) before it was even posted: on shm a whole frame's
+ * copy plus two wake-ups, during which the NIC thread idled (#11). */
+static void wake_sender_locked(struct sbr_sender *s)
+{
+  pthread_cond_signal(&s->work_cond);
+  if (s->engine_sleeps) {
+    s->engine_sleeps = false; /* one kick per sleep is enough */
+    s->stats.kicks++;
+    s->ops->kick_cq(s->conn);
+  }
+}
+
+void sbr__sender_engine_sleeps(struct sbr_sender *s, bool sleeps)
+{
+  pthread_mutex_lock(&s->lock);
+  s->engine_sleeps = sleeps;
+  pthread_mutex_unlock(&s->lock);
+}
+
 /* Stamps header + trailer and appends to the queue.  Under s->lock. */
 static void enqueue_locked(struct sbr_sender *s, struct sbr_send_block *b,
                            const struct sbr_block_meta *meta,
@@ -815,7 +837,7 @@ int sbr_sender_submit(sbr_sender *s, sbr_send_block *b,
     return -ENOTCONN;
   }
   enqueue_locked(s, b, &m, (uint32_t)payload_len);
-  pthread_cond_signal(&s->work_cond);
+  wake_sender_locked(s);
   pthread_mutex_unlock(&s->lock);
   return 0;
 }
@@ -899,7 +921,7 @@ int sbr_sender_send(sbr_sender *s, const struct sbr_block_meta *meta,
     }
     enqueue_locked(s, frag[i], &m, (uint32_t)chunk);
   }
-  pthread_cond_signal(&s->work_cond);
+  wake_sender_locked(s);
   pthread_mutex_unlock(&s->lock);
 out:
   if (frag != frag_small)

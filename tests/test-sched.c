@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * test-sched.c - the sender's path from a queued block to the wire, in one
+ * process over the shm back end: a block queued while another is in flight
+ * is posted behind it at once (not after its completion), and the blocks of
+ * several devices' frames go out one fragment per device in turn.  The
+ * order is observed (what the receiver got, which send blocks are still
+ * out), never timed.
+ */
+#include "engine-fixture.h"
+#include "sender-internal.h"
+
+#define KIB 1024u
+
+static sbr_receiver *new_receiver(uint16_t port, uint32_t blocks,
+                                  uint32_t block_size)
+{
+  struct sbr_receiver_config rc;
+  fixture_receiver_config(&rc, port, blocks, block_size);
+  sbr_receiver *r;
+  char err[256];
+  int ret = sbr_receiver_new(&rc, &r, err, sizeof err);
+  ASSERT_MSG(ret == 0, "receiver on port %u: %d %s", port, ret, err);
+  return r;
+}
+
+static void next_frame_ok(sbr_receiver *r, struct sbr_frame *f)
+{
+  int ret = sbr_receiver_next_frame(r, 10000, f);
+  ASSERT_MSG(ret == 0, "no frame within 10 s: %d (%s)", ret, strerror(-ret));
+}
+
+static uint64_t posted_blocks(sbr_sender *s)
+{
+  struct sbr_sender_stats st;
+  sbr_sender_get_stats(s, &st);
+  return st.blocks;
+}
+
+/* Frame A is in flight: the shm NIC executes every WR half a second after
+ * its post (the receiver sees A then) and completes it half a second
+ * later.  Meanwhile the sender thread sleeps on A's completion, and no
+ * timeout ends that sleep earlier.  Frame B is queued as soon as A landed.
+ * B must be posted at once, behind A, so the sender has both send blocks
+ * out when B is counted as posted.  Without the kick the sleeping thread
+ * noticed B only at A's completion, reaped it first (freeing A's block),
+ * and then posted B. */
+static void block_queued_during_a_wait_is_posted_behind_it(void)
+{
+  uint16_t port = fixture_port();
+  sbr_receiver *r = new_receiver(port, 8, 4 * KIB);
+  struct sbr_sender_config sc;
+  fixture_sender_config(&sc, port);
+  sc.send_blocks = 2;
+  sc.backpressure = SBR_BACKPRESSURE_DROP;
+  sc.faults.delay_us = 1000000; /* executed after 0.5 s, completed after 1 s */
+  sc.pause_poll_us = 0;         /* no forced READ to wake the sender */
+  /* Nor a sleep's timeout: the sender thread sleeps until the completion. */
+  sc.backoff.min_sleep_us = sc.backoff.max_sleep_us = 4000000;
+  sbr_sender *s = fixture_sender(r, &sc);
+
+  ASSERT_OK(fixture_send(s, 0, 0, 1000)); /* A, after the first status READ */
+  struct sbr_frame f;
+  next_frame_ok(r, &f);
+  ASSERT_EQ(f.info.device, 0);
+  ASSERT_EQ(fixture_check_frame(&f), 0);
+  sbr_frame_release(&f);
+  ASSERT_OK(fixture_send(s, 1, 0, 1000)); /* B, A's completion pending */
+  while (posted_blocks(s) < 2)
+    usleep(1000);
+  sbr_send_block *b = NULL;
+  int ret = sbr_sender_acquire(s, 2, &b);
+  ASSERT_MSG(ret == -EAGAIN,
+             "a send block was free when B was posted (%d): B waited for "
+             "A's completion",
+             ret);
+  struct sbr_sender_stats st;
+  sbr_sender_get_stats(s, &st);
+  ASSERT_MSG(st.kicks >= 1, "the sender thread was never kicked");
+
+  next_frame_ok(r, &f);
+  ASSERT_EQ(f.info.device, 1);
+  ASSERT_EQ(fixture_check_frame(&f), 0);
+  sbr_frame_release(&f);
+  sbr_sender_free(s);
+  sbr_receiver_free(r);
+}
+
+int main(int argc, char **argv)
+{
+  static const struct test_entry tests[] = {
+      {"block_queued_during_a_wait_is_posted_behind_it",
+       block_queued_during_a_wait_is_posted_behind_it},
+      {NULL, NULL},
+  };
+  return test_main(tests, argc, argv);
+}
