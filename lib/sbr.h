@@ -224,6 +224,16 @@ struct sbr_fault_injection {
 typedef struct sbr_sender sbr_sender;
 typedef struct sbr_send_block sbr_send_block;
 
+enum sbr_send_order {
+  /* One block of each device with blocks queued, in turn (default): a
+   * small frame, or a big one's first fragment, doesn't wait behind whole
+   * big frames of devices queued before it. */
+  SBR_SEND_ORDER_ROUND_ROBIN = 0,
+  /* Submit order: a device's whole frame before the next device's.  The
+   * sliding-window mechanism always posts so (docs/design.md). */
+  SBR_SEND_ORDER_FIFO = 1,
+};
+
 struct sbr_sender_config {
   enum sbr_backend backend;
   enum sbr_mechanism mechanism;
@@ -254,6 +264,9 @@ struct sbr_sender_config {
    * no forced READs, pause and refused bits are then seen only at the
    * paper's sync-when-empty READs. */
   uint32_t pause_poll_us;
+  /* Status-byte: the order in which queued blocks of different devices are
+   * posted.  Each device's own blocks keep their order either way. */
+  enum sbr_send_order send_order;
   /* Also for a paused device's producers: WAIT until it resumes, DROP at
    * once (counted in paused_drops). */
   enum sbr_backpressure backpressure;

@@ -16,6 +16,7 @@
 
 #include "block.h"
 #include "clock.h"
+#include "sender-queue.h"
 #include "transport.h"
 
 enum sbr__send_state {
@@ -94,7 +95,7 @@ struct sbr_sender {
    * keeps the forced READs going, sender.c). */
   uint8_t refused[SBR_MAX_DEVICES / 8];
   uint64_t refused_try_ns;
-  struct sbr_send_block *queue_head, *queue_tail;
+  struct sbr__send_queue queue; /* submitted blocks (sender-queue.h) */
   uint32_t n_queued;
   uint32_t n_posted; /* posted, completion pending */
   uint16_t next_packet[SBR_MAX_DEVICES];
@@ -120,7 +121,8 @@ struct sbr_sender {
 /* Engine helpers (sender.c).  Each takes s->lock once for a whole batch:
  * at small blocks the lock round trips cost more than the engine itself. */
 
-/* Takes the oldest queued blocks, in order, into out: at most max_blocks,
+/* Takes queued blocks into out, one device's in turn (sender-queue.h),
+ * stamping each with the lane's next sequence number: at most max_blocks,
  * and after the first only while their wire bytes add up to max_bytes.
  * Marks them POSTED; the engine must post them or give them back with
  * requeue_front.  Returns how many it took (0 = queue empty). */

@@ -86,11 +86,102 @@ static void block_queued_during_a_wait_is_posted_behind_it(void)
   sbr_receiver_free(r);
 }
 
+/* Queues device 0's 5-block frame, device 1's 1-block frame and device
+ * 2's 3-block frame, in that order, while the sender can't post anything
+ * yet (its first status READ takes a second), and returns the devices of
+ * the blocks in the order the receiver got them (seq order = post order),
+ * checking that each device's packets come in order. */
+static void post_order(enum sbr_send_order order, char *devices, size_t len)
+{
+  uint16_t port = fixture_port();
+  sbr_receiver *r = new_receiver(port, 16, 4 * KIB);
+  struct sbr_sender_config sc;
+  fixture_sender_config(&sc, port);
+  sc.send_order = order;
+  sc.faults.delay_us = 2000000; /* the first READ completes after 2 s */
+  sbr_sender *s = fixture_sender(r, &sc);
+  size_t cap = sbr_sender_block_payload_size(s);
+  ASSERT_OK(fixture_send(s, 0, 0, 4 * cap + 10)); /* 5 blocks */
+  ASSERT_OK(fixture_send(s, 1, 0, 100));          /* 1 block */
+  ASSERT_OK(fixture_send(s, 2, 0, 2 * cap + 10)); /* 3 blocks */
+  ASSERT_EQ(posted_blocks(s), 0);                 /* all queued together */
+
+  int packet[3] = {-1, -1, -1};
+  size_t n = 0;
+  for (; n < 9 && n + 1 < len; n++) {
+    sbr_block *b;
+    int ret = sbr_receiver_next(r, 10000, &b);
+    ASSERT_MSG(ret == 0, "block %zu: %d", n, ret);
+    const struct sbr_block_info *bi = sbr_block_get_info(b);
+    ASSERT(bi->device < 3);
+    ASSERT_EQ((int)bi->packet, packet[bi->device] + 1);
+    packet[bi->device] = bi->packet;
+    devices[n] = (char)('A' + bi->device);
+    sbr_block_release(b);
+  }
+  devices[n] = 0;
+  sbr_sender_free(s);
+  sbr_receiver_free(r);
+}
+
+/* Round robin: one block per device with blocks queued, in turn; a device
+ * that runs out leaves the round.  B's small frame and C's first fragment
+ * go out right after A's first, not after A's whole frame. */
+static void devices_frames_are_interleaved_block_by_block(void)
+{
+  char got[16];
+  post_order(SBR_SEND_ORDER_ROUND_ROBIN, got, sizeof got);
+  ASSERT_MSG(strcmp(got, "ABCACACAA") == 0, "post order %s", got);
+}
+
+/* FIFO: submit order, each frame whole. */
+static void fifo_posts_frames_whole_in_submit_order(void)
+{
+  char got[16];
+  post_order(SBR_SEND_ORDER_FIFO, got, sizeof got);
+  ASSERT_MSG(strcmp(got, "AAAAABCCC") == 0, "post order %s", got);
+}
+
+/* The receiver reassembles interleaved fragments per device: a small frame
+ * queued after a big one is delivered first, both byte for byte. */
+static void small_frame_overtakes_a_big_one(void)
+{
+  uint16_t port = fixture_port();
+  sbr_receiver *r = new_receiver(port, 16, 4 * KIB);
+  struct sbr_sender_config sc;
+  fixture_sender_config(&sc, port);
+  sc.faults.delay_us = 2000000;
+  sbr_sender *s = fixture_sender(r, &sc);
+  size_t cap = sbr_sender_block_payload_size(s);
+  ASSERT_OK(fixture_send(s, 0, 7, 6 * cap + 1)); /* 7 blocks */
+  ASSERT_OK(fixture_send(s, 1, 3, 200));
+  ASSERT_EQ(posted_blocks(s), 0);
+
+  struct sbr_frame f;
+  next_frame_ok(r, &f);
+  ASSERT_EQ(f.info.device, 1);
+  ASSERT_EQ(fixture_check_frame(&f), 3);
+  sbr_frame_release(&f);
+  next_frame_ok(r, &f);
+  ASSERT_EQ(f.info.device, 0);
+  ASSERT_EQ(f.size, 6 * cap + 1);
+  ASSERT_EQ(f.n_blocks, 7);
+  ASSERT_EQ(fixture_check_frame(&f), 7);
+  sbr_frame_release(&f);
+  sbr_sender_free(s);
+  sbr_receiver_free(r);
+}
+
 int main(int argc, char **argv)
 {
   static const struct test_entry tests[] = {
       {"block_queued_during_a_wait_is_posted_behind_it",
        block_queued_during_a_wait_is_posted_behind_it},
+      {"devices_frames_are_interleaved_block_by_block",
+       devices_frames_are_interleaved_block_by_block},
+      {"fifo_posts_frames_whole_in_submit_order",
+       fifo_posts_frames_whole_in_submit_order},
+      {"small_frame_overtakes_a_big_one", small_frame_overtakes_a_big_one},
       {NULL, NULL},
   };
   return test_main(tests, argc, argv);
