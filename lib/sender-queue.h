@@ -46,7 +46,7 @@ void sbr__queue_push(struct sbr__send_queue *q, struct sbr_send_block *b);
 /* The oldest block of the device whose turn it is (NULL when empty); the
  * turn passes to the next device. */
 struct sbr_send_block *sbr__queue_pop(struct sbr__send_queue *q);
-/* The device whose block pop would return (the queue must not be empty). */
+/* The block pop would return, left queued (NULL when empty). */
 struct sbr_send_block *sbr__queue_peek(const struct sbr__send_queue *q);
 /* Puts b back at the front of its device's FIFO and makes that device the
  * next served (undoing pops: call in the reverse order of the pops). */
