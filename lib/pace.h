@@ -66,6 +66,10 @@ struct sbr__pace {
   struct sbr__pace_dev dev[SBR_MAX_DEVICES];
   uint8_t ids[SBR_MAX_DEVICES]; /* devices seen, first seen first */
   uint32_t n_ids;
+  /* Frames whose first fragment was found and whose last wasn't yet (the
+   * receiver keeps it): their next fragments are on their way, so the
+   * plan doesn't sleep to the next window while there are any. */
+  uint32_t assembling;
   uint64_t oversleep_ns;     /* EWMA (1/8) of how late a timed sleep woke */
   uint64_t oversleep_dev_ns; /* EWMA (1/8) of its deviation */
 };

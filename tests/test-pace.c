@@ -192,6 +192,25 @@ static void plan_backs_off_when_a_frame_is_overdue(void)
   ASSERT_EQ(plan.action, SBR__PACE_BACKOFF);
 }
 
+static void plan_backs_off_while_a_frame_is_assembling(void)
+{
+  /* A big frame's first fragment was found: the rest follows it, so the
+   * receiver polls (back-off) instead of sleeping to the next window. */
+  static struct sbr__pace p;
+  sbr__pace_init(&p);
+  uint64_t t = feed(&p, 0, T0, 20, 40 * MS, 0, 0);
+  struct sbr__pace_plan plan;
+  p.assembling = 1;
+  sbr__pace_plan(&p, t + 1 * MS, &plan);
+  ASSERT_EQ(plan.action, SBR__PACE_BACKOFF);
+  uint64_t start, end;
+  sbr__pace_window(&p, &p.dev[0], &start, &end);
+  ASSERT_EQ(plan.until_ns, start); /* still woken for the window */
+  p.assembling = 0;
+  sbr__pace_plan(&p, t + 1 * MS, &plan);
+  ASSERT_EQ(plan.action, SBR__PACE_SLEEP);
+}
+
 static void plan_backs_off_when_idle(void)
 {
   static struct sbr__pace p;
@@ -273,6 +292,8 @@ int main(int argc, char **argv)
        plan_backs_off_for_an_irregular_device},
       {"plan_backs_off_when_a_frame_is_overdue",
        plan_backs_off_when_a_frame_is_overdue},
+      {"plan_backs_off_while_a_frame_is_assembling",
+       plan_backs_off_while_a_frame_is_assembling},
       {"plan_backs_off_when_idle", plan_backs_off_when_idle},
       {"late_frame_of_a_burst_is_still_polled_for",
        late_frame_of_a_burst_is_still_polled_for},
