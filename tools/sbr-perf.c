@@ -962,6 +962,7 @@ static void print_send_result(const struct options *o,
            "\"busy_skipped\":%" PRIu64 ",\"no_free_waits\":%" PRIu64 ","
            "\"drops\":%" PRIu64 ",\"acks\":%" PRIu64 ","
            "\"wr_posted\":%" PRIu64 ",\"status_writes\":%" PRIu64 ","
+           "\"kicks\":%" PRIu64 ","
            "\"cpu_s\":%.3f,\"cpu_percent\":%.1f,"
            "\"ok\":%s",
            o->port, block_size, o->blocks, o->devices,
@@ -969,8 +970,8 @@ static void print_send_result(const struct options *o,
            o->size_min, o->size_max, res->frames, res->bytes, res->elapsed_s,
            mbps, fps, res->zero_copy, st->sync_reads, sync_mean_us, sync_max_us,
            st->held_skipped, st->busy_skipped, st->no_free_waits, st->drops,
-           st->acks, st->wr_posted, st->status_writes, res->cpu_s, cpu_pct,
-           res->failure[0] ? "false" : "true");
+           st->acks, st->wr_posted, st->status_writes, st->kicks, res->cpu_s,
+           cpu_pct, res->failure[0] ? "false" : "true");
     if (res->failure[0]) {
       printf(",\"error\":");
       json_string(stdout, res->failure);
@@ -1003,8 +1004,10 @@ static void print_send_result(const struct options *o,
   if (o->mechanism == SBR_MECH_SLIDING_WINDOW)
     printf("acks:            %" PRIu64 "\n", st->acks);
   printf("work requests:   %" PRIu64 "\n", st->wr_posted);
-  if (o->mechanism == SBR_MECH_STATUS_BYTE)
+  if (o->mechanism == SBR_MECH_STATUS_BYTE) {
     printf("status writes:   %" PRIu64 "\n", st->status_writes);
+    printf("kicks:           %" PRIu64 "\n", st->kicks);
+  }
   printf("cpu:             %.2f s (%.1f %%)\n", res->cpu_s, cpu_pct);
   printf("result:          %s\n", res->failure[0] ? "FAILED" : "ok");
 }
