@@ -225,13 +225,16 @@ typedef struct sbr_sender sbr_sender;
 typedef struct sbr_send_block sbr_send_block;
 
 enum sbr_send_order {
-  /* One block of each device with blocks queued, in turn (default): a
-   * small frame, or a big one's first fragment, doesn't wait behind whole
-   * big frames of devices queued before it. */
-  SBR_SEND_ORDER_ROUND_ROBIN = 0,
-  /* Submit order: a device's whole frame before the next device's.  The
-   * sliding-window mechanism always posts so (docs/design.md). */
-  SBR_SEND_ORDER_FIFO = 1,
+  /* Submit order (default): a device's whole frame before the next
+   * device's.  With cameras that all send frames of one size this is what
+   * finishes frames soonest on average.  The sliding-window mechanism
+   * always posts so (docs/design.md, "Ordering"). */
+  SBR_SEND_ORDER_FIFO = 0,
+  /* One block of each device with blocks queued, in turn: a small frame,
+   * or a big one's first fragment, doesn't wait behind whole big frames of
+   * devices queued before it (a rig of mixed resolutions), but frames of
+   * one size all finish near the end of the burst. */
+  SBR_SEND_ORDER_ROUND_ROBIN = 1,
 };
 
 struct sbr_sender_config {

@@ -46,6 +46,7 @@ void sbr_sender_config_init(struct sbr_sender_config *cfg)
   cfg->backpressure = SBR_BACKPRESSURE_WAIT;
   cfg->wait_timeout_ms = DEFAULT_WAIT_TIMEOUT_MS;
   cfg->pause_poll_us = DEFAULT_PAUSE_POLL_US;
+  cfg->send_order = SBR_SEND_ORDER_FIFO;
   sbr__backoff_config_fill(&cfg->backoff);
 }
 

@@ -134,22 +134,26 @@ static void devices_frames_are_interleaved_block_by_block(void)
   ASSERT_MSG(strcmp(got, "ABCACACAA") == 0, "post order %s", got);
 }
 
-/* FIFO: submit order, each frame whole. */
+/* FIFO (the default): submit order, each frame whole. */
 static void fifo_posts_frames_whole_in_submit_order(void)
 {
   char got[16];
-  post_order(SBR_SEND_ORDER_FIFO, got, sizeof got);
+  struct sbr_sender_config defaults;
+  sbr_sender_config_init(&defaults);
+  post_order(defaults.send_order, got, sizeof got);
   ASSERT_MSG(strcmp(got, "AAAAABCCC") == 0, "post order %s", got);
 }
 
-/* The receiver reassembles interleaved fragments per device: a small frame
- * queued after a big one is delivered first, both byte for byte. */
+/* Round robin: the receiver reassembles interleaved fragments per device,
+ * and a small frame queued after a big one is delivered first, both byte
+ * for byte. */
 static void small_frame_overtakes_a_big_one(void)
 {
   uint16_t port = fixture_port();
   sbr_receiver *r = new_receiver(port, 16, 4 * KIB);
   struct sbr_sender_config sc;
   fixture_sender_config(&sc, port);
+  sc.send_order = SBR_SEND_ORDER_ROUND_ROBIN;
   sc.faults.delay_us = 2000000;
   sbr_sender *s = fixture_sender(r, &sc);
   size_t cap = sbr_sender_block_payload_size(s);

@@ -469,7 +469,7 @@ static void usage(FILE *f)
           "                               (1: one per block) [128k]\n"
           "  --send-order round-robin|fifo  devices' queued blocks: one per\n"
           "                               device in turn, or submit order\n"
-          "                               [round-robin]\n"
+          "                               [fifo]\n"
           "\n"
           "BYTES take a k, M or G suffix (powers of 1024).  Exit status: 0 "
           "success,\n"
