@@ -189,7 +189,12 @@ void sbr__pace_plan(const struct sbr__pace *p, uint64_t now_ns,
     if (start < next_start)
       next_start = start;
   }
-  out->action = active && !irregular ? SBR__PACE_SLEEP : SBR__PACE_BACKOFF;
+  /* A frame in assembly: its next fragment comes behind the one found (a
+   * big frame's blocks follow each other, interleaved with other devices'
+   * when the sender serves them in turns), not at a window; sleeping to
+   * the next window let it wait up to max_sleep_us. */
+  out->action = active && !irregular && p->assembling == 0 ? SBR__PACE_SLEEP
+                                                           : SBR__PACE_BACKOFF;
   out->until_ns = next_start;
 }
 

@@ -38,12 +38,17 @@
 #define SBR__PACE_QUIET_NS 1000000000ull
 /* Window before the predicted arrival: 2 x jitter + the timer's measured
  * overshoot (mean + 2 x mean deviation) + 20 us, clamped; after it: 3 x jitter
- * + 100 us, clamped. The clamps bound the spin per frame to 800 us at worst. */
+ * + 100 us, clamped. The clamps bound the spin per frame to 2.4 ms at worst.
+ * After reaches further than before: twelve cameras captured together land
+ * one after another over a few milliseconds, in an order that changes from
+ * frame to frame, so each device's frame lands up to a burst late; a
+ * 400 us clamp closed the windows of the burst's last frames before they
+ * landed, and those then waited in the back-off's sleeps (issue #11). */
 #define SBR__PACE_LEAD_BASE_NS 20000ull
 #define SBR__PACE_LEAD_MIN_NS 30000ull
 #define SBR__PACE_LEAD_MAX_NS 400000ull
 #define SBR__PACE_AFTER_BASE_NS 100000ull
-#define SBR__PACE_AFTER_MAX_NS 400000ull
+#define SBR__PACE_AFTER_MAX_NS 2000000ull
 
 struct sbr__pace_dev {
   uint64_t last_ns;   /* when its latest frame was found; 0 = never */
@@ -61,6 +66,10 @@ struct sbr__pace {
   struct sbr__pace_dev dev[SBR_MAX_DEVICES];
   uint8_t ids[SBR_MAX_DEVICES]; /* devices seen, first seen first */
   uint32_t n_ids;
+  /* Frames whose first fragment was found and whose last wasn't yet (the
+   * receiver keeps it): their next fragments are on their way, so the
+   * plan doesn't sleep to the next window while there are any. */
+  uint32_t assembling;
   uint64_t oversleep_ns;     /* EWMA (1/8) of how late a timed sleep woke */
   uint64_t oversleep_dev_ns; /* EWMA (1/8) of its deviation */
 };

@@ -124,6 +124,7 @@ static void drop_partial(struct sbr__lane *lane, struct sbr__device_track *t)
   if (!t->partial_active)
     return;
   t->partial_active = false;
+  lane->rx->pace.assembling--;
   count_frame_drop(lane->rx, t->partial.info.device);
   release_frame_blocks(&t->partial);
 }
@@ -1134,6 +1135,7 @@ int sbr_receiver_next_frame(sbr_receiver *r, int timeout_ms,
       drop_partial(lane, t);
       frame_from_block(&t->partial, b);
       t->partial_active = true;
+      r->pace.assembling++;
       if (must_copy(lane, &t->partial) &&
           partial_to_copy(lane, &t->partial) < 0)
         drop_partial(lane, t);
@@ -1163,6 +1165,7 @@ int sbr_receiver_next_frame(sbr_receiver *r, int timeout_ms,
       }
       out->info.flags |= SBR_FLAG_LAST;
       t->partial_active = false;
+      r->pace.assembling--;
       memset(&t->partial, 0, sizeof t->partial);
       return 0;
     }

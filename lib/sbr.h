@@ -224,6 +224,19 @@ struct sbr_fault_injection {
 typedef struct sbr_sender sbr_sender;
 typedef struct sbr_send_block sbr_send_block;
 
+enum sbr_send_order {
+  /* Submit order (default): a device's whole frame before the next
+   * device's.  With cameras that all send frames of one size this is what
+   * finishes frames soonest on average.  The sliding-window mechanism
+   * always posts so (docs/design.md, "Ordering"). */
+  SBR_SEND_ORDER_FIFO = 0,
+  /* One block of each device with blocks queued, in turn: a small frame,
+   * or a big one's first fragment, doesn't wait behind whole big frames of
+   * devices queued before it (a rig of mixed resolutions), but frames of
+   * one size all finish near the end of the burst. */
+  SBR_SEND_ORDER_ROUND_ROBIN = 1,
+};
+
 struct sbr_sender_config {
   enum sbr_backend backend;
   enum sbr_mechanism mechanism;
@@ -258,6 +271,9 @@ struct sbr_sender_config {
    * no forced READs, pause and refused bits are then seen only at the
    * paper's sync-when-empty READs. */
   uint32_t pause_poll_us;
+  /* Status-byte: the order in which queued blocks of different devices are
+   * posted.  Each device's own blocks keep their order either way. */
+  enum sbr_send_order send_order;
   /* Also for a paused device's producers: WAIT until it resumes, DROP at
    * once (counted in paused_drops). */
   enum sbr_backpressure backpressure;
@@ -399,6 +415,8 @@ struct sbr_sender_stats {
                              blocks posted together) */
   uint64_t pause_reads;   /* status READs forced by pause_poll_us; not in
                              sync_reads and the other sync figures */
+  uint64_t kicks;         /* status-byte: a queued block woke the sender
+                             thread from its wait for a completion */
 };
 
 int sbr_sender_get_stats(sbr_sender *s, struct sbr_sender_stats *out);

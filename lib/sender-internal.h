@@ -16,6 +16,7 @@
 
 #include "block.h"
 #include "clock.h"
+#include "sender-queue.h"
 #include "transport.h"
 
 enum sbr__send_state {
@@ -95,7 +96,7 @@ struct sbr_sender {
    * keeps the forced READs going, sender.c). */
   uint8_t refused[SBR_MAX_DEVICES / 8];
   uint64_t refused_try_ns;
-  struct sbr_send_block *queue_head, *queue_tail;
+  struct sbr__send_queue queue; /* submitted blocks (sender-queue.h) */
   uint32_t n_queued;
   uint32_t n_posted; /* posted, completion pending */
   uint16_t next_packet[SBR_MAX_DEVICES];
@@ -104,6 +105,10 @@ struct sbr_sender {
   bool stopping;
   uint64_t wakeups;  /* sbr_sender_wakeup calls */
   bool thread_waits; /* the sender thread sleeps on work_cond (engine) */
+  /* The sender thread sleeps on a completion (status-byte sb_sleep), so
+   * s->conn is valid: a producer that queues a block kicks it
+   * (sbr__sender_kick_locked). */
+  bool engine_sleeps;
 
   pthread_mutex_t engine_lock; /* held while the engine runs */
   pthread_t thread;
@@ -117,7 +122,8 @@ struct sbr_sender {
 /* Engine helpers (sender.c).  Each takes s->lock once for a whole batch:
  * at small blocks the lock round trips cost more than the engine itself. */
 
-/* Takes the oldest queued blocks, in order, into out: at most max_blocks,
+/* Takes queued blocks into out, one device's in turn (sender-queue.h),
+ * stamping each with the lane's next sequence number: at most max_blocks,
  * and after the first only while their wire bytes add up to max_bytes.
  * Marks them POSTED; the engine must post them or give them back with
  * requeue_front.  Returns how many it took (0 = queue empty). */
@@ -128,6 +134,9 @@ uint32_t sbr__sender_take_queued(struct sbr_sender *s,
 void sbr__sender_requeue_front(struct sbr_sender *s,
                                struct sbr_send_block *const *blocks,
                                uint32_t n);
+/* The status-byte engine is about to sleep on a completion, or woke:
+ * while it sleeps, queuing a block kicks the wait (transport kick_cq). */
+void sbr__sender_engine_sleeps(struct sbr_sender *s, bool sleeps);
 /* Is anything queued? */
 bool sbr__sender_has_queued(struct sbr_sender *s);
 /* A status READ brought the receiver's pause bitmap (SBR__PAUSE_BITMAP_SIZE

@@ -443,9 +443,10 @@ static int sb_progress(struct sbr_sender *s)
 }
 
 /* Waits for a completion (a status READ, a run's status WRITE): the
- * transport's completion channel wakes us when one comes.  A submit while
- * asleep waits for that completion at most (one round trip), since a
- * sender with nothing in flight sleeps on work_cond instead. */
+ * transport's completion channel wakes us when one comes, and a submit
+ * while asleep kicks the wait (kick_cq), so a queued block is posted
+ * behind the ones in flight rather than after their completion.  A sender
+ * with nothing in flight sleeps on work_cond instead. */
 static int sb_sleep(struct sbr_sender *s, uint32_t timeout_us)
 {
   struct status_byte_state *st = s->engine_state;
@@ -463,12 +464,16 @@ static int sb_sleep(struct sbr_sender *s, uint32_t timeout_us)
     if (left_us < timeout_us)
       timeout_us = (uint32_t)left_us;
   }
+  /* From here a producer that queues a block kicks the wait (sender.c):
+   * the block goes out behind the one in flight, not after it.  A block
+   * queued before the arm is seen by the poll below. */
+  sbr__sender_engine_sleeps(s, true);
   s->ops->arm_cq(s->conn);
   int r = sb_progress(s); /* what came before the arm */
-  if (r != 0)
-    return r;
-  s->ops->wait_cq(s->conn, timeout_us);
-  return 0;
+  if (r == 0)
+    s->ops->wait_cq(s->conn, timeout_us);
+  sbr__sender_engine_sleeps(s, false);
+  return r;
 }
 
 const struct sbr__sender_engine sbr__sender_status_byte = {

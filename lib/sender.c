@@ -4,9 +4,11 @@
  * for many producers, fragmentation, backpressure and the sender thread that
  * hands queued blocks to the posting engine of the chosen mechanism.
  *
- * Packet numbers and sequence numbers are assigned at submit under s->lock,
- * and the queue is FIFO, so blocks are posted in sequence order and every
- * device's packets in packet order: the receiver relies on that.
+ * Packet numbers are assigned at submit under s->lock and each device's
+ * blocks queue in order (sender-queue.c: one FIFO per device, served round
+ * robin); sequence numbers are assigned when the engine takes a block, so
+ * blocks are posted in sequence order and every device's packets in packet
+ * order: the receiver relies on that.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -44,6 +46,7 @@ void sbr_sender_config_init(struct sbr_sender_config *cfg)
   cfg->backpressure = SBR_BACKPRESSURE_WAIT;
   cfg->wait_timeout_ms = DEFAULT_WAIT_TIMEOUT_MS;
   cfg->pause_poll_us = DEFAULT_PAUSE_POLL_US;
+  cfg->send_order = SBR_SEND_ORDER_FIFO;
   sbr__backoff_config_fill(&cfg->backoff);
 }
 
@@ -396,7 +399,7 @@ static void fail_connection(struct sbr_sender *s, int err)
       push_free_locked(s, b);
     }
   }
-  s->queue_head = s->queue_tail = NULL;
+  sbr__queue_init(&s->queue, s->queue.fifo);
   s->n_queued = 0;
   s->n_posted = 0;
   pthread_cond_broadcast(&s->idle_cond);
@@ -492,11 +495,21 @@ int sbr_sender_new(const struct sbr_sender_config *cfg, sbr_sender **out,
   if (cfg->mechanism != SBR_MECH_STATUS_BYTE &&
       cfg->mechanism != SBR_MECH_SLIDING_WINDOW)
     return -EINVAL;
+  if (cfg->send_order != SBR_SEND_ORDER_ROUND_ROBIN &&
+      cfg->send_order != SBR_SEND_ORDER_FIFO)
+    return -EINVAL;
 
   struct sbr_sender *s = calloc(1, sizeof *s);
   if (!s)
     return -ENOMEM;
   s->cfg = *cfg;
+  /* The sliding window acknowledges slots strictly in order: interleaved
+   * devices' partial frames, each holding slots until its last fragment,
+   * could hold every slot and stop the acknowledgements for good (the
+   * status-byte receiver releases blocks one by one, and copies a partial
+   * frame out when the lane runs short). */
+  sbr__queue_init(&s->queue, cfg->send_order == SBR_SEND_ORDER_FIFO ||
+                                 cfg->mechanism == SBR_MECH_SLIDING_WINDOW);
   snprintf(s->host, sizeof s->host, "%s", cfg->host);
   s->cfg.host = s->host;
   if (cfg->source) {
@@ -766,6 +779,28 @@ void *sbr_send_block_payload(sbr_send_block *b, size_t *capacity)
   return b->mem + SBR__HEADER_SIZE;
 }
 
+/* Blocks were queued: the sender thread posts them now, whether it sleeps
+ * idle (work_cond) or on a completion.  Without the kick a frame queued
+ * while the previous one was in flight waited for that completion (or
+ * the sleep's timeout) before it was even posted: on shm a whole frame's
+ * copy plus two wake-ups, during which the NIC thread idled (#11). */
+static void wake_sender_locked(struct sbr_sender *s)
+{
+  pthread_cond_signal(&s->work_cond);
+  if (s->engine_sleeps) {
+    s->engine_sleeps = false; /* one kick per sleep is enough */
+    s->stats.kicks++;
+    s->ops->kick_cq(s->conn);
+  }
+}
+
+void sbr__sender_engine_sleeps(struct sbr_sender *s, bool sleeps)
+{
+  pthread_mutex_lock(&s->lock);
+  s->engine_sleeps = sleeps;
+  pthread_mutex_unlock(&s->lock);
+}
+
 /* Stamps header + trailer and appends to the queue.  Under s->lock. */
 static void enqueue_locked(struct sbr_sender *s, struct sbr_send_block *b,
                            const struct sbr_block_meta *meta,
@@ -778,21 +813,16 @@ static void enqueue_locked(struct sbr_sender *s, struct sbr_send_block *b,
   h->packet = s->next_packet[meta->device]++;
   h->epoch = s->lane.epoch;
   h->payload_len = payload_len;
-  h->seq = s->next_seq++;
   h->pts = meta->pts;
   h->dts = meta->dts;
   h->duration = meta->duration;
   h->capture_time = meta->capture_time;
   h->frame_offset = meta->frame_offset;
   h->frame_size = meta->frame_size;
-  b->wire_len = (uint32_t)sbr__block_encode(b->mem, s->block_size, h);
+  /* Encoded, with its sequence number, when it is taken for posting. */
+  b->wire_len = (uint32_t)SBR__BLOCK_OVERHEAD + payload_len;
   b->state = SBR__SEND_QUEUED;
-  b->next = NULL;
-  if (s->queue_tail)
-    s->queue_tail->next = b;
-  else
-    s->queue_head = b;
-  s->queue_tail = b;
+  sbr__queue_push(&s->queue, b);
   s->n_queued++;
 }
 
@@ -828,7 +858,7 @@ int sbr_sender_submit(sbr_sender *s, sbr_send_block *b,
     return -ENOTCONN;
   }
   enqueue_locked(s, b, &m, (uint32_t)payload_len);
-  pthread_cond_signal(&s->work_cond);
+  wake_sender_locked(s);
   pthread_mutex_unlock(&s->lock);
   return 0;
 }
@@ -912,7 +942,7 @@ int sbr_sender_send(sbr_sender *s, const struct sbr_block_meta *meta,
     }
     enqueue_locked(s, frag[i], &m, (uint32_t)chunk);
   }
-  pthread_cond_signal(&s->work_cond);
+  wake_sender_locked(s);
   pthread_mutex_unlock(&s->lock);
 out:
   if (frag != frag_small)
@@ -968,13 +998,16 @@ uint32_t sbr__sender_take_queued(struct sbr_sender *s,
   uint64_t bytes = 0;
   pthread_mutex_lock(&s->lock);
   struct sbr_send_block *b;
-  while (n < max_blocks && (b = s->queue_head) != NULL) {
+  while (n < max_blocks && (b = sbr__queue_peek(&s->queue)) != NULL) {
     if (n > 0 && bytes + b->wire_len > max_bytes)
       break;
     bytes += b->wire_len;
-    s->queue_head = b->next;
-    if (!s->queue_head)
-      s->queue_tail = NULL;
+    sbr__queue_pop(&s->queue);
+    /* The lane's sequence numbers follow the posting order, which the
+     * round robin makes differ from the submit order (the receiver
+     * delivers a lane in sequence order). */
+    b->header.seq = s->next_seq++;
+    sbr__block_encode(b->mem, s->block_size, &b->header);
     s->n_queued--;
     s->n_posted++;
     b->next = NULL;
@@ -992,10 +1025,7 @@ void sbr__sender_requeue_front(struct sbr_sender *s,
   for (uint32_t k = n; k-- > 0;) {
     struct sbr_send_block *b = blocks[k];
     b->state = SBR__SEND_QUEUED;
-    b->next = s->queue_head;
-    s->queue_head = b;
-    if (!s->queue_tail)
-      s->queue_tail = b;
+    sbr__queue_push_front(&s->queue, b); /* a new seq when taken again */
     s->n_queued++;
     s->n_posted--;
   }

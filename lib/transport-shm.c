@@ -265,6 +265,8 @@ struct sbr__conn {
   struct sbr__wc *lcq;         /* receiver: its SENDs' completions */
   uint64_t lcq_head, lcq_tail; /* produced / polled */
   uint64_t next_check_ns;      /* receiver: next hang-up check in poll_cq */
+  uint32_t armed_rung;         /* rx->bell at arm_cq (the waiter's only) */
+  bool armed;                  /* arm_cq came since the last wait_cq */
 
   pthread_t nic;    /* sender: NIC thread */
   bool nic_running; /* started, not yet joined */
@@ -1244,7 +1246,14 @@ static bool shm_cq_ready_locked(struct sbr__conn *c, uint64_t now,
 
 static void shm_arm_cq(struct sbr__conn *c)
 {
-  (void)c; /* the doorbell protocol needs no arming */
+  /* The doorbell needs no arming for completions (a waiter reads the bell
+   * before it checks for them), but a kick_cq between this arm and the
+   * wait must not be lost: the wait sleeps only while the bell is what it
+   * was here. */
+  if (!c || !c->rx)
+    return;
+  c->armed_rung = atomic_load(&c->rx->bell);
+  c->armed = true;
 }
 
 static void shm_wait_cq(struct sbr__conn *c, uint32_t timeout_us)
@@ -1255,7 +1264,8 @@ static void shm_wait_cq(struct sbr__conn *c, uint32_t timeout_us)
   }
   struct shm_ring *r = c->rx;
   atomic_fetch_add(&r->bell_waiters, 1);
-  uint32_t rung = atomic_load(&r->bell);
+  uint32_t rung = c->armed ? c->armed_rung : atomic_load(&r->bell);
+  c->armed = false;
   uint64_t now = shm_now_ns();
   uint64_t next;
   pthread_mutex_lock(&c->lock);
@@ -1271,6 +1281,14 @@ static void shm_wait_cq(struct sbr__conn *c, uint32_t timeout_us)
     syscall(SYS_futex, &r->bell, FUTEX_WAIT, rung, &ts, NULL, 0);
   }
   atomic_fetch_sub(&r->bell_waiters, 1);
+}
+
+static void shm_kick_cq(struct sbr__conn *c)
+{
+  /* A pollable completion would ring the same bell: the waiter wakes,
+   * polls, and finds whatever there is (perhaps nothing). */
+  if (c && c->rx)
+    shm_bell_ring(c->rx);
 }
 
 static uint64_t shm_posted_recv_count(struct sbr__conn *c)
@@ -2055,6 +2073,7 @@ const struct sbr__transport_ops sbr__transport_shm = {
     .poll_cq = shm_poll_cq,
     .arm_cq = shm_arm_cq,
     .wait_cq = shm_wait_cq,
+    .kick_cq = shm_kick_cq,
     .disconnect = shm_disconnect,
     .close = shm_close,
     .posted_recv_count = shm_posted_recv_count,

@@ -60,7 +60,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
@@ -129,6 +131,8 @@ struct sbr__conn {
   struct ibv_cq *send_cq;             /* send queue completions */
   struct ibv_cq *recv_cq;             /* receive queue completions */
   struct ibv_comp_channel *comp;      /* sender: wakes wait_cq; else NULL */
+  int kick_fd;                        /* sender: eventfd kick_cq writes */
+  bool kick_ready;                    /* kick_fd is open (only with comp) */
   bool qp_created;                    /* rdma_create_qp done (QP is id->qp) */
   struct ibv_mr *blocks_mr;           /* receiver: blocks, REMOTE_WRITE only */
   struct ibv_mr *status_mr;           /* receiver: status, REMOTE_READ|WRITE */
@@ -305,6 +309,14 @@ static int conn_create_queues(struct sbr__conn *c,
                 strerror(-ret));
       goto out_destroy_comp;
     }
+    /* kick_cq's doorbell: wait_cq polls it beside the channel. */
+    c->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (c->kick_fd < 0) {
+      ret = neg_errno(ENOMEM);
+      sbr__errf(errbuf, errlen, "verbs: eventfd failed: %s", strerror(-ret));
+      goto out_destroy_comp;
+    }
+    c->kick_ready = true;
   }
   c->send_cq = ibv_create_cq(c->id->verbs, send_cqe, NULL, c->comp, 0);
   if (!c->send_cq) {
@@ -372,6 +384,9 @@ out_destroy_send_cq:
   ibv_destroy_cq(c->send_cq);
   c->send_cq = NULL;
 out_destroy_comp:
+  if (c->kick_ready)
+    close(c->kick_fd);
+  c->kick_ready = false;
   if (c->comp)
     ibv_destroy_comp_channel(c->comp);
   c->comp = NULL;
@@ -423,6 +438,8 @@ static void conn_free(struct sbr__conn *c)
   /* After its CQs; every event wait_cq took was acknowledged at once. */
   if (c->comp)
     ibv_destroy_comp_channel(c->comp);
+  if (c->kick_ready)
+    close(c->kick_fd);
   if (c->blocks_mr)
     ibv_dereg_mr(c->blocks_mr);
   if (c->status_mr)
@@ -1554,17 +1571,33 @@ static void verbs_wait_cq(struct sbr__conn *c, uint32_t timeout_us)
     sbr__sleep_us(timeout_us);
     return;
   }
-  struct pollfd p = {.fd = c->comp->fd, .events = POLLIN};
+  struct pollfd p[2] = {{.fd = c->comp->fd, .events = POLLIN},
+                        {.fd = c->kick_fd, .events = POLLIN}};
   struct timespec ts = {timeout_us / 1000000u,
                         (long)(timeout_us % 1000000u) * 1000};
-  if (ppoll(&p, 1, &ts, NULL) <= 0)
+  if (ppoll(p, 2, &ts, NULL) <= 0)
     return;
+  uint64_t kicks;
+  if (p[1].revents && read(c->kick_fd, &kicks, sizeof kicks) < 0)
+    SBR_DEBUG("verbs: %s: reading the kick eventfd: %s", c->peer,
+              strerror(errno));
   /* Drain and acknowledge (ibv_destroy_cq waits for every event taken to
    * be acknowledged). */
   struct ibv_cq *cq;
   void *cq_context;
   while (ibv_get_cq_event(c->comp, &cq, &cq_context) == 0)
     ibv_ack_cq_events(cq, 1);
+}
+
+static void verbs_kick_cq(struct sbr__conn *c)
+{
+  if (!c || !c->kick_ready)
+    return;
+  /* Level-triggered until wait_cq reads it: a kick before the ppoll is
+   * not lost. */
+  uint64_t one = 1;
+  if (write(c->kick_fd, &one, sizeof one) < 0 && errno != EAGAIN)
+    SBR_DEBUG("verbs: %s: kicking wait_cq: %s", c->peer, strerror(errno));
 }
 
 static void verbs_disconnect(struct sbr__conn *c)
@@ -1632,6 +1665,7 @@ const struct sbr__transport_ops sbr__transport_verbs = {
     .poll_cq = verbs_poll_cq,
     .arm_cq = verbs_arm_cq,
     .wait_cq = verbs_wait_cq,
+    .kick_cq = verbs_kick_cq,
     .disconnect = verbs_disconnect,
     .close = verbs_close,
     .posted_recv_count = verbs_posted_recv_count,

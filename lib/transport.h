@@ -386,6 +386,14 @@ struct sbr__transport_ops {
    * thread and the peer's SENDs ring. */
   void (*arm_cq)(struct sbr__conn *c);
   void (*wait_cq)(struct sbr__conn *c, uint32_t timeout_us);
+  /* Makes the wait_cq in progress return now, or the next one if it comes
+   * after the arm_cq that precedes it (never lost in between).  Any
+   * thread, while the conn exists.  The sender's producers kick a sender
+   * thread asleep on a completion when they queue a block, so the block is
+   * posted behind the one in flight instead of after its completion.
+   * verbs: an eventfd polled beside the completion channel; shm: the
+   * doorbell, rung as a completion would. */
+  void (*kick_cq)(struct sbr__conn *c);
   /* Tells the peer this end is gone and stops its requests (the QP goes to
    * error), but keeps lane memory valid until close: a receiver closes a
    * lane at once even while the application still holds its blocks. */

@@ -187,8 +187,28 @@ static void plan_backs_off_when_a_frame_is_overdue(void)
   sbr__pace_init(&p);
   uint64_t t = feed(&p, 0, T0, 20, 40 * MS, 0, 0);
   struct sbr__pace_plan plan;
-  sbr__pace_plan(&p, t + 41 * MS, &plan);
+  /* Past the longest window: the frame is overdue. */
+  sbr__pace_plan(&p, t + 41 * MS + SBR__PACE_AFTER_MAX_NS, &plan);
   ASSERT_EQ(plan.action, SBR__PACE_BACKOFF);
+}
+
+static void plan_backs_off_while_a_frame_is_assembling(void)
+{
+  /* A big frame's first fragment was found: the rest follows it, so the
+   * receiver polls (back-off) instead of sleeping to the next window. */
+  static struct sbr__pace p;
+  sbr__pace_init(&p);
+  uint64_t t = feed(&p, 0, T0, 20, 40 * MS, 0, 0);
+  struct sbr__pace_plan plan;
+  p.assembling = 1;
+  sbr__pace_plan(&p, t + 1 * MS, &plan);
+  ASSERT_EQ(plan.action, SBR__PACE_BACKOFF);
+  uint64_t start, end;
+  sbr__pace_window(&p, &p.dev[0], &start, &end);
+  ASSERT_EQ(plan.until_ns, start); /* still woken for the window */
+  p.assembling = 0;
+  sbr__pace_plan(&p, t + 1 * MS, &plan);
+  ASSERT_EQ(plan.action, SBR__PACE_SLEEP);
 }
 
 static void plan_backs_off_when_idle(void)
@@ -204,6 +224,29 @@ static void plan_backs_off_when_idle(void)
   sbr__pace_plan(&p, t + 2000 * MS, &plan);
   ASSERT_EQ(plan.action, SBR__PACE_BACKOFF);
   ASSERT_EQ(plan.until_ns, UINT64_MAX);
+}
+
+/* Twelve cameras' frames land in a burst, in a changing order: a device's
+ * frame is often most of a millisecond off its grid.  Its window reaches
+ * 3 x jitter past the prediction (not 400 us), so a frame still 1 ms late
+ * is polled for rather than waited for in the back-off's sleeps. */
+static void late_frame_of_a_burst_is_still_polled_for(void)
+{
+  static struct sbr__pace p;
+  sbr__pace_init(&p);
+  feed(&p, 0, T0, 40, 40 * MS, 800 * US, 0);
+  const struct sbr__pace_dev *d = &p.dev[0];
+  ASSERT(sbr__pace_periodic(d));
+  ASSERT_MSG(d->jitter_ns >= 300 * US, "jitter %llu ns",
+             (unsigned long long)d->jitter_ns);
+  uint64_t predicted = d->grid_ns + d->period_ns;
+  struct sbr__pace_plan plan;
+  sbr__pace_plan(&p, predicted + 1 * MS, &plan);
+  ASSERT_EQ(plan.action, SBR__PACE_SPIN);
+  ASSERT(plan.until_ns > predicted + 1 * MS);
+  /* Past 3 x jitter + 100 us it is overdue: back off. */
+  sbr__pace_plan(&p, predicted + 3 * d->jitter_ns + 101 * US, &plan);
+  ASSERT_EQ(plan.action, SBR__PACE_BACKOFF);
 }
 
 static void window_is_bounded(void)
@@ -249,7 +292,11 @@ int main(int argc, char **argv)
        plan_backs_off_for_an_irregular_device},
       {"plan_backs_off_when_a_frame_is_overdue",
        plan_backs_off_when_a_frame_is_overdue},
+      {"plan_backs_off_while_a_frame_is_assembling",
+       plan_backs_off_while_a_frame_is_assembling},
       {"plan_backs_off_when_idle", plan_backs_off_when_idle},
+      {"late_frame_of_a_burst_is_still_polled_for",
+       late_frame_of_a_burst_is_still_polled_for},
       {"window_is_bounded", window_is_bounded},
       {NULL, NULL},
   };

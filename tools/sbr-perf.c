@@ -117,6 +117,7 @@ struct options {
   uint32_t delay_us;
   uint32_t fail_after;
   uint32_t read_ahead;
+  enum sbr_send_order send_order;
   uint32_t status_batch_bytes;
   enum sbr_poll_mode poll_mode;
   bool json;
@@ -334,6 +335,7 @@ enum {
   OPT_FAIL_AFTER,
   OPT_READ_AHEAD,
   OPT_STATUS_BATCH,
+  OPT_SEND_ORDER,
   OPT_POLL_MODE,
   OPT_JSON,
   OPT_HELP,
@@ -364,6 +366,7 @@ static const struct option long_options[] = {
     {"read-ahead", required_argument, NULL, OPT_READ_AHEAD},
     {"status-batch", required_argument, NULL, OPT_STATUS_BATCH},
     {"poll-mode", required_argument, NULL, OPT_POLL_MODE},
+    {"send-order", required_argument, NULL, OPT_SEND_ORDER},
     {"json", no_argument, NULL, OPT_JSON},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, OPT_HELP},
@@ -395,6 +398,7 @@ static const unsigned option_modes[OPT_END - OPT_BACKEND] = {
     [OPT_FAIL_AFTER - OPT_BACKEND] = MODE_SEND,
     [OPT_READ_AHEAD - OPT_BACKEND] = MODE_SEND,
     [OPT_STATUS_BATCH - OPT_BACKEND] = MODE_SEND,
+    [OPT_SEND_ORDER - OPT_BACKEND] = MODE_SEND,
     [OPT_POLL_MODE - OPT_BACKEND] = MODE_RECEIVE,
     [OPT_JSON - OPT_BACKEND] = MODE_BOTH,
     [OPT_HELP - OPT_BACKEND] = MODE_BOTH,
@@ -463,6 +467,9 @@ static void usage(FILE *f)
           "  --status-batch BYTES         blocks posted together share one\n"
           "                               status WRITE up to this much data\n"
           "                               (1: one per block) [128k]\n"
+          "  --send-order round-robin|fifo  devices' queued blocks: one per\n"
+          "                               device in turn, or submit order\n"
+          "                               [fifo]\n"
           "\n"
           "BYTES take a k, M or G suffix (powers of 1024).  Exit status: 0 "
           "success,\n"
@@ -633,6 +640,14 @@ static void parse_option(struct options *o, int c, const char *arg)
   case OPT_STATUS_BATCH:
     o->status_batch_bytes =
         (uint32_t)parse_uint("--status-batch", arg, 1, UINT32_MAX, true);
+    break;
+  case OPT_SEND_ORDER:
+    if (strcmp(arg, "round-robin") == 0)
+      o->send_order = SBR_SEND_ORDER_ROUND_ROBIN;
+    else if (strcmp(arg, "fifo") == 0)
+      o->send_order = SBR_SEND_ORDER_FIFO;
+    else
+      usage_error("--send-order: '%s' is not round-robin or fifo", arg);
     break;
   case OPT_POLL_MODE:
     if (sbr_poll_mode_from_name(arg, &o->poll_mode) < 0)
@@ -830,6 +845,7 @@ static int connect_sender(const struct options *o, sbr_sender **out)
   cfg.faults.fail_after_wrs = o->fail_after;
   cfg.read_ahead = o->read_ahead;
   cfg.status_batch_bytes = o->status_batch_bytes;
+  cfg.send_order = o->send_order;
 
   char errbuf[256];
   uint64_t give_up = mono_ns() + CONNECT_RETRY_MS * 1000000ull;
@@ -946,6 +962,7 @@ static void print_send_result(const struct options *o,
            "\"busy_skipped\":%" PRIu64 ",\"no_free_waits\":%" PRIu64 ","
            "\"drops\":%" PRIu64 ",\"acks\":%" PRIu64 ","
            "\"wr_posted\":%" PRIu64 ",\"status_writes\":%" PRIu64 ","
+           "\"kicks\":%" PRIu64 ","
            "\"cpu_s\":%.3f,\"cpu_percent\":%.1f,"
            "\"ok\":%s",
            o->port, block_size, o->blocks, o->devices,
@@ -953,8 +970,8 @@ static void print_send_result(const struct options *o,
            o->size_min, o->size_max, res->frames, res->bytes, res->elapsed_s,
            mbps, fps, res->zero_copy, st->sync_reads, sync_mean_us, sync_max_us,
            st->held_skipped, st->busy_skipped, st->no_free_waits, st->drops,
-           st->acks, st->wr_posted, st->status_writes, res->cpu_s, cpu_pct,
-           res->failure[0] ? "false" : "true");
+           st->acks, st->wr_posted, st->status_writes, st->kicks, res->cpu_s,
+           cpu_pct, res->failure[0] ? "false" : "true");
     if (res->failure[0]) {
       printf(",\"error\":");
       json_string(stdout, res->failure);
@@ -987,8 +1004,10 @@ static void print_send_result(const struct options *o,
   if (o->mechanism == SBR_MECH_SLIDING_WINDOW)
     printf("acks:            %" PRIu64 "\n", st->acks);
   printf("work requests:   %" PRIu64 "\n", st->wr_posted);
-  if (o->mechanism == SBR_MECH_STATUS_BYTE)
+  if (o->mechanism == SBR_MECH_STATUS_BYTE) {
     printf("status writes:   %" PRIu64 "\n", st->status_writes);
+    printf("kicks:           %" PRIu64 "\n", st->kicks);
+  }
   printf("cpu:             %.2f s (%.1f %%)\n", res->cpu_s, cpu_pct);
   printf("result:          %s\n", res->failure[0] ? "FAILED" : "ok");
 }
