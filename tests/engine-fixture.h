@@ -78,6 +78,26 @@ static inline int fixture_connect(sbr_receiver *r,
   return j.ret;
 }
 
+/* A receiver with cfg, or the test fails saying why. */
+static inline sbr_receiver *
+fixture_receiver_new(const struct sbr_receiver_config *cfg)
+{
+  sbr_receiver *r = NULL;
+  char err[256];
+  int ret = sbr_receiver_new(cfg, &r, err, sizeof err);
+  ASSERT_MSG(ret == 0, "receiver on port %u: %d %s", cfg->port, ret, err);
+  return r;
+}
+
+/* The usual receiver: fixture_receiver_config's, blocks x block_size. */
+static inline sbr_receiver *fixture_receiver(uint16_t port, uint32_t blocks,
+                                             uint32_t block_size)
+{
+  struct sbr_receiver_config rc;
+  fixture_receiver_config(&rc, port, blocks, block_size);
+  return fixture_receiver_new(&rc);
+}
+
 static inline sbr_sender *fixture_sender(sbr_receiver *r,
                                          const struct sbr_sender_config *cfg)
 {

@@ -23,11 +23,7 @@ static sbr_receiver *new_receiver(uint16_t port, uint32_t blocks,
   struct sbr_receiver_config rc;
   fixture_receiver_config(&rc, port, blocks, block_size);
   rc.mechanism = mech;
-  sbr_receiver *r;
-  char err[256];
-  int ret = sbr_receiver_new(&rc, &r, err, sizeof err);
-  ASSERT_MSG(ret == 0, "receiver on port %u: %d %s", port, ret, err);
-  return r;
+  return fixture_receiver_new(&rc);
 }
 
 static void next_frame_ok(sbr_receiver *r, struct sbr_frame *f)

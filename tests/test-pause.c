@@ -28,18 +28,6 @@ static uint64_t ms_since(uint64_t t0_ns)
   return (now_ns() - t0_ns) / 1000000u;
 }
 
-static sbr_receiver *new_receiver(uint16_t port, uint32_t blocks,
-                                  uint32_t block_size)
-{
-  struct sbr_receiver_config rc;
-  fixture_receiver_config(&rc, port, blocks, block_size);
-  sbr_receiver *r;
-  char err[256];
-  int ret = sbr_receiver_new(&rc, &r, err, sizeof err);
-  ASSERT_MSG(ret == 0, "receiver on port %u: %d %s", port, ret, err);
-  return r;
-}
-
 /* Takes frames in on its own thread, verifies every payload byte and, for
  * devices with one producer (ordered), the frame numbers; releases at
  * once. */
@@ -140,7 +128,7 @@ static unsigned send_until_seen(struct collector *c, sbr_sender *s,
 static void paused_device_drops_while_another_delivers(void)
 {
   uint16_t port = fixture_port();
-  sbr_receiver *r = new_receiver(port, 16, 4 * KIB);
+  sbr_receiver *r = fixture_receiver(port, 16, 4 * KIB);
   ASSERT_OK(sbr_receiver_pause_device(r, 1, true));
   ASSERT(sbr_receiver_device_paused(r, 1));
   ASSERT(!sbr_receiver_device_paused(r, 0));
@@ -218,7 +206,7 @@ static void *paced_thread(void *arg)
 static void paused_device_waits_then_gives_up(void)
 {
   uint16_t port = fixture_port();
-  sbr_receiver *r = new_receiver(port, 16, 4 * KIB);
+  sbr_receiver *r = fixture_receiver(port, 16, 4 * KIB);
   ASSERT_OK(sbr_receiver_pause_device(r, 1, true));
   struct sbr_sender_config sc;
   fixture_sender_config(&sc, port);
@@ -281,7 +269,7 @@ static void *one_send_thread(void *arg)
 static void resume_wakes_a_waiting_producer(void)
 {
   uint16_t port = fixture_port();
-  sbr_receiver *r = new_receiver(port, 16, 4 * KIB);
+  sbr_receiver *r = fixture_receiver(port, 16, 4 * KIB);
   ASSERT_OK(sbr_receiver_pause_device(r, 1, true));
   struct sbr_sender_config sc;
   fixture_sender_config(&sc, port);
@@ -349,7 +337,7 @@ static unsigned frames_until_refused(sbr_receiver *r, sbr_sender *s,
 static void forced_read_sees_pause_without_running_out(void)
 {
   uint16_t port = fixture_port();
-  sbr_receiver *r = new_receiver(port, 256, 4 * KIB);
+  sbr_receiver *r = fixture_receiver(port, 256, 4 * KIB);
   struct sbr_sender_config sc;
   fixture_sender_config(&sc, port);
   sc.backpressure = SBR_BACKPRESSURE_DROP;
@@ -387,7 +375,7 @@ static void forced_read_sees_pause_without_running_out(void)
 static void pause_poll_zero_reads_only_when_empty(void)
 {
   uint16_t port = fixture_port();
-  sbr_receiver *r = new_receiver(port, 256, 4 * KIB);
+  sbr_receiver *r = fixture_receiver(port, 256, 4 * KIB);
   struct sbr_sender_config sc;
   fixture_sender_config(&sc, port);
   sc.backpressure = SBR_BACKPRESSURE_DROP;
@@ -463,7 +451,7 @@ static void *hog_thread(void *arg)
 static void busy_device_does_not_starve_another(void)
 {
   uint16_t port = fixture_port();
-  sbr_receiver *r = new_receiver(port, 8, 4 * KIB);
+  sbr_receiver *r = fixture_receiver(port, 8, 4 * KIB);
   struct sbr_sender_config sc;
   fixture_sender_config(&sc, port);
   sc.send_blocks = 16;
@@ -589,7 +577,7 @@ static uint64_t send_until_accepted(sbr_sender *s, unsigned device,
 static void refused_device_fails_at_once_then_resumes(void)
 {
   uint16_t port = fixture_port();
-  sbr_receiver *r = new_receiver(port, 16, 4 * KIB);
+  sbr_receiver *r = fixture_receiver(port, 16, 4 * KIB);
   struct sbr_sender_config sc;
   fixture_sender_config(&sc, port);
   sc.send_blocks = 8;
@@ -646,7 +634,7 @@ static void refused_device_fails_at_once_then_resumes(void)
 static void refusal_is_per_lane(void)
 {
   uint16_t port = fixture_port();
-  sbr_receiver *r = new_receiver(port, 16, 4 * KIB);
+  sbr_receiver *r = fixture_receiver(port, 16, 4 * KIB);
   struct sbr_sender_config sc;
   fixture_sender_config(&sc, port);
   sc.send_blocks = 8;

@@ -12,18 +12,6 @@
 
 #define KIB 1024u
 
-static sbr_receiver *new_receiver(uint16_t port, uint32_t blocks,
-                                  uint32_t block_size)
-{
-  struct sbr_receiver_config rc;
-  fixture_receiver_config(&rc, port, blocks, block_size);
-  sbr_receiver *r;
-  char err[256];
-  int ret = sbr_receiver_new(&rc, &r, err, sizeof err);
-  ASSERT_MSG(ret == 0, "receiver on port %u: %d %s", port, ret, err);
-  return r;
-}
-
 static void next_frame_ok(sbr_receiver *r, struct sbr_frame *f)
 {
   int ret = sbr_receiver_next_frame(r, 10000, f);
@@ -48,7 +36,7 @@ static uint64_t posted_blocks(sbr_sender *s)
 static void block_queued_during_a_wait_is_posted_behind_it(void)
 {
   uint16_t port = fixture_port();
-  sbr_receiver *r = new_receiver(port, 8, 4 * KIB);
+  sbr_receiver *r = fixture_receiver(port, 8, 4 * KIB);
   struct sbr_sender_config sc;
   fixture_sender_config(&sc, port);
   sc.send_blocks = 2;
@@ -94,7 +82,7 @@ static void block_queued_during_a_wait_is_posted_behind_it(void)
 static void post_order(enum sbr_send_order order, char *devices, size_t len)
 {
   uint16_t port = fixture_port();
-  sbr_receiver *r = new_receiver(port, 16, 4 * KIB);
+  sbr_receiver *r = fixture_receiver(port, 16, 4 * KIB);
   struct sbr_sender_config sc;
   fixture_sender_config(&sc, port);
   sc.send_order = order;
@@ -150,7 +138,7 @@ static void fifo_posts_frames_whole_in_submit_order(void)
 static void small_frame_overtakes_a_big_one(void)
 {
   uint16_t port = fixture_port();
-  sbr_receiver *r = new_receiver(port, 16, 4 * KIB);
+  sbr_receiver *r = fixture_receiver(port, 16, 4 * KIB);
   struct sbr_sender_config sc;
   fixture_sender_config(&sc, port);
   sc.send_order = SBR_SEND_ORDER_ROUND_ROBIN;
