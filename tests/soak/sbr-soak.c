@@ -492,8 +492,11 @@ static void *producer_main(void *arg)
       STORE(d->next_tick, tick);
     }
     int ret = send_tick(device, tick, buf, cap);
-    if (ret == -EINTR && atomic_load(&producers_stop))
-      break; /* woken to stop: this tick was never tried */
+    /* Woken to stop, or a wait that began just after the wake-up and
+     * timed out: the run ends before this tick (EOS says so), it is not a
+     * loss. */
+    if (ret != 0 && atomic_load(&producers_stop))
+      break;
     if (ret == 0) {
       drop_flush(device, &run);
       ADD(d->handed, 1);

@@ -135,7 +135,7 @@ class Soak:
         os.makedirs(self.out, exist_ok=True)
         self.p = lambda name: os.path.join(self.out, name)
         for name in ("tx.state", "rx.state", "tx.log", "rx.log", "tx.out",
-                     "rx.out", "driver.log"):
+                     "rx.out", "driver.log", "samples.csv"):
             if os.path.exists(self.p(name)):
                 os.unlink(self.p(name))
         self.period_ns = int(round(NS / a.rate))
@@ -170,7 +170,9 @@ class Soak:
                     "--stall-ms", str(int(a.stall_s * 1000))]
         else:
             args = [a.binary, "send", "--host", a.host,
-                    "--epoch-ns", str(self.epoch_ns)]
+                    "--epoch-ns", str(self.epoch_ns),
+                    "--max-lag-ms", str(a.max_lag_ms),
+                    "--wait-timeout-ms", str(a.wait_timeout_ms)]
         args += self.common_args() + ["--state", self.p(f"{role}.state"),
                                       "--log", self.p(f"{role}.log")]
         out = open(self.p(f"{role}.out"), "ab")
@@ -283,6 +285,13 @@ class Soak:
                 "frames_received": received, "frames_handed": handed,
                 "sender_lag_frames": lag,
                 "forced": int(force)})
+            # Written as it goes: a run that dies still leaves its samples.
+            new = not os.path.exists(self.p("samples.csv"))
+            with open(self.p("samples.csv"), "a", newline="") as f:
+                w = csv.DictWriter(f, list(self.samples[-1].keys()))
+                if new:
+                    w.writeheader()
+                w.writerow(self.samples[-1])
 
     # ----------------------------------------------------------- faults
 
@@ -567,11 +576,6 @@ class Soak:
             w = csv.DictWriter(f, cols, extrasaction="ignore")
             w.writeheader()
             w.writerows(rows)
-        if self.samples:
-            with open(self.p("samples.csv"), "w", newline="") as f:
-                w = csv.DictWriter(f, list(self.samples[0].keys()))
-                w.writeheader()
-                w.writerows(self.samples)
         icols = list(incs[0].keys()) if incs else []
         with open(self.p("processes.csv"), "w", newline="") as f:
             w = csv.DictWriter(f, icols)
@@ -646,7 +650,7 @@ class Soak:
                  "again; *outage* from its start.  Sender-side drops: "
                  "eagain = no free block within the wait, notconn = "
                  "connection down, down = no sender running, late = a camera "
-                 "more than 1 s behind.")
+                 f"more than {a.max_lag_ms} ms behind.")
         L.append("")
         hdr = ["#", "fault", "at s", "fault s", "resume s", "outage s",
                "expected", "sent", "received", "lost in fault",
@@ -743,6 +747,10 @@ def main():
     ap.add_argument("--nice", type=int, default=0,
                     help="run both ends at this niceness (< 0 shields them "
                     "from a busy host's other work)")
+    ap.add_argument("--max-lag-ms", type=int, default=1000,
+                    help="a camera further behind its clock skips frames")
+    ap.add_argument("--wait-timeout-ms", type=int, default=1000,
+                    help="how long a camera waits for a free block")
     ap.add_argument("--block-size", type=int, default=1 << 20)
     ap.add_argument("--blocks", type=int, default=16)
     ap.add_argument("--port", type=int, default=7480)
