@@ -59,6 +59,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <malloc.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -86,6 +87,15 @@
 /* Both layouts are read by soak.py (struct module): keep them in step.
  * Every field is a naturally aligned uint64_t, so a reader never sees a
  * torn value. */
+/* malloc's view of the heap (mallinfo2): bytes in live allocations, and
+ * bytes the heap holds from the system.  A leak grows the first; a heap
+ * that fragments grows the second only. */
+struct heap {
+  uint64_t in_use;
+  uint64_t arena;
+  uint64_t mmapped;
+};
+
 struct tx_dev {
   uint64_t next_tick;    /* first tick not yet tried; 0 = never ran */
   uint64_t handed;       /* frames libsbr accepted */
@@ -106,7 +116,8 @@ struct tx_state {
   uint64_t reconnects; /* successful reconnects, all incarnations */
   uint64_t disconnects;
   uint64_t epoch_ns; /* tick 0, kept for later incarnations */
-  uint64_t reserved[8];
+  struct heap heap;
+  uint64_t reserved[5];
   struct tx_dev dev[MAX_DEVICES];
 };
 
@@ -140,6 +151,8 @@ struct rx_state {
   uint64_t lib_rejected;
   uint64_t refused;
   uint64_t reserved[1];
+  struct heap heap;
+  uint64_t reserved2[13];
   struct rx_dev dev[MAX_DEVICES];
 };
 
@@ -147,7 +160,7 @@ struct rx_state {
 static_assert(sizeof(struct tx_dev) == 64, "tx_dev layout");
 static_assert(offsetof(struct tx_state, dev) == 128, "tx_state layout");
 static_assert(sizeof(struct rx_dev) == 128, "rx_dev layout");
-static_assert(offsetof(struct rx_state, dev) == 128, "rx_state layout");
+static_assert(offsetof(struct rx_state, dev) == 256, "rx_state layout");
 
 #define STORE(field, v)                                                        \
   atomic_store_explicit((_Atomic uint64_t *)&(field), (uint64_t)(v),           \
@@ -299,6 +312,14 @@ static void *map_state(size_t size, uint32_t magic)
     exit(1);
   }
   return p;
+}
+
+static void publish_heap(struct heap *h)
+{
+  struct mallinfo2 mi = mallinfo2();
+  STORE(h->in_use, mi.uordblks + mi.hblkhd);
+  STORE(h->arena, mi.arena);
+  STORE(h->mmapped, mi.hblkhd);
 }
 
 /* ------------------------------------------------------------ payload */
@@ -558,7 +579,12 @@ static void supervise(void)
   uint64_t lost_at = 0;
   unsigned tries = 0;
   char err[256];
+  uint64_t next_heap = 0;
   while (!terminate_requested) {
+    if (mono_ns() >= next_heap) {
+      publish_heap(&txs->heap);
+      next_heap = mono_ns() + NS_PER_S;
+    }
     bool c = sbr_sender_is_connected(sender);
     if (c != was_connected) {
       if (!c) {
@@ -770,6 +796,7 @@ static void publish_stats(sbr_receiver *r)
   STORE(rxs->frames_copied, st.frames_copied);
   STORE(rxs->lib_rejected, st.rejected);
   STORE(rxs->refused, st.refused);
+  publish_heap(&rxs->heap);
   for (unsigned dv = 0; dv < opt.devices; dv++) {
     struct sbr_device_stats ds;
     sbr_receiver_get_device_stats(r, (uint8_t)dv, &ds);

@@ -46,7 +46,11 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 NS = 1_000_000_000
 
 # sbr-soak.c's state layouts (static_assert'ed there).
-HDR = 128
+TX_HDR_SIZE = 128
+RX_HDR_SIZE = 256
+HEAP = struct.Struct("<3Q")  # in_use arena mmapped (mallinfo2)
+TX_HEAP_AT = 64
+RX_HEAP_AT = 128
 TX_HDR = struct.Struct("<II7Q")  # magic version devices pid starts connected
 #                                  reconnects disconnects epoch_ns
 TX_DEV = struct.Struct("<8Q")
@@ -78,13 +82,16 @@ def read_tx(path, devices):
             data = f.read()
     except OSError:
         return None
-    if len(data) < HDR + TX_DEV.size * devices:
+    if len(data) < TX_HDR_SIZE + TX_DEV.size * devices:
         return None
     h = TX_HDR.unpack_from(data, 0)
     st = dict(zip(("magic", "version", "devices", "pid", "starts",
                    "connected", "reconnects", "disconnects", "epoch_ns"), h))
+    st["heap"] = dict(zip(("in_use", "arena", "mmapped"),
+                          HEAP.unpack_from(data, TX_HEAP_AT)))
     st["dev"] = [dict(zip(TX_DEV_FIELDS,
-                          TX_DEV.unpack_from(data, HDR + i * TX_DEV.size)))
+                          TX_DEV.unpack_from(data,
+                                             TX_HDR_SIZE + i * TX_DEV.size)))
                  for i in range(devices)]
     return st
 
@@ -95,12 +102,15 @@ def read_rx(path, devices):
             data = f.read()
     except OSError:
         return None
-    if len(data) < HDR + RX_DEV.size * devices:
+    if len(data) < RX_HDR_SIZE + RX_DEV.size * devices:
         return None
     h = RX_HDR.unpack_from(data, 0)
     st = dict(zip(("magic", "version") + RX_HDR_FIELDS, h))
+    st["heap"] = dict(zip(("in_use", "arena", "mmapped"),
+                          HEAP.unpack_from(data, RX_HEAP_AT)))
     st["dev"] = [dict(zip(RX_DEV_FIELDS,
-                          RX_DEV.unpack_from(data, HDR + i * RX_DEV.size)))
+                          RX_DEV.unpack_from(data,
+                                             RX_HDR_SIZE + i * RX_DEV.size)))
                  for i in range(devices)]
     return st
 
@@ -265,6 +275,8 @@ class Soak:
             s = proc_sample(proc.pid)
             if s is None:
                 continue
+            st = rxs if role == "rx" else txs
+            heap = st.get("heap", {}) if st.get("pid") == proc.pid else {}
             prev = self.last_cpu.get(proc.pid)
             cpu_pct = ""
             if prev:
@@ -284,6 +296,10 @@ class Soak:
                 "lanes_closed": rxs.get("lanes_closed", ""),
                 "frames_received": received, "frames_handed": handed,
                 "sender_lag_frames": lag,
+                "heap_in_use_kb": heap.get("in_use", 0) // 1024 if heap
+                else "",
+                "heap_arena_kb": heap.get("arena", 0) // 1024 if heap
+                else "",
                 "forced": int(force)})
             # Written as it goes: a run that dies still leaves its samples.
             new = not os.path.exists(self.p("samples.csv"))
