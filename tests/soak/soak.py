@@ -145,8 +145,8 @@ class Soak:
         os.makedirs(self.out, exist_ok=True)
         self.p = lambda name: os.path.join(self.out, name)
         for name in ("tx.state", "rx.state", "tx.log", "rx.log", "tx.out",
-                     "rx.out", "driver.log", "samples.csv"):
-            if os.path.exists(self.p(name)):
+                     "rx.out", "driver.log", "samples.csv", "run.json"):
+            if os.path.exists(self.p(name)) and not a.reanalyse:
                 os.unlink(self.p(name))
         self.period_ns = int(round(NS / a.rate))
         self.tx = None
@@ -393,7 +393,80 @@ class Soak:
             time.sleep(0.05)
         self.sample(force=True)
         self.stop()
+        with open(self.p("run.json"), "w") as f:
+            json.dump({"t0": self.t0, "run_start": self.run_start,
+                       "stop_ns": self.stop_ns, "faults": self.faults,
+                       "incarnations": self.incarnations,
+                       "unexpected": self.unexpected}, f, indent=1)
         return self.analyse()
+
+    def load(self):
+        """Reads back a finished run (--reanalyse): run.json, or for a run
+        made before it existed, driver.log and the ends' logs."""
+        self.samples = []
+        with open(self.p("samples.csv")) as f:
+            for row in csv.DictReader(f):
+                for k, v in row.items():
+                    if k != "role" and v not in ("", None):
+                        row[k] = float(v) if "." in v else int(v)
+                self.samples.append(row)
+        if os.path.exists(self.p("run.json")):
+            with open(self.p("run.json")) as f:
+                r = json.load(f)
+            self.t0, self.run_start = r["t0"], r["run_start"]
+            self.stop_ns, self.faults = r["stop_ns"], r["faults"]
+            self.incarnations = r["incarnations"]
+            self.unexpected = r["unexpected"]
+            return
+        # driver.log times are seconds from t0, the sender's epoch.
+        self.t0 = self.txs()["epoch_ns"]
+        stall_ends = []
+        with open(self.p("rx.log")) as f:
+            for line in f:
+                w = line.split()
+                if w[:1] == ["event"] and "stall ends" in line:
+                    stall_ends.append(int(w[1]))
+        firsts = []
+        with open(self.p("rx.log")) as f:
+            firsts = [int(line.split()[3]) for line in f
+                      if line.startswith("first ")]
+        self.run_start = max(firsts)
+        self.incarnations, self.faults, self.unexpected = [], [], []
+        ns = lambda t: self.t0 + int(float(t) * NS)  # noqa: E731
+        with open(self.p("driver.log")) as f:
+            lines = [ln.split() for ln in f]
+        for w in lines:
+            if len(w) < 2:
+                continue
+            t = ns(w[0])
+            if w[1] == "started":
+                role, pid = w[2], int(w[4])
+                self.incarnations.append({"role": role, "pid": pid,
+                                          "start_ns": t, "end_ns": None,
+                                          "how": None})
+                if self.faults and self.faults[-1].get("end_ns") is None:
+                    self.faults[-1]["end_ns"] = t
+            elif w[1] == "killed":
+                for inc in self.incarnations:
+                    if inc["pid"] == int(w[4]):
+                        inc["end_ns"], inc["how"] = t, "SIGKILL"
+            elif w[1] == "fault" and w[2].endswith(":"):
+                self.faults.append({"kind": w[3], "start_ns": t,
+                                    "end_ns": None})
+            elif w[1] == "fault" and w[3] == "over:":
+                f = self.faults[-1]
+                if f["kind"] == "stall":
+                    f["end_ns"] = min((e for e in stall_ends
+                                       if e > f["start_ns"]),
+                                      default=t)
+                f["resume_ns"] = (f["end_ns"] + int(float(w[5]) * NS)
+                                  if w[4] == "resumed" and w[5] != "NEVER"
+                                  else None)
+            elif w[1] == "stopping:":
+                self.stop_ns = t
+        for inc in self.incarnations:
+            if inc["end_ns"] is None:
+                inc["end_ns"], inc["how"] = self.stop_ns, "end of run"
 
     def stop(self):
         self.log("stopping: SIGTERM to the sender, the receiver ends at EOS")
@@ -472,6 +545,7 @@ class Soak:
         rows = []
         outside_total = 0
         outside_detail = []
+        outside_why = {}
         for i, w in enumerate(windows):
             r = {"window": i, "fault": w["fault"]["kind"] if w["fault"]
                  else "none (start)",
@@ -494,19 +568,31 @@ class Soak:
                 if not lost:
                     continue
                 r["lost"] += lost
-                # The part that no fault's span covers.
-                covered = 0
+                # The parts that no fault's span covers, and why the
+                # sender did not send them (none: lost in transport).
                 pieces = [(max(first, w["lo"]), min(first + n, w["hi"]))]
                 for s0, s1 in spans:
-                    covered += sum(overlap(p0, p1, s0, s1)
-                                   for p0, p1 in pieces)
-                covered = min(covered, lost)
-                r["lost_in_fault"] += covered
-                r["lost_outside_fault"] += lost - covered
-                if lost - covered:
+                    pieces = [q for p0, p1 in pieces
+                              for q in ((p0, min(p1, s0)), (max(p0, s1), p1))
+                              if q[0] < q[1]]
+                outside = sum(p1 - p0 for p0, p1 in pieces)
+                r["lost_in_fault"] += lost - outside
+                r["lost_outside_fault"] += outside
+                why = {}
+                for dd, f0, fn, reason in drops:
+                    if dd == d:
+                        for p0, p1 in pieces:
+                            why[reason] = why.get(reason, 0) + overlap(
+                                p0, p1, f0, f0 + fn)
+                why["transport"] = outside - sum(why.values())
+                for k, v in why.items():
+                    outside_why[k] = outside_why.get(k, 0) + v
+                if outside:
                     outside_detail.append(
-                        f"device {d}: ticks {first}..{first + n - 1} "
-                        f"(t = {(epoch + first * P - self.t0) / NS:.1f} s)")
+                        f"device {d}: {outside} of ticks {first}.."
+                        f"{first + n - 1} (t = "
+                        f"{(epoch + first * P - self.t0) / NS:.1f} s): "
+                        + ", ".join(f"{k} {v}" for k, v in why.items() if v))
             for d, first, n, reason in drops:
                 key = "sender_" + reason
                 r[key] = r.get(key, 0) + overlap(w["lo"], w["hi"], first,
@@ -553,7 +639,16 @@ class Soak:
                 "memfd_first": ss[0]["memfd_maps"],
                 "memfd_last": ss[-1]["memfd_maps"],
                 "threads_first": ss[0]["threads"],
-                "threads_last": ss[-1]["threads"]})
+                "threads_last": ss[-1]["threads"],
+                # malloc's live bytes (mallinfo2): a leak shows here even
+                # when it is too small for RSS.
+                "heap_warm_kb": next((x["heap_in_use_kb"] for x in warm
+                                      if x.get("heap_in_use_kb", "") != ""),
+                                     ""),
+                "heap_last_kb": next((x["heap_in_use_kb"]
+                                      for x in reversed(ss)
+                                      if x.get("heap_in_use_kb", "") != ""),
+                                     "")})
 
         totals = {k: sum(d[k] for d in rxs["dev"])
                   for k in ("received", "verified", "errors", "lost",
@@ -566,8 +661,10 @@ class Soak:
         if totals["verified"] != totals["received"]:
             verdict.append("not every received frame verified")
         if outside_total:
-            verdict.append(f"{outside_total} frames lost outside injected "
-                           "faults")
+            verdict.append(
+                f"{outside_total} frames lost outside injected faults ("
+                + ", ".join(f"{k} {v}" for k, v in sorted(outside_why.items())
+                            if v) + ")")
         if any(f["resume_ns"] is None for f in self.faults):
             verdict.append("a fault after which the stream never resumed")
         if any(g >= 1.0 for g in growths):
@@ -666,7 +763,9 @@ class Soak:
                  "again; *outage* from its start.  Sender-side drops: "
                  "eagain = no free block within the wait, notconn = "
                  "connection down, down = no sender running, late = a camera "
-                 f"more than {a.max_lag_ms} ms behind.")
+                 f"more than {a.max_lag_ms} ms behind its clock skipped it; "
+                 "in the verdict, transport = accepted by libsbr and never "
+                 "delivered.")
         L.append("")
         hdr = ["#", "fault", "at s", "fault s", "resume s", "outage s",
                "expected", "sent", "received", "lost in fault",
@@ -693,11 +792,15 @@ class Soak:
         L.append("")
         L.append("One line per process (each kill starts a new one).  RSS in "
                  "kB; growth from the first sample after warm-up to the "
-                 "last.  memfd = shared-memory mappings (shm lanes).")
+                 "last.  memfd = shared-memory mappings (shm lanes); heap = "
+                 "bytes in live malloc allocations (mallinfo2; glibc's "
+                 "per-thread cache of up to 7 freed chunks per size counts "
+                 "as live).")
         L.append("")
         hdr = ["role", "pid", "lived min", "ended", "RSS first", "RSS warm",
                "RSS last", "RSS max", "growth %", "fds first/last",
-               "memfd first/last", "threads first/last"]
+               "memfd first/last", "threads first/last",
+               "heap kB warm/last"]
         L.append("| " + " | ".join(hdr) + " |")
         L.append("|" + "---|" * len(hdr))
         for i in incs:
@@ -707,7 +810,8 @@ class Soak:
                 i["rss_max_kb"], i["growth_pct"],
                 f"{i['fds_first']}/{i['fds_last']}",
                 f"{i['memfd_first']}/{i['memfd_last']}",
-                f"{i['threads_first']}/{i['threads_last']}")) + " |")
+                f"{i['threads_first']}/{i['threads_last']}",
+                f"{i['heap_warm_kb']}/{i['heap_last_kb']}")) + " |")
         L.append("")
         L.append("## CPU")
         L.append("")
@@ -778,6 +882,9 @@ def main():
         ROOT, "build", "tests", "soak", "sbr-soak"))
     ap.add_argument("--out", default="soak-out")
     ap.add_argument("--note", default="", help="a line for the report")
+    ap.add_argument("--reanalyse", action="store_true",
+                    help="write the report of the finished run in --out "
+                    "again (give the run's options too)")
     a = ap.parse_args()
     quick = a.minutes <= 2
     if a.size is None:
@@ -803,6 +910,9 @@ def main():
         ap.error(f"{a.binary} is not built (meson setup build && ninja -C "
                  "build)")
     soak = Soak(a)
+    if a.reanalyse:
+        soak.load()
+        sys.exit(soak.analyse())
     try:
         rc = soak.run()
     finally:
