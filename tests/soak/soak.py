@@ -102,15 +102,19 @@ def read_rx(path, devices):
             data = f.read()
     except OSError:
         return None
-    if len(data) < RX_HDR_SIZE + RX_DEV.size * devices:
+    # Files of the first version had a 128-byte header and no heap.
+    hdr_size = RX_HDR_SIZE if len(data) == RX_HDR_SIZE + 64 * RX_DEV.size \
+        else 128
+    if len(data) < hdr_size + RX_DEV.size * devices:
         return None
     h = RX_HDR.unpack_from(data, 0)
     st = dict(zip(("magic", "version") + RX_HDR_FIELDS, h))
     st["heap"] = dict(zip(("in_use", "arena", "mmapped"),
-                          HEAP.unpack_from(data, RX_HEAP_AT)))
+                          HEAP.unpack_from(data, RX_HEAP_AT))) \
+        if hdr_size == RX_HDR_SIZE else {}
     st["dev"] = [dict(zip(RX_DEV_FIELDS,
                           RX_DEV.unpack_from(data,
-                                             RX_HDR_SIZE + i * RX_DEV.size)))
+                                             hdr_size + i * RX_DEV.size)))
                  for i in range(devices)]
     return st
 
