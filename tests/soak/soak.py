@@ -304,7 +304,8 @@ class Soak:
                 else "",
                 "heap_arena_kb": heap.get("arena", 0) // 1024 if heap
                 else "",
-                "forced": int(force)})
+                "forced": int(force),
+                "loadavg_1min": float(open("/proc/loadavg").read().split()[0])})
             # Written as it goes: a run that dies still leaves its samples.
             new = not os.path.exists(self.p("samples.csv"))
             with open(self.p("samples.csv"), "a", newline="") as f:
@@ -720,8 +721,13 @@ class Soak:
                  + ".")
         if a.nice:
             L.append(f"* Both ends ran at niceness {a.nice}.")
-        L.append(f"* Host: {os.cpu_count()} CPUs, load average at the end "
-                 f"{open('/proc/loadavg').read().split()[0]}.")
+        loads = [x["loadavg_1min"] for x in self.samples
+                 if x.get("loadavg_1min", "") != ""]
+        if loads:
+            L.append(f"* Host: {os.cpu_count()} CPUs, 1-minute load average "
+                     f"{sum(loads) / len(loads):.1f} on average over the "
+                     f"samples, {max(loads):.1f} at most (other work on the "
+                     "machine included).")
         L.append(f"* Samples every {a.sample_every} s; RSS growth measured "
                  f"from {a.warmup_min} min after each process started.")
         L.append(f"* Every frame's payload checked byte for byte; order "
