@@ -1105,7 +1105,7 @@ def b9_targets(res):
         disturbed = w["t_typical_us"] > 10 * w["t_min_us"]
         rows.append(("VM: status-byte one-way latency at 64 B / ib_write_lat", "<= 2",
                      ", ".join(f"{m}: {x:.2f}" for m, x in got) +
-                     " (sbr-perf p50 / ib_write_lat typical)" +
+                     " (sbr-perf p50 / ib_write_lat typical)" + kept_note(res) +
                      (f"; ib_write_lat's typical was {w['t_typical_us'] / w['t_min_us']:.0f}x "
                       "its minimum in this run: disturbed" if disturbed else ""),
                      "n/a (reference disturbed)" if disturbed else verdict(best <= 2),
@@ -1116,6 +1116,15 @@ def b9_targets(res):
                                        if isinstance(res.get("vm"), dict) else ""),
                      "n/a", "VM"))
     return rows
+
+
+def kept_note(res):
+    """Where --no-vm kept an earlier run's VM figures: when they were
+    measured."""
+    k = (res.get("vm") or {}).get("kept_from")
+    if not k:
+        return ""
+    return f" [VM figures kept from the run of {k['started']} at git {k['git']}: --no-vm]"
 
 
 def section_b9(res, out, figdir):
@@ -1244,6 +1253,10 @@ def section_b9(res, out, figdir):
         out.append(f"Not measured in this run ({why}).\n")
         return
     g = vm.get("guest") or {}
+    if vm.get("kept_from"):
+        k = vm["kept_from"]
+        out.append(f"*These VM figures are from the B9 run of {k['started']} (git "
+                   f"{k['git']}), kept because the host part was re-run with --no-vm.*\n")
     out.append(
         f"One boot of the VM ({vm.get('accel', 'tcg').upper()}, {g.get('nproc', '?')} "
         f"emulated vCPUs, rxe0 talking to itself; {vm.get('wall_s', 0):.0f} s in all): "

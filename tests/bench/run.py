@@ -1108,6 +1108,22 @@ def main():
     results["quick"] = args.quick
     results["timings"] = results.get("timings", {})
 
+    def keep_vm_figures(before, now):
+        """--no-vm keeps the previous run's VM figures of B9 (a VM boot
+        costs minutes and measures the emulated link, which a host-side
+        change doesn't move), saying when and at which commit they were
+        measured, rather than dropping them from the targets."""
+        vm = (before or {}).get("vm") or {}
+        if not vm.get("results"):
+            return
+        kept = dict(vm)
+        kept.setdefault("kept_from", {"started": prev_started.get("B9", "?"),
+                                      "git": prev_git.get("B9", "?")})
+        now["vm"] = kept
+
+    prev_started = dict(results.get("part_started", {}))
+    prev_git = dict(results.get("part_git", {}))
+
     def part(name, fn):
         if not want(name):
             return
@@ -1117,8 +1133,11 @@ def main():
         results["part_git"][name] = machine.get("git", "?") + \
             (" with uncommitted changes in lib/ or tools/" if machine.get("git_dirty_lib") else "")
         ctx.log(f"{name} ...")
+        before = results.get(name)
         try:
             results[name] = fn(ctx)
+            if name == "B9" and args.no_vm:
+                keep_vm_figures(before, results[name])
         except Exception as e:  # a broken part is reported, the rest goes on
             import traceback
             traceback.print_exc()
