@@ -106,7 +106,8 @@ struct sbr__listener {
   struct rdma_event_channel *channel; /* the listen id's and accepted ids' */
   struct rdma_cm_id *id;              /* listening id; NULL once closed */
   atomic_int refs;                    /* 1 (listener) + 1 per accepted conn */
-  char name[80];                      /* "addr:port", for logs */
+  atomic_bool no_windows; /* a windowed accept failed: MRs from then on */
+  char name[80];          /* "addr:port", for logs */
 };
 
 /* A send WR in flight.  A send completion names only its wr_id, and verbs
@@ -1082,6 +1083,16 @@ static void reject_id(struct rdma_cm_id *id, enum sbr_refusal reason,
   rdma_reject(id, priv, sizeof priv);
 }
 
+/* A windowed accept failed (the device refused a bind, or an older
+ * librdmacm refused rdma_accept on an id without a QP, verbs-keys.h): the
+ * request is refused as out of resources, which the sender retries, and
+ * every later lane of this listener gets MR keys, so a device or library
+ * that can't do windows costs one retry, not every sender. */
+static void windows_failed(struct sbr__listener *l)
+{
+  atomic_store(&l->no_windows, true);
+}
+
 static int verbs_accept(struct sbr__listener *l, struct sbr__conn_request *req,
                         const struct sbr__queue_caps *caps,
                         struct sbr__lane_desc *lane, struct sbr__conn **out,
@@ -1110,7 +1121,8 @@ static int verbs_accept(struct sbr__listener *l, struct sbr__conn_request *req,
 
   /* Type-2 windows where the device binds them (verbs-keys.h); the binds
    * are two send WRs on the lane's QP before anything else is posted. */
-  bool windows = sbr__verbs_windows_supported(id->verbs);
+  bool windows =
+      !atomic_load(&l->no_windows) && sbr__verbs_windows_supported(id->verbs);
   struct sbr__queue_caps qcaps = *caps;
   if (windows && qcaps.max_send_wr < VERBS_WINDOW_WRS)
     qcaps.max_send_wr = VERBS_WINDOW_WRS;
@@ -1132,8 +1144,10 @@ static int verbs_accept(struct sbr__listener *l, struct sbr__conn_request *req,
   if (windows) {
     ret = conn_bind_windows(c, lane);
     if (ret) {
-      SBR_WARN("verbs: %s: cannot accept %s: memory windows: %s", l->name,
-               c->peer, strerror(-ret));
+      SBR_WARN("verbs: %s: cannot accept %s: memory windows: %s; memory "
+               "regions from now on (the sender retries)",
+               l->name, c->peer, strerror(-ret));
+      windows_failed(l);
       goto out_reject;
     }
   } else {
@@ -1158,8 +1172,12 @@ static int verbs_accept(struct sbr__listener *l, struct sbr__conn_request *req,
   if (windows ? sbr__verbs_accept_ready(id, &param) : rdma_accept(id, &param)) {
     ret = neg_errno(ECONNABORTED);
     id->context = NULL;
-    SBR_WARN("verbs: %s: rdma_accept of %s failed: %s", l->name, c->peer,
-             strerror(-ret));
+    SBR_WARN("verbs: %s: rdma_accept of %s failed: %s%s", l->name, c->peer,
+             strerror(-ret),
+             windows ? "; memory regions from now on (the sender retries)"
+                     : "");
+    if (windows)
+      windows_failed(l);
     goto out_reject;
   }
 

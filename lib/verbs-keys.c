@@ -11,6 +11,7 @@
 #include "verbs-keys.h"
 
 bool sbr__verbs_windows_disabled;
+int sbr__verbs_window_binds_to_fail;
 
 bool sbr__verbs_windows_supported(struct ibv_context *ctx)
 {
@@ -87,6 +88,10 @@ int sbr__verbs_bind_window(struct ibv_qp *qp, struct ibv_cq *send_cq,
                            struct ibv_mr *mr, unsigned int access,
                            int timeout_ms, struct ibv_mw **out, uint32_t *rkey)
 {
+  if (sbr__verbs_window_binds_to_fail > 0) {
+    sbr__verbs_window_binds_to_fail--;
+    return -EOPNOTSUPP;
+  }
   struct ibv_mw *mw = ibv_alloc_mw(mr->pd, IBV_MW_TYPE_2);
   if (!mw)
     return errno > 0 ? -errno : -ENOMEM;

@@ -39,6 +39,9 @@
 
 /* Tests only: pretend no device has type-2 windows (the MR fallback). */
 extern bool sbr__verbs_windows_disabled;
+/* Tests only: the next this many binds fail as if the device refused them
+ * (the listener's fall back to MRs after a failed windowed accept). */
+extern int sbr__verbs_window_binds_to_fail;
 
 /* Does the device bind type-2 memory windows (IBV_DEVICE_MEM_WINDOW_TYPE_2A
  * or _2B; we bind whole MRs, which either allows) and have two to spare? */

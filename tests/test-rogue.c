@@ -1207,6 +1207,40 @@ static void mr_fallback_without_windows(void)
   sbr__verbs_windows_disabled = false;
 }
 
+/* A windowed accept that fails (here: the device refuses a bind) refuses
+ * that sender as out of resources, which it may retry (rdmasink does,
+ * until its connect-timeout); the retry gets MR keys, and so does every
+ * later lane: one retry, not a receiver no sender can join. */
+static void failed_windows_fall_back_to_mrs(void)
+{
+  struct world w;
+  world_start(&w);
+  struct sbr_receiver_stats s;
+  stats(&w, &s);
+  uint64_t windowed = s.lanes_windowed, refused = s.refused;
+
+  sbr__verbs_window_binds_to_fail = 1;
+  struct sbr_sender_config sc;
+  fixture_sender_config(&sc, w.port);
+  sc.backend = backend;
+  sc.host = addr;
+  sc.send_blocks = 4;
+  sbr_sender *second = NULL;
+  char err[256];
+  int ret = sbr_sender_new(&sc, &second, err, sizeof err);
+  ASSERT_MSG(ret == -ECONNREFUSED, "first try: %d %s", ret, err);
+  ASSERT_MSG(strstr(err, "could not set up a lane"), "%s", err);
+  ASSERT_EQ(sbr__verbs_window_binds_to_fail, 0);
+  ret = sbr_sender_new(&sc, &second, err, sizeof err);
+  ASSERT_MSG(ret == 0, "the retry: %d %s", ret, err);
+  w.rogue_lanes++; /* a lane beside the honest one, as a rogue's */
+  sbr_sender_free(second);
+  stats(&w, &s);
+  ASSERT_EQ(s.lanes_windowed, windowed); /* the retry's lane: MR keys */
+  ASSERT_MSG(s.refused > refused, "the failed accept wasn't counted");
+  world_finish(&w);
+}
+
 /* The first RDMA device's name. */
 static void first_device_name(char *name, size_t len)
 {
@@ -1364,6 +1398,8 @@ static const struct table_entry all_tests[] = {
 #ifdef SBR_HAVE_VERBS
     {{"lanes_use_memory_windows", lanes_use_memory_windows}, VERBS_ONLY},
     {{"mr_fallback_without_windows", mr_fallback_without_windows}, VERBS_ONLY},
+    {{"failed_windows_fall_back_to_mrs", failed_windows_fall_back_to_mrs},
+     VERBS_ONLY},
     {{"nic_remote_access_errors_counted", nic_remote_access_errors_counted},
      VERBS_ONLY},
 #endif
