@@ -1144,10 +1144,15 @@ static int verbs_accept(struct sbr__listener *l, struct sbr__conn_request *req,
   if (windows) {
     ret = conn_bind_windows(c, lane);
     if (ret) {
-      SBR_WARN("verbs: %s: cannot accept %s: memory windows: %s; memory "
-               "regions from now on (the sender retries)",
-               l->name, c->peer, strerror(-ret));
-      windows_failed(l);
+      /* A bind that timed out says the NIC was slow, not that it can't
+       * do windows: that one request is refused and nothing changes. */
+      bool cannot = ret != -ETIMEDOUT;
+      SBR_WARN("verbs: %s: cannot accept %s: memory windows: %s%s", l->name,
+               c->peer, strerror(-ret),
+               cannot ? "; memory regions from now on (the sender retries)"
+                      : "");
+      if (cannot)
+        windows_failed(l);
       goto out_reject;
     }
   } else {
