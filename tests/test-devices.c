@@ -104,13 +104,6 @@ static bool check_range(const uint8_t *p, size_t off, size_t len,
   return true;
 }
 
-static void log_to_stderr(void *data, enum sbr_log_level level, const char *msg)
-{
-  (void)data;
-  if (level <= SBR_LOG_WARNING || getenv("SBR_TEST_VERBOSE"))
-    fprintf(stderr, "[%d] sbr: %s\n", (int)getpid(), msg);
-}
-
 /* -------------------------------------------------------------- sender */
 
 struct producer {
@@ -559,7 +552,7 @@ int main(int argc, char **argv)
   if (getenv("SBR_RDMA_ADDR"))
     opt.addr = getenv("SBR_RDMA_ADDR");
   opt.port = (uint16_t)(30000 + getpid() % 20000);
-  sbr_set_log_handler(log_to_stderr, NULL);
+  sbr_set_log_handler(test_log_to_stderr, NULL);
   setvbuf(stderr, NULL, _IOLBF, 0);
   return run(argv[optind]);
 }

@@ -152,13 +152,6 @@ static uint8_t pattern(uint64_t seed, size_t i)
   return (uint8_t)((seed >> (i % 7 * 8)) ^ (i * 131u) ^ (i >> 8));
 }
 
-static void log_to_stderr(void *data, enum sbr_log_level level, const char *msg)
-{
-  (void)data;
-  if (level <= SBR_LOG_WARNING || getenv("SBR_TEST_VERBOSE"))
-    fprintf(stderr, "[%d] sbr: %s\n", (int)getpid(), msg);
-}
-
 /* -------------------------------------------------------------- sender */
 
 struct producer {
@@ -866,7 +859,7 @@ int main(int argc, char **argv)
   src_netdev = getenv("SBR_RDMA_SRC_NETDEV");
   if (getenv("SBR_RDMA_NETDEV"))
     rx_netdev = getenv("SBR_RDMA_NETDEV");
-  sbr_set_log_handler(log_to_stderr, NULL);
+  sbr_set_log_handler(test_log_to_stderr, NULL);
   coordinator = getpid();
   atexit(kill_children);
   setvbuf(stderr, NULL, _IOLBF, 0);

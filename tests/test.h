@@ -14,6 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "sbr.h"
 
 #define FAIL(...)                                                              \
   do {                                                                         \
@@ -79,6 +82,16 @@ static inline int test_main(const struct test_entry *tests, int argc,
     return 1;
   }
   return 0;
+}
+
+/* A log handler for multi-process tests: the library's warnings on
+ * stderr, tagged with the process; everything with SBR_TEST_VERBOSE. */
+static inline void test_log_to_stderr(void *data, enum sbr_log_level level,
+                                      const char *msg)
+{
+  (void)data;
+  if (level <= SBR_LOG_WARNING || getenv("SBR_TEST_VERBOSE"))
+    fprintf(stderr, "[%d] sbr: %s\n", (int)getpid(), msg);
 }
 
 #endif
