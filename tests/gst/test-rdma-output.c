@@ -56,6 +56,31 @@ static GPid launch(gint out_fd, const gchar *const *args)
   return pid;
 }
 
+/* A sender gst-launch-1.0 of one live camera as device, output discarded;
+ * transport_host_port: the rdmasink properties that name the receiver. */
+static GPid launch_camera(const gchar *const transport_host_port[3],
+                          guint device)
+{
+  gchar *device_arg = g_strdup_printf("device-id=%u", device);
+  const gchar *args[] = {
+      "videotestsrc",
+      "is-live=true",
+      "!",
+      "video/x-raw,format=GRAY8,width=64,height=48,framerate=25/1",
+      "!",
+      "rdmasink",
+      transport_host_port[0],
+      transport_host_port[1],
+      transport_host_port[2],
+      device_arg,
+      "stats-interval=0",
+      NULL};
+  GPid pid = launch(-1, args);
+
+  g_free(device_arg);
+  return pid;
+}
+
 /* SIGINT (gst-launch stops its pipeline and exits, its output flushed);
  * SIGKILL if it hasn't exited within timeout.  Returns TRUE if it exited
  * on its own. */
@@ -102,9 +127,9 @@ static guint64 u64(const GstStructure *s, const gchar *field)
   return v;
 }
 
-/* Receiver and sender as gst-launch-1.0 (the sender streams devices 0 and
- * 1 for ~2 s); the receiver's -m -v output parses back: rdmasrc-stats with
- * a structure per device, rdmasrc-device-stats lines of their own, and
+/* Receiver and two cameras (devices 0 and 1) as gst-launch-1.0 processes,
+ * for a few seconds; the receiver's -m -v output parses back: rdmasrc-stats
+ * with a structure per device, rdmasrc-device-stats lines of their own, and
  * src_N's caps. */
 GST_START_TEST(test_launch_m_prints_stats_that_parse_back)
 {
@@ -118,32 +143,7 @@ GST_START_TEST(test_launch_m_prints_stats_that_parse_back)
       address_arg, port_arg,   "name=r",   "stats-interval=200",
       "r.src_0",   "!",        "fakesink", "r.src_1",
       "!",         "fakesink", NULL};
-  const gchar *caps =
-      "video/x-raw,format=GRAY8,width=64,height=48,framerate=25/1";
-  const gchar *send0_args[] = {"videotestsrc",
-                               "is-live=true",
-                               "!",
-                               caps,
-                               "!",
-                               "rdmasink",
-                               transport_arg,
-                               host_arg,
-                               port_arg,
-                               "device-id=0",
-                               "stats-interval=0",
-                               NULL};
-  const gchar *send1_args[] = {"videotestsrc",
-                               "is-live=true",
-                               "!",
-                               caps,
-                               "!",
-                               "rdmasink",
-                               transport_arg,
-                               host_arg,
-                               port_arg,
-                               "device-id=1",
-                               "stats-interval=0",
-                               NULL};
+  const gchar *const sink_args[3] = {transport_arg, host_arg, port_arg};
   GstStructure *last = NULL;
   guint64 dev_frames[2] = {0, 0};
   guint n_stats = 0, n_dev = 0;
@@ -163,10 +163,10 @@ GST_START_TEST(test_launch_m_prints_stats_that_parse_back)
    * same instant can lose one's -v line in GLib (deep-notify is
    * G_SIGNAL_NO_RECURSE across threads; docs/design.md "Pads asked for by
    * name"), and this test checks our pads, not that race. */
-  tx0 = launch(-1, send0_args);
-  /* Until both pads' caps and a second of stats ticks are printed, and at least
-   * the 2.5 s it always ran (caps and ticks can be printed before the
-   * first frame is counted, on the VM's emulated CPU); a loaded host
+  tx0 = launch_camera(sink_args, 0);
+  /* Until both pads' caps and a second of stats ticks are printed, and
+   * at least the 2.5 s it always ran (caps and ticks can be printed before
+   * the first frame is counted, on the VM's emulated CPU); a loaded host
    * starts gst-launch processes slower. */
   gint64 start = g_get_monotonic_time(), caps1_seen = 0;
   for (gint64 end = start + 20 * G_TIME_SPAN_SECOND;
@@ -182,7 +182,7 @@ GST_START_TEST(test_launch_m_prints_stats_that_parse_back)
         caps0 && strstr(sofar, "GstRdmaSrcPad:src_1: caps = video/x-raw");
     g_free(sofar);
     if (caps0 && !tx1)
-      tx1 = launch(-1, send1_args);
+      tx1 = launch_camera(sink_args, 1);
     /* A second of stats ticks (200 ms) after camera 1's caps: its frames
      * are counted in them. */
     if (caps1 && !caps1_seen)
