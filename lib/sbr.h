@@ -23,7 +23,10 @@
  * Threads
  *   sbr_sender: every fill call (acquire/submit/abandon/send) is thread-safe;
  *   any number of producers may use one sender.  One internal thread posts
- *   work requests.  sbr_sender_free must not race with other calls.
+ *   work requests and reaps their completions; with status-byte, a submit
+ *   that finds that thread idle posts what is queued on the producer's own
+ *   thread (never blocking there; over shm it also copies: see
+ *   sender_thread_posts).  sbr_sender_free must not race with other calls.
  *
  *   sbr_receiver: sbr_receiver_next / _next_frame are called by one thread
  *   at a time.  sbr_block_release / _hold / sbr_frame_release may be called
@@ -280,6 +283,11 @@ struct sbr_sender_config {
   int wait_timeout_ms; /* WAIT: give up after this, default 1000 */
   struct sbr_backoff_config backoff;
   struct sbr_fault_injection faults;
+  /* Status-byte: a producer posts the blocks it queued itself when the
+   * sender thread is idle (one thread wake-up less between a frame and its
+   * WRITE; counted in producer_posts).  true = always leave posting to the
+   * sender thread, as before (for comparison).  Default false. */
+  bool sender_thread_posts;
 };
 
 /* Fills cfg with the defaults above. */
@@ -409,14 +417,16 @@ struct sbr_sender_stats {
   uint64_t no_free_waits; /* syncs that found no free block */
   uint64_t drops;         /* all devices */
   uint64_t reconnects;
-  uint64_t acks;          /* sliding-window: ACKs received */
-  uint64_t wr_posted;     /* work requests posted */
-  uint64_t status_writes; /* status-byte: status WRITEs (one per run of
-                             blocks posted together) */
-  uint64_t pause_reads;   /* status READs forced by pause_poll_us; not in
-                             sync_reads and the other sync figures */
-  uint64_t kicks;         /* status-byte: a queued block woke the sender
-                             thread from its wait for a completion */
+  uint64_t acks;           /* sliding-window: ACKs received */
+  uint64_t wr_posted;      /* work requests posted */
+  uint64_t status_writes;  /* status-byte: status WRITEs (one per run of
+                              blocks posted together) */
+  uint64_t pause_reads;    /* status READs forced by pause_poll_us; not in
+                              sync_reads and the other sync figures */
+  uint64_t kicks;          /* status-byte: a queued block woke the sender
+                              thread from its wait for a completion */
+  uint64_t producer_posts; /* status-byte: submits that posted blocks on
+                              the producer's own thread */
 };
 
 int sbr_sender_get_stats(sbr_sender *s, struct sbr_sender_stats *out);

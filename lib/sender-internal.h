@@ -54,6 +54,9 @@ struct sbr__sender_engine {
   int (*sleep)(struct sbr_sender *s, uint32_t timeout_us);
   /* Before the connection closes: stop threads, free state. */
   void (*stop)(struct sbr_sender *s);
+  /* progress may also run on a producer's thread (with engine_lock held,
+   * like on the sender thread), right after it queued a block. */
+  bool producers_may_post;
 };
 
 extern const struct sbr__sender_engine sbr__sender_status_byte;

@@ -482,4 +482,6 @@ const struct sbr__sender_engine sbr__sender_status_byte = {
     .stop = sb_stop,
     .progress = sb_progress,
     .sleep = sb_sleep,
+    /* sb_progress keeps all its state in engine_state, under engine_lock. */
+    .producers_may_post = true,
 };
