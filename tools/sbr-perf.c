@@ -118,6 +118,7 @@ struct options {
   uint32_t fail_after;
   uint32_t read_ahead;
   enum sbr_send_order send_order;
+  bool sender_thread_posts;
   uint32_t status_batch_bytes;
   enum sbr_poll_mode poll_mode;
   bool json;
@@ -336,6 +337,7 @@ enum {
   OPT_READ_AHEAD,
   OPT_STATUS_BATCH,
   OPT_SEND_ORDER,
+  OPT_SENDER_THREAD_POSTS,
   OPT_POLL_MODE,
   OPT_JSON,
   OPT_HELP,
@@ -367,6 +369,7 @@ static const struct option long_options[] = {
     {"status-batch", required_argument, NULL, OPT_STATUS_BATCH},
     {"poll-mode", required_argument, NULL, OPT_POLL_MODE},
     {"send-order", required_argument, NULL, OPT_SEND_ORDER},
+    {"sender-thread-posts", no_argument, NULL, OPT_SENDER_THREAD_POSTS},
     {"json", no_argument, NULL, OPT_JSON},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, OPT_HELP},
@@ -399,6 +402,7 @@ static const unsigned option_modes[OPT_END - OPT_BACKEND] = {
     [OPT_READ_AHEAD - OPT_BACKEND] = MODE_SEND,
     [OPT_STATUS_BATCH - OPT_BACKEND] = MODE_SEND,
     [OPT_SEND_ORDER - OPT_BACKEND] = MODE_SEND,
+    [OPT_SENDER_THREAD_POSTS - OPT_BACKEND] = MODE_SEND,
     [OPT_POLL_MODE - OPT_BACKEND] = MODE_RECEIVE,
     [OPT_JSON - OPT_BACKEND] = MODE_BOTH,
     [OPT_HELP - OPT_BACKEND] = MODE_BOTH,
@@ -470,6 +474,9 @@ static void usage(FILE *f)
           "  --send-order round-robin|fifo  devices' queued blocks: one per\n"
           "                               device in turn, or submit order\n"
           "                               [fifo]\n"
+          "  --sender-thread-posts          leave all posting to the sender\n"
+          "                               thread (before #11's producer\n"
+          "                               posts; for comparison)\n"
           "\n"
           "BYTES take a k, M or G suffix (powers of 1024).  Exit status: 0 "
           "success,\n"
@@ -648,6 +655,9 @@ static void parse_option(struct options *o, int c, const char *arg)
       o->send_order = SBR_SEND_ORDER_FIFO;
     else
       usage_error("--send-order: '%s' is not round-robin or fifo", arg);
+    break;
+  case OPT_SENDER_THREAD_POSTS:
+    o->sender_thread_posts = true;
     break;
   case OPT_POLL_MODE:
     if (sbr_poll_mode_from_name(arg, &o->poll_mode) < 0)
@@ -846,6 +856,7 @@ static int connect_sender(const struct options *o, sbr_sender **out)
   cfg.read_ahead = o->read_ahead;
   cfg.status_batch_bytes = o->status_batch_bytes;
   cfg.send_order = o->send_order;
+  cfg.sender_thread_posts = o->sender_thread_posts;
 
   char errbuf[256];
   uint64_t give_up = mono_ns() + CONNECT_RETRY_MS * 1000000ull;
@@ -962,7 +973,7 @@ static void print_send_result(const struct options *o,
            "\"busy_skipped\":%" PRIu64 ",\"no_free_waits\":%" PRIu64 ","
            "\"drops\":%" PRIu64 ",\"acks\":%" PRIu64 ","
            "\"wr_posted\":%" PRIu64 ",\"status_writes\":%" PRIu64 ","
-           "\"kicks\":%" PRIu64 ","
+           "\"kicks\":%" PRIu64 ",\"producer_posts\":%" PRIu64 ","
            "\"cpu_s\":%.3f,\"cpu_percent\":%.1f,"
            "\"ok\":%s",
            o->port, block_size, o->blocks, o->devices,
@@ -970,8 +981,9 @@ static void print_send_result(const struct options *o,
            o->size_min, o->size_max, res->frames, res->bytes, res->elapsed_s,
            mbps, fps, res->zero_copy, st->sync_reads, sync_mean_us, sync_max_us,
            st->held_skipped, st->busy_skipped, st->no_free_waits, st->drops,
-           st->acks, st->wr_posted, st->status_writes, st->kicks, res->cpu_s,
-           cpu_pct, res->failure[0] ? "false" : "true");
+           st->acks, st->wr_posted, st->status_writes, st->kicks,
+           st->producer_posts, res->cpu_s, cpu_pct,
+           res->failure[0] ? "false" : "true");
     if (res->failure[0]) {
       printf(",\"error\":");
       json_string(stdout, res->failure);
@@ -1007,6 +1019,7 @@ static void print_send_result(const struct options *o,
   if (o->mechanism == SBR_MECH_STATUS_BYTE) {
     printf("status writes:   %" PRIu64 "\n", st->status_writes);
     printf("kicks:           %" PRIu64 "\n", st->kicks);
+    printf("producer posts:  %" PRIu64 "\n", st->producer_posts);
   }
   printf("cpu:             %.2f s (%.1f %%)\n", res->cpu_s, cpu_pct);
   printf("result:          %s\n", res->failure[0] ? "FAILED" : "ok");
