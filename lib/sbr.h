@@ -24,8 +24,8 @@
  *   sbr_sender: every fill call (acquire/submit/abandon/send) is thread-safe;
  *   any number of producers may use one sender.  One internal thread posts
  *   work requests and reaps their completions; with status-byte, a submit
- *   that finds that thread idle posts what is queued on the producer's own
- *   thread (never blocking there; over shm it also copies: see
+ *   that finds that thread idle posts the producer's own blocks on the
+ *   producer's thread (over shm it also copies its frame there; see
  *   sender_thread_posts).  sbr_sender_free must not race with other calls.
  *
  *   sbr_receiver: sbr_receiver_next / _next_frame are called by one thread

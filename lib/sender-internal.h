@@ -54,9 +54,16 @@ struct sbr__sender_engine {
   int (*sleep)(struct sbr_sender *s, uint32_t timeout_us);
   /* Before the connection closes: stop threads, free state. */
   void (*stop)(struct sbr_sender *s);
-  /* progress may also run on a producer's thread (with engine_lock held,
-   * like on the sender thread), right after it queued a block. */
-  bool producers_may_post;
+  /* On a producer's thread, with engine_lock held, right after it queued
+   * n blocks when nothing else was queued: post at most n queued blocks
+   * (its own) if free receive blocks are known for them, and nothing else
+   * (no reaping, no READ: the sender thread does those).  Sets *claimed
+   * when the back end claimed the chain for this thread: the caller must
+   * then call ops->execute_claimed(conn) once it dropped engine_lock
+   * (transport.h).  Returns the blocks posted, or <0 (then they are
+   * queued again and the sender thread meets the error).  NULL: the
+   * engine posts only on its own threads. */
+  int (*post_own)(struct sbr_sender *s, uint32_t n, bool *claimed);
 };
 
 extern const struct sbr__sender_engine sbr__sender_status_byte;

@@ -306,7 +306,7 @@ static uint32_t free_run(const struct sbr_sender *s,
  * then one signaled inline WRITE of their n status bytes. */
 static int post_run(struct sbr_sender *s, struct status_byte_state *st,
                     struct sbr_send_block *const *blocks, uint32_t n,
-                    uint32_t i)
+                    uint32_t i, bool *claimed)
 {
   struct sbr__wr chain[MAX_RUN + 1];
   uint64_t run_end = st->in_flight_tail + n;
@@ -330,9 +330,15 @@ static int post_run(struct sbr_sender *s, struct status_byte_state *st,
       .signaled = true,
       .inline_data = true,
   };
-  int ret = s->ops->post_send(s->conn, chain, (int)n + 1);
+  /* A producer's own chain (claimed != NULL) may be claimed for it to
+   * execute once it dropped engine_lock (transport.h, post_send_here). */
+  int ret = claimed && !*claimed && s->ops->post_send_here
+                ? s->ops->post_send_here(s->conn, chain, (int)n + 1)
+                : s->ops->post_send(s->conn, chain, (int)n + 1);
   if (ret < 0)
     return ret;
+  if (ret == 1)
+    *claimed = true;
   for (uint32_t k = 0; k < n; k++) {
     st->in_flight[st->in_flight_tail++ % s->n_blocks] = blocks[k]->index;
     st->cache[i + k] = SBR__STATUS_DATA; /* at post time, as the design says */
@@ -399,7 +405,7 @@ static int sb_progress(struct sbr_sender *s)
     /* Counted before posting, like the sliding window (there the ACK
      * thread may recycle a block as soon as it is posted). */
     sbr__sender_count_posts(s, run, got, got + 1, 1);
-    int ret = post_run(s, st, run, got, (uint32_t)i);
+    int ret = post_run(s, st, run, got, (uint32_t)i, NULL);
     if (ret < 0) {
       sbr__sender_requeue_front(s, run, got);
       return ret;
@@ -442,6 +448,41 @@ static int sb_progress(struct sbr_sender *s)
   return progress;
 }
 
+/* A producer posts the n blocks it just queued (sender.c, post_queued):
+ * only into receive blocks the cache already knows free, only its own
+ * blocks (nothing else was queued; at most n are taken).  It doesn't reap
+ * or READ: work for other cameras stays on the sender thread.  On shm its
+ * chain may be claimed for it to copy after it dropped engine_lock
+ * (*claimed), so a producer slow in its copy holds up no post or reap,
+ * only the chains queued behind its own, as a slow NIC thread would. */
+static int sb_post_own(struct sbr_sender *s, uint32_t n, bool *claimed)
+{
+  struct status_byte_state *st = s->engine_state;
+  uint32_t posted = 0;
+  while (posted < n) {
+    int i = find_free(s, st);
+    if (i < 0)
+      break;
+    uint32_t max = free_run(s, st, (uint32_t)i);
+    if (max > n - posted)
+      max = n - posted;
+    struct sbr_send_block *run[MAX_RUN];
+    uint32_t got = sbr__sender_take_queued(s, run, max, st->batch_bytes);
+    if (got == 0)
+      break;
+    /* Counted first, as in sb_progress: the stats then cover the chain
+     * even if another thread reaps its completion first. */
+    sbr__sender_count_posts(s, run, got, got + 1, 1);
+    int ret = post_run(s, st, run, got, (uint32_t)i, claimed);
+    if (ret < 0) {
+      sbr__sender_requeue_front(s, run, got);
+      return ret;
+    }
+    posted += got;
+  }
+  return (int)posted;
+}
+
 /* Waits for a completion (a status READ, a run's status WRITE): the
  * transport's completion channel wakes us when one comes, and a submit
  * while asleep kicks the wait (kick_cq), so a queued block is posted
@@ -482,6 +523,5 @@ const struct sbr__sender_engine sbr__sender_status_byte = {
     .stop = sb_stop,
     .progress = sb_progress,
     .sleep = sb_sleep,
-    /* sb_progress keeps all its state in engine_state, under engine_lock. */
-    .producers_may_post = true,
+    .post_own = sb_post_own,
 };

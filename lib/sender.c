@@ -794,46 +794,49 @@ static void wake_sender_locked(struct sbr_sender *s)
   }
 }
 
-/* Blocks were queued: should this producer post them itself?  Only when
- * the engine allows it and the sender thread isn't asleep on a completion
- * (then it holds engine_lock; the kick is quicker than waiting for it). */
-static bool producer_may_post_locked(const struct sbr_sender *s)
+/* A producer just queued n blocks: should it post them itself?  Only when
+ * the engine can, they are all that is queued (so it posts nothing of
+ * anyone else's), and the sender thread isn't asleep on a completion (it
+ * then holds engine_lock; the kick is quicker than waiting for it). */
+static bool producer_may_post_locked(const struct sbr_sender *s, uint32_t n)
 {
-  return s->engine->producers_may_post && !s->cfg.sender_thread_posts &&
-         !s->engine_sleeps;
+  return s->engine->post_own && !s->cfg.sender_thread_posts &&
+         !s->engine_sleeps && s->n_queued == n;
 }
 
 /* The producer's side of posting.  Over both back ends the sender thread
  * was woken for every frame only to post it: on an idle sender that is a
  * whole thread wake-up (50-200 us on this 2-core host, p50 to p90, and far
  * more in the VM) between the frame being ready and its WRITE.  So the
- * producer that queued it runs the engine itself when nobody else does
- * (engine_lock is free: the sender thread sleeps idle on work_cond).
- * progress never blocks, so a producer isn't held longer than the posts
- * (and over shm, the copy: transport-shm.c executes a chain on an idle
- * NIC in the posting thread).  The sender thread is still woken to reap
- * the completion, but after the post, off the frame's path.  With
- * engine_lock taken (the sender thread is in the engine, or another
- * producer), the block waits for whoever holds it, as before: that one
- * sees it queued, and the wake below covers a holder about to sleep. */
-static void post_queued(struct sbr_sender *s, bool try_here)
+ * producer that queued it posts it itself when nobody else is in the
+ * engine (engine_lock is free: the sender thread sleeps idle on
+ * work_cond): its own blocks only, never blocking beyond the post.  Over
+ * shm an idle NIC gives the chain to the producer to copy itself once it
+ * dropped engine_lock (transport.h, post_send_here).  The sender thread is
+ * still woken to reap the completion, but after the post, off the frame's path.
+ * With engine_lock taken (the sender thread is in the engine, or another
+ * producer), the blocks wait for whoever holds it, as before: that one
+ * sees them queued, and the wake below covers a holder about to sleep.  A
+ * failed post leaves the blocks queued and the failure to the sender
+ * thread: a producer never tears a connection down. */
+static void post_queued(struct sbr_sender *s, uint32_t n)
 {
-  if (try_here && pthread_mutex_trylock(&s->engine_lock) == 0) {
-    pthread_mutex_lock(&s->lock);
-    uint64_t blocks_before = s->stats.blocks;
-    pthread_mutex_unlock(&s->lock);
-    if (s->conn) {
-      int r = s->engine->progress(s);
-      if (r < 0)
-        fail_connection(s, r);
-    }
+  int posted = 0;
+  bool claimed = false;
+  struct sbr__conn *conn = NULL;
+  if (pthread_mutex_trylock(&s->engine_lock) == 0) {
+    conn = s->conn;
+    if (conn)
+      posted = s->engine->post_own(s, n, &claimed);
     pthread_mutex_unlock(&s->engine_lock);
-    pthread_mutex_lock(&s->lock);
-    if (s->stats.blocks != blocks_before)
-      s->stats.producer_posts++;
-  } else {
-    pthread_mutex_lock(&s->lock);
   }
+  /* Outside engine_lock: the sender thread may reap and post meanwhile
+   * (behind this chain), and a close waits for the claim. */
+  if (claimed)
+    s->ops->execute_claimed(conn);
+  pthread_mutex_lock(&s->lock);
+  if (posted > 0)
+    s->stats.producer_posts++;
   if (s->n_queued > 0 || s->n_posted > 0)
     wake_sender_locked(s);
   pthread_mutex_unlock(&s->lock);
@@ -903,12 +906,12 @@ int sbr_sender_submit(sbr_sender *s, sbr_send_block *b,
     return -ENOTCONN;
   }
   enqueue_locked(s, b, &m, (uint32_t)payload_len);
-  bool try_here = producer_may_post_locked(s);
-  if (!try_here)
+  bool post_here = producer_may_post_locked(s, 1);
+  if (!post_here)
     wake_sender_locked(s);
   pthread_mutex_unlock(&s->lock);
-  if (try_here)
-    post_queued(s, true);
+  if (post_here)
+    post_queued(s, 1);
   return 0;
 }
 
@@ -991,12 +994,12 @@ int sbr_sender_send(sbr_sender *s, const struct sbr_block_meta *meta,
     }
     enqueue_locked(s, frag[i], &m, (uint32_t)chunk);
   }
-  bool try_here = producer_may_post_locked(s);
-  if (!try_here)
+  bool post_here = producer_may_post_locked(s, n);
+  if (!post_here)
     wake_sender_locked(s);
   pthread_mutex_unlock(&s->lock);
-  if (try_here)
-    post_queued(s, true);
+  if (post_here)
+    post_queued(s, n);
 out:
   if (frag != frag_small)
     free(frag);

@@ -253,9 +253,12 @@ struct sbr__conn {
   uint32_t sq_depth;    /* caps->max_send_wr */
   uint64_t sq_posted;   /* WRs ever posted */
   uint64_t sq_executed; /* WRs the NIC finished (or flushed) */
-  /* A posting thread executes WRs sq_executed.. itself (shm_post_send_nic):
-   * the NIC thread leaves them alone until it clears this. */
+  /* A posting thread claimed WRs sq_executed..sq_claim_end to execute
+   * itself (shm_post_send_here): the NIC thread leaves the queue alone
+   * until it clears this and signals inline_done. */
   bool sq_inline;
+  uint64_t sq_claim_end;
+  pthread_cond_t inline_done;  /* sq_inline cleared (close waits for it) */
   uint64_t sq_scanned;         /* WRs poll_cq looked at */
   uint64_t sq_retired;         /* slots freed by a polled completion */
   struct shm_rwr *rq;          /* posted receives, FIFO, rq_depth slots */
@@ -644,6 +647,11 @@ static struct sbr__conn *shm_conn_new(enum shm_role role,
   if (!err)
     err = pthread_cond_init(&c->wake, &ca);
   pthread_condattr_destroy(&ca);
+  if (!err) {
+    err = pthread_cond_init(&c->inline_done, NULL);
+    if (err)
+      pthread_cond_destroy(&c->wake);
+  }
   if (err)
     goto out_free;
   c->wake_ready = true;
@@ -666,6 +674,14 @@ static void shm_conn_destroy(struct sbr__conn *c)
 {
   if (!c)
     return;
+  if (c->lock_ready && c->wake_ready) {
+    /* A producer that claimed a chain executes it without any lock of
+     * the sender's: wait for it before the mapping goes. */
+    pthread_mutex_lock(&c->lock);
+    while (c->sq_inline)
+      pthread_cond_wait(&c->inline_done, &c->lock);
+    pthread_mutex_unlock(&c->lock);
+  }
   if (c->nic_running) {
     atomic_store(&c->stop, true);
     pthread_mutex_lock(&c->lock);
@@ -678,8 +694,10 @@ static void shm_conn_destroy(struct sbr__conn *c)
     munmap(c->seg, c->seg_len);
   if (c->sock >= 0)
     close(c->sock);
-  if (c->wake_ready)
+  if (c->wake_ready) {
     pthread_cond_destroy(&c->wake);
+    pthread_cond_destroy(&c->inline_done);
+  }
   if (c->lock_ready)
     pthread_mutex_destroy(&c->lock);
   free(c->rq);
@@ -1080,16 +1098,19 @@ static bool shm_may_execute_inline_locked(const struct sbr__conn *c,
   return true;
 }
 
-/* Sender: queue the chain for the NIC thread, or execute it here and now
- * when the NIC is idle.  A real NIC starts on a doorbell at once; the NIC
- * thread has to be woken first, which on a busy 2-core host costs 50-200
- * us (p50 to p90) before every frame's copy even starts (#11).  Executed
- * here, the copy runs in the posting thread, as shmsink copies in its
- * render: the WRs' order, their completions and the errors they raise are
- * the NIC thread's (shm_execute_next_locked).  WRs posted meanwhile by
- * other threads queue behind and are the NIC thread's once we are done. */
+/* Sender: queue the chain for the NIC thread, or (post_send_here) claim
+ * it for the posting thread when the NIC is idle.  A real NIC starts on a
+ * doorbell at once; the NIC thread has to be woken first, which on a busy
+ * 2-core host costs 50-200 us (p50 to p90) before every frame's copy even
+ * starts (#11).  Claimed, the copy runs in the posting thread
+ * (shm_execute_claimed, once the sender dropped engine_lock), as shmsink
+ * copies in its render: the WRs' order, their completions and the errors
+ * they raise are the NIC thread's (shm_execute_next_locked).  WRs posted
+ * meanwhile by other threads queue behind and are the NIC thread's once
+ * the claim is done.  Only post_send_here claims: the sender thread keeps
+ * reaping while the NIC thread copies what it posts. */
 static int shm_post_send_nic(struct sbr__conn *c, const struct sbr__wr *wrs,
-                             int n)
+                             int n, bool may_claim)
 {
   uint64_t now = shm_now_ns();
   pthread_mutex_lock(&c->lock);
@@ -1100,7 +1121,7 @@ static int shm_post_send_nic(struct sbr__conn *c, const struct sbr__wr *wrs,
   else if ((uint64_t)n > c->sq_depth - (c->sq_posted - c->sq_retired))
     err = -ENOMEM;
   else
-    here = shm_may_execute_inline_locked(c, wrs, n);
+    here = may_claim && shm_may_execute_inline_locked(c, wrs, n);
   for (int i = 0; !err && i < n; i++) {
     struct shm_swr *s = &c->sq[c->sq_posted % c->sq_depth];
     s->wr = wrs[i];
@@ -1116,19 +1137,33 @@ static int shm_post_send_nic(struct sbr__conn *c, const struct sbr__wr *wrs,
     c->sq_posted++;
   }
   if (here) {
+    /* Claimed: the caller executes it (shm_execute_claimed). */
     c->sq_inline = true;
-    uint64_t end = c->sq_posted;
-    /* Stops at a failure: the NIC thread flushes the rest, as it would. */
-    while (c->sq_executed < end && c->state == SHM_UP)
-      shm_execute_next_locked(c);
-    c->sq_inline = false;
-    if (c->sq_executed != c->sq_posted)
-      pthread_cond_signal(&c->wake);
+    c->sq_claim_end = c->sq_posted;
   } else if (!err) {
     pthread_cond_signal(&c->wake);
   }
   pthread_mutex_unlock(&c->lock);
-  return err;
+  return err ? err : here ? 1 : 0;
+}
+
+void (*sbr__shm_test_claim_hook)(void);
+
+static void shm_execute_claimed(struct sbr__conn *c)
+{
+  if (sbr__shm_test_claim_hook)
+    sbr__shm_test_claim_hook();
+  pthread_mutex_lock(&c->lock);
+  if (c->sq_inline) {
+    /* Stops at a failure: the NIC thread flushes the rest, as it would. */
+    while (c->sq_executed < c->sq_claim_end && c->state == SHM_UP)
+      shm_execute_next_locked(c);
+    c->sq_inline = false;
+    pthread_cond_broadcast(&c->inline_done);
+    if (c->sq_executed != c->sq_posted)
+      pthread_cond_signal(&c->wake);
+  }
+  pthread_mutex_unlock(&c->lock);
 }
 
 /* Receiver: SENDs execute here and now, into the sender's ring.  Waiting
@@ -1184,7 +1219,17 @@ static int shm_post_send(struct sbr__conn *c, const struct sbr__wr *wrs, int n)
   int err = shm_check_chain(c, wrs, n);
   if (err)
     return err;
-  return c->role == SHM_SENDER ? shm_post_send_nic(c, wrs, n)
+  return c->role == SHM_SENDER ? shm_post_send_nic(c, wrs, n, false)
+                               : shm_post_send_sync(c, wrs, n);
+}
+
+static int shm_post_send_here(struct sbr__conn *c, const struct sbr__wr *wrs,
+                              int n)
+{
+  int err = shm_check_chain(c, wrs, n);
+  if (err)
+    return err;
+  return c->role == SHM_SENDER ? shm_post_send_nic(c, wrs, n, true)
                                : shm_post_send_sync(c, wrs, n);
 }
 
@@ -2118,6 +2163,8 @@ const struct sbr__transport_ops sbr__transport_shm = {
     .reg_mr = shm_reg_mr,
     .dereg_mr = shm_dereg_mr,
     .post_send = shm_post_send,
+    .post_send_here = shm_post_send_here,
+    .execute_claimed = shm_execute_claimed,
     .post_recv = shm_post_recv,
     .poll_cq = shm_poll_cq,
     .arm_cq = shm_arm_cq,

@@ -371,6 +371,19 @@ struct sbr__transport_ops {
    * errno; the chain is checked first, so only a provider failure can leave
    * its front posted (then logged; those WRs complete normally). */
   int (*post_send)(struct sbr__conn *c, const struct sbr__wr *wrs, int n);
+  /* Like post_send, for a same-host back end whose "NIC" is a thread.  If
+   * that thread is idle the chain is claimed for the caller instead:
+   * returns 1, and the caller must call execute_claimed(c) as soon as it
+   * has dropped its own locks (WRs posted meanwhile queue behind the
+   * chain, and closing the conn waits for it).  Returns 0 when the chain
+   * was queued as post_send queues it, or negative errno.  NULL where the
+   * NIC is hardware (verbs).  The sender uses it only for a producer
+   * posting its own frame (sender.c, post_queued). */
+  int (*post_send_here)(struct sbr__conn *c, const struct sbr__wr *wrs, int n);
+  /* Executes the chain this thread's post_send_here claimed, on this
+   * thread, in order, with the completions and errors the NIC thread
+   * would give.  c stays valid until it returns (close waits for it). */
+  void (*execute_claimed)(struct sbr__conn *c);
   int (*post_recv)(struct sbr__conn *c, uint64_t wr_id, void *addr,
                    uint32_t len, const struct sbr__mr *mr);
   /* Non-blocking: returns the number of completions (0..max) or negative
@@ -427,5 +440,10 @@ const struct sbr__transport_ops *sbr__transport_get(enum sbr_backend backend);
 /* Fixed-size printf into an error buffer; never fails. */
 void sbr__errf(char *buf, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* TEST ONLY (tests/test-sched.c): the shm back end calls it, when set, on
+ * a thread about to execute a chain it claimed (post_send_here), before it
+ * does, so a test can stall a producer right there.  NULL otherwise. */
+extern void (*sbr__shm_test_claim_hook)(void);
 
 #endif /* SBR_TRANSPORT_H */

@@ -7,6 +7,9 @@
  * order is observed (what the receiver got, which send blocks are still
  * out), never timed.
  */
+#include <pthread.h>
+#include <stdatomic.h>
+
 #include "engine-fixture.h"
 #include "sender-internal.h"
 
@@ -230,6 +233,74 @@ static void sender_thread_posts_leaves_posting_to_the_thread(void)
   ASSERT_EQ(producer_posts, 0);
 }
 
+static atomic_int stall_next_claim; /* the next claimed chain sleeps 1 s */
+static atomic_int stalled;          /* a producer sleeps in its claim now */
+
+static void stall_claim(void)
+{
+  if (atomic_exchange(&stall_next_claim, 0)) {
+    atomic_store(&stalled, 1);
+    usleep(1000000);
+    atomic_store(&stalled, 0);
+  }
+}
+
+static void *send_frame_1_of_device_0(void *arg)
+{
+  ASSERT_OK(fixture_send(arg, 0, 1, 256 * KIB));
+  return NULL;
+}
+
+/* A producer copies its own frame (shm, idle NIC) after it dropped the
+ * engine's lock, so a producer stalled there, preempted or slow, holds up
+ * no other camera's post: while it sleeps a second in its copy, another
+ * camera's frame is posted at once (and lands behind it, RC order; both
+ * whole).  Before, the copy ran under engine_lock and the sender thread
+ * and every producer waited on it for as long. */
+static void producer_stalled_in_its_copy_holds_up_no_post(void)
+{
+  uint16_t port = fixture_port();
+  sbr_receiver *r = fixture_receiver(port, 8, 512 * KIB);
+  struct sbr_sender_config sc;
+  fixture_sender_config(&sc, port);
+  sbr_sender *s = fixture_sender(r, &sc);
+  struct sbr_frame f;
+  ASSERT_OK(fixture_send(s, 0, 0, 256 * KIB)); /* the first status READ */
+  next_frame_ok(r, &f);
+  sbr_frame_release(&f);
+  ASSERT_OK(sbr_sender_flush(s, 10000));
+  usleep(20000); /* the sender thread goes idle */
+
+  sbr__shm_test_claim_hook = stall_claim;
+  atomic_store(&stall_next_claim, 1);
+  pthread_t a;
+  ASSERT_OK(pthread_create(&a, NULL, send_frame_1_of_device_0, s));
+  for (int i = 0; i < 2000 && !atomic_load(&stalled); i++)
+    usleep(1000);
+  ASSERT_MSG(atomic_load(&stalled), "device 0's producer never claimed its "
+                                    "chain");
+  ASSERT_OK(fixture_send(s, 1, 0, 1000));
+  for (int i = 0; i < 400 && posted_blocks(s) < 3; i++)
+    usleep(1000);
+  ASSERT_MSG(posted_blocks(s) == 3 && atomic_load(&stalled),
+             "device 1's frame waited for device 0's stalled copy (%" PRIu64
+             " blocks posted)",
+             posted_blocks(s));
+  pthread_join(a, NULL);
+  sbr__shm_test_claim_hook = NULL;
+
+  next_frame_ok(r, &f);
+  ASSERT_EQ(f.info.device, 0);
+  ASSERT_EQ(fixture_check_frame(&f), 1);
+  sbr_frame_release(&f);
+  next_frame_ok(r, &f);
+  ASSERT_EQ(f.info.device, 1);
+  ASSERT_EQ(fixture_check_frame(&f), 0);
+  sbr_frame_release(&f);
+  sbr_sender_free(s);
+  sbr_receiver_free(r);
+}
+
 int main(int argc, char **argv)
 {
   static const struct test_entry tests[] = {
@@ -244,6 +315,8 @@ int main(int argc, char **argv)
        idle_sender_posts_on_the_producers_thread},
       {"sender_thread_posts_leaves_posting_to_the_thread",
        sender_thread_posts_leaves_posting_to_the_thread},
+      {"producer_stalled_in_its_copy_holds_up_no_post",
+       producer_stalled_in_its_copy_holds_up_no_post},
       {NULL, NULL},
   };
   return test_main(tests, argc, argv);
