@@ -23,7 +23,8 @@
  *
  * Threads: one conn is used by one thread at a time for post_send/poll_cq
  * (the engine serialises); post_recv may be called from another thread than
- * poll_cq (the sliding-window receiver does so from its own thread only).
+ * poll_cq (the sliding-window receiver does so from its own thread only);
+ * execute_claimed runs beside them, on the thread that claimed a chain.
  * Listener operations run on the receiver's thread.
  *
  * Queue accounting: an unsignaled WR occupies a send-queue slot until a
