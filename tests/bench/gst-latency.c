@@ -243,7 +243,8 @@ static int run_send(const struct options *o)
 struct stream {
   guint64 *lat_ns; /* counted samples */
   guint64 *meta_ns;
-  gsize n, n_meta, cap;
+  guint64 *push_ns; /* rdma: capture -> rdmasrc's pad pushes the buffer */
+  gsize n, n_meta, n_push, cap;
   guint64 frames, no_stamp;
 };
 
@@ -294,6 +295,25 @@ static GstFlowReturn on_sample(GstAppSink *sink, gpointer user_data)
   return GST_FLOW_OK;
 }
 
+/* rdma only: where the time goes, the other half of the split.  A probe on
+ * rdmasrc's pad runs on its pad task as it pushes: capture (the meta) to
+ * push is the transport and rdmasrc's hand-off, push to appsink the rest. */
+static GstPadProbeReturn on_rdmasrc_push(GstPad *pad, GstPadProbeInfo *info,
+                                         gpointer user_data)
+{
+  guint64 now = realtime_ns();
+  struct stream *s = &rx.s[GPOINTER_TO_UINT(user_data)];
+  GstReferenceTimestampMeta *meta = gst_buffer_get_reference_timestamp_meta(
+      GST_PAD_PROBE_INFO_BUFFER(info), rx_unix_caps);
+
+  (void)pad;
+  g_mutex_lock(&rx.lock);
+  if (meta && rx.counting && now >= rx.count_from_ns && s->n_push < s->cap)
+    s->push_ns[s->n_push++] = now > meta->timestamp ? now - meta->timestamp : 0;
+  g_mutex_unlock(&rx.lock);
+  return GST_PAD_PROBE_OK;
+}
+
 static GstElement *make_tail(GstElement *pipeline, const struct options *o,
                              guint idx)
 {
@@ -331,6 +351,8 @@ static void on_pad_added(GstElement *src, GstPad *pad, gpointer user_data)
   if (sscanf(name, "src_%u", &idx) == 1 && idx < c->o->streams) {
     GstElement *first = make_tail(c->pipeline, c->o, idx);
     GstPad *sinkpad = gst_element_get_static_pad(first, "sink");
+    gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, on_rdmasrc_push,
+                      GUINT_TO_POINTER(idx), NULL);
     gst_pad_link(pad, sinkpad);
     gst_object_unref(sinkpad);
   }
@@ -449,6 +471,7 @@ static int run_receive(const struct options *o)
     rx.s[i].cap = cap;
     rx.s[i].lat_ns = g_new0(guint64, cap);
     rx.s[i].meta_ns = g_new0(guint64, cap);
+    rx.s[i].push_ns = g_new0(guint64, cap);
   }
   if (!strcmp(o->transport, "rdma")) {
     GstElement *src = gst_element_factory_make("rdmasrc", NULL);
@@ -532,21 +555,25 @@ static int run_receive(const struct options *o)
   }
 
   /* All cameras together, then each. */
-  gsize total = 0, total_meta = 0;
+  gsize total = 0, total_meta = 0, total_push = 0;
   guint64 frames = 0, no_stamp = 0;
   for (guint i = 0; i < o->streams; i++) {
     total += rx.s[i].n;
     total_meta += rx.s[i].n_meta;
+    total_push += rx.s[i].n_push;
     frames += rx.s[i].frames;
     no_stamp += rx.s[i].no_stamp;
   }
   guint64 *all = g_new0(guint64, total + 1);
   guint64 *all_meta = g_new0(guint64, total_meta + 1);
-  for (guint i = 0, k = 0, km = 0; i < o->streams; i++) {
+  guint64 *all_push = g_new0(guint64, total_push + 1);
+  for (guint i = 0, k = 0, km = 0, kp = 0; i < o->streams; i++) {
     memcpy(all + k, rx.s[i].lat_ns, rx.s[i].n * sizeof *all);
     memcpy(all_meta + km, rx.s[i].meta_ns, rx.s[i].n_meta * sizeof *all);
+    memcpy(all_push + kp, rx.s[i].push_ns, rx.s[i].n_push * sizeof *all);
     k += rx.s[i].n;
     km += rx.s[i].n_meta;
+    kp += rx.s[i].n_push;
   }
   double wall_s = counting ? (wall1 - wall0) / 1e9 : 0;
   double cpu_s = cpu1 - cpu0;
@@ -565,6 +592,10 @@ static int run_receive(const struct options *o)
   print_dist("", all, total);
   printf(",");
   print_dist("meta_", all_meta, total_meta);
+  if (total_push) {
+    printf(",");
+    print_dist("push_", all_push, total_push);
+  }
   printf(",\"wall_s\":%.3f,\"cpu_s\":%.3f,\"cpu_percent\":%.2f,"
          "\"per_stream\":[",
          wall_s, cpu_s, wall_s > 0 ? cpu_s / wall_s * 100 : 0);
@@ -581,6 +612,7 @@ static int run_receive(const struct options *o)
 
   g_free(all);
   g_free(all_meta);
+  g_free(all_push);
   g_free(mode);
   g_free(caps);
   g_string_free(errors, TRUE);
