@@ -1174,9 +1174,9 @@ def section_b9(res, out, figdir):
          "this build's rdmasrc has no `poll-mode`: every rdmasrc point ran the back-off "
          "(`backoff`)") + ". Every point below is labelled with the mode it really ran.\n")
     out.append(
-        "**These figures are from a shared 2-core host** (other developers' builds, tests "
-        "and VMs ran beside it: see the load averages above); the whole B9 will be re-run on "
-        "a quiet machine. Compare within one run.\n")
+        "**These figures are from a 2-core host shared with other developers' builds, "
+        "tests and VMs**: the load average when B9 started is in the header above (about 1 "
+        "or less: nothing else ran). Compare within one run.\n")
     out.append("Re-run only this part, then re-render:\n")
     out.append("    tests/bench/run.py --only B9            # host (~4-7 min) + its own VM boot")
     out.append("    tests/bench/run.py --only B9 --no-vm    # host only")
