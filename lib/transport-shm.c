@@ -254,11 +254,17 @@ struct sbr__conn {
   uint64_t sq_posted;   /* WRs ever posted */
   uint64_t sq_executed; /* WRs the NIC finished (or flushed) */
   /* A posting thread claimed WRs sq_executed..sq_claim_end to execute
-   * itself (shm_post_send_here): the NIC thread leaves the queue alone
-   * until it clears this and signals inline_done. */
+   * itself (shm_post_send_here): the NIC thread leaves them alone while it
+   * executes them (claim_started), and takes them over while it hasn't
+   * started (a producer preempted before its copy must not stop the
+   * lane).  claim_callers counts claimers that haven't returned from
+   * execute_claimed yet: they hold c, so close waits for them. */
   bool sq_inline;
+  bool claim_started;
+  pthread_t claim_owner;
   uint64_t sq_claim_end;
-  pthread_cond_t inline_done;  /* sq_inline cleared (close waits for it) */
+  unsigned claim_callers;
+  pthread_cond_t inline_done;  /* a claimer returned (close waits for it) */
   uint64_t sq_scanned;         /* WRs poll_cq looked at */
   uint64_t sq_retired;         /* slots freed by a polled completion */
   struct shm_rwr *rq;          /* posted receives, FIFO, rq_depth slots */
@@ -675,10 +681,11 @@ static void shm_conn_destroy(struct sbr__conn *c)
   if (!c)
     return;
   if (c->lock_ready && c->wake_ready) {
-    /* A producer that claimed a chain executes it without any lock of
-     * the sender's: wait for it before the mapping goes. */
+    /* A producer that claimed a chain comes back to execute_claimed
+     * without any lock of the sender's, c in hand: wait for it before c
+     * goes (as long as that producer takes to get there). */
     pthread_mutex_lock(&c->lock);
-    while (c->sq_inline)
+    while (c->claim_callers > 0)
       pthread_cond_wait(&c->inline_done, &c->lock);
     pthread_mutex_unlock(&c->lock);
   }
@@ -1022,6 +1029,12 @@ static void *shm_nic_main(void *arg)
       continue;
     }
     uint64_t wake = c->state == SHM_GONE ? UINT64_MAX : next_check;
+    if (c->sq_inline && !c->claim_started) {
+      /* Its claimer hasn't started: take the chain over (execute_claimed
+       * then finds it gone).  Order is kept either way. */
+      c->sq_inline = false;
+      continue;
+    }
     if (c->sq_executed == c->sq_posted || c->sq_inline) {
       shm_wait_until(c, wake);
       continue;
@@ -1139,7 +1152,10 @@ static int shm_post_send_nic(struct sbr__conn *c, const struct sbr__wr *wrs,
   if (here) {
     /* Claimed: the caller executes it (shm_execute_claimed). */
     c->sq_inline = true;
+    c->claim_started = false;
+    c->claim_owner = pthread_self();
     c->sq_claim_end = c->sq_posted;
+    c->claim_callers++;
   } else if (!err) {
     pthread_cond_signal(&c->wake);
   }
@@ -1154,15 +1170,20 @@ static void shm_execute_claimed(struct sbr__conn *c)
   if (sbr__shm_test_claim_hook)
     sbr__shm_test_claim_hook();
   pthread_mutex_lock(&c->lock);
-  if (c->sq_inline) {
+  if (c->sq_inline && !c->claim_started &&
+      pthread_equal(c->claim_owner, pthread_self())) {
+    c->claim_started = true;
     /* Stops at a failure: the NIC thread flushes the rest, as it would. */
     while (c->sq_executed < c->sq_claim_end && c->state == SHM_UP)
       shm_execute_next_locked(c);
     c->sq_inline = false;
-    pthread_cond_broadcast(&c->inline_done);
+    c->claim_started = false;
     if (c->sq_executed != c->sq_posted)
       pthread_cond_signal(&c->wake);
   }
+  /* Else the NIC thread took it over. */
+  c->claim_callers--;
+  pthread_cond_broadcast(&c->inline_done);
   pthread_mutex_unlock(&c->lock);
 }
 

@@ -216,7 +216,7 @@ static void backoff_delivers_in_order(void)
 
 /* A connected sender that stopped sending: over a quiet second the
  * adaptive receiver's thread sleeps (wake-ups of the back-off's 1 ms at
- * most) and uses under 5 % of a core. */
+ * most) and uses a few per cent of a core (under 15 %, see below). */
 static void adaptive_sleeps_when_idle(void)
 {
   uint16_t port = fixture_port();
@@ -247,7 +247,11 @@ static void adaptive_sleeps_when_idle(void)
   fprintf(stderr,
           "idle: %.2f %% of a core, %" PRIu64 " sleeps, %.0f ms asleep\n", pct,
           sleeps, asleep_ms);
-  ASSERT_MSG(pct < 5.0, "an idle adaptive receiver used %.1f %% of a core",
+  /* Generous: 3.7-4.3 % measured on this 2-core KVM guest, where each of
+   * the ~1,000 timed wake-ups costs the thread ~40 us; 5 % failed under
+   * the load of a parallel test run.  A spinning receiver takes 100 %, and
+   * the sleep figures below pin the behaviour down. */
+  ASSERT_MSG(pct < 15.0, "an idle adaptive receiver used %.1f %% of a core",
              pct);
   ASSERT_MSG(asleep_ms > 500, "asleep only %.0f ms of the quiet second",
              asleep_ms);
