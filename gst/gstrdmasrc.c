@@ -39,7 +39,11 @@
  * lateness of a frame at arrival (our running time then minus its PTS:
  * the transport's jitter, as the first frame is stamped with its arrival)
  * plus 2 ms, rounded up to 1 ms, and a latency message asks the pipeline
- * again when frames come later than that; the maximum adds what the pad's
+ * again when frames come later than that.  A frame more than 250 ms late
+ * is an outage, not jitter (a sender that stalled for seconds sends its
+ * backlog at once): it raises nothing, and sync sinks drop it as late;
+ * raising every camera's latency to seconds would make the pipeline wait
+ * that long for good, or fail to configure it.  The maximum adds what the pad's
  * queue holds (its share of frames, or max-queued under copy and pause) at
  * the stream's frame rate.  So sync=true sinks and compositors neither
  * drop late frames nor wait a whole frame for nothing.
@@ -348,7 +352,8 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
       "latency", "Latency",
       "Minimum latency reported in milliseconds (-1 = measured: twice the "
       "worst lateness of a frame at arrival plus 2 ms, raised with a latency "
-      "message when frames come later)",
+      "message when frames come later; a frame over 250 ms late is an outage "
+      "and raises nothing)",
       -1, G_MAXINT, DEFAULT_LATENCY,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING);
   properties[PROP_TIMEOUT] = g_param_spec_uint(

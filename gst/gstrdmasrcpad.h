@@ -94,6 +94,11 @@ void gst_rdma_src_pad_stop(GstRdmaSrcPad *pad);
  * stream events); nothing is queued. */
 void gst_rdma_src_pad_end_stream(GstRdmaSrcPad *pad);
 
+/* Lateness above this is an outage (a sender that stalled, then sent its
+ * backlog), not the transport's jitter: it is not noted below, so it
+ * raises no latency (rdmasrc's SECTION). */
+#define GST_RDMA_SRC_OUTAGE_LATENESS (250 * GST_MSECOND)
+
 /* Receive thread: a frame of the device arrived late after its PTS (our
  * running time at arrival minus its PTS: the first frame of a stream is
  * stamped with its arrival and later ones keep the sender's spacing, so

@@ -220,7 +220,20 @@ static void gst_rdma_src_handle_data(GstRdmaSrc *self, struct sbr_frame *frame)
   now = gst_rdma_src_running_time(self);
   gst_rdma_frame_stamp(&dev->time_map, &info, now, buf);
   if (GST_BUFFER_PTS_IS_VALID(buf) && now > GST_BUFFER_PTS(buf) &&
-      gst_rdma_src_pad_note_lateness(dev->pad, now - GST_BUFFER_PTS(buf))) {
+      now - GST_BUFFER_PTS(buf) > GST_RDMA_SRC_OUTAGE_LATENESS) {
+    /* Not jitter: frames queued at a sender that stalled (stopped,
+     * swapped out, its link down) coming all at once.  Raising every
+     * camera's latency to seconds for them would make the pipeline wait
+     * that long for good, or fail to configure its latency at all (the
+     * other cameras can't hold that much); sync sinks drop them as late
+     * instead, as for any live source. */
+    GST_INFO_OBJECT(dev->pad,
+                    "a frame came %" GST_TIME_FORMAT " late: an outage, "
+                    "latency kept",
+                    GST_TIME_ARGS(now - GST_BUFFER_PTS(buf)));
+  } else if (GST_BUFFER_PTS_IS_VALID(buf) && now > GST_BUFFER_PTS(buf) &&
+             gst_rdma_src_pad_note_lateness(dev->pad,
+                                            now - GST_BUFFER_PTS(buf))) {
     GST_INFO_OBJECT(dev->pad,
                     "a frame came %" GST_TIME_FORMAT " late: "
                     "latency up",

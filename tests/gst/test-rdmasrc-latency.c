@@ -17,6 +17,8 @@
 
 #define CAMERAS 12
 #define SECONDS 10
+/* rdmasrc: lateness over this is an outage (gst/gstrdmasrcpad.h) */
+#define GST_RDMA_OUTAGE_MS 250
 
 static const gchar *transport; /* SBR_TEST_TRANSPORT */
 static const gchar *rdma_addr; /* SBR_RDMA_ADDR */
@@ -219,6 +221,98 @@ GST_START_TEST(test_reported_latency_covers_every_frame)
 
 GST_END_TEST;
 
+static GstPadProbeReturn stall_once(GstPad *pad, GstPadProbeInfo *info,
+                                    gpointer user_data)
+{
+  gint *left = user_data;
+
+  (void)pad;
+  (void)info;
+  /* The 25th frame (1 s in): the camera's thread stops a second, as a
+   * sender process stopped or swapped out would, then its live source
+   * sends the frames it owes, all late. */
+  if (g_atomic_int_dec_and_test(left))
+    g_usleep(G_USEC_PER_SEC);
+  return GST_PAD_PROBE_OK;
+}
+
+/* One camera's sender stalls a second, then sends its backlog: those
+ * frames come a second late.  That is an outage, not jitter: rdmasrc's
+ * latency must stay what the transport adds (before, it became twice the
+ * stall, 2 s, for every sink, and the pipeline, whose other cameras can't
+ * hold 2 s, failed to configure its latency: "Impossible to configure
+ * latency", seen with a SIGSTOPped sender).  The other cameras keep
+ * rendering throughout. */
+GST_START_TEST(test_stalled_sender_raises_no_latency)
+{
+  guint port = test_port();
+  GString *desc = g_string_new(NULL);
+  GstElement *rx, *tx, *cam, *r;
+  GstPad *pad;
+  GstBus *bus;
+  gint left = 25;
+
+  g_string_printf(desc,
+                  "rdmasrc name=r transport=%s address=%s port=%u "
+                  "stats-interval=0",
+                  transport, rdma_addr, port);
+  for (guint d = 0; d < 4; d++)
+    g_string_append_printf(desc, " r.src_%u ! fakesink name=s%u sync=true", d,
+                           d);
+  rx = parse(desc->str);
+  g_string_free(desc, TRUE);
+  tx = camera_rig_new(transport, rdma_addr, port, 0, 4, 0, "");
+  cam = gst_bin_get_by_name(GST_BIN(tx), "tx3");
+  pad = gst_element_get_static_pad(cam, "sink");
+  gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, stall_once, &left, NULL);
+  gst_object_unref(pad);
+  gst_object_unref(cam);
+  set_state(rx, GST_STATE_PLAYING);
+  set_state(tx, GST_STATE_PLAYING);
+  g_usleep(4 * G_USEC_PER_SEC); /* the stall at 1 s, then its backlog */
+  fail_unless(g_atomic_int_get(&left) <= 0, "camera 3 never stalled");
+
+  r = gst_bin_get_by_name(GST_BIN(rx), "r");
+  for (guint d = 0; d < 4; d++) {
+    gchar *name = g_strdup_printf("src_%u", d);
+    GstQuery *query = gst_query_new_latency();
+    GstClockTime min = 0, max = 0;
+    gboolean live = FALSE;
+
+    pad = gst_element_get_static_pad(r, name);
+    fail_unless(pad != NULL, "no %s", name);
+    fail_unless(gst_pad_query(pad, query));
+    gst_query_parse_latency(query, &live, &min, &max);
+    GST_INFO("%s: min %" GST_TIME_FORMAT, name, GST_TIME_ARGS(min));
+    /* A measured few ms, 2 x 250 ms + 2 ms at the very most. */
+    fail_unless(min <= 2 * GST_RDMA_OUTAGE_MS * GST_MSECOND + 2 * GST_MSECOND,
+                "%s: min %" GST_TIME_FORMAT " after a 1 s stall", name,
+                GST_TIME_ARGS(min));
+    gst_query_unref(query);
+    gst_object_unref(pad);
+    g_free(name);
+  }
+  gst_object_unref(r);
+  /* No "Impossible to configure latency" (a warning), no error. */
+  bus = gst_element_get_bus(rx);
+  for (GstMessage *msg; (msg = gst_bus_pop_filtered(
+                             bus, GST_MESSAGE_WARNING | GST_MESSAGE_ERROR));) {
+    GError *err = NULL;
+
+    if (GST_MESSAGE_TYPE(msg) == GST_MESSAGE_ERROR)
+      gst_message_parse_error(msg, &err, NULL);
+    else
+      gst_message_parse_warning(msg, &err, NULL);
+    fail("%s from %s: %s", GST_MESSAGE_TYPE_NAME(msg),
+         GST_OBJECT_NAME(msg->src), err->message);
+  }
+  gst_object_unref(bus);
+  stop(tx);
+  stop(rx);
+}
+
+GST_END_TEST;
+
 static Suite *rdmasrc_latency_suite(void)
 {
   Suite *s = suite_create("rdmasrc-latency");
@@ -229,6 +323,7 @@ static Suite *rdmasrc_latency_suite(void)
   suite_add_tcase(s, tc);
   tcase_add_test(tc, test_compositor_of_twelve_has_no_late_frames);
   tcase_add_test(tc, test_reported_latency_covers_every_frame);
+  tcase_add_test(tc, test_stalled_sender_raises_no_latency);
   return s;
 }
 
