@@ -349,6 +349,34 @@ static int post_run(struct sbr_sender *s, struct status_byte_state *st,
   return 0;
 }
 
+/* Posts one run: queued blocks, at most max, into the free receive blocks
+ * from the next free one on (claimed: as post_run).  Returns the blocks
+ * posted, 0 when no free block is known or nothing is queued, or <0 when
+ * the post failed (the blocks are queued again). */
+static int post_next_run(struct sbr_sender *s, struct status_byte_state *st,
+                         uint32_t max, bool *claimed)
+{
+  int i = find_free(s, st);
+  if (i < 0)
+    return 0;
+  uint32_t k = free_run(s, st, (uint32_t)i);
+  if (k > max)
+    k = max;
+  struct sbr_send_block *run[MAX_RUN];
+  uint32_t got = sbr__sender_take_queued(s, run, k, st->batch_bytes);
+  if (got == 0)
+    return 0;
+  /* Counted before posting, like the sliding window (there the ACK thread
+   * may recycle a block as soon as it is posted). */
+  sbr__sender_count_posts(s, run, got, got + 1, 1);
+  int ret = post_run(s, st, run, got, (uint32_t)i, claimed);
+  if (ret < 0) {
+    sbr__sender_requeue_front(s, run, got);
+    return ret;
+  }
+  return (int)got;
+}
+
 /* A status WRITE completed: its run and every run before it are done (an
  * RC send queue completes in order). */
 static void runs_completed(struct sbr_sender *s, struct status_byte_state *st,
@@ -392,25 +420,14 @@ static int sb_progress(struct sbr_sender *s)
   bool waiting = false; /* a block is queued and no free one is known */
   int posted = 0;
   for (;;) {
-    int i = find_free(s, st);
-    if (i < 0) {
-      waiting = sbr__sender_has_queued(s);
+    int got = post_next_run(s, st, UINT32_MAX, NULL);
+    if (got < 0)
+      return got;
+    if (got == 0) {
+      waiting = find_free(s, st) < 0 && sbr__sender_has_queued(s);
       break;
     }
-    struct sbr_send_block *run[MAX_RUN];
-    uint32_t got = sbr__sender_take_queued(s, run, free_run(s, st, (uint32_t)i),
-                                           st->batch_bytes);
-    if (got == 0)
-      break;
-    /* Counted before posting, like the sliding window (there the ACK
-     * thread may recycle a block as soon as it is posted). */
-    sbr__sender_count_posts(s, run, got, got + 1, 1);
-    int ret = post_run(s, st, run, got, (uint32_t)i, NULL);
-    if (ret < 0) {
-      sbr__sender_requeue_front(s, run, got);
-      return ret;
-    }
-    posted += (int)got;
+    posted += got;
     /* Read-ahead: a READ between runs once k or fewer blocks are known
      * free, spaced a quarter of the lane apart so that up to MAX_READS of
      * them cover one window. */
@@ -419,7 +436,7 @@ static int sb_progress(struct sbr_sender *s)
     if (k > 0 && st->cache_free <= k &&
         writes_since_read(st) >= (spacing ? spacing : 1) &&
         reads_in_flight(st) < MAX_READS) {
-      ret = post_status_read(s, st, false);
+      int ret = post_status_read(s, st, false);
       if (ret < 0)
         return ret;
       progress++;
@@ -460,25 +477,12 @@ static int sb_post_own(struct sbr_sender *s, uint32_t n, bool *claimed)
   struct status_byte_state *st = s->engine_state;
   uint32_t posted = 0;
   while (posted < n) {
-    int i = find_free(s, st);
-    if (i < 0)
-      break;
-    uint32_t max = free_run(s, st, (uint32_t)i);
-    if (max > n - posted)
-      max = n - posted;
-    struct sbr_send_block *run[MAX_RUN];
-    uint32_t got = sbr__sender_take_queued(s, run, max, st->batch_bytes);
+    int got = post_next_run(s, st, n - posted, claimed);
+    if (got < 0)
+      return got;
     if (got == 0)
       break;
-    /* Counted first, as in sb_progress: the stats then cover the chain
-     * even if another thread reaps its completion first. */
-    sbr__sender_count_posts(s, run, got, got + 1, 1);
-    int ret = post_run(s, st, run, got, (uint32_t)i, claimed);
-    if (ret < 0) {
-      sbr__sender_requeue_front(s, run, got);
-      return ret;
-    }
-    posted += got;
+    posted += (uint32_t)got;
   }
   return (int)posted;
 }
