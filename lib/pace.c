@@ -163,7 +163,7 @@ enum sbr__pace_verdict sbr__pace_arrival(struct sbr__pace *p, uint8_t device,
 void sbr__pace_plan(const struct sbr__pace *p, uint64_t now_ns,
                     struct sbr__pace_plan *out)
 {
-  uint64_t next_start = UINT64_MAX, min_period = UINT64_MAX;
+  uint64_t next_start = UINT64_MAX;
   bool active = false, irregular = false;
 
   for (uint32_t i = 0; i < p->n_ids; i++) {
@@ -175,8 +175,6 @@ void sbr__pace_plan(const struct sbr__pace *p, uint64_t now_ns,
       irregular = true;
       continue;
     }
-    if (d->period_ns < min_period)
-      min_period = d->period_ns;
     uint64_t start, end;
     sbr__pace_window(p, d, &start, &end);
     if (now_ns > end) {
@@ -198,8 +196,6 @@ void sbr__pace_plan(const struct sbr__pace *p, uint64_t now_ns,
   out->action = active && !irregular && p->assembling == 0 ? SBR__PACE_SLEEP
                                                            : SBR__PACE_BACKOFF;
   out->until_ns = next_start;
-  out->min_period_ns = min_period;
-  out->idle = !active && p->assembling == 0;
 }
 
 void sbr__pace_overslept(struct sbr__pace *p, uint64_t late_ns)

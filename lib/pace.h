@@ -89,11 +89,8 @@ enum sbr__pace_action {
 
 struct sbr__pace_plan {
   enum sbr__pace_action action;
-  uint64_t until_ns;      /* SLEEP/BACKOFF: earliest window start, or
-                             UINT64_MAX; SPIN: when the open window closes */
-  uint64_t min_period_ns; /* SLEEP: the shortest period of the devices */
-  bool idle;              /* BACKOFF: no device active (each quiet over
-                             SBR__PACE_QUIET_NS, or none yet) and no frame in assembly */
+  uint64_t until_ns; /* SLEEP/BACKOFF: earliest window start, or
+                        UINT64_MAX; SPIN: when the open window closes */
 };
 
 void sbr__pace_init(struct sbr__pace *p);

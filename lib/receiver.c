@@ -866,26 +866,15 @@ static void wait_for_more(struct sbr_receiver *r, struct wait *w,
     cap = deadline;
   uint64_t t = plan.until_ns;
   if (plan.action == SBR__PACE_SLEEP) {
-    /* Not in one go: a frame that comes early (a sender that caught up)
-     * would wait up to a period, and twelve cameras' delayed frames then
-     * reached rdmasrc in bursts its per-device share dropped from
-     * (test-rdmasrc-streams).  So in steps of an eighth of the shortest
-     * period, and at least the back-off's ceiling: an early frame waits
-     * 5 ms at most at 25 fps.  Steps of the ceiling alone (1 ms) woke the
-     * thread ~40 times a frame at 25 fps, and on this host (a KVM guest,
-     * ~35 us of the thread's CPU a wake-up) that was 4 % of a core, the
-     * most of adaptive's cost (issue #11: < 3 % wanted). */
-    uint64_t step = (uint64_t)r->backoff.cfg.max_sleep_us * 1000u;
-    if (plan.min_period_ns != UINT64_MAX && plan.min_period_ns / 8 > step)
-      step = plan.min_period_ns / 8;
-    if (now + step < t)
-      t = now + step;
-  } else if (plan.action == SBR__PACE_BACKOFF && plan.idle) {
-    /* Every device quiet for a second or more, none in assembly: sleep to
-     * the next look for connects (10 ms, below) rather than the back-off's
-     * 1 ms, ~100 wake-ups a second instead of ~1,000.  The first frame
-     * after such a pause waits up to 10 ms; from the second on its device
-     * is being learned again and the back-off applies. */
+    /* Never longer than the back-off's ceiling: a frame that comes early
+     * (a burst at a stream's start, a sender that caught up) waits no
+     * longer than it would in backoff mode.  Sleeping to the window in
+     * one go let such frames wait up to a period, and twelve cameras'
+     * delayed frames then reached rdmasrc in bursts its per-device share
+     * dropped from (test-rdmasrc-streams). */
+    uint64_t ceiling = now + (uint64_t)r->backoff.cfg.max_sleep_us * 1000u;
+    if (ceiling < t)
+      t = ceiling;
   } else if (plan.action == SBR__PACE_BACKOFF) {
     if (sbr__backoff_spin(&r->backoff))
       return;
