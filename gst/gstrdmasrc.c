@@ -41,12 +41,15 @@
  * plus 2 ms, rounded up to 1 ms, and a latency message asks the pipeline
  * again when frames come later than that.  A frame more than 250 ms late
  * is an outage, not jitter (a sender that stalled for seconds sends its
- * backlog at once): it raises nothing, and sync sinks drop it as late;
- * raising every camera's latency to seconds would make the pipeline wait
- * that long for good, or fail to configure it.  The maximum adds what the pad's
- * queue holds (its share of frames, or max-queued under copy and pause) at
- * the stream's frame rate.  So sync=true sinks and compositors neither
- * drop late frames nor wait a whole frame for nothing.
+ * backlog at once): it raises nothing (sinks with a max-lateness drop
+ * it as late, others render it late); raising every camera's latency to
+ * seconds would make the pipeline wait that long for good, or fail to
+ * configure it.  The backlog's tail, under 250 ms late, still counts: it
+ * can raise that camera's minimum past what the other cameras' queues
+ * hold, and GStreamer then warns that it can't configure the latency.  The
+ * maximum adds what the pad's queue holds (its share of frames, or max-queued
+ * under copy and pause) at the stream's frame rate.  So sync=true sinks and
+ * compositors neither drop late frames nor wait a whole frame for nothing.
  *
  * Zero copy: a buffer wraps the receive blocks its frame landed in, one
  * memory per block (a fragmented frame is one buffer of several memories).

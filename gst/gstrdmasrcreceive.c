@@ -225,7 +225,7 @@ static void gst_rdma_src_handle_data(GstRdmaSrc *self, struct sbr_frame *frame)
      * swapped out, its link down) coming all at once.  Raising every
      * camera's latency to seconds for them would make the pipeline wait
      * that long for good, or fail to configure its latency at all (the
-     * other cameras can't hold that much); sync sinks drop them as late
+     * other cameras can't hold that much); sinks with a max-lateness drop them
      * instead, as for any live source. */
     GST_INFO_OBJECT(dev->pad,
                     "a frame came %" GST_TIME_FORMAT " late: an outage, "
