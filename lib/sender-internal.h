@@ -117,7 +117,7 @@ struct sbr_sender {
   bool thread_waits; /* the sender thread sleeps on work_cond (engine) */
   /* The sender thread sleeps on a completion (status-byte sb_sleep), so
    * s->conn is valid: a producer that queues a block kicks it
-   * (sbr__sender_kick_locked). */
+   * (wake_sender_locked, sender.c). */
   bool engine_sleeps;
 
   pthread_mutex_t engine_lock; /* held while the engine runs */

@@ -350,16 +350,13 @@ static int post_run(struct sbr_sender *s, struct status_byte_state *st,
 }
 
 /* Posts one run: queued blocks, at most max, into the free receive blocks
- * from the next free one on (claimed: as post_run).  Returns the blocks
- * posted, 0 when no free block is known or nothing is queued, or <0 when
- * the post failed (the blocks are queued again). */
-static int post_next_run(struct sbr_sender *s, struct status_byte_state *st,
-                         uint32_t max, bool *claimed)
+ * from i on, which find_free returned (claimed: as post_run).  Returns the
+ * blocks posted, 0 when nothing is queued, or <0 when the post failed (the
+ * blocks are queued again). */
+static int post_run_at(struct sbr_sender *s, struct status_byte_state *st,
+                       uint32_t i, uint32_t max, bool *claimed)
 {
-  int i = find_free(s, st);
-  if (i < 0)
-    return 0;
-  uint32_t k = free_run(s, st, (uint32_t)i);
+  uint32_t k = free_run(s, st, i);
   if (k > max)
     k = max;
   struct sbr_send_block *run[MAX_RUN];
@@ -369,7 +366,7 @@ static int post_next_run(struct sbr_sender *s, struct status_byte_state *st,
   /* Counted before posting, like the sliding window (there the ACK thread
    * may recycle a block as soon as it is posted). */
   sbr__sender_count_posts(s, run, got, got + 1, 1);
-  int ret = post_run(s, st, run, got, (uint32_t)i, claimed);
+  int ret = post_run(s, st, run, got, i, claimed);
   if (ret < 0) {
     sbr__sender_requeue_front(s, run, got);
     return ret;
@@ -420,13 +417,16 @@ static int sb_progress(struct sbr_sender *s)
   bool waiting = false; /* a block is queued and no free one is known */
   int posted = 0;
   for (;;) {
-    int got = post_next_run(s, st, UINT32_MAX, NULL);
-    if (got < 0)
-      return got;
-    if (got == 0) {
-      waiting = find_free(s, st) < 0 && sbr__sender_has_queued(s);
+    int i = find_free(s, st);
+    if (i < 0) {
+      waiting = sbr__sender_has_queued(s);
       break;
     }
+    int got = post_run_at(s, st, (uint32_t)i, UINT32_MAX, NULL);
+    if (got < 0)
+      return got;
+    if (got == 0)
+      break;
     posted += got;
     /* Read-ahead: a READ between runs once k or fewer blocks are known
      * free, spaced a quarter of the lane apart so that up to MAX_READS of
@@ -477,7 +477,10 @@ static int sb_post_own(struct sbr_sender *s, uint32_t n, bool *claimed)
   struct status_byte_state *st = s->engine_state;
   uint32_t posted = 0;
   while (posted < n) {
-    int got = post_next_run(s, st, n - posted, claimed);
+    int i = find_free(s, st);
+    if (i < 0)
+      break;
+    int got = post_run_at(s, st, (uint32_t)i, n - posted, claimed);
     if (got < 0)
       return got;
     if (got == 0)
