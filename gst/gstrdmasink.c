@@ -728,24 +728,26 @@ typedef enum {
   READY_FAILED,
 } ReadyResult;
 
-/* Waits for the first connect if it is still in progress. */
+/* Waits for conn's first connect if it is still in progress.  conn is
+ * self->conn on the streaming thread (stop comes after it), or a reference
+ * the caller holds elsewhere. */
 static ReadyResult gst_rdma_sink_wait_ready(GstRdmaSink *self,
+                                            GstRdmaConnection *conn,
                                             sbr_sender **sender,
                                             guint *generation)
 {
   gchar *error = NULL;
   GstRdmaConnectionState state;
 
-  state =
-      gst_rdma_connection_wait(self->conn, &self->flushing, generation, &error);
+  state = gst_rdma_connection_wait(conn, &self->flushing, generation, &error);
   switch (state) {
   case GST_RDMA_CONNECTION_CONNECTED:
-    *sender = gst_rdma_connection_get_sender(self->conn);
+    *sender = gst_rdma_connection_get_sender(conn);
     return READY_SEND;
   case GST_RDMA_CONNECTION_RECONNECTING:
     return READY_LOST;
   case GST_RDMA_CONNECTION_FAILED:
-    gst_rdma_sink_post_connect_error(self, self->conn, error);
+    gst_rdma_sink_post_connect_error(self, conn, error);
     g_free(error);
     return READY_FAILED;
   case GST_RDMA_CONNECTION_CONNECTING:
@@ -949,16 +951,27 @@ static gboolean gst_rdma_sink_propose_allocation(GstBaseSink *bsink,
   sbr_sender *sender = NULL;
   guint generation;
   GstAllocator *allocator;
+  GstRdmaConnection *conn;
 
-  /* The payload size comes from the receiver: without the connection there
-   * is nothing to offer. */
-  if (gst_rdma_sink_wait_ready(self, &sender, &generation) != READY_SEND)
-    return FALSE;
+  /* A query comes on upstream's thread, which a state change to READY
+   * doesn't wait for: stop may clear self->conn meanwhile (UBSan caught
+   * the NULL in post_connect_error under test_sender_not_allowed_is_refused).
+   * A reference keeps it, and the sender, for the query's length. */
   GST_OBJECT_LOCK(self);
+  conn = self->conn ? gst_rdma_connection_ref(self->conn) : NULL;
   allocator = self->allocator ? gst_object_ref(self->allocator) : NULL;
   GST_OBJECT_UNLOCK(self);
-  if (!allocator)
+  /* The payload size comes from the receiver: without the connection there
+   * is nothing to offer. */
+  if (!conn || !allocator ||
+      gst_rdma_sink_wait_ready(self, conn, &sender, &generation) !=
+          READY_SEND) {
+    if (conn)
+      gst_rdma_connection_unref(conn);
+    if (allocator)
+      gst_object_unref(allocator);
     return FALSE;
+  }
   gst_allocation_params_init(&params);
   /* Block payloads are 64-byte aligned; ask for no more. */
   params.align = 63;
@@ -968,6 +981,7 @@ static gboolean gst_rdma_sink_propose_allocation(GstBaseSink *bsink,
                    "offered the send-block allocator (%" G_GSIZE_FORMAT
                    " payload bytes per block)",
                    sbr_sender_block_payload_size(sender));
+  gst_rdma_connection_unref(conn);
   return TRUE;
 }
 
@@ -978,7 +992,8 @@ static void gst_rdma_sink_send_eos(GstRdmaSink *self)
   guint generation;
   int ret;
 
-  if (gst_rdma_sink_wait_ready(self, &sender, &generation) != READY_SEND) {
+  if (gst_rdma_sink_wait_ready(self, self->conn, &sender, &generation) !=
+      READY_SEND) {
     GST_WARNING_OBJECT(self, "not connected: EOS not sent");
     return;
   }
@@ -1061,7 +1076,7 @@ static GstFlowReturn gst_rdma_sink_render(GstBaseSink *bsink, GstBuffer *buf)
   GstMapInfo map;
   int ret;
 
-  switch (gst_rdma_sink_wait_ready(self, &sender, &generation)) {
+  switch (gst_rdma_sink_wait_ready(self, self->conn, &sender, &generation)) {
   case READY_SEND:
     if (self->warned_generation != 0 &&
         self->warned_generation != generation + 1) {
