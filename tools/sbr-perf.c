@@ -899,8 +899,8 @@ static int send_eos(struct send_run *run)
 /* Waits, after the last completion, until the receiver has taken the
  * stream in, before disconnecting.  A completion only says the bytes landed:
  * a receiver that sees the disconnect closes the lane and loses blocks it
- * has not delivered yet (lib/receiver.c, handle_events -> lane_close).  The
- * sliding window says when it is done (one ACK per block); status-byte
+ * has not delivered yet (lib/engine/receiver.c, handle_events -> lane_close).
+ * The sliding window says when it is done (one ACK per block); status-byte
  * sends nothing back, so it waits LINGER_MS unless the receiver hangs up
  * first, as sbr-perf receive does once every EOS arrived. */
 static void linger(struct send_run *run)
@@ -919,7 +919,7 @@ static void linger(struct send_run *run)
 /* The sender's statistics once they have settled.  The sliding-window
  * engine counts a block after post_send returns, but its ACK thread may
  * already have completed and recycled that block, so sbr_sender_flush can
- * return before the last post is counted (lib/sender-sliding-window.c,
+ * return before the last post is counted (lib/engine/sender-sliding-window.c,
  * sbr__sender_count_post after post_send).  For the same reason its
  * per-device counters may charge a block to the wrong device, so only the
  * total is compared. */

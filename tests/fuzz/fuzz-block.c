@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * fuzz-block.c - libFuzzer target: the block decoder and its validation
- * (lib/block.c), which reads what any peer holding the lane's rkey wrote.
+ * (lib/wire/block.c), which reads what any peer holding the lane's rkey wrote.
  *
  * Input: one mode byte, then
  *   mode bit 0 clear: decode hostile bytes.  u16 epoch, a 32-byte device
@@ -15,8 +15,8 @@
  *     header, unless its kind or fragment fields are invalid, and then the
  *     decoder says exactly that.
  */
-#include "block.h"
-#include "byteorder.h"
+#include "wire/block.h"
+#include "wire/byteorder.h"
 #include "fuzz-common.h"
 
 #define MAX_BLOCK (1u << 16)

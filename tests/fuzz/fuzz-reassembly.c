@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * fuzz-reassembly.c - libFuzzer target: the receiver's real path from a
- * status byte to a delivered block or frame (lib/receiver.c: scan,
+ * status byte to a delivered block or frame (lib/engine/receiver.c: scan,
  * validation, ordering, per-device tracking, fragment reassembly zero-copy
  * and by copy, release and hold), driven by a hostile sender.
  *
@@ -22,7 +22,7 @@
 #include <errno.h>
 
 #include "fuzz-common.h"
-#include "receiver-internal.h"
+#include "engine/receiver-internal.h"
 
 #define MAX_CONNS 4
 #define MAX_KEPT 12

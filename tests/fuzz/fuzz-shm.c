@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * fuzz-shm.c - libFuzzer target: the shm back end's control messages
- * (lib/transport-shm.c), from both ends, through its real code and real
- * sockets.
+ * (lib/transport/shm/transport-shm.c), from both ends, through its real code
+ * and real sockets.
  *
  * Input: one mode byte, then
  *   mode bit 0 clear, a hostile sender: the datagram it sends to a
@@ -37,7 +37,7 @@
 #include <unistd.h>
 
 #include "fuzz-common.h"
-#include "transport.h"
+#include "transport/transport.h"
 
 /* struct shm_ctrl and struct shm_ring (transport-shm.c). */
 #define CTRL_SIZE 576

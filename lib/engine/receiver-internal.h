@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * receiver-internal.h - what receiver.c (listening, lanes, validation,
+ * ordering, frames, stats) shares with the mechanism-specific halves
+ * (receiver-status-byte.c, receiver-sliding-window.c).
+ *
+ * Lifetimes: a lane is referenced by the receiver while its sender is
+ * connected and by every block the application has not released.  The lane
+ * (and its QP and memory) goes when the last reference does, whichever
+ * thread drops it.  The receiver object is referenced by itself and by every
+ * lane, so blocks outliving sbr_receiver_free stay valid.
+ */
+#ifndef SBR_RECEIVER_INTERNAL_H
+#define SBR_RECEIVER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "wire/block.h"
+#include "util/clock.h"
+#include "engine/pace.h"
+#include "transport/transport.h"
+
+enum sbr__recv_state {
+  SBR__RECV_FREE,      /* empty or being written by the sender */
+  SBR__RECV_PENDING,   /* validated, waiting for its turn */
+  SBR__RECV_DELIVERED, /* with the application (status 1 or 2) */
+};
+
+struct sbr_block {
+  struct sbr__lane *lane;     /* owner */
+  uint32_t index;             /* in the lane */
+  int state;                  /* enum sbr__recv_state, atomic: release
+                                 runs on any thread */
+  uint64_t found_scan;        /* scan generation that found it */
+  struct sbr_block_info info; /* decoded header */
+};
+
+struct sbr__lane;
+
+/* Mechanism half of the receiver. */
+struct sbr__receiver_engine {
+  const char *name;
+  int (*start)(struct sbr__lane *lane); /* after accept */
+  void (*stop)(struct sbr__lane *lane); /* before close */
+  /* Receiver thread: mark blocks that arrived since the last call by
+   * calling sbr__lane_arrived(lane, index) for each, in arrival order when
+   * the mechanism knows it.  <0 when the lane's connection failed. */
+  int (*scan)(struct sbr__lane *lane);
+  /* Any thread: the application is done with the block (or it was
+   * rejected): hand it back to the sender. */
+  void (*release)(struct sbr__lane *lane, uint32_t index);
+  /* Any thread: the application keeps the block for a while. */
+  void (*hold)(struct sbr__lane *lane, uint32_t index);
+};
+
+extern const struct sbr__receiver_engine sbr__receiver_status_byte;
+extern const struct sbr__receiver_engine sbr__receiver_sliding_window;
+
+/* Per device, per lane: where its stream stands. */
+struct sbr__device_track {
+  bool seen;            /* a block of this device was delivered */
+  uint16_t next_packet; /* expected packet number */
+  /* Frame being reassembled (next_frame). */
+  struct sbr_frame partial;
+  bool partial_active;
+};
+
+struct sbr__lane {
+  struct sbr_receiver *rx;    /* owner (referenced) */
+  atomic_int refs;            /* receiver + blocks out */
+  uint32_t id;                /* lane number, in logs and blocks */
+  char peer[64];              /* the sender, "ip:port" or "shm:pid" */
+  struct sbr__conn *conn;     /* this sender's connection */
+  struct sbr__lane_desc desc; /* geometry as sent to the sender */
+  struct sbr__lane_mem mem;   /* blocks and status bytes */
+  struct sbr_block *blocks;   /* desc.block_count handles */
+  const struct sbr__receiver_engine *engine;
+  void *engine_state;
+  pthread_mutex_t lock; /* engine's release vs scan */
+  atomic_bool closed;   /* lane closed: release = no-op */
+  bool disconnected;    /* sender gone; deliver what landed */
+  bool final_scan_done; /* after disconnect: what landed is taken in */
+  uint64_t scan_gen;    /* completed scans */
+  uint64_t next_seq;    /* next block sequence to deliver */
+  uint32_t next_index;  /* where it usually is: after the last delivered */
+  bool seq_known;       /* next_seq is valid */
+  uint32_t n_pending;
+  atomic_uint n_out;    /* delivered, not yet released (any thread) */
+  atomic_int releasing; /* releases between status 0 and state FREE */
+  struct sbr__device_track dev[SBR_MAX_DEVICES];
+  /* Invalid blocks' warnings (receiver thread): the first of each reason
+   * is logged whole, the rest counted and summed up at most every
+   * sbr__warn_summary_ns, and at close.  The stats count every one. */
+  struct {
+    bool warned;         /* the first was logged */
+    uint64_t suppressed; /* since the last summary */
+  } invalid[SBR__BLOCK_FRAME_TOO_LARGE + 1];
+  uint64_t invalid_summary_ns; /* the next summary is due; 0 = none yet */
+  struct sbr__lane *next;      /* receiver's list of open lanes */
+};
+
+/* Tests only: the shortest time between two summaries of a lane's invalid
+ * blocks (default 10 s). */
+extern uint64_t sbr__warn_summary_ns;
+
+#define SBR__MAX_NIC_PORTS 4
+
+struct sbr_receiver {
+  struct sbr_receiver_config cfg;
+  char address[256];
+  const struct sbr__transport_ops *ops;
+  const struct sbr__receiver_engine *engine;
+  struct sbr__listener *listener;
+  atomic_int refs;         /* self + lanes */
+  struct sbr__lane *lanes; /* open lanes (receiver thread) */
+  uint32_t next_lane_id;
+  uint16_t next_epoch;
+  atomic_bool wakeup;
+  struct sbr__backoff backoff;
+  uint64_t last_event_check_ns;
+  /* Who may connect (NULL: anyone), and the connection-rate bucket:
+   * tokens left (at most max_connects_per_s) as of connect_refill_ns.
+   * Receiver thread. */
+  sbr_addr_list *allowed;
+  double connect_tokens;
+  uint64_t connect_refill_ns;
+  /* Adaptive poll mode (receiver thread): the devices' periods, when the
+   * scans under way started, whether they are the first since a timed
+   * sleep, and verdicts not yet added to stats. */
+  struct sbr__pace pace;
+  uint64_t scan_ns;
+  bool after_sleep;
+  uint64_t pace_verdicts[3]; /* by enum sbr__pace_verdict */
+  /* sbr_receiver_set_device_period (any thread, atomic loads/stores). */
+  uint64_t period_hint[SBR_MAX_DEVICES];
+
+  pthread_mutex_t stats_lock; /* stats, the lane list, pause bitmaps */
+  /* Devices paused (sbr_receiver_pause_device), under stats_lock; every
+   * open lane's bitmap is kept equal to it. */
+  uint8_t paused[SBR_MAX_DEVICES / 8];
+  struct sbr_receiver_stats stats;
+  struct sbr_device_stats dev_stats[SBR_MAX_DEVICES];
+  uint64_t recv_wr_closed_lanes; /* posted receives of gone lanes */
+  /* RDMA ports lanes have run on (ops->nic_port), for the NIC's
+   * counters; under stats_lock.  A receiver listens on one address, so
+   * one port in practice; a few more cost nothing. */
+  struct sbr__nic_port {
+    char device[64];
+    unsigned port;
+  } nic_ports[SBR__MAX_NIC_PORTS];
+  unsigned n_nic_ports;
+};
+
+/* sbr_receiver_new over the given back end instead of cfg->backend's: the
+ * fuzz targets (tests/fuzz/) run the real receiver over a back end of their
+ * own whose lane memory they write as a hostile sender would. */
+int sbr__receiver_new_with_ops(const struct sbr_receiver_config *cfg,
+                               const struct sbr__transport_ops *ops,
+                               sbr_receiver **out, char *errbuf, size_t errlen);
+
+/* A block arrived (status 1 seen / WRITE_IMM completion). */
+void sbr__lane_arrived(struct sbr__lane *lane, uint32_t index);
+
+#endif

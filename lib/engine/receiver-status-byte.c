@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * receiver-status-byte.c - the passive half of the status-byte mechanism.
+ *
+ * Nothing is posted and nothing is sent: the receiver polls its own status
+ * bytes.  1 means the sender's chained WRITEs have landed (rule 1 orders the
+ * data before the byte); the receiver stores 2 while the application keeps a
+ * block and 0 when it is done (rule 4).
+ */
+#include "engine/receiver-internal.h"
+
+static int sb_start(struct sbr__lane *lane)
+{
+  (void)lane;
+  return 0;
+}
+
+static void sb_stop(struct sbr__lane *lane)
+{
+  (void)lane;
+}
+
+static int sb_scan(struct sbr__lane *lane)
+{
+  volatile uint8_t *status = lane->mem.status;
+  for (uint32_t i = 0; i < lane->desc.block_count; i++) {
+    /* Most bytes are 0 (or 2): look at the contiguous status array first
+     * and at the block's state only for a 1.  Rule 2: acquire load of the
+     * byte, then a from-device barrier before the block is read. */
+    if (__atomic_load_n(&status[i], __ATOMIC_ACQUIRE) != SBR__STATUS_DATA)
+      continue;
+    /* State, then status again: release stores the status 0 before the
+     * state FREE, so a 1 read after seeing FREE is the sender's new block,
+     * never the old block's 1 that a release in progress is clearing. */
+    if (__atomic_load_n(&lane->blocks[i].state, __ATOMIC_ACQUIRE) !=
+            SBR__RECV_FREE ||
+        __atomic_load_n(&status[i], __ATOMIC_ACQUIRE) != SBR__STATUS_DATA)
+      continue;
+    sbr__from_device_barrier();
+    sbr__lane_arrived(lane, i);
+  }
+  return 0;
+}
+
+static void sb_release(struct sbr__lane *lane, uint32_t index)
+{
+  /* Rule 4: 0 with release semantics once nothing reads the block. */
+  __atomic_store_n(&lane->mem.status[index], SBR__STATUS_EMPTY,
+                   __ATOMIC_RELEASE);
+}
+
+static void sb_hold(struct sbr__lane *lane, uint32_t index)
+{
+  __atomic_store_n(&lane->mem.status[index], SBR__STATUS_HELD,
+                   __ATOMIC_RELEASE);
+}
+
+const struct sbr__receiver_engine sbr__receiver_status_byte = {
+    .name = "status-byte",
+    .start = sb_start,
+    .stop = sb_stop,
+    .scan = sb_scan,
+    .release = sb_release,
+    .hold = sb_hold,
+};

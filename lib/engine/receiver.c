@@ -1,0 +1,1213 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * receiver.c - the receiver: listens, gives every connecting sender its own
+ * lane (rule 5), validates what arrives (rule 3), delivers each lane's blocks
+ * in sequence order (so every device's in packet order), reassembles
+ * fragmented frames and keeps the statistics.  The mechanism halves only
+ * find arrived blocks and hand released ones back.
+ *
+ * Ordering: a sender posts its blocks on one RC QP in sequence order, so
+ * they land in that order.  A scan of the status bytes may still see block
+ * s+1 before block s (it reads the array in index order while the NIC
+ * writes).  A block whose predecessor is missing is therefore delivered only
+ * after one more complete scan: by then anything posted before it has
+ * landed, so a still-missing predecessor was really lost (rejected, or
+ * dropped across a reconnect) and the gap is counted.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/log.h"
+#include "transport/nic-counters.h"
+#include "engine/receiver-internal.h"
+
+#define DEFAULT_BLOCK_COUNT 16
+#define DEFAULT_BLOCK_SIZE (1u << 20)
+#define DEFAULT_MAX_LANES 8
+/* While serving senders, look for connects/disconnects this often. */
+#define EVENT_CHECK_NS 10000000u
+/* With no sender at all, wait for one in slices this long (ms): the bound
+ * on how late a wakeup or timeout is noticed while idle. */
+#define IDLE_LISTEN_MS 10
+/* Adaptive mode: a sleep shorter than this is spun instead. */
+#define MIN_SLEEP_NS 10000u
+/* max_frame_size by default: every 4K format up to 8 bytes a pixel
+ * (3840 x 2160 x 8 = 63.3 MiB), 8K 4:2:0 8-bit (47.5 MiB); larger needs
+ * saying so.  It bounds what one device of one lane can make the receiver
+ * allocate to reassemble a frame (sbr.h). */
+#define DEFAULT_MAX_FRAME_SIZE (64u << 20)
+/* Listener events handled in one look (see handle_events). */
+#define MAX_EVENTS_PER_CHECK 16
+/* Connection attempts a second, by default. */
+#define DEFAULT_MAX_CONNECTS_PER_S 50
+
+void sbr_receiver_config_init(struct sbr_receiver_config *cfg)
+{
+  memset(cfg, 0, sizeof *cfg);
+  cfg->backend = SBR_BACKEND_VERBS;
+  cfg->mechanism = SBR_MECH_STATUS_BYTE;
+  cfg->address = "0.0.0.0";
+  cfg->port = SBR_DEFAULT_PORT;
+  cfg->block_count = DEFAULT_BLOCK_COUNT;
+  cfg->block_size = DEFAULT_BLOCK_SIZE;
+  cfg->max_lanes = DEFAULT_MAX_LANES;
+  cfg->max_connects_per_s = DEFAULT_MAX_CONNECTS_PER_S;
+  cfg->max_frame_size = DEFAULT_MAX_FRAME_SIZE;
+  memset(cfg->device_mask, 0xff, sizeof cfg->device_mask);
+  cfg->poll_mode = SBR_POLL_ADAPTIVE;
+  sbr__backoff_config_fill(&cfg->backoff);
+}
+
+static inline int block_state(const struct sbr_block *b)
+{
+  return __atomic_load_n(&b->state, __ATOMIC_ACQUIRE);
+}
+
+static inline void set_block_state(struct sbr_block *b, int state)
+{
+  __atomic_store_n(&b->state, state, __ATOMIC_RELEASE);
+}
+
+/* ------------------------------------------------------------ lifetime */
+
+static void receiver_unref(struct sbr_receiver *r)
+{
+  if (atomic_fetch_sub(&r->refs, 1) != 1)
+    return;
+  pthread_mutex_destroy(&r->stats_lock);
+  sbr_addr_list_free(r->allowed);
+  free(r);
+}
+
+static void lane_unref(struct sbr__lane *lane)
+{
+  if (atomic_fetch_sub(&lane->refs, 1) != 1)
+    return;
+  struct sbr_receiver *r = lane->rx;
+  /* Order: the engine stops posting (sliding window), then the connection
+   * goes with its QP, MRs and the lane memory. */
+  lane->engine->stop(lane);
+  uint64_t posted = r->ops->posted_recv_count(lane->conn);
+  r->ops->close(lane->conn);
+  pthread_mutex_lock(&r->stats_lock);
+  r->recv_wr_closed_lanes += posted;
+  r->stats.lanes_closed++;
+  pthread_mutex_unlock(&r->stats_lock);
+  SBR_INFO("receiver: lane %u freed", lane->id);
+  pthread_mutex_destroy(&lane->lock);
+  free(lane->blocks);
+  free(lane);
+  receiver_unref(r);
+}
+
+static void count_frame_drop(struct sbr_receiver *r, uint8_t device)
+{
+  pthread_mutex_lock(&r->stats_lock);
+  r->dev_stats[device].drops++;
+  pthread_mutex_unlock(&r->stats_lock);
+}
+
+static void release_frame_blocks(struct sbr_frame *f)
+{
+  for (uint32_t i = 0; i < f->n_blocks; i++)
+    sbr_block_release(f->blocks[i]);
+  f->n_blocks = 0;
+  free(f->copy);
+  f->copy = NULL;
+}
+
+static void drop_partial(struct sbr__lane *lane, struct sbr__device_track *t)
+{
+  if (!t->partial_active)
+    return;
+  t->partial_active = false;
+  lane->rx->pace.assembling--;
+  count_frame_drop(lane->rx, t->partial.info.device);
+  release_frame_blocks(&t->partial);
+}
+
+uint64_t sbr__warn_summary_ns = 10000000000ull;
+
+/* One summary line per reason with warnings held back since the last. */
+static void invalid_summary(struct sbr__lane *lane)
+{
+  for (unsigned e = 0; e <= SBR__BLOCK_FRAME_TOO_LARGE; e++) {
+    uint64_t n = lane->invalid[e].suppressed;
+    if (!n)
+      continue;
+    lane->invalid[e].suppressed = 0;
+    SBR_WARN("receiver: lane %u: %llu more blocks dropped: %s", lane->id,
+             (unsigned long long)n,
+             sbr__block_error_str((enum sbr__block_error)e));
+  }
+}
+
+/* A block failed validation: log it if it's the lane's first of that
+ * reason, else count it for the next summary.  A flood of invalid blocks
+ * (a rogue, or a sender gone wrong) costs a log line per reason and per
+ * summary interval, not one per block; the stats count each. */
+static void invalid_warn(struct sbr__lane *lane, uint32_t index,
+                         enum sbr__block_error err)
+{
+  uint64_t now = sbr__now_ns();
+  if (!lane->invalid[err].warned) {
+    lane->invalid[err].warned = true;
+    SBR_WARN("receiver: lane %u block %u dropped: %s (more of these are "
+             "summed up)",
+             lane->id, index, sbr__block_error_str(err));
+  } else {
+    lane->invalid[err].suppressed++;
+  }
+  if (lane->invalid_summary_ns == 0) {
+    lane->invalid_summary_ns = now + sbr__warn_summary_ns;
+  } else if (now >= lane->invalid_summary_ns) {
+    invalid_summary(lane);
+    lane->invalid_summary_ns = now + sbr__warn_summary_ns;
+  }
+}
+
+/* The sender left: no more scans; blocks the application holds keep the
+ * lane alive until released. */
+static void lane_close(struct sbr_receiver *r, struct sbr__lane *lane)
+{
+  pthread_mutex_lock(&r->stats_lock); /* also guards the list for stats */
+  for (struct sbr__lane **p = &r->lanes; *p; p = &(*p)->next) {
+    if (*p == lane) {
+      *p = lane->next;
+      break;
+    }
+  }
+  r->stats.lanes_active--;
+  pthread_mutex_unlock(&r->stats_lock);
+  for (int d = 0; d < SBR_MAX_DEVICES; d++)
+    drop_partial(lane, &lane->dev[d]);
+  atomic_store(&lane->closed, true);
+  invalid_summary(lane); /* nothing held back is lost */
+  /* The sender learns now, not when the application releases the last
+   * block it holds (that keeps only the memory). */
+  r->ops->disconnect(lane->conn);
+  SBR_INFO("receiver: lane %u closed", lane->id);
+  lane_unref(lane);
+}
+
+/* The lane's copy of the pause bitmap.  Byte stores with release
+ * semantics: the NIC (or the shm NIC thread) reads them with the status
+ * bytes at any time; a byte is only ever this receiver's to write. */
+static void lane_store_pause_locked(struct sbr_receiver *r,
+                                    struct sbr__lane *lane)
+{
+  volatile uint8_t *bitmap = lane->mem.status + lane->desc.pause_offset;
+  for (unsigned i = 0; i < sizeof r->paused; i++)
+    __atomic_store_n(&bitmap[i], r->paused[i], __ATOMIC_RELEASE);
+}
+
+int sbr_receiver_pause_device(sbr_receiver *r, uint8_t device, bool paused)
+{
+  if (!r)
+    return -EINVAL;
+  /* The sliding window has no region the sender reads: nowhere to say it. */
+  if (r->cfg.mechanism != SBR_MECH_STATUS_BYTE)
+    return -ENOTSUP;
+  uint8_t bit = (uint8_t)(1u << (device % 8));
+  pthread_mutex_lock(&r->stats_lock);
+  uint8_t *byte = &r->paused[device / 8];
+  *byte = paused ? (uint8_t)(*byte | bit) : (uint8_t)(*byte & ~bit);
+  for (struct sbr__lane *l = r->lanes; l; l = l->next)
+    __atomic_store_n(&l->mem.status[l->desc.pause_offset + device / 8], *byte,
+                     __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&r->stats_lock);
+  return 0;
+}
+
+/* The refused bitmap is per lane: its bytes live only in the lane's
+ * memory, stored (release) by this receiver under stats_lock, read by the
+ * NIC with the status bytes. */
+static void lane_store_refused_locked(struct sbr__lane *lane, uint8_t device,
+                                      bool refused)
+{
+  volatile uint8_t *byte =
+      &lane->mem.status[lane->desc.refused_offset + device / 8];
+  uint8_t bit = (uint8_t)(1u << (device % 8));
+  uint8_t old = __atomic_load_n(byte, __ATOMIC_RELAXED);
+  uint8_t now = refused ? (uint8_t)(old | bit) : (uint8_t)(old & ~bit);
+  if (now != old)
+    __atomic_store_n(byte, now, __ATOMIC_RELEASE);
+}
+
+int sbr_receiver_refuse_device(sbr_receiver *r, uint32_t lane_id,
+                               uint8_t device, bool refused)
+{
+  if (!r)
+    return -EINVAL;
+  if (r->cfg.mechanism != SBR_MECH_STATUS_BYTE)
+    return -ENOTSUP;
+  int ret = lane_id == SBR_LANE_ALL ? 0 : -ENOENT;
+  pthread_mutex_lock(&r->stats_lock); /* guards the list for other threads */
+  for (struct sbr__lane *l = r->lanes; l; l = l->next) {
+    if (lane_id != SBR_LANE_ALL && l->id != lane_id)
+      continue;
+    lane_store_refused_locked(l, device, refused);
+    ret = 0;
+  }
+  pthread_mutex_unlock(&r->stats_lock);
+  return ret;
+}
+
+bool sbr_receiver_device_paused(sbr_receiver *r, uint8_t device)
+{
+  pthread_mutex_lock(&r->stats_lock);
+  bool paused = r->paused[device / 8] & (1u << (device % 8));
+  pthread_mutex_unlock(&r->stats_lock);
+  return paused;
+}
+
+int sbr_receiver_lane_peer(sbr_receiver *r, uint32_t lane_id, char *peer,
+                           size_t len)
+{
+  int ret = -ENOENT;
+
+  pthread_mutex_lock(&r->stats_lock); /* guards the list for other threads */
+  for (struct sbr__lane *l = r->lanes; l; l = l->next) {
+    if (l->id == lane_id) {
+      if (peer && len)
+        snprintf(peer, len, "%s", l->peer);
+      ret = 0;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&r->stats_lock);
+  return ret;
+}
+
+/* The one place a connection is refused: the sender is told why (unless
+ * the back end already did, when its accept failed), and the refusal is
+ * logged, counted and reported to the application. */
+static void lane_refuse(struct sbr_receiver *r, struct sbr__conn_request *req,
+                        const struct sbr__refusal *why, bool answered)
+{
+  char text[256];
+  sbr_refusal_describe((enum sbr_refusal)why->reason, why->receiver_value,
+                       why->sender_value, text, sizeof text);
+  /* A flood is refused as busy: one warning per attempt would be a flood
+   * of its own (the application hears of each through on_refusal). */
+  sbr__log(why->reason == SBR_REFUSAL_BUSY ? SBR_LOG_DEBUG : SBR_LOG_WARNING,
+           "receiver: refused %s (%s): %s", req->peer,
+           sbr_refusal_name((enum sbr_refusal)why->reason), text);
+  if (!answered)
+    r->ops->reject(r->listener, req, why);
+  pthread_mutex_lock(&r->stats_lock);
+  r->stats.refused++;
+  if (why->reason < SBR_REFUSAL_SLOTS)
+    r->stats.refused_by_reason[why->reason]++;
+  pthread_mutex_unlock(&r->stats_lock);
+  if (r->cfg.on_refusal)
+    r->cfg.on_refusal(r->cfg.refusal_user_data, req->peer,
+                      (enum sbr_refusal)why->reason, text);
+}
+
+/* The checks every request meets first, before anything is allocated
+ * for it and before the back end's own answer: is the sender on the
+ * access list, and is there a token left in the connection-rate bucket?
+ * A refused sender does not use a token up, so a flood from outside the
+ * list can't starve the senders on it.  A clock read and a few compares. */
+static bool request_screened_out(struct sbr_receiver *r,
+                                 const struct sbr__conn_request *req,
+                                 struct sbr__refusal *why)
+{
+  if (r->allowed && !sbr_addr_list_allows(
+                        r->allowed, (const struct sockaddr *)&req->peer_addr)) {
+    sbr__refusal_set(why, SBR_REFUSAL_NOT_ALLOWED, 0, 0);
+    return true;
+  }
+  uint32_t rate = r->cfg.max_connects_per_s;
+  if (rate == 0)
+    return false;
+  uint64_t now = sbr__now_ns();
+  r->connect_tokens += (double)(now - r->connect_refill_ns) * rate / 1e9;
+  if (r->connect_tokens > rate)
+    r->connect_tokens = rate;
+  r->connect_refill_ns = now;
+  if (r->connect_tokens < 1.0) {
+    sbr__refusal_set(why, SBR_REFUSAL_BUSY, rate, 0);
+    return true;
+  }
+  r->connect_tokens -= 1.0;
+  return false;
+}
+
+/* Why this receiver can't take req, or false.  Geometry: the receiver
+ * decides block size and count and a sender adapts to any within the
+ * protocol's limits, which sbr_receiver_new enforces, except that a
+ * sliding-window sender acknowledges at most as many slots as it posts ACK
+ * receives for (sender.c sizes its queue before it knows the lane). */
+static bool request_refused(const struct sbr_receiver *r,
+                            const struct sbr__conn_request *req,
+                            struct sbr__refusal *why)
+{
+  if (req->mechanism != r->cfg.mechanism) {
+    sbr__refusal_set(why, SBR_REFUSAL_MECHANISM, r->cfg.mechanism,
+                     req->mechanism);
+    return true;
+  }
+  if (r->cfg.mechanism == SBR_MECH_SLIDING_WINDOW) {
+    uint32_t can_ack =
+        req->block_count ? req->block_count : SBR__SW_DEFAULT_ACK_SLOTS;
+    if (r->cfg.block_count > can_ack) {
+      sbr__refusal_set(why, SBR_REFUSAL_GEOMETRY, r->cfg.block_count, can_ack);
+      return true;
+    }
+  }
+  if (r->stats.lanes_active >= r->cfg.max_lanes) {
+    sbr__refusal_set(why, SBR_REFUSAL_LANES_FULL, r->cfg.max_lanes, 0);
+    return true;
+  }
+  return false;
+}
+
+/* Notes the RDMA port conn runs on, for nic_remote_access_errors. */
+static void remember_nic_port_locked(struct sbr_receiver *r,
+                                     struct sbr__conn *conn)
+{
+  struct sbr__nic_port p;
+  if (!r->ops->nic_port ||
+      r->ops->nic_port(conn, p.device, sizeof p.device, &p.port) < 0)
+    return;
+  for (unsigned i = 0; i < r->n_nic_ports; i++)
+    if (r->nic_ports[i].port == p.port &&
+        strcmp(r->nic_ports[i].device, p.device) == 0)
+      return;
+  if (r->n_nic_ports < SBR__MAX_NIC_PORTS)
+    r->nic_ports[r->n_nic_ports++] = p;
+}
+
+static void lane_open(struct sbr_receiver *r, struct sbr__conn_request *req)
+{
+  struct sbr__refusal why;
+  if (request_refused(r, req, &why)) {
+    lane_refuse(r, req, &why, false);
+    return;
+  }
+  struct sbr__lane *lane = calloc(1, sizeof *lane);
+  if (!lane)
+    goto out_reject;
+  lane->blocks = calloc(r->cfg.block_count, sizeof *lane->blocks);
+  if (!lane->blocks) {
+    free(lane);
+    goto out_reject; /* nothing was answered yet */
+  }
+  lane->rx = r;
+  lane->id = r->next_lane_id++;
+  snprintf(lane->peer, sizeof lane->peer, "%s", req->peer);
+  lane->engine = r->engine;
+  pthread_mutex_init(&lane->lock, NULL);
+  /* Epochs start at 1 and never repeat on one receiver, so a block a
+   * previous sender left in recycled memory is never accepted (rule 7). */
+  lane->desc = (struct sbr__lane_desc){
+      .mechanism = (uint8_t)r->cfg.mechanism,
+      .epoch = ++r->next_epoch ? r->next_epoch : ++r->next_epoch,
+      .block_size = r->cfg.block_size,
+      .block_count = r->cfg.block_count,
+      .lane_id = lane->id,
+      .pause_offset = sbr__pause_offset_for(r->cfg.block_count),
+      .refused_offset = sbr__refused_offset_for(r->cfg.block_count),
+  };
+  struct sbr__queue_caps caps = {
+      .max_send_wr = 1, .max_recv_wr = 0, .max_inline = 64};
+  if (r->cfg.mechanism == SBR_MECH_SLIDING_WINDOW) {
+    caps.max_send_wr = r->cfg.block_count + 4;
+    caps.max_recv_wr = r->cfg.block_count + 4;
+  }
+  int ret = r->ops->accept(r->listener, req, &caps, &lane->desc, &lane->conn,
+                           &lane->mem);
+  if (ret < 0) {
+    /* The back end has refused the peer already, saying so. */
+    sbr__refusal_set(&why, SBR_REFUSAL_RESOURCES, (uint32_t)-ret, 0);
+    lane_refuse(r, req, &why, true);
+    goto out_destroy;
+  }
+  for (uint32_t i = 0; i < r->cfg.block_count; i++) {
+    lane->blocks[i].lane = lane;
+    lane->blocks[i].index = i;
+    lane->blocks[i].state = SBR__RECV_FREE;
+  }
+  ret = lane->engine->start(lane);
+  if (ret < 0) {
+    SBR_WARN("receiver: lane for %s: %s engine failed: %s", req->peer,
+             lane->engine->name, strerror(-ret));
+    r->ops->close(lane->conn);
+    goto out_destroy;
+  }
+  atomic_init(&lane->refs, 1);
+  atomic_fetch_add(&r->refs, 1);
+  pthread_mutex_lock(&r->stats_lock);
+  /* Devices paused before this lane opened are paused in it too.  The
+   * sender may have READ the empty bitmap already: to it this looks like a
+   * bit set just after a READ (protocol.md, "Pause"). */
+  lane_store_pause_locked(r, lane);
+  lane->next = r->lanes;
+  r->lanes = lane;
+  r->stats.lanes_opened++;
+  r->stats.lanes_active++;
+  if (lane->mem.windows)
+    r->stats.lanes_windowed++;
+  remember_nic_port_locked(r, lane->conn);
+  pthread_mutex_unlock(&r->stats_lock);
+  SBR_INFO("receiver: lane %u for %s: %u blocks of %u bytes, epoch %u "
+           "(sender hinted %u x %u; this receiver's configuration decides), "
+           "keys: %s",
+           lane->id, req->peer, lane->desc.block_count, lane->desc.block_size,
+           lane->desc.epoch, req->block_count, req->block_size,
+           lane->mem.windows ? "memory windows bound to its QP"
+                             : "memory regions");
+  return;
+
+out_destroy:
+  pthread_mutex_destroy(&lane->lock);
+  free(lane->blocks);
+  free(lane);
+  return; /* the back end refused the peer, or it is connected and closed */
+out_reject:
+  sbr__refusal_set(&why, SBR_REFUSAL_RESOURCES, ENOMEM, 0);
+  lane_refuse(r, req, &why, false);
+}
+
+/* The sender left.  What it wrote before it went has landed (its writes
+ * completed before it could see them complete), so one last scan takes it
+ * in (see sbr_receiver_next); the lane closes once that is delivered. */
+static void lane_disconnected(struct sbr__lane *lane)
+{
+  SBR_INFO("receiver: lane %u: sender disconnected", lane->id);
+  lane->disconnected = true;
+}
+
+/* Connects and disconnects.  The first look may wait wait_ms: a receiver
+ * with no sender sleeps in the listener's poll instead of spinning.  At
+ * most MAX_EVENTS_PER_CHECK at a time: the rest wait in the back end's
+ * queue for the next check (EVENT_CHECK_NS), so a flood of connection
+ * attempts, each refused, can't hold the receive thread away from the
+ * lanes' frames for longer than that many refusals take. */
+static void handle_events(struct sbr_receiver *r, int wait_ms)
+{
+  for (int n = 0; n < MAX_EVENTS_PER_CHECK; n++) {
+    struct sbr__listen_event ev;
+    memset(&ev, 0, sizeof ev);
+    int ret = r->ops->get_event(r->listener, wait_ms, &ev);
+    wait_ms = 0;
+    if (ret < 0 || ev.type == SBR__EV_NONE)
+      return;
+    struct sbr__refusal why;
+    if ((ev.type == SBR__EV_CONNECT_REQUEST ||
+         ev.type == SBR__EV_BAD_REQUEST) &&
+        request_screened_out(r, &ev.req, &why)) {
+      lane_refuse(r, &ev.req, &why, false);
+    } else if (ev.type == SBR__EV_CONNECT_REQUEST) {
+      lane_open(r, &ev.req);
+    } else if (ev.type == SBR__EV_BAD_REQUEST) {
+      lane_refuse(r, &ev.req, &ev.req.refusal, false);
+    } else if (ev.type == SBR__EV_DISCONNECTED) {
+      for (struct sbr__lane *l = r->lanes; l; l = l->next) {
+        if (l->conn == ev.conn && !l->disconnected)
+          lane_disconnected(l);
+      }
+    }
+  }
+}
+
+/* ----------------------------------------------------------- creation */
+
+int sbr_receiver_new(const struct sbr_receiver_config *cfg, sbr_receiver **out,
+                     char *errbuf, size_t errlen)
+{
+  sbr__errf(errbuf, errlen, "%s", "");
+  if (!cfg || !out)
+    return -EINVAL;
+  const struct sbr__transport_ops *ops = sbr__transport_get(cfg->backend);
+  if (!ops) {
+    sbr__errf(errbuf, errlen, "back end %s is not built in",
+              sbr_backend_name(cfg->backend));
+    return -ENOTSUP;
+  }
+  return sbr__receiver_new_with_ops(cfg, ops, out, errbuf, errlen);
+}
+
+int sbr__receiver_new_with_ops(const struct sbr_receiver_config *cfg,
+                               const struct sbr__transport_ops *ops,
+                               sbr_receiver **out, char *errbuf, size_t errlen)
+{
+  sbr__errf(errbuf, errlen, "%s", "");
+  if (!cfg || !ops || !out)
+    return -EINVAL;
+  if (cfg->block_size != 0 && (cfg->block_size < SBR__BLOCK_OVERHEAD + 1 ||
+                               cfg->block_size > (64u << 20))) {
+    sbr__errf(errbuf, errlen, "block size %u out of range (%u..%u)",
+              cfg->block_size, SBR__BLOCK_OVERHEAD + 1, 64u << 20);
+    return -EINVAL;
+  }
+  if (cfg->poll_mode != SBR_POLL_ADAPTIVE && cfg->poll_mode != SBR_POLL_BUSY &&
+      cfg->poll_mode != SBR_POLL_BACKOFF) {
+    sbr__errf(errbuf, errlen, "unknown poll mode %d", (int)cfg->poll_mode);
+    return -EINVAL;
+  }
+  sbr_addr_list *allowed = NULL;
+  int ret = sbr_addr_list_parse(cfg->allowed_senders, &allowed, errbuf, errlen);
+  if (ret < 0)
+    return ret;
+  struct sbr_receiver *r = calloc(1, sizeof *r);
+  if (!r) {
+    sbr_addr_list_free(allowed);
+    return -ENOMEM;
+  }
+  r->cfg = *cfg;
+  r->cfg.allowed_senders = NULL; /* the caller's string; parsed here */
+  r->allowed = allowed;
+  r->connect_tokens = cfg->max_connects_per_s;
+  r->connect_refill_ns = sbr__now_ns();
+  snprintf(r->address, sizeof r->address, "%s",
+           cfg->address ? cfg->address : "0.0.0.0");
+  r->cfg.address = r->address;
+  if (r->cfg.port == 0)
+    r->cfg.port = SBR_DEFAULT_PORT;
+  if (r->cfg.block_count == 0)
+    r->cfg.block_count = DEFAULT_BLOCK_COUNT;
+  if (r->cfg.max_frame_size == 0)
+    r->cfg.max_frame_size = DEFAULT_MAX_FRAME_SIZE;
+  if (r->cfg.block_count < 2 || r->cfg.block_count > 65536) {
+    /* One block could never hold a frame's next fragment while the first
+     * is kept; senders refuse more than 65536. */
+    sbr__errf(errbuf, errlen, "block count %u out of range (2..65536)",
+              r->cfg.block_count);
+    sbr_addr_list_free(r->allowed);
+    free(r);
+    return -EINVAL;
+  }
+  if (r->cfg.block_size == 0)
+    r->cfg.block_size = DEFAULT_BLOCK_SIZE;
+  if (r->cfg.max_lanes == 0)
+    r->cfg.max_lanes = DEFAULT_MAX_LANES;
+  /* Block size a multiple of 64: headers stay aligned. */
+  r->cfg.block_size = (r->cfg.block_size + 63u) & ~63u;
+  sbr__backoff_config_fill(&r->cfg.backoff);
+  sbr__backoff_init(&r->backoff, &r->cfg.backoff);
+  sbr__pace_init(&r->pace);
+  r->ops = ops;
+  r->engine = cfg->mechanism == SBR_MECH_SLIDING_WINDOW
+                  ? &sbr__receiver_sliding_window
+                  : &sbr__receiver_status_byte;
+  atomic_init(&r->refs, 1);
+  pthread_mutex_init(&r->stats_lock, NULL);
+  ret = ops->listen(r->address, r->cfg.port, &r->listener, errbuf, errlen);
+  if (ret < 0) {
+    pthread_mutex_destroy(&r->stats_lock);
+    sbr_addr_list_free(r->allowed);
+    free(r);
+    return ret;
+  }
+  SBR_INFO("receiver: listening on %s:%u (%s, %s, poll mode %s)", r->address,
+           r->cfg.port, ops->name, r->engine->name,
+           sbr_poll_mode_name(r->cfg.poll_mode));
+  *out = r;
+  return 0;
+}
+
+void sbr_receiver_free(sbr_receiver *r)
+{
+  if (!r)
+    return;
+  while (r->lanes)
+    lane_close(r, r->lanes);
+  r->ops->close_listener(r->listener);
+  r->listener = NULL;
+  receiver_unref(r);
+}
+
+void sbr_receiver_wakeup(sbr_receiver *r)
+{
+  atomic_store(&r->wakeup, true);
+}
+
+int sbr_receiver_set_device_period(sbr_receiver *r, uint8_t device,
+                                   uint64_t period_ns)
+{
+  if (!r)
+    return -EINVAL;
+  __atomic_store_n(&r->period_hint[device], period_ns, __ATOMIC_RELAXED);
+  return 0;
+}
+
+/* ------------------------------------------------------------ arrival */
+
+void sbr__lane_arrived(struct sbr__lane *lane, uint32_t index)
+{
+  struct sbr_receiver *r = lane->rx;
+  struct sbr_block *b = &lane->blocks[index];
+  if (block_state(b) != SBR__RECV_FREE)
+    return;
+  const uint8_t *mem = lane->mem.blocks + (size_t)index * lane->desc.block_size;
+  struct sbr__header h = {0}; /* device read below even on early errors */
+  enum sbr__block_error err = sbr__block_decode(
+      mem, lane->desc.block_size, r->cfg.device_mask, lane->desc.epoch, &h);
+  /* A frame larger than this receiver takes: every fragment is refused
+   * here, so reassembly never allocates for it (a rogue's FIRST fragment
+   * claiming 4 GB costs nothing). */
+  if (err == SBR__BLOCK_OK && h.kind == SBR_KIND_DATA &&
+      h.frame_size > r->cfg.max_frame_size)
+    err = SBR__BLOCK_FRAME_TOO_LARGE;
+  if (err != SBR__BLOCK_OK) {
+    invalid_warn(lane, index, err);
+    pthread_mutex_lock(&r->stats_lock);
+    r->stats.rejected++;
+    /* Past magic and version the device byte is the sender's own. */
+    if (err >= SBR__BLOCK_BAD_KIND)
+      r->dev_stats[h.device].rejected++;
+    pthread_mutex_unlock(&r->stats_lock);
+    lane->engine->release(lane, index);
+    return;
+  }
+  b->info = (struct sbr_block_info){
+      .lane_id = lane->id,
+      .epoch = h.epoch,
+      .device = h.device,
+      .kind = h.kind,
+      .flags = h.flags,
+      .packet = h.packet,
+      .seq = h.seq,
+      .pts = h.pts,
+      .dts = h.dts,
+      .duration = h.duration,
+      .capture_time = h.capture_time,
+      .frame_offset = h.frame_offset,
+      .frame_size = h.frame_size,
+      .payload = mem + SBR__HEADER_SIZE,
+      .payload_len = h.payload_len,
+      .index = index,
+  };
+  b->found_scan = lane->scan_gen;
+  set_block_state(b, SBR__RECV_PENDING);
+  lane->n_pending++;
+  /* A frame's first fragment tells when the device's frames land. */
+  if (r->cfg.poll_mode == SBR_POLL_ADAPTIVE && h.kind == SBR_KIND_DATA &&
+      (h.flags & SBR_FLAG_FIRST)) {
+    uint64_t hint =
+        __atomic_load_n(&r->period_hint[h.device], __ATOMIC_RELAXED);
+    r->pace_verdicts[sbr__pace_arrival(&r->pace, h.device, r->scan_ns, hint,
+                                       r->after_sleep)]++;
+  }
+}
+
+/* The lane's expected next block when it is pending where it usually is:
+ * the sender fills receive blocks round robin, so right after the last one
+ * delivered.  It is the lane's smallest pending seq (nothing older can
+ * still be pending) and may always go. */
+static struct sbr_block *lane_expected(struct sbr__lane *lane)
+{
+  if (lane->n_pending == 0 || !lane->seq_known)
+    return NULL;
+  struct sbr_block *b = &lane->blocks[lane->next_index];
+  if (block_state(b) == SBR__RECV_PENDING && b->info.seq == lane->next_seq)
+    return b;
+  return NULL;
+}
+
+/* The lane's next block in sequence order, if it may go now. */
+static struct sbr_block *lane_pick(struct sbr__lane *lane)
+{
+  if (lane->n_pending == 0)
+    return NULL;
+  struct sbr_block *expected = lane_expected(lane);
+  if (expected)
+    return expected;
+  struct sbr_block *best = NULL;
+  for (uint32_t i = 0; i < lane->desc.block_count; i++) {
+    struct sbr_block *b = &lane->blocks[i];
+    if (block_state(b) != SBR__RECV_PENDING)
+      continue;
+    if (!best || b->info.seq < best->info.seq)
+      best = b;
+  }
+  if (!best)
+    return NULL;
+  if ((lane->seq_known && best->info.seq == lane->next_seq) ||
+      lane->final_scan_done)
+    return best;
+  /* A predecessor is missing (or this is the lane's first block): wait for
+   * one full scan that started after this block was found. */
+  if (lane->scan_gen >= best->found_scan + 2)
+    return best;
+  return NULL;
+}
+
+static void deliver(struct sbr_receiver *r, struct sbr__lane *lane,
+                    struct sbr_block *b)
+{
+  const struct sbr_block_info *in = &b->info;
+  struct sbr__device_track *t = &lane->dev[in->device];
+  /* Packets skipped: a step forward (mod 2^16) past the expected one.  A
+   * step back is no loss (only a peer that breaks the protocol sends it):
+   * counted as 65000-odd lost packets it hid every real gap. */
+  int16_t step = (int16_t)(uint16_t)(in->packet - t->next_packet);
+  uint16_t gap = t->seen && step > 0 ? (uint16_t)step : 0;
+  t->seen = true;
+  t->next_packet = (uint16_t)(in->packet + 1);
+  lane->next_seq = in->seq + 1;
+  lane->next_index = (b->index + 1) % lane->desc.block_count;
+  lane->seq_known = true;
+  lane->n_pending--;
+  set_block_state(b, SBR__RECV_DELIVERED);
+  atomic_fetch_add(&lane->refs, 1);
+  atomic_fetch_add(&lane->n_out, 1);
+
+  pthread_mutex_lock(&r->stats_lock);
+  struct sbr_device_stats *d = &r->dev_stats[in->device];
+  d->blocks++;
+  d->bytes += in->payload_len;
+  d->gaps += gap;
+  if (in->kind == SBR_KIND_DATA && (in->flags & SBR_FLAG_LAST))
+    d->frames++;
+  if (r->cfg.poll_mode == SBR_POLL_ADAPTIVE) {
+    const struct sbr__pace_dev *pd = &r->pace.dev[in->device];
+    d->period_ns = sbr__pace_periodic(pd) ? pd->period_ns : 0;
+  }
+  r->stats.blocks++;
+  r->stats.bytes += in->payload_len;
+  r->stats.blocks_held++;
+  pthread_mutex_unlock(&r->stats_lock);
+  if (gap)
+    SBR_DEBUG("receiver: lane %u device %u: %u packets missing before %u",
+              lane->id, in->device, gap, in->packet);
+}
+
+/* Moves lane to the end of the receiver's list. */
+static void lane_to_back(struct sbr_receiver *r, struct sbr__lane *lane)
+{
+  if (!lane->next)
+    return;
+  pthread_mutex_lock(&r->stats_lock);
+  struct sbr__lane **p = &r->lanes;
+  while (*p != lane)
+    p = &(*p)->next;
+  *p = lane->next;
+  while (*p)
+    p = &(*p)->next;
+  *p = lane;
+  lane->next = NULL;
+  pthread_mutex_unlock(&r->stats_lock);
+}
+
+/* ------------------------------------------------------------ waiting */
+
+/* One sbr_receiver_next call's waiting, added to the stats when it ends. */
+struct wait {
+  uint64_t start_ns;
+  uint64_t slept_ns;
+  uint64_t sleeps;
+  bool slack_lowered;
+  long saved_slack;
+};
+
+static void wait_sleep_until(struct sbr_receiver *r, struct wait *w,
+                             uint64_t t_ns)
+{
+  /* Adaptive sleeps aim at a window tens of microseconds wide: the default
+   * 50 us of timer slack would close it.  Lowered for the rest of the call
+   * only (restored in sbr_receiver_next), so the caller's thread is left as
+   * it was; two prctl calls per call that sleeps. */
+  if (r->cfg.poll_mode == SBR_POLL_ADAPTIVE && !w->slack_lowered) {
+    w->saved_slack = sbr__thread_lower_slack();
+    w->slack_lowered = true;
+  }
+  uint64_t t0 = sbr__now_ns();
+  sbr__sleep_until_ns(t_ns);
+  w->slept_ns += sbr__now_ns() - t0;
+  w->sleeps++;
+  r->after_sleep = true;
+}
+
+/* Nothing was found: wait before the next poll, the poll mode's way. */
+static void wait_for_more(struct sbr_receiver *r, struct wait *w,
+                          uint64_t deadline)
+{
+  switch (r->cfg.poll_mode) {
+  case SBR_POLL_BUSY:
+    sbr__cpu_relax();
+    return;
+  case SBR_POLL_BACKOFF:
+    /* sbr__backoff_wait, with the sleep counted. */
+    if (!sbr__backoff_spin(&r->backoff)) {
+      uint64_t t0 = sbr__now_ns();
+      sbr__sleep_us(sbr__backoff_next_sleep_us(&r->backoff));
+      w->slept_ns += sbr__now_ns() - t0;
+      w->sleeps++;
+    }
+    return;
+  case SBR_POLL_ADAPTIVE:
+  default:
+    break;
+  }
+  uint64_t now = sbr__now_ns();
+  struct sbr__pace_plan plan;
+  sbr__pace_plan(&r->pace, now, &plan);
+  if (plan.action == SBR__PACE_SPIN) {
+    /* Poll, but let another thread of this core run: a receiver that
+     * slept for most of a period is the scheduler's favourite when it
+     * wakes, and on a busy host a pure spin through the window delayed
+     * the very thread that would make the frame land (the shm NIC or the
+     * sender, same host): 100 fps arrivals then alternated 9.6/10.5 ms
+     * and most fell outside the window. */
+    sched_yield();
+    return;
+  }
+  /* Never past the caller's deadline, nor the next look for connects and
+   * disconnects (that also bounds how late a wakeup is seen: 10 ms). */
+  uint64_t cap = r->last_event_check_ns + EVENT_CHECK_NS;
+  if (deadline < cap)
+    cap = deadline;
+  uint64_t t = plan.until_ns;
+  if (plan.action == SBR__PACE_SLEEP) {
+    /* Never longer than the back-off's ceiling: a frame that comes early
+     * (a burst at a stream's start, a sender that caught up) waits no
+     * longer than it would in backoff mode.  Sleeping to the window in
+     * one go let such frames wait up to a period, and twelve cameras'
+     * delayed frames then reached rdmasrc in bursts its per-device share
+     * dropped from (test-rdmasrc-streams). */
+    uint64_t ceiling = now + (uint64_t)r->backoff.cfg.max_sleep_us * 1000u;
+    if (ceiling < t)
+      t = ceiling;
+  } else if (plan.action == SBR__PACE_BACKOFF) {
+    if (sbr__backoff_spin(&r->backoff))
+      return;
+    uint64_t backoff_end =
+        now + (uint64_t)sbr__backoff_next_sleep_us(&r->backoff) * 1000u;
+    if (backoff_end < t)
+      t = backoff_end;
+  }
+  bool to_window = t == plan.until_ns;
+  if (cap < t) {
+    t = cap;
+    to_window = false;
+  }
+  if (t <= now + MIN_SLEEP_NS) {
+    sbr__cpu_relax();
+    return;
+  }
+  wait_sleep_until(r, w, t);
+  if (to_window) {
+    uint64_t woke = sbr__now_ns();
+    sbr__pace_overslept(&r->pace, woke > t ? woke - t : 0);
+  }
+}
+
+static int receiver_next(sbr_receiver *r, int timeout_ms, sbr_block **out,
+                         struct wait *w)
+{
+  uint64_t start = w->start_ns;
+  uint64_t deadline =
+      timeout_ms < 0 ? UINT64_MAX : start + (uint64_t)timeout_ms * 1000000u;
+  sbr__backoff_reset(&r->backoff);
+  for (;;) {
+    if (atomic_exchange(&r->wakeup, false))
+      return -EINTR;
+    uint64_t now = sbr__now_ns();
+    if (!r->lanes) {
+      /* Nobody connected: block on the listener, in short slices so a
+       * wakeup or the deadline is noticed soon. */
+      uint64_t left_ms = now >= deadline ? 0 : (deadline - now) / 1000000u;
+      handle_events(r,
+                    left_ms < IDLE_LISTEN_MS ? (int)left_ms : IDLE_LISTEN_MS);
+      r->last_event_check_ns = sbr__now_ns();
+      if (left_ms) { /* that was a sleep in the listener's poll */
+        w->slept_ns += r->last_event_check_ns - now;
+        w->sleeps++;
+      }
+      now = r->last_event_check_ns;
+    } else if (now - r->last_event_check_ns >= EVENT_CHECK_NS) {
+      r->last_event_check_ns = now;
+      handle_events(r, 0);
+    }
+    r->scan_ns = now; /* arrival time of what these scans find */
+    /* A scan finds every block that landed; until they are delivered, the
+     * next in sequence can go without scanning again. */
+    for (struct sbr__lane *l = r->lanes; l; l = l->next) {
+      struct sbr_block *b = l->disconnected ? NULL : lane_expected(l);
+      if (b) {
+        deliver(r, l, b);
+        lane_to_back(r, l);
+        *out = b;
+        return 0;
+      }
+    }
+    for (struct sbr__lane *l = r->lanes, *next; l; l = next) {
+      next = l->next;
+      if (l->disconnected) {
+        /* Nothing new can land.  The last scan waits for releases in
+         * progress: their blocks may hold the sender's last writes. */
+        if (!l->final_scan_done) {
+          if (atomic_load(&l->releasing))
+            continue;
+          l->engine->scan(l); /* a failure now only means it's gone */
+          l->final_scan_done = true;
+        }
+        if (l->n_pending == 0)
+          lane_close(r, l);
+        continue;
+      }
+      bool quiet = atomic_load(&l->releasing) == 0;
+      if (l->engine->scan(l) < 0) {
+        SBR_WARN("receiver: lane %u failed", l->id);
+        lane_close(r, l);
+        continue;
+      }
+      if (quiet)
+        l->scan_gen++; /* a complete scan, nothing skipped mid-release */
+    }
+    r->after_sleep = false;
+    for (struct sbr__lane *l = r->lanes; l; l = l->next) {
+      struct sbr_block *b = lane_pick(l);
+      if (b) {
+        deliver(r, l, b);
+        lane_to_back(r, l); /* fairness: the others go first next time */
+        *out = b;
+        return 0;
+      }
+    }
+    if (timeout_ms == 0 || sbr__now_ns() >= deadline)
+      return -ETIMEDOUT;
+    wait_for_more(r, w, deadline);
+  }
+}
+
+int sbr_receiver_next(sbr_receiver *r, int timeout_ms, sbr_block **out)
+{
+  struct wait w = {.start_ns = sbr__now_ns()};
+  int ret = receiver_next(r, timeout_ms, out, &w);
+  uint64_t awake = sbr__now_ns() - w.start_ns - w.slept_ns;
+  pthread_mutex_lock(&r->stats_lock);
+  r->stats.poll_sleeps += w.sleeps;
+  r->stats.poll_sleep_ns += w.slept_ns;
+  r->stats.poll_busy_ns += awake;
+  if (r->cfg.poll_mode == SBR_POLL_ADAPTIVE) {
+    r->stats.frames_unpredicted += r->pace_verdicts[SBR__PACE_UNPREDICTED];
+    r->stats.frames_predicted += r->pace_verdicts[SBR__PACE_PREDICTED];
+    r->stats.frames_missed += r->pace_verdicts[SBR__PACE_MISSED];
+    memset(r->pace_verdicts, 0, sizeof r->pace_verdicts);
+    r->stats.periodic_devices = sbr__pace_periodic_count(&r->pace);
+  }
+  pthread_mutex_unlock(&r->stats_lock);
+  if (w.slack_lowered)
+    sbr__thread_restore_slack(w.saved_slack);
+  return ret;
+}
+
+const struct sbr_block_info *sbr_block_get_info(const sbr_block *b)
+{
+  return &b->info;
+}
+
+void sbr_block_hold(sbr_block *b)
+{
+  struct sbr__lane *lane = b->lane;
+  if (!atomic_load(&lane->closed))
+    lane->engine->hold(lane, b->index);
+}
+
+void sbr_block_release(sbr_block *b)
+{
+  struct sbr__lane *lane = b->lane;
+  struct sbr_receiver *r = lane->rx;
+  pthread_mutex_lock(&r->stats_lock);
+  r->stats.blocks_held--;
+  pthread_mutex_unlock(&r->stats_lock);
+  /* Status first, state second: a scan that sees FREE then reads a status
+   * that is at least this 0 (see the status-byte scan).  In between, the
+   * sender may already write the next block here while scans skip it: the
+   * releasing count stops those scans from counting towards the "one more
+   * full scan" rule, or a later block could overtake it. */
+  atomic_fetch_add(&lane->releasing, 1);
+  if (!atomic_load(&lane->closed))
+    lane->engine->release(lane, b->index);
+  set_block_state(b, SBR__RECV_FREE);
+  atomic_fetch_sub(&lane->releasing, 1);
+  atomic_fetch_sub(&lane->n_out, 1);
+  lane_unref(lane);
+}
+
+/* ------------------------------------------------------------- frames */
+
+static void frame_from_block(struct sbr_frame *f, struct sbr_block *b)
+{
+  memset(f, 0, sizeof *f);
+  f->info = b->info;
+  f->size = b->info.payload_len;
+  f->n_blocks = 1;
+  f->blocks[0] = b;
+}
+
+/* Whether frame p, being assembled zero-copy, must switch to a copy: the
+ * blocks the application and partial frames hold (this fragment included)
+ * would leave the sender no block to write the rest of the frame into. */
+static bool must_copy(struct sbr__lane *lane, const struct sbr_frame *p)
+{
+  return p->n_blocks >= SBR_FRAME_MAX_BLOCKS ||
+         atomic_load(&lane->n_out) + 1 >= lane->desc.block_count;
+}
+
+/* Moves a zero-copy partial frame into one heap buffer and releases its
+ * blocks, so a lane can't run out of blocks while frames assemble. */
+static int partial_to_copy(struct sbr__lane *lane, struct sbr_frame *p)
+{
+  /* frame_size comes from the wire: what it can make us allocate is
+   * bounded when the block arrives (max_frame_size); checked again here
+   * because a malloc of it must never depend on a check elsewhere. */
+  if (p->info.frame_size > lane->rx->cfg.max_frame_size) {
+    SBR_WARN("receiver: lane %u device %u: a %u-byte frame is too large to "
+             "reassemble",
+             lane->id, p->info.device, p->info.frame_size);
+    return -EMSGSIZE;
+  }
+  uint8_t *copy = malloc(p->info.frame_size ? p->info.frame_size : 1);
+  if (!copy)
+    return -ENOMEM;
+  uint32_t off = 0;
+  for (uint32_t i = 0; i < p->n_blocks; i++) {
+    const struct sbr_block_info *bi = &p->blocks[i]->info;
+    memcpy(copy + off, bi->payload, bi->payload_len);
+    off += bi->payload_len;
+  }
+  for (uint32_t i = 0; i < p->n_blocks; i++)
+    sbr_block_release(p->blocks[i]);
+  p->n_blocks = 0;
+  p->copy = copy;
+  pthread_mutex_lock(&lane->rx->stats_lock);
+  lane->rx->stats.frames_copied++;
+  pthread_mutex_unlock(&lane->rx->stats_lock);
+  return 0;
+}
+
+/* Adds fragment b to partial frame p (zero copy or into the copy). */
+static int partial_append(struct sbr__lane *lane, struct sbr_frame *p,
+                          struct sbr_block *b)
+{
+  const struct sbr_block_info *bi = &b->info;
+  if (!p->copy && must_copy(lane, p)) {
+    int ret = partial_to_copy(lane, p);
+    if (ret < 0)
+      return ret;
+  }
+  if (p->copy) {
+    memcpy(p->copy + bi->frame_offset, bi->payload, bi->payload_len);
+    sbr_block_release(b);
+  } else {
+    p->blocks[p->n_blocks++] = b;
+  }
+  p->size += bi->payload_len;
+  return 0;
+}
+
+int sbr_receiver_next_frame(sbr_receiver *r, int timeout_ms,
+                            struct sbr_frame *out)
+{
+  uint64_t deadline = timeout_ms < 0
+                          ? UINT64_MAX
+                          : sbr__now_ns() + (uint64_t)timeout_ms * 1000000u;
+  for (;;) {
+    int left = -1;
+    if (timeout_ms >= 0) {
+      uint64_t now = sbr__now_ns();
+      left = now >= deadline ? 0 : (int)((deadline - now) / 1000000u);
+    }
+    sbr_block *b;
+    int ret = sbr_receiver_next(r, left, &b);
+    if (ret < 0)
+      return ret;
+    struct sbr__lane *lane = b->lane;
+    const struct sbr_block_info *bi = &b->info;
+    struct sbr__device_track *t = &lane->dev[bi->device];
+
+    bool first = bi->flags & SBR_FLAG_FIRST, last = bi->flags & SBR_FLAG_LAST;
+    if (bi->kind != SBR_KIND_DATA || (first && last)) {
+      drop_partial(lane, t); /* an unfinished frame can't continue now */
+      frame_from_block(out, b);
+      return 0;
+    }
+    if (first) {
+      drop_partial(lane, t);
+      frame_from_block(&t->partial, b);
+      t->partial_active = true;
+      r->pace.assembling++;
+      if (must_copy(lane, &t->partial) &&
+          partial_to_copy(lane, &t->partial) < 0)
+        drop_partial(lane, t);
+      continue;
+    }
+    if (!t->partial_active || bi->frame_offset != t->partial.size ||
+        bi->frame_size != t->partial.info.frame_size) {
+      /* A fragment without its beginning: the frame is lost, counted once
+       * (by drop_partial, or at its last fragment when nothing was kept). */
+      bool had_partial = t->partial_active;
+      drop_partial(lane, t);
+      if (!had_partial && last)
+        count_frame_drop(r, bi->device);
+      sbr_block_release(b);
+      continue;
+    }
+    if (partial_append(lane, &t->partial, b) < 0) {
+      drop_partial(lane, t);
+      sbr_block_release(b);
+      continue;
+    }
+    if (last) {
+      *out = t->partial;
+      if (out->copy) {
+        out->info.payload = out->copy;
+        out->info.payload_len = out->size;
+      }
+      out->info.flags |= SBR_FLAG_LAST;
+      t->partial_active = false;
+      r->pace.assembling--;
+      memset(&t->partial, 0, sizeof t->partial);
+      return 0;
+    }
+  }
+}
+
+void sbr_frame_release(struct sbr_frame *f)
+{
+  release_frame_blocks(f);
+}
+
+/* -------------------------------------------------------------- stats */
+
+int sbr_receiver_get_stats(sbr_receiver *r, struct sbr_receiver_stats *out)
+{
+  pthread_mutex_lock(&r->stats_lock);
+  *out = r->stats;
+  out->recv_wr_posted = r->recv_wr_closed_lanes;
+  for (struct sbr__lane *l = r->lanes; l; l = l->next)
+    out->recv_wr_posted += r->ops->posted_recv_count(l->conn);
+  struct sbr__nic_port ports[SBR__MAX_NIC_PORTS];
+  unsigned n_ports = r->n_nic_ports;
+  memcpy(ports, r->nic_ports, n_ports * sizeof ports[0]);
+  pthread_mutex_unlock(&r->stats_lock);
+  /* sysfs reads, outside the lock. */
+  out->nic_remote_access_errors = SBR_COUNTER_ABSENT;
+  for (unsigned i = 0; i < n_ports; i++) {
+    uint64_t v;
+    if (sbr__nic_remote_access_errors(ports[i].device, ports[i].port, &v) < 0)
+      continue;
+    if (out->nic_remote_access_errors == SBR_COUNTER_ABSENT)
+      out->nic_remote_access_errors = 0;
+    out->nic_remote_access_errors += v;
+  }
+  return 0;
+}
+
+int sbr_receiver_get_device_stats(sbr_receiver *r, uint8_t device,
+                                  struct sbr_device_stats *out)
+{
+  pthread_mutex_lock(&r->stats_lock);
+  *out = r->dev_stats[device];
+  pthread_mutex_unlock(&r->stats_lock);
+  return 0;
+}

@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * sender-internal.h - what sender.c (fill API, queue, thread, connection)
+ * shares with the posting engines (sender-status-byte.c,
+ * sender-sliding-window.c).
+ *
+ * Locking: s->lock guards the free list, the queue, the per-device counters
+ * and the stats.  The engine runs on the sender thread (and, for the sliding
+ * window, its ACK thread) and takes s->lock only through the helpers below.
+ */
+#ifndef SBR_SENDER_INTERNAL_H
+#define SBR_SENDER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "wire/block.h"
+#include "util/clock.h"
+#include "engine/sender-queue.h"
+#include "transport/transport.h"
+
+enum sbr__send_state {
+  SBR__SEND_FREE,    /* on the free list */
+  SBR__SEND_FILLING, /* a producer has it */
+  SBR__SEND_QUEUED,  /* submitted, waiting for the sender thread */
+  SBR__SEND_POSTED,  /* posted; reusable after its completion (rule 6) */
+};
+
+struct sbr_send_block {
+  uint32_t index;    /* in s->blocks; also the WR id */
+  uint8_t *mem;      /* block_size bytes of registered memory */
+  uint32_t capacity; /* payload bytes it can carry */
+  enum sbr__send_state state;
+  uint8_t owner;               /* device it was taken for (fairness) */
+  struct sbr__header header;   /* as encoded at submit */
+  uint32_t wire_len;           /* header + payload + trailer */
+  struct sbr_send_block *next; /* free list / queue link */
+};
+
+/* A posting engine: one per mechanism. */
+struct sbr__sender_engine {
+  const char *name;
+  /* After (re)connect: set up state for s->lane, e.g. invalidate the remote
+   * status cache (rule 7), post receives, start an ACK thread. */
+  int (*start)(struct sbr_sender *s);
+  /* On the sender thread: reap completions, post queued blocks.  Returns >0
+   * when it made progress, 0 when it had nothing to do, <0 when the
+   * connection failed. */
+  int (*progress)(struct sbr_sender *s);
+  /* On the sender thread, when progress found nothing to do while blocks
+   * are queued or in flight and the spin phase is over: sleep until what
+   * the engine waits for happens (a completion, a freed slot, a submit) or
+   * timeout_us passes; may return early.  Returns like progress. */
+  int (*sleep)(struct sbr_sender *s, uint32_t timeout_us);
+  /* Before the connection closes: stop threads, free state. */
+  void (*stop)(struct sbr_sender *s);
+  /* On a producer's thread, with engine_lock held, right after it queued
+   * n blocks when nothing else was queued: post at most n queued blocks
+   * (its own) if free receive blocks are known for them, and nothing else
+   * (no reaping, no READ: the sender thread does those).  Sets *claimed
+   * when the back end claimed the chain for this thread: the caller must
+   * then call ops->execute_claimed(conn) once it dropped engine_lock
+   * (transport.h).  Returns the blocks posted, or <0 (then they are
+   * queued again and the sender thread meets the error).  NULL: the
+   * engine posts only on its own threads. */
+  int (*post_own)(struct sbr_sender *s, uint32_t n, bool *claimed);
+};
+
+extern const struct sbr__sender_engine sbr__sender_status_byte;
+extern const struct sbr__sender_engine sbr__sender_sliding_window;
+
+struct sbr_sender {
+  struct sbr_sender_config cfg;            /* copy; cfg.host points at host */
+  char host[256];                          /* receiver host */
+  char source[256];                        /* local address, if cfg.source */
+  const struct sbr__transport_ops *ops;    /* back end */
+  const struct sbr__sender_engine *engine; /* mechanism */
+
+  /* Connection (changed only with engine_lock held, thread parked). */
+  struct sbr__conn *conn;     /* NULL when disconnected */
+  struct sbr__lane_desc lane; /* the receiver's lane for us */
+  struct sbr__mr *blocks_mr;  /* registration of block_mem */
+  void *engine_state;         /* engine's private data */
+
+  /* Send blocks: one allocation, registered once per connection. */
+  uint8_t *block_mem;  /* n_blocks * block_size */
+  uint32_t block_size; /* fixed at first connect */
+  uint32_t n_blocks;
+  struct sbr_send_block *blocks;
+
+  pthread_mutex_t lock;     /* fill side, see above */
+  pthread_cond_t work_cond; /* something queued / state change */
+  pthread_cond_t idle_cond; /* queue and in-flight drained */
+  struct sbr_send_block *free_list;
+  uint32_t n_free;
+  /* Producers waiting for free blocks, oldest first (sender.c). */
+  struct sbr__free_waiter *free_waiters_head, *free_waiters_tail;
+  /* Blocks each device holds: taken, queued or in flight (fairness). */
+  uint32_t dev_held[SBR_MAX_DEVICES];
+  /* Pause bitmap as the newest status READ found it, and since when each
+   * paused device is paused (for paused_ns). */
+  uint8_t paused[SBR_MAX_DEVICES / 8];
+  uint64_t paused_since_ns[SBR_MAX_DEVICES];
+  /* Refused bitmap as the newest status READ of this lane found it, and
+   * when a producer of a refused device was last turned away (0: never;
+   * keeps the forced READs going, sender.c). */
+  uint8_t refused[SBR_MAX_DEVICES / 8];
+  uint64_t refused_try_ns;
+  struct sbr__send_queue queue; /* submitted blocks (sender-queue.h) */
+  uint32_t n_queued;
+  uint32_t n_posted; /* posted, completion pending */
+  uint16_t next_packet[SBR_MAX_DEVICES];
+  uint64_t next_seq;
+  bool connected;
+  bool stopping;
+  uint64_t wakeups;  /* sbr_sender_wakeup calls */
+  bool thread_waits; /* the sender thread sleeps on work_cond (engine) */
+  /* The sender thread sleeps on a completion (status-byte sb_sleep), so
+   * s->conn is valid: a producer that queues a block kicks it
+   * (wake_sender_locked, sender.c). */
+  bool engine_sleeps;
+
+  pthread_mutex_t engine_lock; /* held while the engine runs */
+  pthread_t thread;
+  bool thread_started;
+  struct sbr__backoff backoff; /* sender thread's idle schedule */
+
+  struct sbr_sender_stats stats;
+  struct sbr_device_stats dev_stats[SBR_MAX_DEVICES];
+};
+
+/* Engine helpers (sender.c).  Each takes s->lock once for a whole batch:
+ * at small blocks the lock round trips cost more than the engine itself. */
+
+/* Takes queued blocks into out, one device's in turn (sender-queue.h),
+ * stamping each with the lane's next sequence number: at most max_blocks,
+ * and after the first only while their wire bytes add up to max_bytes.
+ * Marks them POSTED; the engine must post them or give them back with
+ * requeue_front.  Returns how many it took (0 = queue empty). */
+uint32_t sbr__sender_take_queued(struct sbr_sender *s,
+                                 struct sbr_send_block **out,
+                                 uint32_t max_blocks, uint64_t max_bytes);
+/* Puts blocks taken with take_queued back at the front, order kept. */
+void sbr__sender_requeue_front(struct sbr_sender *s,
+                               struct sbr_send_block *const *blocks,
+                               uint32_t n);
+/* The status-byte engine is about to sleep on a completion, or woke:
+ * while it sleeps, queuing a block kicks the wait (transport kick_cq). */
+void sbr__sender_engine_sleeps(struct sbr_sender *s, bool sleeps);
+/* Is anything queued? */
+bool sbr__sender_has_queued(struct sbr_sender *s);
+/* A status READ brought the receiver's pause bitmap (SBR__PAUSE_BITMAP_SIZE
+ * bytes): record it, and let producers of resumed devices go on. */
+void sbr__sender_pause_seen(struct sbr_sender *s, const uint8_t *bitmap);
+/* A status READ brought this lane's refused bitmap
+ * (SBR__REFUSED_BITMAP_SIZE bytes; lanes that have one): record it; the
+ * producers of refused devices get -EADDRINUSE, of accepted ones go on. */
+void sbr__sender_refused_seen(struct sbr_sender *s, const uint8_t *bitmap);
+/* Does a producer wait for a device that is paused, or was one of a
+ * refused device turned away within the last second?  Then the engine
+ * keeps READing every pause_poll_us, even with nothing to send. */
+bool sbr__sender_pause_waiting(struct sbr_sender *s);
+/* Completions covered these blocks (by index): back on the free list. */
+void sbr__sender_blocks_done(struct sbr_sender *s, const uint32_t *index,
+                             uint32_t n);
+/* Counts posted blocks, the WRs that carried them and the status WRITEs
+ * among those in the stats. */
+void sbr__sender_count_posts(struct sbr_sender *s,
+                             struct sbr_send_block *const *blocks, uint32_t n,
+                             unsigned n_wr, unsigned n_status_writes);
+
+/* TEST ONLY (tests/system/test-faults.c): puts the sender's connection in error
+ * as a fatal NIC or link fault would (verbs: the QP goes to ERR; shm: the
+ * next WR fails like fail_after_wrs), so the recovery path can be tested
+ * on real verbs.  Not part of the API; nothing else calls it.  0,
+ * -ENOTCONN when not connected, or the back end's error. */
+int sbr__sender_test_fail_qp(struct sbr_sender *s);
+
+static inline uint64_t sbr__send_block_remote(const struct sbr_sender *s,
+                                              uint32_t remote_index)
+{
+  return s->lane.blocks_addr + (uint64_t)remote_index * s->lane.block_size;
+}
+
+#endif

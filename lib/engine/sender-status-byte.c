@@ -1,0 +1,534 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * sender-status-byte.c - the status-byte posting engine (DESIGN §1).
+ *
+ * For each queued block: pick a receive block whose cached status is 0
+ * (round robin, skipping 1 = not consumed yet and 2 = held), post ONE chain
+ *
+ *     WRITE  header+payload+trailer -> blocks_addr + i * block_size  unsignaled
+ *     WRITE  inline byte 1          -> status_addr + i               signaled
+ *
+ * and set the cached status to 1 at post time.  RC executes the chain in
+ * order, so the receiver can't see the status byte before the data (rule 1);
+ * the status byte is inline, so no source buffer can race (rule 1); the
+ * signaled status WRITE's completion covers the data WRITE before it, so the
+ * send block is reused only after it (rule 6).
+ *
+ * Status runs: when several blocks are queued and the cache shows a run of
+ * consecutive free receive blocks, they go out as one chain
+ *
+ *     WRITE block a -> i, WRITE block b -> i+1, ... (unsignaled)
+ *     WRITE inline k bytes of 1 -> status_addr + i  (signaled)
+ *
+ * The rules hold as above (every status byte is written after its data, on
+ * the same QP); what changes is the cost: k+1 work requests and one
+ * completion for k blocks instead of 2k and k.  On Soft-RoCE every WR is a
+ * packet and an ACK through the kernel, so at 4 KiB this was the biggest
+ * single cost (docs/benchmarks.md).  A run takes only blocks already
+ * queued, never waits for more, and stops at status_batch_bytes of data so
+ * large blocks aren't delayed behind each other (1 = the paper's chain).
+ *
+ * When the cache has no 0, one RDMA READ fetches the receiver's whole status
+ * array (the paper's sync-when-empty).  With read_ahead = k > 0 a READ also
+ * goes out, between runs, whenever k or fewer cached blocks are free and a
+ * quarter of the lane was written since the last READ, up to MAX_READS in
+ * flight, and writes go on meanwhile (the CoNEXT '24 observation: a READ round
+ * trip hurts more than writes as RTT grows, so hide it).  Several READs matter
+ * when the window takes about a round trip to transmit: the NIC executes a
+ * READ only after the writes posted before it, so a single READ behind the
+ * whole window returns a round trip after the window drained; READs spaced
+ * through the window return while the rest of it is still going out.
+ *
+ * Each READ lands in its own buffer; READs complete in order.  When one
+ * completes, its result replaces the cache except for blocks written after
+ * it was posted: RC executes the READ after the writes posted before it but
+ * says nothing of later ones, so those stay 1 (last_write[] holds, per
+ * receive block, the write count when it was last written; each READ
+ * remembers the count when it was posted).  A READ that finds no free block
+ * is repeated only after a back-off, so a stalled receiver isn't hammered.
+ * After (re)connect the cache starts all-busy, so the first post is
+ * preceded by a READ (rule 7).
+ *
+ * Pause: the READ covers the status bytes and, after them, the receiver's
+ * per-device pause bitmap (status_addr + pause_offset); every completed
+ * READ hands the bitmap to sender.c, which refuses paused devices'
+ * producers.  So that a sender that never runs out of free blocks sees a
+ * new bit too, a READ is forced when the newest one is pause_poll_us old
+ * and blocks were posted since or are queued, or a producer waits for a
+ * paused device (then even with nothing to send, so it resumes).  The
+ * lane's refused bitmap (status_addr + refused_offset, when the receiver
+ * announced one) comes with the same READ and goes the same way; READs
+ * are also forced while producers of a refused device keep being turned
+ * away.  The sender never WRITEs past the status bytes.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/log.h"
+#include "engine/sender-internal.h"
+
+#define READ_WR_ID UINT64_MAX
+#define POLL_BATCH 32
+/* Blocks one status WRITE may cover: its bytes go inline, and the
+ * connection asks for 64 bytes of inline data. */
+#define MAX_RUN 64
+#define DEFAULT_STATUS_BATCH_BYTES (128u * 1024u)
+/* Status READs in flight at most (read-ahead). */
+#define MAX_READS 4u
+
+struct status_read {
+  uint64_t after_writes; /* st->writes when it was posted */
+  uint64_t posted_ns;    /* for sync latency */
+  bool forced;           /* by pause_poll_us, not for free blocks */
+};
+
+struct status_byte_state {
+  uint8_t *cache;          /* cached receiver status array */
+  uint32_t cache_free;     /* zeros in cache */
+  uint8_t *read_bufs;      /* MAX_READS READ targets of block_count bytes */
+  struct sbr__mr *read_mr; /* their registration */
+  struct status_read reads[MAX_READS]; /* ring, in post order */
+  uint32_t reads_done, reads_posted;   /* ring counters */
+  uint64_t writes;       /* blocks written (posted) on this connection */
+  uint64_t *last_write;  /* per receive block: writes after its last one */
+  uint32_t cursor;       /* next receive block to try */
+  uint64_t next_read_ns; /* earliest next READ after a fruitless one */
+  uint32_t retry_us;     /* current back-off between fruitless READs */
+  uint32_t read_len;     /* status bytes + padding + bitmaps */
+  uint64_t last_read_ns; /* when the newest READ was posted */
+  uint64_t batch_bytes;  /* data bytes one status run may cover */
+  uint8_t run_status[MAX_RUN]; /* inline source: MAX_RUN status bytes 1 */
+  /* Send blocks in flight, in post order (a ring of n_blocks entries): a
+   * status WRITE's wr_id is the count pushed when it was posted, and its
+   * completion frees every entry before that count. */
+  uint32_t *in_flight;
+  uint64_t in_flight_head, in_flight_tail; /* freed / pushed */
+};
+
+static void free_state(struct sbr_sender *s, struct status_byte_state *st)
+{
+  if (st->read_mr)
+    s->ops->dereg_mr(st->read_mr);
+  free(st->read_bufs);
+  free(st->last_write);
+  free(st->in_flight);
+  free(st->cache);
+  free(st);
+}
+
+static int sb_start(struct sbr_sender *s)
+{
+  uint32_t n = s->lane.block_count;
+  struct status_byte_state *st = calloc(1, sizeof *st);
+  if (!st)
+    return -ENOMEM;
+  st->read_len = sbr__lane_status_len(&s->lane);
+  st->cache = malloc(n);
+  st->read_bufs = malloc((size_t)MAX_READS * st->read_len);
+  st->last_write = calloc(n, sizeof *st->last_write);
+  st->in_flight = calloc(s->n_blocks, sizeof *st->in_flight);
+  if (!st->cache || !st->read_bufs || !st->last_write || !st->in_flight) {
+    free_state(s, st);
+    return -ENOMEM;
+  }
+  /* Rule 7: nothing is known about the lane until a READ says so. */
+  memset(st->cache, SBR__STATUS_DATA, n);
+  st->cache_free = 0;
+  int ret =
+      s->ops->reg_mr(s->conn, st->read_bufs, (size_t)MAX_READS * st->read_len,
+                     SBR__ACCESS_LOCAL_WRITE, &st->read_mr);
+  if (ret < 0) {
+    free_state(s, st);
+    return ret;
+  }
+  st->retry_us = s->cfg.backoff.min_sleep_us;
+  st->batch_bytes = s->cfg.status_batch_bytes ? s->cfg.status_batch_bytes
+                                              : DEFAULT_STATUS_BATCH_BYTES;
+  memset(st->run_status, SBR__STATUS_DATA, sizeof st->run_status);
+  s->engine_state = st;
+  return 0;
+}
+
+static void sb_stop(struct sbr_sender *s)
+{
+  struct status_byte_state *st = s->engine_state;
+  if (!st)
+    return;
+  free_state(s, st);
+  s->engine_state = NULL;
+}
+
+/* A free receive block at or after the cursor (round robin), or -1. */
+static int find_free(const struct sbr_sender *s,
+                     const struct status_byte_state *st)
+{
+  uint32_t n = s->lane.block_count;
+  for (uint32_t k = 0; k < n; k++) {
+    uint32_t i = (st->cursor + k) % n;
+    if (st->cache[i] == SBR__STATUS_EMPTY)
+      return (int)i;
+  }
+  return -1;
+}
+
+static uint32_t reads_in_flight(const struct status_byte_state *st)
+{
+  return st->reads_posted - st->reads_done;
+}
+
+/* The buffer of the READ with ring counter n (reads_posted when posted). */
+static uint8_t *read_buf(const struct sbr_sender *s,
+                         const struct status_byte_state *st, uint32_t n)
+{
+  (void)s;
+  return st->read_bufs + (size_t)(n % MAX_READS) * st->read_len;
+}
+
+/* Blocks written since the newest READ was posted (all, before any). */
+static uint64_t writes_since_read(const struct status_byte_state *st)
+{
+  if (st->reads_posted == 0)
+    return st->writes;
+  return st->writes -
+         st->reads[(st->reads_posted - 1) % MAX_READS].after_writes;
+}
+
+static int post_status_read(struct sbr_sender *s, struct status_byte_state *st,
+                            bool forced)
+{
+  struct status_read *rd = &st->reads[st->reads_posted % MAX_READS];
+  struct sbr__wr wr = {
+      .wr_id = READ_WR_ID,
+      .opcode = SBR__OP_READ,
+      .local_addr = read_buf(s, st, st->reads_posted),
+      .length = st->read_len,
+      .lkey = st->read_mr->lkey,
+      .remote_addr = s->lane.status_addr,
+      .rkey = s->lane.status_rkey,
+      .signaled = true,
+  };
+  int ret = s->ops->post_send(s->conn, &wr, 1);
+  if (ret < 0)
+    return ret;
+  rd->after_writes = st->writes;
+  rd->posted_ns = sbr__now_ns();
+  rd->forced = forced;
+  st->last_read_ns = rd->posted_ns;
+  st->reads_posted++;
+  pthread_mutex_lock(&s->lock);
+  s->stats.wr_posted++;
+  s->stats.pause_reads += forced;
+  pthread_mutex_unlock(&s->lock);
+  return 0;
+}
+
+/* The oldest READ in flight completed (READs complete in order). */
+static void read_completed(struct sbr_sender *s, struct status_byte_state *st)
+{
+  const struct status_read *rd = &st->reads[st->reads_done % MAX_READS];
+  const uint8_t *found = read_buf(s, st, st->reads_done);
+  st->reads_done++;
+  uint64_t now = sbr__now_ns();
+  uint64_t took = now - rd->posted_ns;
+  /* What the sync found: held (2) and unconsumed (1) blocks are skipped
+   * until the next one. */
+  uint32_t held = 0, busy = 0;
+  st->cache_free = 0;
+  for (uint32_t i = 0; i < s->lane.block_count; i++) {
+    if (st->last_write[i] <= rd->after_writes)
+      st->cache[i] = found[i];
+    held += st->cache[i] == SBR__STATUS_HELD;
+    busy += st->cache[i] == SBR__STATUS_DATA;
+    st->cache_free += st->cache[i] == SBR__STATUS_EMPTY;
+  }
+  bool any_free = st->cache_free > 0;
+  if (any_free) {
+    st->retry_us = s->cfg.backoff.min_sleep_us;
+    st->next_read_ns = 0;
+  } else {
+    st->next_read_ns = now + (uint64_t)st->retry_us * 1000u;
+    st->retry_us *= 2;
+    if (st->retry_us > s->cfg.backoff.max_sleep_us)
+      st->retry_us = s->cfg.backoff.max_sleep_us;
+  }
+  /* Forced READs are counted in pause_reads only: the sync figures stay
+   * the paper's (READs the sender needed to find free blocks). */
+  pthread_mutex_lock(&s->lock);
+  if (!rd->forced) {
+    s->stats.sync_reads++;
+    s->stats.sync_read_ns_total += took;
+    if (took > s->stats.sync_read_ns_max)
+      s->stats.sync_read_ns_max = took;
+    if (!any_free)
+      s->stats.no_free_waits++;
+    s->stats.held_skipped += held;
+    s->stats.busy_skipped += busy;
+  }
+  pthread_mutex_unlock(&s->lock);
+  sbr__sender_pause_seen(s, found + s->lane.pause_offset);
+  if (s->lane.refused_offset)
+    sbr__sender_refused_seen(s, found + s->lane.refused_offset);
+}
+
+/* Is a forced READ due (pause_poll_us)?  Only while blocks flow (posted
+ * since the newest READ, or queued) or a producer waits for a paused
+ * device, and only with no READ in flight: that one brings the bitmap. */
+static bool pause_read_wanted(struct sbr_sender *s,
+                              struct status_byte_state *st)
+{
+  if (s->cfg.pause_poll_us == 0 || reads_in_flight(st) > 0)
+    return false;
+  return writes_since_read(st) > 0 || sbr__sender_has_queued(s) ||
+         sbr__sender_pause_waiting(s);
+}
+
+static bool pause_read_due(struct sbr_sender *s, struct status_byte_state *st,
+                           uint64_t now)
+{
+  return now >= st->last_read_ns + (uint64_t)s->cfg.pause_poll_us * 1000u &&
+         pause_read_wanted(s, st);
+}
+
+/* How many receive blocks from i on are free in the cache, without
+ * wrapping (the status bytes of a run must be contiguous). */
+static uint32_t free_run(const struct sbr_sender *s,
+                         const struct status_byte_state *st, uint32_t i)
+{
+  uint32_t k = 0;
+  while (k < MAX_RUN && i + k < s->lane.block_count &&
+         st->cache[i + k] == SBR__STATUS_EMPTY)
+    k++;
+  return k;
+}
+
+/* One chain: the data WRITEs of blocks[0..n) into receive blocks i..i+n-1,
+ * then one signaled inline WRITE of their n status bytes. */
+static int post_run(struct sbr_sender *s, struct status_byte_state *st,
+                    struct sbr_send_block *const *blocks, uint32_t n,
+                    uint32_t i, bool *claimed)
+{
+  struct sbr__wr chain[MAX_RUN + 1];
+  uint64_t run_end = st->in_flight_tail + n;
+  for (uint32_t k = 0; k < n; k++)
+    chain[k] = (struct sbr__wr){
+        .wr_id = run_end,
+        .opcode = SBR__OP_WRITE,
+        .local_addr = blocks[k]->mem,
+        .length = blocks[k]->wire_len,
+        .lkey = s->blocks_mr->lkey,
+        .remote_addr = sbr__send_block_remote(s, i + k),
+        .rkey = s->lane.blocks_rkey,
+    };
+  chain[n] = (struct sbr__wr){
+      .wr_id = run_end,
+      .opcode = SBR__OP_WRITE,
+      .local_addr = st->run_status,
+      .length = n,
+      .remote_addr = s->lane.status_addr + i,
+      .rkey = s->lane.status_rkey,
+      .signaled = true,
+      .inline_data = true,
+  };
+  /* A producer's own chain (claimed != NULL) may be claimed for it to
+   * execute once it dropped engine_lock (transport.h, post_send_here). */
+  int ret = claimed && !*claimed && s->ops->post_send_here
+                ? s->ops->post_send_here(s->conn, chain, (int)n + 1)
+                : s->ops->post_send(s->conn, chain, (int)n + 1);
+  if (ret < 0)
+    return ret;
+  if (ret == 1)
+    *claimed = true;
+  for (uint32_t k = 0; k < n; k++) {
+    st->in_flight[st->in_flight_tail++ % s->n_blocks] = blocks[k]->index;
+    st->cache[i + k] = SBR__STATUS_DATA; /* at post time, as the design says */
+    st->last_write[i + k] = ++st->writes;
+  }
+  st->cache_free -= n;
+  st->cursor = (i + n) % s->lane.block_count;
+  return 0;
+}
+
+/* Posts one run: queued blocks, at most max, into the free receive blocks
+ * from i on, which find_free returned (claimed: as post_run).  Returns the
+ * blocks posted, 0 when nothing is queued, or <0 when the post failed (the
+ * blocks are queued again). */
+static int post_run_at(struct sbr_sender *s, struct status_byte_state *st,
+                       uint32_t i, uint32_t max, bool *claimed)
+{
+  uint32_t k = free_run(s, st, i);
+  if (k > max)
+    k = max;
+  struct sbr_send_block *run[MAX_RUN];
+  uint32_t got = sbr__sender_take_queued(s, run, k, st->batch_bytes);
+  if (got == 0)
+    return 0;
+  /* Counted before posting, like the sliding window (there the ACK thread
+   * may recycle a block as soon as it is posted). */
+  sbr__sender_count_posts(s, run, got, got + 1, 1);
+  int ret = post_run(s, st, run, got, i, claimed);
+  if (ret < 0) {
+    sbr__sender_requeue_front(s, run, got);
+    return ret;
+  }
+  return (int)got;
+}
+
+/* A status WRITE completed: its run and every run before it are done (an
+ * RC send queue completes in order). */
+static void runs_completed(struct sbr_sender *s, struct status_byte_state *st,
+                           uint64_t run_end)
+{
+  uint64_t end = run_end < st->in_flight_tail ? run_end : st->in_flight_tail;
+  /* The ring's entries up to end, in at most two stretches (it wraps). */
+  while (st->in_flight_head < end) {
+    uint32_t at = (uint32_t)(st->in_flight_head % s->n_blocks);
+    uint64_t n = end - st->in_flight_head;
+    if (n > s->n_blocks - at)
+      n = s->n_blocks - at;
+    sbr__sender_blocks_done(s, &st->in_flight[at], (uint32_t)n);
+    st->in_flight_head += n;
+  }
+}
+
+static int sb_progress(struct sbr_sender *s)
+{
+  struct status_byte_state *st = s->engine_state;
+  struct sbr__wc wc[POLL_BATCH];
+  int progress = 0;
+
+  int n = s->ops->poll_cq(s->conn, wc, POLL_BATCH);
+  if (n < 0)
+    return n;
+  for (int k = 0; k < n; k++) {
+    if (wc[k].status != SBR__WC_SUCCESS) {
+      SBR_WARN("sender: work request %s failed (%s, vendor error 0x%x)",
+               wc[k].wr_id == READ_WR_ID ? "status READ" : "block WRITE",
+               wc[k].status == SBR__WC_FLUSH ? "flushed" : "error",
+               wc[k].vendor_err);
+      return -EIO;
+    }
+    if (wc[k].wr_id == READ_WR_ID)
+      read_completed(s, st);
+    else
+      runs_completed(s, st, wc[k].wr_id);
+    progress++;
+  }
+  bool waiting = false; /* a block is queued and no free one is known */
+  int posted = 0;
+  for (;;) {
+    int i = find_free(s, st);
+    if (i < 0) {
+      waiting = sbr__sender_has_queued(s);
+      break;
+    }
+    int got = post_run_at(s, st, (uint32_t)i, UINT32_MAX, NULL);
+    if (got < 0)
+      return got;
+    if (got == 0)
+      break;
+    posted += got;
+    /* Read-ahead: a READ between runs once k or fewer blocks are known
+     * free, spaced a quarter of the lane apart so that up to MAX_READS of
+     * them cover one window. */
+    uint32_t k = s->cfg.read_ahead;
+    uint32_t spacing = s->lane.block_count / MAX_READS;
+    if (k > 0 && st->cache_free <= k &&
+        writes_since_read(st) >= (spacing ? spacing : 1) &&
+        reads_in_flight(st) < MAX_READS) {
+      int ret = post_status_read(s, st, false);
+      if (ret < 0)
+        return ret;
+      progress++;
+    }
+  }
+  progress += posted;
+  /* Sync when a block waits for a free one and no READ that could free one
+   * is on its way (sync-when-empty). */
+  uint64_t now = sbr__now_ns();
+  if (waiting && reads_in_flight(st) == 0 && now >= st->next_read_ns) {
+    int ret = post_status_read(s, st, false);
+    if (ret < 0)
+      return ret;
+    progress++;
+  } else if (!waiting && pause_read_due(s, st, now)) {
+    /* After this call's runs, so they aren't delayed behind it; what they
+     * carried for a just-paused device is within the documented bound.
+     * Not while blocks wait for a free one: then the sync READs above
+     * bring the bitmap (at most max_sleep_us apart), and nothing is
+     * posted meanwhile anyway. */
+    int ret = post_status_read(s, st, true);
+    if (ret < 0)
+      return ret;
+    progress++;
+  }
+  return progress;
+}
+
+/* A producer posts the n blocks it just queued (sender.c, post_queued):
+ * only into receive blocks the cache already knows free, only its own
+ * blocks (nothing else was queued; at most n are taken).  It doesn't reap
+ * or READ: work for other cameras stays on the sender thread.  On shm its
+ * chain may be claimed for it to copy after it dropped engine_lock
+ * (*claimed), so a producer slow in its copy holds up no post or reap,
+ * only the chains queued behind its own, as a slow NIC thread would. */
+static int sb_post_own(struct sbr_sender *s, uint32_t n, bool *claimed)
+{
+  struct status_byte_state *st = s->engine_state;
+  uint32_t posted = 0;
+  while (posted < n) {
+    int i = find_free(s, st);
+    if (i < 0)
+      break;
+    int got = post_run_at(s, st, (uint32_t)i, n - posted, claimed);
+    if (got < 0)
+      return got;
+    if (got == 0)
+      break;
+    posted += (uint32_t)got;
+  }
+  return (int)posted;
+}
+
+/* Waits for a completion (a status READ, a run's status WRITE): the
+ * transport's completion channel wakes us when one comes, and a submit
+ * while asleep kicks the wait (kick_cq), so a queued block is posted
+ * behind the ones in flight rather than after their completion.  A sender
+ * with nothing in flight sleeps on work_cond instead. */
+static int sb_sleep(struct sbr_sender *s, uint32_t timeout_us)
+{
+  struct status_byte_state *st = s->engine_state;
+  uint64_t now = sbr__now_ns();
+  if (st->next_read_ns > now) {
+    /* A fruitless READ is to be repeated then: don't oversleep it. */
+    uint64_t left_us = (st->next_read_ns - now + 999u) / 1000u;
+    if (left_us < timeout_us)
+      timeout_us = (uint32_t)left_us;
+  }
+  if (pause_read_wanted(s, st)) {
+    /* Nor a forced READ.  Once due, sb_progress below posts it. */
+    uint64_t due = st->last_read_ns + (uint64_t)s->cfg.pause_poll_us * 1000u;
+    uint64_t left_us = due > now ? (due - now + 999u) / 1000u : 0;
+    if (left_us < timeout_us)
+      timeout_us = (uint32_t)left_us;
+  }
+  /* From here a producer that queues a block kicks the wait (sender.c):
+   * the block goes out behind the one in flight, not after it.  A block
+   * queued before the arm is seen by the poll below. */
+  sbr__sender_engine_sleeps(s, true);
+  s->ops->arm_cq(s->conn);
+  int r = sb_progress(s); /* what came before the arm */
+  if (r == 0)
+    s->ops->wait_cq(s->conn, timeout_us);
+  sbr__sender_engine_sleeps(s, false);
+  return r;
+}
+
+const struct sbr__sender_engine sbr__sender_status_byte = {
+    .name = "status-byte",
+    .start = sb_start,
+    .stop = sb_stop,
+    .progress = sb_progress,
+    .sleep = sb_sleep,
+    .post_own = sb_post_own,
+};

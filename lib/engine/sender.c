@@ -1,0 +1,1235 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * sender.c - the sender: connection, send blocks, the thread-safe fill API
+ * for many producers, fragmentation, backpressure and the sender thread that
+ * hands queued blocks to the posting engine of the chosen mechanism.
+ *
+ * Packet numbers are assigned at submit under s->lock and each device's
+ * blocks queue in order (sender-queue.c: one FIFO per device, served round
+ * robin); sequence numbers are assigned when the engine takes a block, so
+ * blocks are posted in sequence order and every device's packets in packet
+ * order: the receiver relies on that.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "util/log.h"
+#include "engine/sender-internal.h"
+
+#define DEFAULT_SEND_BLOCKS 16
+#define DEFAULT_CONNECT_TIMEOUT_MS 5000
+#define DEFAULT_WAIT_TIMEOUT_MS 1000
+/* A forced status READ at least every millisecond of sending: a paused
+ * device is seen within ~1 ms + a round trip, for at most one READ (a
+ * cache line) per millisecond, which even Soft-RoCE doesn't notice. */
+#define DEFAULT_PAUSE_POLL_US 1000
+/* A sender thread with nothing queued re-checks this often anyway (so a
+ * dead connection is noticed while idle). */
+#define IDLE_CHECK_MS 50
+/* After a producer of a refused device was turned away, keep the forced
+ * status READs going this long, so the next one learns whether the bit
+ * cleared (a camera tries at least once a second). */
+#define REFUSED_POLL_WINDOW_NS (1000ull * 1000u * 1000u)
+
+void sbr_sender_config_init(struct sbr_sender_config *cfg)
+{
+  memset(cfg, 0, sizeof *cfg);
+  cfg->backend = SBR_BACKEND_VERBS;
+  cfg->mechanism = SBR_MECH_STATUS_BYTE;
+  cfg->host = "127.0.0.1";
+  cfg->port = SBR_DEFAULT_PORT;
+  cfg->send_blocks = DEFAULT_SEND_BLOCKS;
+  cfg->connect_timeout_ms = DEFAULT_CONNECT_TIMEOUT_MS;
+  cfg->backpressure = SBR_BACKPRESSURE_WAIT;
+  cfg->wait_timeout_ms = DEFAULT_WAIT_TIMEOUT_MS;
+  cfg->pause_poll_us = DEFAULT_PAUSE_POLL_US;
+  cfg->send_order = SBR_SEND_ORDER_FIFO;
+  sbr__backoff_config_fill(&cfg->backoff);
+}
+
+void sbr_block_meta_init(struct sbr_block_meta *meta, uint8_t device)
+{
+  memset(meta, 0, sizeof *meta);
+  meta->device = device;
+  meta->kind = SBR_KIND_DATA;
+  meta->flags = SBR_FLAG_FIRST | SBR_FLAG_LAST;
+  meta->pts = meta->dts = meta->duration = SBR_TIME_NONE;
+  meta->capture_time = SBR_TIME_NONE;
+}
+
+static void deadline_after_ms(struct timespec *ts, int ms)
+{
+  sbr__deadline_after_us(ts, (uint64_t)ms * 1000u);
+}
+
+static void init_cond(pthread_cond_t *c)
+{
+  /* Timed waits use CLOCK_MONOTONIC: wall clock jumps must not matter. */
+  pthread_condattr_t a;
+  pthread_condattr_init(&a);
+  pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+  pthread_cond_init(c, &a);
+  pthread_condattr_destroy(&a);
+}
+
+/* ------------------------------------------------------------ blocks */
+
+static int alloc_blocks(struct sbr_sender *s, uint32_t block_size)
+{
+  size_t total = (size_t)s->n_blocks * block_size;
+  if (posix_memalign((void **)&s->block_mem, 4096, total) != 0)
+    return -ENOMEM;
+  memset(s->block_mem, 0, total);
+  s->blocks = calloc(s->n_blocks, sizeof *s->blocks);
+  if (!s->blocks) {
+    free(s->block_mem);
+    s->block_mem = NULL;
+    return -ENOMEM;
+  }
+  s->block_size = block_size;
+  s->free_list = NULL;
+  for (uint32_t i = s->n_blocks; i-- > 0;) {
+    struct sbr_send_block *b = &s->blocks[i];
+    b->index = i;
+    b->mem = s->block_mem + (size_t)i * block_size;
+    b->capacity = (uint32_t)sbr__block_capacity(block_size);
+    b->state = SBR__SEND_FREE;
+    b->next = s->free_list;
+    s->free_list = b;
+  }
+  s->n_free = s->n_blocks;
+  return 0;
+}
+
+/* Returns b to the free list; the caller then wakes waiters with
+ * wake_free_waiters_locked for everything it freed. */
+static void push_free_locked(struct sbr_sender *s, struct sbr_send_block *b)
+{
+  if (b->state != SBR__SEND_FREE)
+    s->dev_held[b->owner]--;
+  b->state = SBR__SEND_FREE;
+  b->next = s->free_list;
+  s->free_list = b;
+  s->n_free++;
+}
+
+/* A producer waiting for free send blocks (wait_free_locked), on its own
+ * condition variable, in s->lock's FIFO list. */
+struct sbr__free_waiter {
+  pthread_cond_t cond;
+  uint32_t need;  /* blocks it waits for */
+  uint8_t device; /* for which device */
+  bool woken;     /* a waker chose it */
+  struct sbr__free_waiter *prev, *next;
+};
+
+static void wake_waiter_locked(struct sbr__free_waiter *w)
+{
+  w->woken = true;
+  pthread_cond_signal(&w->cond); /* its only waiter */
+}
+
+static bool dev_paused_locked(const struct sbr_sender *s, uint8_t device)
+{
+  return s->paused[device / 8] & (1u << (device % 8));
+}
+
+static bool dev_refused_locked(const struct sbr_sender *s, uint8_t device)
+{
+  return s->refused[device / 8] & (1u << (device % 8));
+}
+
+/* Paused or refused: the device takes no send block now. */
+static bool dev_stopped_locked(const struct sbr_sender *s, uint8_t device)
+{
+  return dev_paused_locked(s, device) || dev_refused_locked(s, device);
+}
+
+/* Devices other than device with a producer waiting for blocks (paused
+ * or refused ones don't count: they take none). */
+static uint32_t other_waiting_devices_locked(const struct sbr_sender *s,
+                                             uint8_t device)
+{
+  uint8_t seen[SBR_MAX_DEVICES / 8] = {0};
+  uint32_t n = 0;
+  for (const struct sbr__free_waiter *w = s->free_waiters_head; w;
+       w = w->next) {
+    uint8_t bit = (uint8_t)(1u << (w->device % 8));
+    if (w->device == device || dev_stopped_locked(s, w->device) ||
+        (seen[w->device / 8] & bit))
+      continue;
+    seen[w->device / 8] |= bit;
+    n++;
+  }
+  return n;
+}
+
+/* Fairness (design.md, "Sharing the send blocks"): while producers of
+ * other devices wait, a device may hold (taken + queued + in flight) at
+ * most its share of the send blocks, max(n, send_blocks / devices
+ * competing); with nobody else waiting it may take them all.  extra: blocks
+ * the caller already promised this device. */
+static bool within_share(const struct sbr_sender *s, uint8_t device, uint32_t n,
+                         uint32_t extra, uint32_t others)
+{
+  if (others == 0)
+    return true;
+  uint32_t share = s->n_blocks / (others + 1);
+  if (share < n)
+    share = n;
+  return s->dev_held[device] + extra + n <= share;
+}
+
+static bool within_share_locked(const struct sbr_sender *s, uint8_t device,
+                                uint32_t n)
+{
+  return within_share(s, device, n, 0, other_waiting_devices_locked(s, device));
+}
+
+static bool has_unpaused_waiter_locked(const struct sbr_sender *s,
+                                       uint8_t device)
+{
+  if (dev_stopped_locked(s, device))
+    return false;
+  for (const struct sbr__free_waiter *w = s->free_waiters_head; w; w = w->next)
+    if (w->device == device)
+      return true;
+  return false;
+}
+
+/* May a producer of device take n blocks now? */
+static bool may_take_locked(const struct sbr_sender *s, uint8_t device,
+                            uint32_t n)
+{
+  return s->n_free >= n && !dev_stopped_locked(s, device) &&
+         within_share_locked(s, device, n);
+}
+
+/* Blocks came back, a device resumed or a waiter left: wake the waiters
+ * that can now take blocks, one device at a time, the device holding the
+ * fewest blocks first (ties: the oldest waiter), until the free blocks not
+ * yet promised to a woken waiter run out.  Twelve camera pipelines wait
+ * for blocks at once: waking all of them to let one through (perf: the
+ * sender's futex traffic in B6) cost more than the send, so each waiter
+ * sleeps on its own condition variable (a pthread_cond_signal among
+ * several waiters of one variable can be lost in older glibc, sourceware
+ * #25847) and only those chosen are woken.  A woken waiter that finds its
+ * blocks taken meanwhile queues again. */
+static void wake_free_waiters_locked(struct sbr_sender *s)
+{
+  if (!s->free_waiters_head || s->n_free == 0)
+    return;
+  uint32_t promised = 0;
+  for (struct sbr__free_waiter *w = s->free_waiters_head; w; w = w->next)
+    if (w->woken)
+      promised += w->need;
+  /* Every candidate below is an unpaused waiter itself, so the devices
+   * competing with it are all but its own: counted once, here. */
+  uint32_t competing = other_waiting_devices_locked(s, 0) +
+                       (has_unpaused_waiter_locked(s, 0) ? 1u : 0u);
+  uint32_t extra[SBR_MAX_DEVICES] = {0};
+  while (promised < s->n_free) {
+    uint32_t available = s->n_free - promised;
+    struct sbr__free_waiter *best = NULL;
+    for (struct sbr__free_waiter *w = s->free_waiters_head; w; w = w->next) {
+      if (w->woken || w->need > available || dev_stopped_locked(s, w->device) ||
+          !within_share(s, w->device, w->need, extra[w->device], competing - 1))
+        continue;
+      if (!best || s->dev_held[w->device] + extra[w->device] <
+                       s->dev_held[best->device] + extra[best->device])
+        best = w;
+    }
+    if (!best)
+      break;
+    wake_waiter_locked(best);
+    promised += best->need;
+    extra[best->device] += best->need;
+  }
+}
+
+/* Every waiter looks again (wakeup, disconnect, stop). */
+static void wake_all_free_waiters_locked(struct sbr_sender *s)
+{
+  for (struct sbr__free_waiter *w = s->free_waiters_head; w; w = w->next)
+    wake_waiter_locked(w);
+}
+
+static void count_drop_locked(struct sbr_sender *s,
+                              const struct sbr_send_block *b)
+{
+  /* A frame counts once: at its last fragment (or unfragmented block). */
+  if (b->header.kind == SBR_KIND_DATA && !(b->header.flags & SBR_FLAG_LAST))
+    return;
+  s->dev_stats[b->header.device].drops++;
+  s->stats.drops++;
+}
+
+/* ------------------------------------------------------- connection */
+
+static int connect_locked(struct sbr_sender *s, char *errbuf, size_t errlen)
+{
+  uint8_t priv[SBR__CONNECT_PRIV_SIZE];
+  sbr__connect_priv_encode(priv, (uint8_t)s->cfg.mechanism,
+                           s->cfg.block_size_hint, s->cfg.block_count_hint);
+  /* Queue bounds: every block is at most 2 WRs in flight, plus one status
+   * READ; the sliding window also posts one receive per slot for ACKs. */
+  struct sbr__queue_caps caps = {
+      .max_send_wr = 2 * s->n_blocks + 4,
+      .max_recv_wr = 0,
+      .max_inline = 64,
+  };
+  if (s->cfg.mechanism == SBR_MECH_SLIDING_WINDOW)
+    caps.max_recv_wr =
+        s->cfg.block_count_hint ? s->cfg.block_count_hint + 4 : 1024;
+  struct sbr__lane_desc lane;
+  struct sbr__conn *conn = NULL;
+  int ret = s->ops->connect(
+      s->host, s->cfg.port, s->cfg.source, priv, sizeof priv, &caps,
+      &s->cfg.faults, s->cfg.connect_timeout_ms, &conn, &lane, errbuf, errlen);
+  if (ret < 0)
+    return ret;
+  if (lane.mechanism == SBR_MECH_SLIDING_WINDOW &&
+      lane.block_count + 4 > caps.max_recv_wr) {
+    /* One ACK receive per slot must be posted; the QP was sized before the
+     * lane was known. */
+    sbr__errf(errbuf, errlen,
+              "receiver at %s:%u has %u slots; this sliding-window sender "
+              "can take %u (set block_count_hint)",
+              s->host, s->cfg.port, lane.block_count, caps.max_recv_wr - 4);
+    ret = -EPROTO;
+    goto out_close;
+  }
+  if (lane.mechanism != s->cfg.mechanism) {
+    sbr__errf(errbuf, errlen, "receiver at %s:%u runs %s, this sender %s",
+              s->host, s->cfg.port, sbr_mechanism_name(lane.mechanism),
+              sbr_mechanism_name(s->cfg.mechanism));
+    ret = -EPROTO;
+    goto out_close;
+  }
+  if (!s->block_mem) {
+    ret = alloc_blocks(s, lane.block_size);
+    if (ret < 0) {
+      sbr__errf(errbuf, errlen, "cannot allocate %u send blocks of %u bytes",
+                s->n_blocks, lane.block_size);
+      goto out_close;
+    }
+  } else if (lane.block_size < s->block_size) {
+    /* Producers may hold pointers into the old blocks: they can't shrink. */
+    sbr__errf(errbuf, errlen,
+              "receiver's blocks shrank from %u to %u bytes; recreate the "
+              "sender",
+              s->block_size, lane.block_size);
+    ret = -EPROTO;
+    goto out_close;
+  }
+  ret = s->ops->reg_mr(conn, s->block_mem, (size_t)s->n_blocks * s->block_size,
+                       SBR__ACCESS_LOCAL_WRITE, &s->blocks_mr);
+  if (ret < 0) {
+    sbr__errf(errbuf, errlen, "cannot register send blocks: %s",
+              strerror(-ret));
+    goto out_close;
+  }
+  /* Producers read the lane (epoch) under s->lock; the engine reads conn
+   * and lane with engine_lock held, which the caller holds. */
+  pthread_mutex_lock(&s->lock);
+  s->conn = conn;
+  s->lane = lane;
+  /* Refusals belong to a lane: a new one starts with none. */
+  memset(s->refused, 0, sizeof s->refused);
+  pthread_mutex_unlock(&s->lock);
+  ret = s->engine->start(s);
+  if (ret < 0) {
+    sbr__errf(errbuf, errlen, "%s engine failed to start: %s", s->engine->name,
+              strerror(-ret));
+    goto out_dereg;
+  }
+  pthread_mutex_lock(&s->lock);
+  s->connected = true;
+  pthread_mutex_unlock(&s->lock);
+  SBR_INFO("sender: connected to %s:%u over %s, lane %u: %u blocks of %u "
+           "bytes, epoch %u",
+           s->host, s->cfg.port, s->ops->name, lane.lane_id, lane.block_count,
+           lane.block_size, lane.epoch);
+  return 0;
+
+out_dereg:
+  s->ops->dereg_mr(s->blocks_mr);
+  s->blocks_mr = NULL;
+  s->conn = NULL;
+out_close:
+  s->ops->close(conn);
+  return ret;
+}
+
+/* Called with engine_lock held (the thread is not in the engine). */
+static void disconnect_engine_locked(struct sbr_sender *s)
+{
+  if (!s->conn)
+    return;
+  s->engine->stop(s);
+  s->ops->dereg_mr(s->blocks_mr);
+  s->blocks_mr = NULL;
+  s->ops->close(s->conn);
+  s->conn = NULL;
+}
+
+/* The connection failed: everything queued or in flight is lost.  Blocks
+ * producers are filling stay theirs; submit will refuse them. */
+static void fail_connection(struct sbr_sender *s, int err)
+{
+  pthread_mutex_lock(&s->lock);
+  if (s->connected)
+    SBR_WARN("sender: connection to %s:%u lost: %s", s->host, s->cfg.port,
+             strerror(-err));
+  s->connected = false;
+  pthread_mutex_unlock(&s->lock);
+
+  /* Stop the engine before reclaiming: posted blocks are the NIC's until the
+   * QP is gone. */
+  disconnect_engine_locked(s);
+
+  pthread_mutex_lock(&s->lock);
+  for (uint32_t i = 0; i < s->n_blocks; i++) {
+    struct sbr_send_block *b = &s->blocks[i];
+    if (b->state == SBR__SEND_POSTED || b->state == SBR__SEND_QUEUED) {
+      count_drop_locked(s, b);
+      push_free_locked(s, b);
+    }
+  }
+  sbr__queue_init(&s->queue, s->queue.fifo);
+  s->n_queued = 0;
+  s->n_posted = 0;
+  pthread_cond_broadcast(&s->idle_cond);
+  wake_all_free_waiters_locked(s);
+  pthread_mutex_unlock(&s->lock);
+}
+
+/* Does a producer wait for a paused device, or was one of a refused
+ * device turned away lately?  Either must learn when its bit clears. */
+static bool pause_waiting_locked(const struct sbr_sender *s)
+{
+  for (const struct sbr__free_waiter *w = s->free_waiters_head; w; w = w->next)
+    if (dev_paused_locked(s, w->device))
+      return true;
+  return s->refused_try_ns != 0 &&
+         sbr__now_ns() - s->refused_try_ns < REFUSED_POLL_WINDOW_NS;
+}
+
+/* Status-byte only: the sliding window has no READ to force. */
+static bool pause_poll_locked(const struct sbr_sender *s)
+{
+  return s->cfg.pause_poll_us > 0 && s->cfg.mechanism == SBR_MECH_STATUS_BYTE &&
+         pause_waiting_locked(s);
+}
+
+static void *sender_thread(void *arg)
+{
+  struct sbr_sender *s = arg;
+  pthread_setname_np(pthread_self(), "sbr-sender");
+  sbr__thread_precise_sleeps();
+  for (;;) {
+    pthread_mutex_lock(&s->lock);
+    bool stop = s->stopping;
+    bool connected = s->connected;
+    /* A producer waiting for a paused device keeps the engine READing. */
+    bool busy = s->n_queued > 0 || s->n_posted > 0 || pause_poll_locked(s);
+    if (!stop && (!connected || !busy)) {
+      /* Nothing to post, nothing to reap: sleep until a submit. */
+      struct timespec ts;
+      deadline_after_ms(&ts, IDLE_CHECK_MS);
+      pthread_cond_timedwait(&s->work_cond, &s->lock, &ts);
+      stop = s->stopping;
+      connected = s->connected;
+      busy = s->n_queued > 0 || s->n_posted > 0 || pause_poll_locked(s);
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (stop)
+      break;
+    if (!connected)
+      continue;
+
+    pthread_mutex_lock(&s->engine_lock);
+    int r = s->conn ? s->engine->progress(s) : 0;
+    if (r == 0 && busy && s->conn && !sbr__backoff_spin(&s->backoff)) {
+      /* Sleep on what the engine waits for rather than a fixed nap: a
+       * completion is noticed when it comes, not after the nap. */
+      r = s->engine->sleep(s, sbr__backoff_next_sleep_us(&s->backoff));
+    }
+    if (r < 0)
+      fail_connection(s, r);
+    pthread_mutex_unlock(&s->engine_lock);
+    if (r > 0)
+      sbr__backoff_reset(&s->backoff);
+  }
+  return NULL;
+}
+
+/* Frees what sbr_sender_new set up, once the connection is closed and the
+ * thread is gone. */
+static void destroy_sender(struct sbr_sender *s)
+{
+  free(s->blocks);
+  free(s->block_mem);
+  pthread_cond_destroy(&s->idle_cond);
+  pthread_cond_destroy(&s->work_cond);
+  pthread_mutex_destroy(&s->engine_lock);
+  pthread_mutex_destroy(&s->lock);
+  free(s);
+}
+
+int sbr_sender_new(const struct sbr_sender_config *cfg, sbr_sender **out,
+                   char *errbuf, size_t errlen)
+{
+  sbr__errf(errbuf, errlen, "%s", "");
+  if (!cfg || !out || !cfg->host)
+    return -EINVAL;
+  const struct sbr__transport_ops *ops = sbr__transport_get(cfg->backend);
+  if (!ops) {
+    sbr__errf(errbuf, errlen, "back end %s is not built in",
+              sbr_backend_name(cfg->backend));
+    return -ENOTSUP;
+  }
+  if (cfg->mechanism != SBR_MECH_STATUS_BYTE &&
+      cfg->mechanism != SBR_MECH_SLIDING_WINDOW)
+    return -EINVAL;
+  if (cfg->send_order != SBR_SEND_ORDER_ROUND_ROBIN &&
+      cfg->send_order != SBR_SEND_ORDER_FIFO)
+    return -EINVAL;
+
+  struct sbr_sender *s = calloc(1, sizeof *s);
+  if (!s)
+    return -ENOMEM;
+  s->cfg = *cfg;
+  /* The sliding window acknowledges slots strictly in order: interleaved
+   * devices' partial frames, each holding slots until its last fragment,
+   * could hold every slot and stop the acknowledgements for good (the
+   * status-byte receiver releases blocks one by one, and copies a partial
+   * frame out when the lane runs short). */
+  sbr__queue_init(&s->queue, cfg->send_order == SBR_SEND_ORDER_FIFO ||
+                                 cfg->mechanism == SBR_MECH_SLIDING_WINDOW);
+  snprintf(s->host, sizeof s->host, "%s", cfg->host);
+  s->cfg.host = s->host;
+  if (cfg->source) {
+    snprintf(s->source, sizeof s->source, "%s", cfg->source);
+    s->cfg.source = s->source;
+  }
+  if (s->cfg.port == 0)
+    s->cfg.port = SBR_DEFAULT_PORT;
+  if (s->cfg.send_blocks == 0)
+    s->cfg.send_blocks = DEFAULT_SEND_BLOCKS;
+  if (s->cfg.connect_timeout_ms <= 0)
+    s->cfg.connect_timeout_ms = DEFAULT_CONNECT_TIMEOUT_MS;
+  sbr__backoff_config_fill(&s->cfg.backoff);
+  s->n_blocks = s->cfg.send_blocks;
+  s->ops = ops;
+  s->engine = cfg->mechanism == SBR_MECH_STATUS_BYTE
+                  ? &sbr__sender_status_byte
+                  : &sbr__sender_sliding_window;
+  pthread_mutex_init(&s->lock, NULL);
+  pthread_mutex_init(&s->engine_lock, NULL);
+  init_cond(&s->work_cond);
+  init_cond(&s->idle_cond);
+  sbr__backoff_init(&s->backoff, &s->cfg.backoff);
+
+  int ret = connect_locked(s, errbuf, errlen);
+  if (ret < 0)
+    goto out_free;
+  ret = pthread_create(&s->thread, NULL, sender_thread, s);
+  if (ret != 0) {
+    ret = -ret;
+    sbr__errf(errbuf, errlen, "cannot start the sender thread");
+    goto out_disconnect;
+  }
+  s->thread_started = true;
+  *out = s;
+  return 0;
+
+out_disconnect:
+  disconnect_engine_locked(s);
+out_free:
+  destroy_sender(s);
+  return ret;
+}
+
+void sbr_sender_free(sbr_sender *s)
+{
+  if (!s)
+    return;
+  sbr_sender_flush(s, 1000);
+  pthread_mutex_lock(&s->lock);
+  s->stopping = true;
+  pthread_cond_broadcast(&s->work_cond);
+  wake_all_free_waiters_locked(s);
+  pthread_mutex_unlock(&s->lock);
+  if (s->thread_started)
+    pthread_join(s->thread, NULL);
+  pthread_mutex_lock(&s->engine_lock);
+  disconnect_engine_locked(s);
+  pthread_mutex_unlock(&s->engine_lock);
+  destroy_sender(s);
+}
+
+bool sbr_sender_is_connected(sbr_sender *s)
+{
+  pthread_mutex_lock(&s->lock);
+  bool c = s->connected;
+  pthread_mutex_unlock(&s->lock);
+  return c;
+}
+
+int sbr_sender_reconnect(sbr_sender *s, char *errbuf, size_t errlen)
+{
+  sbr__errf(errbuf, errlen, "%s", "");
+  pthread_mutex_lock(&s->engine_lock);
+  pthread_mutex_lock(&s->lock);
+  bool connected = s->connected;
+  pthread_mutex_unlock(&s->lock);
+  int ret = 0;
+  if (!connected) {
+    /* A half-dead connection (the engine saw no error yet) goes first. */
+    disconnect_engine_locked(s);
+    ret = connect_locked(s, errbuf, errlen);
+    if (ret == 0) {
+      pthread_mutex_lock(&s->lock);
+      s->stats.reconnects++;
+      pthread_cond_broadcast(&s->work_cond);
+      pthread_mutex_unlock(&s->lock);
+    }
+  }
+  pthread_mutex_unlock(&s->engine_lock);
+  return ret;
+}
+
+int sbr__sender_test_fail_qp(struct sbr_sender *s)
+{
+  /* engine_lock keeps s->conn from being closed meanwhile. */
+  pthread_mutex_lock(&s->engine_lock);
+  int ret = s->conn ? s->ops->test_fail(s->conn) : -ENOTCONN;
+  pthread_mutex_unlock(&s->engine_lock);
+  return ret;
+}
+
+void sbr_sender_wakeup(sbr_sender *s)
+{
+  pthread_mutex_lock(&s->lock);
+  s->wakeups++;
+  wake_all_free_waiters_locked(s);
+  pthread_mutex_unlock(&s->lock);
+}
+
+size_t sbr_sender_block_payload_size(const sbr_sender *s)
+{
+  return sbr__block_capacity(s->block_size);
+}
+
+/* ---------------------------------------------------------- fill API */
+
+/* Queues w at the tail of the waiters and sleeps until a waker picks it,
+ * or until deadline (NULL: none).  Returns 0 or ETIMEDOUT; w is off the
+ * list again either way. */
+static int sleep_free_waiter_locked(struct sbr_sender *s,
+                                    struct sbr__free_waiter *w,
+                                    const struct timespec *deadline)
+{
+  w->woken = false;
+  w->next = NULL;
+  w->prev = s->free_waiters_tail;
+  if (w->prev)
+    w->prev->next = w;
+  else
+    s->free_waiters_head = w;
+  s->free_waiters_tail = w;
+  int ret = 0;
+  while (!w->woken && ret != ETIMEDOUT)
+    ret = deadline ? pthread_cond_timedwait(&w->cond, &s->lock, deadline)
+                   : pthread_cond_wait(&w->cond, &s->lock);
+  if (w->woken)
+    ret = 0;
+  if (w->prev)
+    w->prev->next = w->next;
+  else
+    s->free_waiters_head = w->next;
+  if (w->next)
+    w->next->prev = w->prev;
+  else
+    s->free_waiters_tail = w->prev;
+  return ret;
+}
+
+/* A producer of a refused device is turned away: the sender thread keeps
+ * READing for a while (pause_waiting_locked) so a cleared bit is seen. */
+static int refused_locked(struct sbr_sender *s)
+{
+  bool polling = pause_waiting_locked(s);
+  s->refused_try_ns = sbr__now_ns();
+  if (!polling)
+    pthread_cond_signal(&s->work_cond);
+  return -EADDRINUSE;
+}
+
+/* Waits for n free blocks for device per the backpressure policy: free
+ * ones, device not paused, within its share.  0, -EAGAIN (none in time:
+ * the caller counts a drop), -EADDRINUSE (the receiver refuses the
+ * device, at once), -EINTR (sbr_sender_wakeup) or -ENOTCONN. */
+static int wait_free_locked(struct sbr_sender *s, uint32_t n, uint8_t device)
+{
+  if (n > s->n_blocks)
+    return -EMSGSIZE;
+  if (!s->connected || s->stopping)
+    return -ENOTCONN;
+  if (dev_refused_locked(s, device))
+    return refused_locked(s);
+  if (may_take_locked(s, device, n))
+    return 0; /* the usual case: no waiter to set up */
+  if (s->cfg.backpressure == SBR_BACKPRESSURE_DROP)
+    return -EAGAIN;
+  struct timespec deadline;
+  if (s->cfg.wait_timeout_ms >= 0)
+    deadline_after_ms(&deadline, s->cfg.wait_timeout_ms);
+  uint64_t wakeups = s->wakeups;
+  struct sbr__free_waiter w = {.need = n, .device = device};
+  init_cond(&w.cond);
+  int ret = 0;
+  while (s->connected && !s->stopping && !may_take_locked(s, device, n)) {
+    if (s->wakeups != wakeups) {
+      ret = -EINTR;
+      break;
+    }
+    if (dev_refused_locked(s, device)) {
+      ret = refused_locked(s);
+      break;
+    }
+    /* Waiting for a resume: the sender thread must keep READing the
+     * bitmap even with nothing to send (it looks at the waiters). */
+    if (dev_paused_locked(s, device))
+      pthread_cond_signal(&s->work_cond);
+    if (sleep_free_waiter_locked(
+            s, &w, s->cfg.wait_timeout_ms >= 0 ? &deadline : NULL) ==
+        ETIMEDOUT) {
+      if (!may_take_locked(s, device, n))
+        ret = -EAGAIN;
+      break;
+    }
+  }
+  if (ret == 0 && (!s->connected || s->stopping))
+    ret = -ENOTCONN;
+  /* Our device no longer competes (or was chosen for blocks it won't
+   * take): others may go on. */
+  if (ret != 0)
+    wake_free_waiters_locked(s);
+  pthread_cond_destroy(&w.cond);
+  return ret;
+}
+
+static struct sbr_send_block *pop_free_locked(struct sbr_sender *s,
+                                              uint8_t device)
+{
+  struct sbr_send_block *b = s->free_list;
+  s->free_list = b->next;
+  s->n_free--;
+  b->next = NULL;
+  b->state = SBR__SEND_FILLING;
+  b->owner = device;
+  s->dev_held[device]++;
+  return b;
+}
+
+static void count_backpressure_drop_locked(struct sbr_sender *s, uint8_t device)
+{
+  s->dev_stats[device].drops++;
+  s->stats.drops++;
+  if (dev_paused_locked(s, device))
+    s->dev_stats[device].paused_drops++;
+}
+
+/* -EAGAIN and -EADDRINUSE from wait_free_locked are drops for device. */
+static void count_wait_drop_locked(struct sbr_sender *s, uint8_t device,
+                                   int ret)
+{
+  if (ret == -EAGAIN) {
+    count_backpressure_drop_locked(s, device);
+  } else if (ret == -EADDRINUSE) {
+    s->dev_stats[device].drops++;
+    s->stats.drops++;
+    s->dev_stats[device].refused_drops++;
+  }
+}
+
+int sbr_sender_acquire(sbr_sender *s, uint8_t device, sbr_send_block **out)
+{
+  pthread_mutex_lock(&s->lock);
+  int ret = wait_free_locked(s, 1, device);
+  if (ret == 0) {
+    *out = pop_free_locked(s, device);
+    wake_free_waiters_locked(s); /* the next device's turn */
+  } else {
+    count_wait_drop_locked(s, device, ret);
+  }
+  pthread_mutex_unlock(&s->lock);
+  return ret;
+}
+
+void *sbr_send_block_payload(sbr_send_block *b, size_t *capacity)
+{
+  if (capacity)
+    *capacity = b->capacity;
+  return b->mem + SBR__HEADER_SIZE;
+}
+
+/* Blocks were queued: the sender thread posts them now, whether it sleeps
+ * idle (work_cond) or on a completion.  Without the kick a frame queued
+ * while the previous one was in flight waited for that completion (or
+ * the sleep's timeout) before it was even posted: on shm a whole frame's
+ * copy plus two wake-ups, during which the NIC thread idled (#11). */
+static void wake_sender_locked(struct sbr_sender *s)
+{
+  pthread_cond_signal(&s->work_cond);
+  if (s->engine_sleeps) {
+    s->engine_sleeps = false; /* one kick per sleep is enough */
+    s->stats.kicks++;
+    s->ops->kick_cq(s->conn);
+  }
+}
+
+/* A producer just queued n blocks: should it post them itself?  Only when
+ * the engine can, they are all that is queued (so it posts nothing of
+ * anyone else's), and the sender thread isn't asleep on a completion (it
+ * then holds engine_lock; the kick is quicker than waiting for it). */
+static bool producer_may_post_locked(const struct sbr_sender *s, uint32_t n)
+{
+  return s->engine->post_own && !s->cfg.sender_thread_posts &&
+         !s->engine_sleeps && s->n_queued == n;
+}
+
+/* The producer's side of posting.  Over both back ends the sender thread
+ * was woken for every frame only to post it: on an idle sender that is a
+ * whole thread wake-up (50-200 us on this 2-core host, p50 to p90, and far
+ * more in the VM) between the frame being ready and its WRITE.  So the
+ * producer that queued it posts it itself when nobody else is in the
+ * engine (engine_lock is free: the sender thread sleeps idle on
+ * work_cond): its own blocks only, never blocking beyond the post.  Over
+ * shm an idle NIC gives the chain to the producer to copy itself once it
+ * dropped engine_lock (transport.h, post_send_here).  The sender thread is
+ * still woken to reap the completion, but after the post, off the frame's path.
+ * With engine_lock taken (the sender thread is in the engine, or another
+ * producer), the blocks wait for whoever holds it, as before: that one
+ * sees them queued, and the wake below covers a holder about to sleep.  A
+ * failed post leaves the blocks queued and the failure to the sender
+ * thread: a producer never tears a connection down. */
+static void post_queued(struct sbr_sender *s, uint32_t n)
+{
+  int posted = 0;
+  bool claimed = false;
+  struct sbr__conn *conn = NULL;
+  if (pthread_mutex_trylock(&s->engine_lock) == 0) {
+    conn = s->conn;
+    if (conn)
+      posted = s->engine->post_own(s, n, &claimed);
+    pthread_mutex_unlock(&s->engine_lock);
+  }
+  /* Outside engine_lock: the sender thread may reap and post meanwhile
+   * (behind this chain), and a close waits for the claim. */
+  if (claimed)
+    s->ops->execute_claimed(conn);
+  pthread_mutex_lock(&s->lock);
+  if (posted > 0)
+    s->stats.producer_posts++;
+  if (s->n_queued > 0 || s->n_posted > 0)
+    wake_sender_locked(s);
+  pthread_mutex_unlock(&s->lock);
+}
+
+void sbr__sender_engine_sleeps(struct sbr_sender *s, bool sleeps)
+{
+  pthread_mutex_lock(&s->lock);
+  s->engine_sleeps = sleeps;
+  pthread_mutex_unlock(&s->lock);
+}
+
+/* Stamps header + trailer and appends to the queue.  Under s->lock. */
+static void enqueue_locked(struct sbr_sender *s, struct sbr_send_block *b,
+                           const struct sbr_block_meta *meta,
+                           uint32_t payload_len)
+{
+  struct sbr__header *h = &b->header;
+  h->kind = meta->kind;
+  h->device = meta->device;
+  h->flags = meta->flags;
+  h->packet = s->next_packet[meta->device]++;
+  h->epoch = s->lane.epoch;
+  h->payload_len = payload_len;
+  h->pts = meta->pts;
+  h->dts = meta->dts;
+  h->duration = meta->duration;
+  h->capture_time = meta->capture_time;
+  h->frame_offset = meta->frame_offset;
+  h->frame_size = meta->frame_size;
+  /* Encoded, with its sequence number, when it is taken for posting. */
+  b->wire_len = (uint32_t)SBR__BLOCK_OVERHEAD + payload_len;
+  b->state = SBR__SEND_QUEUED;
+  sbr__queue_push(&s->queue, b);
+  s->n_queued++;
+}
+
+int sbr_sender_submit(sbr_sender *s, sbr_send_block *b,
+                      const struct sbr_block_meta *meta, size_t payload_len)
+{
+  if (payload_len > sbr__block_capacity(s->block_size) ||
+      b->state != SBR__SEND_FILLING || meta->kind < SBR_KIND_DATA ||
+      meta->kind > SBR_KIND_EOS)
+    return -EINVAL;
+  struct sbr_block_meta m = *meta;
+  if (m.kind == SBR_KIND_DATA && (m.flags & SBR_FLAG_FIRST) &&
+      (m.flags & SBR_FLAG_LAST)) {
+    m.frame_offset = 0;
+    m.frame_size = (uint32_t)payload_len;
+  }
+  /* What the receiver would reject as a bad fragment is refused here. */
+  if (m.kind == SBR_KIND_DATA &&
+      ((uint64_t)m.frame_offset + payload_len > m.frame_size ||
+       ((m.flags & SBR_FLAG_FIRST) && m.frame_offset != 0) ||
+       ((m.flags & SBR_FLAG_LAST) &&
+        m.frame_offset + payload_len != m.frame_size)))
+    return -EINVAL;
+  pthread_mutex_lock(&s->lock);
+  if (!s->connected) {
+    count_drop_locked(
+        s,
+        &(struct sbr_send_block){
+            .header = {.kind = m.kind, .device = m.device, .flags = m.flags}});
+    push_free_locked(s, b);
+    wake_free_waiters_locked(s);
+    pthread_mutex_unlock(&s->lock);
+    return -ENOTCONN;
+  }
+  enqueue_locked(s, b, &m, (uint32_t)payload_len);
+  bool post_here = producer_may_post_locked(s, 1);
+  if (!post_here)
+    wake_sender_locked(s);
+  pthread_mutex_unlock(&s->lock);
+  if (post_here)
+    post_queued(s, 1);
+  return 0;
+}
+
+void sbr_sender_abandon(sbr_sender *s, sbr_send_block *b)
+{
+  pthread_mutex_lock(&s->lock);
+  if (b->state == SBR__SEND_FILLING) {
+    push_free_locked(s, b);
+    wake_free_waiters_locked(s);
+  }
+  pthread_mutex_unlock(&s->lock);
+}
+
+int sbr_sender_send(sbr_sender *s, const struct sbr_block_meta *meta,
+                    const void *payload, size_t len)
+{
+  size_t cap = sbr__block_capacity(s->block_size);
+  if (len > UINT32_MAX || cap == 0)
+    return -EMSGSIZE;
+  uint32_t n = len == 0 ? 1 : (uint32_t)((len + cap - 1) / cap);
+  if (n > 1 && meta->kind != SBR_KIND_DATA)
+    return -EMSGSIZE; /* caps strings and EOS fit one block */
+  if (n > s->n_blocks)
+    return -EMSGSIZE; /* all fragments are taken at once */
+
+  /* n is at most the send block count, which a user may set large. */
+  struct sbr_send_block *frag_small[16];
+  struct sbr_send_block **frag =
+      n <= 16 ? frag_small : malloc(n * sizeof *frag);
+  if (!frag)
+    return -ENOMEM;
+
+  pthread_mutex_lock(&s->lock);
+  int ret = wait_free_locked(s, n, meta->device);
+  if (ret < 0) {
+    count_wait_drop_locked(s, meta->device, ret);
+    pthread_mutex_unlock(&s->lock);
+    goto out;
+  }
+  for (uint32_t i = 0; i < n; i++)
+    frag[i] = pop_free_locked(s, meta->device);
+  wake_free_waiters_locked(s); /* the next device's turn */
+  pthread_mutex_unlock(&s->lock);
+
+  /* Copy outside the lock: other producers keep filling meanwhile. */
+  const uint8_t *src = payload;
+  for (uint32_t i = 0; i < n; i++) {
+    size_t off = (size_t)i * cap;
+    size_t chunk = len - off < cap ? len - off : cap;
+    if (chunk)
+      memcpy(frag[i]->mem + SBR__HEADER_SIZE, src + off, chunk);
+  }
+
+  pthread_mutex_lock(&s->lock);
+  if (!s->connected) {
+    for (uint32_t i = 0; i < n; i++)
+      push_free_locked(s, frag[i]);
+    wake_free_waiters_locked(s);
+    count_backpressure_drop_locked(s, meta->device);
+    pthread_mutex_unlock(&s->lock);
+    ret = -ENOTCONN;
+    goto out;
+  }
+  /* All fragments enqueue under one lock hold: consecutive packet numbers,
+   * never interleaved with another producer's blocks for the same device. */
+  for (uint32_t i = 0; i < n; i++) {
+    struct sbr_block_meta m = *meta;
+    size_t off = (size_t)i * cap;
+    size_t chunk = len - off < cap ? len - off : cap;
+    if (m.kind == SBR_KIND_DATA) {
+      m.flags &= (uint8_t) ~(SBR_FLAG_FIRST | SBR_FLAG_LAST);
+      if (i == 0)
+        m.flags |= SBR_FLAG_FIRST;
+      else
+        m.flags &= (uint8_t)~SBR_FLAG_DISCONT;
+      if (i == n - 1)
+        m.flags |= SBR_FLAG_LAST;
+      m.frame_offset = (uint32_t)off;
+      m.frame_size = (uint32_t)len;
+    }
+    enqueue_locked(s, frag[i], &m, (uint32_t)chunk);
+  }
+  bool post_here = producer_may_post_locked(s, n);
+  if (!post_here)
+    wake_sender_locked(s);
+  pthread_mutex_unlock(&s->lock);
+  if (post_here)
+    post_queued(s, n);
+out:
+  if (frag != frag_small)
+    free(frag);
+  return ret;
+}
+
+int sbr_sender_flush(sbr_sender *s, int timeout_ms)
+{
+  struct timespec deadline;
+  deadline_after_ms(&deadline, timeout_ms < 0 ? 0 : timeout_ms);
+  int ret = 0;
+  pthread_mutex_lock(&s->lock);
+  while (s->connected && (s->n_queued > 0 || s->n_posted > 0)) {
+    if (timeout_ms < 0) {
+      pthread_cond_wait(&s->idle_cond, &s->lock);
+    } else if (pthread_cond_timedwait(&s->idle_cond, &s->lock, &deadline) ==
+               ETIMEDOUT) {
+      ret = -ETIMEDOUT;
+      break;
+    }
+  }
+  if (ret == 0 && !s->connected)
+    ret = -ENOTCONN;
+  pthread_mutex_unlock(&s->lock);
+  return ret;
+}
+
+bool sbr_sender_owns(const sbr_sender *s, const void *ptr)
+{
+  const uint8_t *p = ptr;
+  return s->block_mem && p >= s->block_mem &&
+         p < s->block_mem + (size_t)s->n_blocks * s->block_size;
+}
+
+sbr_send_block *sbr_sender_block_from_payload(sbr_sender *s, void *ptr)
+{
+  if (!sbr_sender_owns(s, ptr))
+    return NULL;
+  size_t off = (size_t)((uint8_t *)ptr - s->block_mem);
+  if (off % s->block_size != SBR__HEADER_SIZE)
+    return NULL;
+  return &s->blocks[off / s->block_size];
+}
+
+/* ---------------------------------------------------- engine helpers */
+
+uint32_t sbr__sender_take_queued(struct sbr_sender *s,
+                                 struct sbr_send_block **out,
+                                 uint32_t max_blocks, uint64_t max_bytes)
+{
+  uint32_t n = 0;
+  uint64_t bytes = 0;
+  pthread_mutex_lock(&s->lock);
+  struct sbr_send_block *b;
+  while (n < max_blocks && (b = sbr__queue_peek(&s->queue)) != NULL) {
+    if (n > 0 && bytes + b->wire_len > max_bytes)
+      break;
+    bytes += b->wire_len;
+    sbr__queue_pop(&s->queue);
+    /* The lane's sequence numbers follow the posting order, which the
+     * round robin makes differ from the submit order (the receiver
+     * delivers a lane in sequence order). */
+    b->header.seq = s->next_seq++;
+    sbr__block_encode(b->mem, s->block_size, &b->header);
+    s->n_queued--;
+    s->n_posted++;
+    b->next = NULL;
+    b->state = SBR__SEND_POSTED;
+    out[n++] = b;
+  }
+  pthread_mutex_unlock(&s->lock);
+  return n;
+}
+
+void sbr__sender_requeue_front(struct sbr_sender *s,
+                               struct sbr_send_block *const *blocks, uint32_t n)
+{
+  pthread_mutex_lock(&s->lock);
+  for (uint32_t k = n; k-- > 0;) {
+    struct sbr_send_block *b = blocks[k];
+    b->state = SBR__SEND_QUEUED;
+    sbr__queue_push_front(&s->queue, b); /* a new seq when taken again */
+    s->n_queued++;
+    s->n_posted--;
+  }
+  pthread_mutex_unlock(&s->lock);
+}
+
+bool sbr__sender_pause_waiting(struct sbr_sender *s)
+{
+  pthread_mutex_lock(&s->lock);
+  bool waiting = pause_waiting_locked(s);
+  pthread_mutex_unlock(&s->lock);
+  return waiting;
+}
+
+void sbr__sender_pause_seen(struct sbr_sender *s, const uint8_t *bitmap)
+{
+  pthread_mutex_lock(&s->lock);
+  if (memcmp(bitmap, s->paused, sizeof s->paused) == 0) {
+    pthread_mutex_unlock(&s->lock); /* the usual case */
+    return;
+  }
+  uint64_t now = sbr__now_ns();
+  bool resumed = false;
+  for (unsigned d = 0; d < SBR_MAX_DEVICES; d++) {
+    uint8_t bit = (uint8_t)(1u << (d % 8));
+    bool was = s->paused[d / 8] & bit, is = bitmap[d / 8] & bit;
+    if (was == is)
+      continue;
+    if (is) {
+      s->paused_since_ns[d] = now;
+      SBR_DEBUG("sender: the receiver paused device %u", d);
+    } else {
+      s->dev_stats[d].paused_ns += now - s->paused_since_ns[d];
+      resumed = true;
+      SBR_DEBUG("sender: the receiver resumed device %u", d);
+    }
+  }
+  memcpy(s->paused, bitmap, sizeof s->paused);
+  if (resumed)
+    wake_free_waiters_locked(s);
+  pthread_mutex_unlock(&s->lock);
+}
+
+void sbr__sender_refused_seen(struct sbr_sender *s, const uint8_t *bitmap)
+{
+  pthread_mutex_lock(&s->lock);
+  if (memcmp(bitmap, s->refused, sizeof s->refused) == 0) {
+    pthread_mutex_unlock(&s->lock); /* the usual case */
+    return;
+  }
+  bool refused = false, accepted = false;
+  for (unsigned d = 0; d < SBR_MAX_DEVICES; d++) {
+    uint8_t bit = (uint8_t)(1u << (d % 8));
+    bool was = s->refused[d / 8] & bit, is = bitmap[d / 8] & bit;
+    if (was == is)
+      continue;
+    if (is) {
+      refused = true;
+      SBR_INFO("sender: the receiver refuses device %u from this sender "
+               "(another sender owns it)",
+               d);
+    } else {
+      accepted = true;
+      SBR_INFO("sender: the receiver takes device %u from this sender again",
+               d);
+    }
+  }
+  memcpy(s->refused, bitmap, sizeof s->refused);
+  /* Newly refused: its waiters return -EADDRINUSE (the others keep their
+   * place); accepted again: it may take blocks. */
+  if (refused)
+    for (struct sbr__free_waiter *w = s->free_waiters_head; w; w = w->next)
+      if (dev_refused_locked(s, w->device))
+        wake_waiter_locked(w);
+  if (accepted)
+    wake_free_waiters_locked(s);
+  pthread_mutex_unlock(&s->lock);
+}
+
+bool sbr__sender_has_queued(struct sbr_sender *s)
+{
+  pthread_mutex_lock(&s->lock);
+  bool queued = s->n_queued > 0;
+  pthread_mutex_unlock(&s->lock);
+  return queued;
+}
+
+void sbr__sender_blocks_done(struct sbr_sender *s, const uint32_t *index,
+                             uint32_t n)
+{
+  uint32_t freed = 0;
+  pthread_mutex_lock(&s->lock);
+  for (uint32_t k = 0; k < n; k++) {
+    if (index[k] >= s->n_blocks)
+      continue;
+    struct sbr_send_block *b = &s->blocks[index[k]];
+    if (b->state == SBR__SEND_POSTED) {
+      s->n_posted--;
+      push_free_locked(s, b);
+      freed++;
+    }
+  }
+  if (freed)
+    wake_free_waiters_locked(s);
+  if (n > 0 && s->n_posted == 0 && s->n_queued == 0)
+    pthread_cond_broadcast(&s->idle_cond);
+  pthread_mutex_unlock(&s->lock);
+}
+
+void sbr__sender_count_posts(struct sbr_sender *s,
+                             struct sbr_send_block *const *blocks, uint32_t n,
+                             unsigned n_wr, unsigned n_status_writes)
+{
+  pthread_mutex_lock(&s->lock);
+  for (uint32_t k = 0; k < n; k++) {
+    const struct sbr__header *h = &blocks[k]->header;
+    struct sbr_device_stats *d = &s->dev_stats[h->device];
+    d->blocks++;
+    d->bytes += h->payload_len;
+    if (h->kind == SBR_KIND_DATA && (h->flags & SBR_FLAG_LAST))
+      d->frames++;
+    s->stats.blocks++;
+    s->stats.bytes += h->payload_len;
+  }
+  s->stats.wr_posted += n_wr;
+  s->stats.status_writes += n_status_writes;
+  pthread_mutex_unlock(&s->lock);
+}
+
+/* ------------------------------------------------------------- stats */
+
+int sbr_sender_get_stats(sbr_sender *s, struct sbr_sender_stats *out)
+{
+  pthread_mutex_lock(&s->lock);
+  *out = s->stats;
+  pthread_mutex_unlock(&s->lock);
+  return 0;
+}
+
+int sbr_sender_get_device_stats(sbr_sender *s, uint8_t device,
+                                struct sbr_device_stats *out)
+{
+  pthread_mutex_lock(&s->lock);
+  *out = s->dev_stats[device];
+  out->refused = dev_refused_locked(s, device);
+  out->paused = dev_paused_locked(s, device);
+  if (out->paused)
+    out->paused_ns += sbr__now_ns() - s->paused_since_ns[device];
+  pthread_mutex_unlock(&s->lock);
+  return 0;
+}

@@ -1,0 +1,451 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * transport.h - the small RDMA-shaped interface the engines run on.
+ *
+ * The sender and receiver engines (status-byte and sliding-window) never call
+ * libibverbs directly: they call these operations, which two back ends
+ * implement:
+ *
+ *   verbs  rdma-core (librdmacm for setup, libibverbs for the data path).
+ *   shm    same host, across processes.  The receiver's lane lives in a memfd
+ *          passed over a Unix socket; a "NIC" thread in the sender process
+ *          executes posted WRITE/READ requests in order with memcpy and
+ *          completes them.  The receiver stays passive.  It also takes fault
+ *          injection (added delay, completion errors) for tests.
+ *
+ * The vocabulary is the verbs one on purpose: a work request (sbr__wr) is an
+ * RDMA WRITE, WRITE WITH IMMEDIATE, READ or SEND; chains are posted with one
+ * call (one doorbell); completions (sbr__wc) are polled without blocking.
+ *
+ * Remote addresses are whatever the back end put in the lane description:
+ * virtual addresses for verbs, offsets into the shared segment for shm.  The
+ * engines only ever add "index * block_size" to them.
+ *
+ * Threads: one conn is used by one thread at a time for post_send/poll_cq
+ * (the engine serialises); post_recv may be called from another thread than
+ * poll_cq (the sliding-window receiver does so from its own thread only);
+ * execute_claimed runs beside them, on the thread that claimed a chain.
+ * Listener operations run on the receiver's thread.
+ *
+ * Queue accounting: an unsignaled WR occupies a send-queue slot until a
+ * later signaled completion is polled; max_send_wr counts those, and a post
+ * that would exceed it fails with -ENOMEM.  wr_ids of WRs in flight should be
+ * unique so an error completion is attributed to the right request.
+ *
+ * Lifetimes: accept consumes the request whether it succeeds or not (a
+ * failed accept rejects the peer).  close_listener may come before the close
+ * of connections it accepted; lane memory stays valid until that close.
+ * Lane memory starts zeroed.  accept may return before the connection is
+ * established; a peer that gave up meanwhile shows up as DISCONNECTED.
+ *
+ * Processes: verbs device contexts are per process.  A child forked after
+ * the parent used verbs can't use them; tests fork before touching verbs.
+ */
+#ifndef SBR_TRANSPORT_H
+#define SBR_TRANSPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "sbr.h"
+
+/* Connect/accept private data, on the wire (little-endian).  rdma_cm allows at
+ * most 56 bytes from the active side and 196 from the passive side; both
+ * structs fit in the smaller limit.  Rule 8: the receiver never trusts these
+ * numbers as pointers; the sender bounds-checks the lane against its own
+ * limits before using it. */
+#define SBR__PRIV_MAGIC 0x53425243u /* "CRBS" little-endian: "SBRC" */
+/* 2: the lane carries the per-device pause bitmap (pause_offset). */
+#define SBR__PRIV_VERSION 2
+/* The pause bitmap: bit d (byte d / 8, bit d % 8) set = device d paused.
+ * It follows the status bytes in the status region, at status_addr +
+ * pause_offset, so the sender's status READ fetches both. */
+#define SBR__PAUSE_BITMAP_SIZE (SBR_MAX_DEVICES / 8)
+/* The refused bitmap, per lane: bit d set = this lane's frames of device d
+ * are refused (another sender owns d).  Right after the pause bitmap, at
+ * status_addr + refused_offset, read with it.  A lane announces it with a
+ * nonzero refused_offset in the accept private data; a receiver that
+ * predates it sends 48 bytes (or zero padding there, over verbs) and its
+ * senders READ no further than the pause bitmap. */
+#define SBR__REFUSED_BITMAP_SIZE (SBR_MAX_DEVICES / 8)
+
+struct sbr__connect_priv {
+  uint32_t magic;       /* SBR__PRIV_MAGIC */
+  uint8_t version;      /* SBR__PRIV_VERSION */
+  uint8_t mechanism;    /* enum sbr_mechanism */
+  uint16_t reserved;    /* zero */
+  uint32_t block_size;  /* hint, 0 = receiver's choice */
+  uint32_t block_count; /* hint, 0 = receiver's choice */
+};
+
+struct sbr__accept_priv {
+  uint32_t magic;        /* SBR__PRIV_MAGIC */
+  uint8_t version;       /* SBR__PRIV_VERSION */
+  uint8_t mechanism;     /* echoed, must equal the request */
+  uint16_t epoch;        /* lane epoch, written into every block header */
+  uint32_t block_size;   /* bytes per receive block, header+payload+trailer */
+  uint32_t block_count;  /* N */
+  uint64_t blocks_addr;  /* remote address of block 0 */
+  uint64_t status_addr;  /* remote address of the N status bytes */
+  uint32_t blocks_rkey;  /* REMOTE_WRITE only (rule 8) */
+  uint32_t status_rkey;  /* REMOTE_READ | REMOTE_WRITE */
+  uint32_t lane_id;      /* receiver's lane number, for logs and stats */
+  uint32_t pause_offset; /* v2: pause bitmap at status_addr + this */
+  /* Appended in v2 (absent, or 0, from older v2 receivers): the refused
+   * bitmap at status_addr + this, which is pause_offset + 32. */
+  uint32_t refused_offset;
+  uint32_t reserved; /* zero; keeps the struct 8-byte aligned */
+};
+
+/* Host-endian view of the lane a sender writes into. */
+struct sbr__lane_desc {
+  uint8_t mechanism;
+  uint16_t epoch;
+  uint32_t block_size;
+  uint32_t block_count;
+  uint64_t blocks_addr;
+  uint64_t status_addr;
+  uint32_t blocks_rkey;
+  uint32_t status_rkey;
+  uint32_t lane_id;
+  /* The pause bitmap's offset from status_addr: at least block_count, at
+   * most block_count rounded up to 64 (the receiver sets it before accept;
+   * the status region is pause_offset + SBR__PAUSE_BITMAP_SIZE bytes). */
+  uint32_t pause_offset;
+  /* The refused bitmap's offset from status_addr: pause_offset +
+   * SBR__PAUSE_BITMAP_SIZE, or 0 when the receiver has none (older). */
+  uint32_t refused_offset;
+};
+
+/* Where a receiver puts the bitmap: its own cache line after the status
+ * bytes, so the NIC's status WRITEs and the receiver's bitmap stores don't
+ * share one. */
+static inline uint32_t sbr__pause_offset_for(uint32_t block_count)
+{
+  return (block_count + 63u) & ~63u;
+}
+
+/* Where a receiver puts the refused bitmap: right after the pause bitmap,
+ * in the same cache line (both are only the receiver's to store). */
+static inline uint32_t sbr__refused_offset_for(uint32_t block_count)
+{
+  return sbr__pause_offset_for(block_count) + SBR__PAUSE_BITMAP_SIZE;
+}
+
+/* Bytes of the status region: status bytes, padding, pause bitmap and,
+ * when the lane has one, the refused bitmap.  The sender READs all of it
+ * (never past it: an older receiver registered no more) and WRITEs only
+ * the first block_count bytes. */
+static inline uint32_t sbr__lane_status_len(const struct sbr__lane_desc *lane)
+{
+  if (lane->refused_offset)
+    return lane->refused_offset + SBR__REFUSED_BITMAP_SIZE;
+  return lane->pause_offset + SBR__PAUSE_BITMAP_SIZE;
+}
+
+/* Encoding helpers (lib/transport/transport.c): fixed little-endian layout,
+ * checked. */
+#define SBR__CONNECT_PRIV_SIZE 16
+#define SBR__ACCEPT_PRIV_SIZE 56
+/* What an older v2 receiver sends (no refused_offset); the decoder takes
+ * any length from this on and reads refused_offset only when present. */
+#define SBR__ACCEPT_PRIV_MIN_SIZE 48
+void sbr__connect_priv_encode(uint8_t out[SBR__CONNECT_PRIV_SIZE],
+                              uint8_t mechanism, uint32_t block_size,
+                              uint32_t block_count);
+int sbr__connect_priv_decode(const void *data, size_t len, uint8_t *mechanism,
+                             uint32_t *block_size, uint32_t *block_count);
+void sbr__accept_priv_encode(uint8_t out[SBR__ACCEPT_PRIV_SIZE],
+                             const struct sbr__lane_desc *lane);
+int sbr__accept_priv_decode(const void *data, size_t len,
+                            struct sbr__lane_desc *lane);
+/* Both decoders return -EPROTONOSUPPORT for an sbr peer of another protocol
+ * version (magic right, version not ours).  sbr__priv_version says which
+ * version the peer speaks, for a clear message: -1 when data is not sbr
+ * private data at all. */
+int sbr__priv_version(const void *data, size_t len);
+
+/* Reject private data: why a receiver refused (rdma_reject's private data
+ * over verbs, the payload of the 'R' setup message over shm), 16 bytes,
+ * little-endian:
+ *
+ *   magic u32 (SBR__REJECT_MAGIC) | format u8 (1) | reason u8
+ *   (enum sbr_refusal) | flags u8 (SBR__REJECT_RETRYABLE) | reserved u8 (0)
+ *   | receiver_value u32 | sender_value u32
+ *
+ * It has its own magic and format number, not the protocol version: a
+ * receiver must be able to tell a sender of ANY protocol version why it
+ * refuses it, so these 16 bytes never change meaning.  A later format may
+ * append fields (a decoder reads the first 16 bytes of a longer one and
+ * ignores the rest; verbs over IB CM delivers 148 bytes, zero padded).
+ * The retryable flag lets a sender act right on a reason it doesn't know. */
+#define SBR__REJECT_MAGIC 0x52524253u /* "SBRR" */
+#define SBR__REJECT_FORMAT 1
+#define SBR__REJECT_PRIV_SIZE 16
+#define SBR__REJECT_RETRYABLE 0x01
+
+struct sbr__reject_priv {
+  uint32_t magic;          /* SBR__REJECT_MAGIC */
+  uint8_t format;          /* SBR__REJECT_FORMAT */
+  uint8_t reason;          /* enum sbr_refusal */
+  uint8_t flags;           /* SBR__REJECT_RETRYABLE */
+  uint8_t reserved;        /* zero */
+  uint32_t receiver_value; /* what the receiver has */
+  uint32_t sender_value;   /* what the sender asked for */
+};
+
+/* A refusal, host-endian. */
+struct sbr__refusal {
+  uint8_t reason;          /* enum sbr_refusal; 0 = none */
+  bool retryable;          /* waiting and retrying may help */
+  uint32_t receiver_value; /* per reason (sbr.h) */
+  uint32_t sender_value;   /* per reason (sbr.h) */
+};
+
+/* Fills r (retryable from the reason). */
+void sbr__refusal_set(struct sbr__refusal *r, enum sbr_refusal reason,
+                      uint32_t receiver_value, uint32_t sender_value);
+void sbr__reject_priv_encode(uint8_t out[SBR__REJECT_PRIV_SIZE],
+                             const struct sbr__refusal *r);
+/* 0, or -EPROTO when data is not an sbr reject (too short, other magic,
+ * reason 0): an old receiver's bare reject, or someone else's. */
+int sbr__reject_priv_decode(const void *data, size_t len,
+                            struct sbr__refusal *r);
+/* Sender side: the errno a refusal is reported as (sbr_sender_new's list),
+ * and the message: "<where> refused the connection: <sentence>". */
+int sbr__refusal_errno(const struct sbr__refusal *r);
+void sbr__refusal_errf(char *buf, size_t len, const char *where,
+                       const struct sbr__refusal *r);
+/* A sliding-window sender without a block count hint posts this many ACK
+ * receives beyond its 4 spare ones: the most slots it can acknowledge. */
+#define SBR__SW_DEFAULT_ACK_SLOTS 1020
+
+/* Memory access flags for sbr__reg_mr (mirror IBV_ACCESS_*). */
+enum {
+  SBR__ACCESS_LOCAL_WRITE = 1 << 0,
+  SBR__ACCESS_REMOTE_WRITE = 1 << 1,
+  SBR__ACCESS_REMOTE_READ = 1 << 2,
+};
+
+struct sbr__mr {
+  void *addr;    /* start of the registered range */
+  size_t length; /* bytes */
+  uint32_t lkey; /* local key, for sge.lkey */
+  uint32_t rkey; /* remote key */
+  void *impl;    /* back end's own handle (struct ibv_mr *, ...) */
+};
+
+enum sbr__opcode {
+  SBR__OP_WRITE,
+  SBR__OP_WRITE_IMM,
+  SBR__OP_READ,
+  SBR__OP_SEND,
+  SBR__OP_RECV, /* only in completions */
+};
+
+/* One work request.  A chain is an array posted in order with one call. */
+struct sbr__wr {
+  uint64_t wr_id;
+  enum sbr__opcode opcode;
+  void *local_addr; /* source (WRITE/SEND) or destination (READ) */
+  uint32_t length;
+  uint32_t lkey;        /* ignored for inline sends */
+  uint64_t remote_addr; /* WRITE/WRITE_IMM/READ */
+  uint32_t rkey;
+  uint32_t imm_data; /* WRITE_IMM only: host order */
+  bool signaled;     /* generate a completion */
+  bool inline_data;  /* copy the source at post time (<= max_inline) */
+};
+
+enum sbr__wc_status {
+  SBR__WC_SUCCESS = 0,
+  SBR__WC_FLUSH = 1, /* QP went to error; request not executed */
+  SBR__WC_ERROR = 2, /* request failed; the QP is now in error */
+};
+
+struct sbr__wc {
+  uint64_t wr_id;
+  enum sbr__opcode opcode;
+  enum sbr__wc_status status;
+  uint32_t byte_len; /* RECV: bytes received */
+  uint32_t imm_data; /* RECV after WRITE_IMM / SEND with imm: host order */
+  bool has_imm;
+  int vendor_err; /* back end's detail, for logs */
+};
+
+struct sbr__conn;
+struct sbr__listener;
+
+/* Receiver-side lane memory, allocated and registered by the back end when it
+ * accepts (verbs: aligned heap + ibv_reg_mr; shm: a memfd mapping). */
+struct sbr__lane_mem {
+  uint8_t *blocks;          /* block_count * block_size bytes */
+  volatile uint8_t *status; /* block_count status bytes, then the pause
+                               bitmap at pause_offset */
+  /* verbs: the rkeys are type-2 memory windows bound to the lane's QP
+   * (else memory regions; always false over shm). */
+  bool windows;
+};
+
+/* A pending connection request on a listener. */
+struct sbr__conn_request {
+  void *impl;           /* back end's handle (struct rdma_cm_id *, fd) */
+  uint8_t mechanism;    /* from the connect private data */
+  uint32_t block_size;  /* hint from the sender, 0 = none */
+  uint32_t block_count; /* hint from the sender, 0 = none */
+  char peer[64];        /* "ip:port" or "shm:pid" for logs */
+  /* The peer's address for the access list; ss_family AF_UNSPEC (left
+   * zeroed) for a back end without one (shm: a process on this host). */
+  struct sockaddr_storage peer_addr;
+  /* SBR__EV_BAD_REQUEST: why the back end can't make a lane of it. */
+  struct sbr__refusal refusal;
+};
+
+/* Listener events the receiver engine reacts to. */
+enum sbr__listen_event_type {
+  SBR__EV_NONE = 0,
+  SBR__EV_CONNECT_REQUEST, /* req is filled; answer with accept or reject */
+  SBR__EV_DISCONNECTED,    /* conn is the lane's connection; peer left/died */
+  /* A connect request the back end could not read (another protocol
+   * version, not sbr at all): req.peer and req.refusal are filled, the
+   * rest is not; answer with reject (req.refusal) and nothing else. */
+  SBR__EV_BAD_REQUEST,
+};
+
+struct sbr__listen_event {
+  enum sbr__listen_event_type type;
+  struct sbr__conn_request req; /* CONNECT_REQUEST */
+  struct sbr__conn *conn;       /* DISCONNECTED */
+};
+
+/* Parameters the engine hands a back end.  Queue sizes are maxima the engine
+ * guarantees never to exceed (outstanding WRs), so the back end can size QPs
+ * and CQs exactly. */
+struct sbr__queue_caps {
+  uint32_t max_send_wr;
+  uint32_t max_recv_wr;
+  uint32_t max_inline; /* bytes the engine may post inline */
+};
+
+struct sbr__transport_ops {
+  const char *name;
+
+  /* Sender: resolve, connect with the private data, wait until established
+   * or timeout_ms passes; fill lane from the accept private data.  source:
+   * the local address to bind (NULL = routing decides; shm ignores it). */
+  int (*connect)(const char *host, uint16_t port, const char *source,
+                 const uint8_t *priv, size_t priv_len,
+                 const struct sbr__queue_caps *caps,
+                 const struct sbr_fault_injection *faults, int timeout_ms,
+                 struct sbr__conn **out, struct sbr__lane_desc *lane,
+                 char *errbuf, size_t errlen);
+
+  /* Receiver: bind and listen.  The listener never blocks the caller longer
+   * than the timeout given to get_event. */
+  int (*listen)(const char *addr, uint16_t port, struct sbr__listener **out,
+                char *errbuf, size_t errlen);
+  /* Waits at most timeout_ms (0 = just look) for one event. 0 on success
+   * (ev->type may be SBR__EV_NONE), negative errno on failure. */
+  int (*get_event)(struct sbr__listener *l, int timeout_ms,
+                   struct sbr__listen_event *ev);
+  /* Allocate + register the lane for this request (blocks REMOTE_WRITE only,
+   * the status region of sbr__lane_status_len bytes REMOTE_READ|REMOTE_WRITE,
+   * rule 8), fill in addrs/rkeys of *lane (block_size, block_count, epoch,
+   * lane_id, mechanism, pause_offset set by the caller),
+   * and accept with the encoded lane as private data.  Posts no receives.
+   * When it fails, it has refused the peer already (SBR_REFUSAL_RESOURCES,
+   * with the errno it returns). */
+  int (*accept)(struct sbr__listener *l, struct sbr__conn_request *req,
+                const struct sbr__queue_caps *caps, struct sbr__lane_desc *lane,
+                struct sbr__conn **out, struct sbr__lane_mem *mem);
+  /* Refuses the request, telling the sender why (reject private data). */
+  void (*reject)(struct sbr__listener *l, struct sbr__conn_request *req,
+                 const struct sbr__refusal *why);
+  void (*close_listener)(struct sbr__listener *l);
+
+  /* Both sides. */
+  int (*reg_mr)(struct sbr__conn *c, void *addr, size_t len, int access,
+                struct sbr__mr **out);
+  void (*dereg_mr)(struct sbr__mr *mr);
+  /* Post n WRs as one chain, in order (one doorbell).  Returns 0 or negative
+   * errno; the chain is checked first, so only a provider failure can leave
+   * its front posted (then logged; those WRs complete normally). */
+  int (*post_send)(struct sbr__conn *c, const struct sbr__wr *wrs, int n);
+  /* Like post_send, for a same-host back end whose "NIC" is a thread.  If
+   * that thread is idle the chain is claimed for the caller instead:
+   * returns 1, and the caller must call execute_claimed(c) as soon as it
+   * has dropped its own locks (WRs posted meanwhile queue behind the
+   * chain, and closing the conn waits for it).  Returns 0 when the chain
+   * was queued as post_send queues it, or negative errno.  NULL where the
+   * NIC is hardware (verbs).  The sender uses it only for a producer
+   * posting its own frame (sender.c, post_queued). */
+  int (*post_send_here)(struct sbr__conn *c, const struct sbr__wr *wrs, int n);
+  /* Executes the chain this thread's post_send_here claimed, on this
+   * thread, in order, with the completions and errors the NIC thread
+   * would give.  c stays valid until it returns (close waits for it). */
+  void (*execute_claimed)(struct sbr__conn *c);
+  int (*post_recv)(struct sbr__conn *c, uint64_t wr_id, void *addr,
+                   uint32_t len, const struct sbr__mr *mr);
+  /* Non-blocking: returns the number of completions (0..max) or negative
+   * errno when the connection is gone. */
+  int (*poll_cq)(struct sbr__conn *c, struct sbr__wc *wc, int max);
+  /* Sleeping instead of polling, for the sender's threads (they have
+   * completions to wait for; the status-byte receiver has none).  The
+   * pattern is verbs' own: arm_cq, then poll_cq once more (a completion
+   * that came before the arm may not wake anyone), and if it found nothing,
+   * wait_cq, which returns when a completion (or an error) may be polled,
+   * or after timeout_us, or earlier.  verbs: a completion channel with
+   * ibv_req_notify_cq; shm: a futex doorbell in the segment that the NIC
+   * thread and the peer's SENDs ring. */
+  void (*arm_cq)(struct sbr__conn *c);
+  void (*wait_cq)(struct sbr__conn *c, uint32_t timeout_us);
+  /* Makes the wait_cq in progress return now, or the next one if it comes
+   * after the arm_cq that precedes it (never lost in between).  Any
+   * thread, while the conn exists.  The sender's producers kick a sender
+   * thread asleep on a completion when they queue a block, so the block is
+   * posted behind the one in flight instead of after its completion.
+   * verbs: an eventfd polled beside the completion channel; shm: the
+   * doorbell, rung as a completion would. */
+  void (*kick_cq)(struct sbr__conn *c);
+  /* Tells the peer this end is gone and stops its requests (the QP goes to
+   * error), but keeps lane memory valid until close: a receiver closes a
+   * lane at once even while the application still holds its blocks. */
+  void (*disconnect)(struct sbr__conn *c);
+  /* Receiver lane teardown or sender disconnect; frees lane memory
+   * (receiver side) -- callers must be done with it. */
+  void (*close)(struct sbr__conn *c);
+  /* Optional (NULL: no NIC, e.g. shm): the RDMA device and port the
+   * connection runs on, for the NIC's counters (nic-counters.h).  0, or
+   * -errno. */
+  int (*nic_port)(struct sbr__conn *c, char *device, size_t len,
+                  unsigned *port);
+  /* How many receive WRs were ever posted on this conn (for the test that
+   * proves the status-byte receiver posts none). */
+  uint64_t (*posted_recv_count)(struct sbr__conn *c);
+  /* Test only (sbr__sender_test_fail_qp): put the connection in error as
+   * a NIC fault would; every WR not yet executed completes in error or is
+   * flushed.  verbs: the QP goes to ERR; shm: the next WR the NIC thread
+   * executes fails as fail_after_wrs does. */
+  int (*test_fail)(struct sbr__conn *c);
+};
+
+extern const struct sbr__transport_ops sbr__transport_shm;
+#ifdef SBR_HAVE_VERBS
+extern const struct sbr__transport_ops sbr__transport_verbs;
+#endif
+
+/* Returns the ops for a back end or NULL when it isn't built in. */
+const struct sbr__transport_ops *sbr__transport_get(enum sbr_backend backend);
+
+/* Fixed-size printf into an error buffer; never fails. */
+void sbr__errf(char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* TEST ONLY (tests/engine/test-sched.c): the shm back end calls it, when set,
+ * on a thread about to execute a chain it claimed (post_send_here), before it
+ * does, so a test can stall a producer right there.  NULL otherwise. */
+extern void (*sbr__shm_test_claim_hook)(void);
+
+#endif /* SBR_TRANSPORT_H */
