@@ -526,8 +526,7 @@ int sbr_receiver_new(const struct sbr_receiver_config *cfg, sbr_receiver **out,
     return -EINVAL;
   const struct sbr__transport_ops *ops = sbr__transport_get(cfg->backend);
   if (!ops) {
-    sbr__errf(errbuf, errlen, "back end %s is not built in",
-              sbr_backend_name(cfg->backend));
+    sbr__backend_missing_errf(errbuf, errlen, cfg->backend);
     return -ENOTSUP;
   }
   return sbr__receiver_new_with_ops(cfg, ops, out, errbuf, errlen);

@@ -488,8 +488,7 @@ int sbr_sender_new(const struct sbr_sender_config *cfg, sbr_sender **out,
     return -EINVAL;
   const struct sbr__transport_ops *ops = sbr__transport_get(cfg->backend);
   if (!ops) {
-    sbr__errf(errbuf, errlen, "back end %s is not built in",
-              sbr_backend_name(cfg->backend));
+    sbr__backend_missing_errf(errbuf, errlen, cfg->backend);
     return -ENOTSUP;
   }
   if (cfg->mechanism != SBR_MECH_STATUS_BYTE &&

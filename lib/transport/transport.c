@@ -41,6 +41,19 @@ const struct sbr__transport_ops *sbr__transport_get(enum sbr_backend backend)
   return NULL;
 }
 
+void sbr__backend_missing_errf(char *buf, size_t len, enum sbr_backend backend)
+{
+  if (backend == SBR_BACKEND_VERBS)
+    sbr__errf(buf, len,
+              "the verbs back end is not built in: this libsbr was built "
+              "without rdma-core (libibverbs, librdmacm); use the shm back "
+              "end on one host, or rebuild with libibverbs-dev and "
+              "librdmacm-dev installed");
+  else
+    sbr__errf(buf, len, "back end %s is not built in",
+              sbr_backend_name(backend));
+}
+
 void sbr__errf(char *buf, size_t len, const char *fmt, ...)
 {
   if (!buf || len == 0)

@@ -439,6 +439,10 @@ extern const struct sbr__transport_ops sbr__transport_verbs;
 /* Returns the ops for a back end or NULL when it isn't built in. */
 const struct sbr__transport_ops *sbr__transport_get(enum sbr_backend backend);
 
+/* The error of a sender or receiver asked for a back end that isn't built
+ * in: what is missing and what to do instead. */
+void sbr__backend_missing_errf(char *buf, size_t len, enum sbr_backend backend);
+
 /* Fixed-size printf into an error buffer; never fails. */
 void sbr__errf(char *buf, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
