@@ -4,7 +4,8 @@
 # The one test command (README "Testing", and what .ci/run calls):
 #   1. installs missing dependencies and checks the C formatting,
 #   2. builds with warnings as errors and runs the unit, shm, element
-#      (gst) and samples suites,
+#      (gst) and samples suites, then installs into a temporary prefix
+#      and uses what was installed (tests/install/),
 #   3. builds with ASan + UBSan and runs the unit, shm and element suites,
 #   4. builds with ThreadSanitizer and runs the unit and shm suites,
 #   5. builds the libFuzzer targets (clang) and runs each for a fixed
@@ -82,6 +83,17 @@ if { [ -d build-ci ] || meson setup build-ci -Dwerror=true >/dev/null; } &&
 else
   step_failed "build failed"
 fi
+
+note "install into a prefix (tests/install/check-install.sh)"
+install_log=$(mktemp)
+tests/install/check-install.sh | tee "$install_log"
+n_ok=$(grep -c '^install: ok' "$install_log")
+n_bad=$(grep -c '^install: FAILED' "$install_log")
+passed=$((passed + n_ok))
+failed=$((failed + n_bad))
+[ "$n_ok" -gt 0 ] || [ "$n_bad" -gt 0 ] || step_failed "install: check-install.sh checked nothing"
+summary+=("install: $n_ok checks passed, $n_bad failed")
+rm -f "$install_log"
 
 if [ "${SBR_SKIP_ASAN:-0}" != 1 ]; then
   note "build (ASan + UBSan)"
