@@ -12,7 +12,11 @@
  * writes).  A block whose predecessor is missing is therefore delivered only
  * after one more complete scan: by then anything posted before it has
  * landed, so a still-missing predecessor was really lost (rejected, or
- * dropped across a reconnect) and the gap is counted.
+ * dropped across a reconnect) and the gap is counted.  Where placement
+ * order breaks (docs/protocol.md, "Placement order") a status byte can
+ * land before its data: such a block is behind the lane's next and waits
+ * (stale_expired), and a predecessor that lands after its successors went
+ * is dropped, never delivered out of order.
  */
 #include <errno.h>
 #include <sched.h>
