@@ -172,12 +172,74 @@ static void stale_block_never_replaced_is_dropped_after_the_bound(void)
   sbr_receiver_free(r);
 }
 
+struct producer {
+  sbr_sender *s;
+  unsigned device, frames;
+};
+
+static void *producer_thread(void *arg)
+{
+  struct producer *p = arg;
+  for (unsigned i = 0; i < p->frames; i++) {
+    /* 100 B .. ~9.9 KiB: one to three blocks of this lane. */
+    size_t len = 100 + (size_t)((i * 1237u + p->device * 311u) % 9800u);
+    ASSERT_OK(fixture_send(p->s, p->device, i, len));
+  }
+  return NULL;
+}
+
+/* The other side of the backstop: an honest sender, whose status bytes
+ * always land after their data, never looks stale, however many laps of
+ * a small ring it makes and however its devices' blocks interleave. */
+static void honest_sender_is_never_stale(void)
+{
+  sbr__stale_bound_ns = 1000000000ull;
+  const unsigned frames = 200;
+  uint16_t port = fixture_port();
+  sbr_receiver *r = new_receiver(port);
+  struct sbr_sender_config sc;
+  fixture_sender_config(&sc, port);
+  sc.send_order = SBR_SEND_ORDER_ROUND_ROBIN;
+  sc.wait_timeout_ms = 30000; /* only a hang fails: the host may be busy */
+  sbr_sender *s = fixture_sender(r, &sc);
+  struct producer p[2] = {{s, 0, frames}, {s, 1, frames}};
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++)
+    ASSERT(pthread_create(&t[i], NULL, producer_thread, &p[i]) == 0);
+  unsigned next[2] = {0, 0};
+  while (next[0] < frames || next[1] < frames) {
+    struct sbr_frame f;
+    int ret = sbr_receiver_next_frame(r, 30000, &f);
+    ASSERT_MSG(ret == 0, "no frame within 30 s: %d (%u, %u received)", ret,
+               next[0], next[1]);
+    ASSERT(f.info.device < 2);
+    ASSERT_EQ(fixture_check_frame(&f), next[f.info.device]);
+    next[f.info.device]++;
+    sbr_frame_release(&f);
+  }
+  for (int i = 0; i < 2; i++)
+    pthread_join(t[i], NULL);
+  struct sbr_receiver_stats st = stats(r);
+  ASSERT_EQ(st.stale_seen, 0);
+  ASSERT_EQ(st.stale_dropped, 0);
+  ASSERT_EQ(st.rejected, 0);
+  for (uint8_t d = 0; d < 2; d++) {
+    struct sbr_device_stats ds;
+    ASSERT_OK(sbr_receiver_get_device_stats(r, d, &ds));
+    ASSERT_EQ(ds.frames, frames);
+    ASSERT_EQ(ds.gaps, 0);
+  }
+  sbr_sender_free(s);
+  sbr_receiver_free(r);
+}
+
 int main(int argc, char **argv)
 {
   static const struct test_entry tests[] = {
       {"stale_block_waits_for_its_data", stale_block_waits_for_its_data},
       {"stale_block_never_replaced_is_dropped_after_the_bound",
        stale_block_never_replaced_is_dropped_after_the_bound},
+      {"honest_sender_is_never_stale", honest_sender_is_never_stale},
       {NULL, NULL},
   };
   return test_main(tests, argc, argv);
