@@ -622,6 +622,14 @@ struct sbr_receiver_stats {
    * driver loaded.  SBR_COUNTER_ABSENT when no such port has that counter
    * (Soft-RoCE has none; shm has no NIC) or no lane opened yet. */
   uint64_t nic_remote_access_errors;
+  /* The placement-order backstop (docs/protocol.md, "Placement order"):
+   * blocks whose status said "data" while the block still held an earlier
+   * block of the lane (sequence number behind), left alone and looked at
+   * again; and those still behind after the bound (1 s), dropped (also in
+   * rejected).  Nonzero means status bytes were placed before their data:
+   * iWARP, relaxed ordering or adaptive routing, or a peer replaying. */
+  uint64_t stale_seen;
+  uint64_t stale_dropped;
 };
 /* A counter the platform doesn't have. */
 #define SBR_COUNTER_ABSENT UINT64_MAX

@@ -60,6 +60,7 @@
 #include <unistd.h>
 
 #include "sbr.h"
+#include "sbr-check.h"
 
 #define EXIT_RUNTIME 1
 #define EXIT_USAGE 2
@@ -422,6 +423,8 @@ static void usage(FILE *f)
   fprintf(f,
           "Usage: sbr-perf receive [options]\n"
           "       sbr-perf send HOST [options]\n"
+          "       sbr-perf check [PEER]   is this host ready for RDMA? "
+          "(check --help)\n"
           "\n"
           "Moves a synthetic multi-device stream through libsbr and reports\n"
           "throughput, CPU and correctness.\n"
@@ -697,7 +700,8 @@ static void parse_args(int argc, char **argv, struct options *o)
   else if (strcmp(argv[1], "receive") == 0)
     o->mode = MODE_RECEIVE;
   else
-    usage_error("unknown mode '%s': say 'send HOST' or 'receive'", argv[1]);
+    usage_error("unknown mode '%s': say 'send HOST', 'receive' or 'check'",
+                argv[1]);
 
   /* getopt sees "send"/"receive" as the program name. */
   int c;
@@ -1683,6 +1687,9 @@ static int run_receive(const struct options *o)
 
 int main(int argc, char **argv)
 {
+  /* The host check has options of its own (sbr-check.c). */
+  if (argc >= 2 && strcmp(argv[1], "check") == 0)
+    return sbr_check_main(argc - 1, argv + 1);
   struct options o;
   parse_args(argc, argv, &o);
   log_verbosity = o.verbose;

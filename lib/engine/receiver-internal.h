@@ -33,6 +33,8 @@ struct sbr_block {
   int state;                  /* enum sbr__recv_state, atomic: release
                                  runs on any thread */
   uint64_t found_scan;        /* scan generation that found it */
+  uint64_t stale_since_ns;    /* receiver thread: first seen behind the
+                                 lane's next seq (the backstop); 0 = not */
   struct sbr_block_info info; /* decoded header */
 };
 
@@ -52,6 +54,10 @@ struct sbr__receiver_engine {
   void (*release)(struct sbr__lane *lane, uint32_t index);
   /* Any thread: the application keeps the block for a while. */
   void (*hold)(struct sbr__lane *lane, uint32_t index);
+  /* A block left alone is found again by the next scan (a status byte
+   * still 1), so one seen too early may wait for its data; false where
+   * arrival is a completion, which comes only once the data is placed. */
+  bool looks_again;
 };
 
 extern const struct sbr__receiver_engine sbr__receiver_status_byte;
@@ -95,7 +101,7 @@ struct sbr__lane {
   struct {
     bool warned;         /* the first was logged */
     uint64_t suppressed; /* since the last summary */
-  } invalid[SBR__BLOCK_FRAME_TOO_LARGE + 1];
+  } invalid[SBR__BLOCK_ERROR_LAST + 1];
   uint64_t invalid_summary_ns; /* the next summary is due; 0 = none yet */
   struct sbr__lane *next;      /* receiver's list of open lanes */
 };
@@ -103,6 +109,11 @@ struct sbr__lane {
 /* Tests only: the shortest time between two summaries of a lane's invalid
  * blocks (default 10 s). */
 extern uint64_t sbr__warn_summary_ns;
+
+/* How long a block may stay behind its lane's next sequence number before
+ * the backstop drops it (docs/protocol.md, "Placement order"); tests may
+ * change it. */
+extern uint64_t sbr__stale_bound_ns;
 
 #define SBR__MAX_NIC_PORTS 4
 

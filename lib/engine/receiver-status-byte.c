@@ -62,4 +62,5 @@ const struct sbr__receiver_engine sbr__receiver_status_byte = {
     .scan = sb_scan,
     .release = sb_release,
     .hold = sb_hold,
+    .looks_again = true,
 };

@@ -12,7 +12,11 @@
  * writes).  A block whose predecessor is missing is therefore delivered only
  * after one more complete scan: by then anything posted before it has
  * landed, so a still-missing predecessor was really lost (rejected, or
- * dropped across a reconnect) and the gap is counted.
+ * dropped across a reconnect) and the gap is counted.  Where placement
+ * order breaks (docs/protocol.md, "Placement order") a status byte can
+ * land before its data: such a block is behind the lane's next and waits
+ * (stale_expired), and a predecessor that lands after its successors went
+ * is dropped, never delivered out of order.
  */
 #include <errno.h>
 #include <sched.h>
@@ -134,7 +138,7 @@ uint64_t sbr__warn_summary_ns = 10000000000ull;
 /* One summary line per reason with warnings held back since the last. */
 static void invalid_summary(struct sbr__lane *lane)
 {
-  for (unsigned e = 0; e <= SBR__BLOCK_FRAME_TOO_LARGE; e++) {
+  for (unsigned e = 0; e <= SBR__BLOCK_ERROR_LAST; e++) {
     uint64_t n = lane->invalid[e].suppressed;
     if (!n)
       continue;
@@ -638,6 +642,34 @@ int sbr_receiver_set_device_period(sbr_receiver *r, uint8_t device,
 
 /* ------------------------------------------------------------ arrival */
 
+/* Long enough for a segment that iWARP's TCP lost and sends again (RTO:
+ * 200 ms minimum in Linux, then doubling), far longer than any reordering
+ * on a PCIe bus or across adaptive routes (microseconds). */
+uint64_t sbr__stale_bound_ns = 1000000000ull;
+
+/* The backstop (docs/protocol.md, "Placement order"): a valid block whose
+ * seq is behind the lane's next is the block that was there before, seen
+ * because the status byte was placed before the new data.  Until the
+ * bound it is "not landed yet": its status stays 1, every scan looks at it
+ * again, and it holds up nothing else (later blocks go after one more
+ * scan, as for any missing predecessor).  True once the bound has passed:
+ * drop it. */
+static bool stale_expired(struct sbr__lane *lane, struct sbr_block *b)
+{
+  uint64_t now = sbr__now_ns();
+  if (b->stale_since_ns == 0) {
+    b->stale_since_ns = now ? now : 1;
+    struct sbr_receiver *r = lane->rx;
+    pthread_mutex_lock(&r->stats_lock);
+    r->stats.stale_seen++;
+    pthread_mutex_unlock(&r->stats_lock);
+    SBR_DEBUG("receiver: lane %u block %u: seq behind %llu, not landed yet",
+              lane->id, b->index, (unsigned long long)lane->next_seq);
+    return false;
+  }
+  return now - b->stale_since_ns >= sbr__stale_bound_ns;
+}
+
 void sbr__lane_arrived(struct sbr__lane *lane, uint32_t index)
 {
   struct sbr_receiver *r = lane->rx;
@@ -654,10 +686,19 @@ void sbr__lane_arrived(struct sbr__lane *lane, uint32_t index)
   if (err == SBR__BLOCK_OK && h.kind == SBR_KIND_DATA &&
       h.frame_size > r->cfg.max_frame_size)
     err = SBR__BLOCK_FRAME_TOO_LARGE;
+  if (err == SBR__BLOCK_OK && lane->engine->looks_again && lane->seq_known &&
+      h.seq < lane->next_seq) {
+    if (!stale_expired(lane, b))
+      return; /* not landed yet: status left at 1, the next scan looks */
+    err = SBR__BLOCK_STALE;
+  }
+  b->stale_since_ns = 0;
   if (err != SBR__BLOCK_OK) {
     invalid_warn(lane, index, err);
     pthread_mutex_lock(&r->stats_lock);
     r->stats.rejected++;
+    if (err == SBR__BLOCK_STALE)
+      r->stats.stale_dropped++;
     /* Past magic and version the device byte is the sender's own. */
     if (err >= SBR__BLOCK_BAD_KIND)
       r->dev_stats[h.device].rejected++;

@@ -50,6 +50,9 @@ const char *sbr__block_error_str(enum sbr__block_error e)
     return "stale epoch";
   case SBR__BLOCK_FRAME_TOO_LARGE:
     return "frame larger than max_frame_size";
+  case SBR__BLOCK_STALE:
+    return "sequence number behind the lane's (the previous block's "
+           "contents: its data never landed)";
   }
   return "?";
 }

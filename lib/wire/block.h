@@ -99,7 +99,13 @@ enum sbr__block_error {
   SBR__BLOCK_BAD_EPOCH,
   /* Not sbr__block_decode's: the receiver's max_frame_size. */
   SBR__BLOCK_FRAME_TOO_LARGE,
+  /* Not sbr__block_decode's either: the receiver's backstop.  A valid
+   * block whose seq is behind the lane's next, still so after the bound
+   * (docs/protocol.md, "Placement order"). */
+  SBR__BLOCK_STALE,
 };
+/* The last of enum sbr__block_error, for tables indexed by it. */
+#define SBR__BLOCK_ERROR_LAST SBR__BLOCK_STALE
 const char *sbr__block_error_str(enum sbr__block_error e);
 
 /* Validates a received block (rule 3, rule 8): every field in range, the

@@ -11,6 +11,7 @@
 #include "wire/block.h"
 #include "wire/byteorder.h"
 #include "engine-fixture.h"
+#include "forger.h"
 #include "engine/receiver-internal.h"
 #include "engine/sender-internal.h"
 #include "transport/transport.h"
@@ -416,77 +417,6 @@ static void two_senders_get_separate_lanes(void)
 }
 
 /* A raw shm connection that writes whatever bytes it likes. */
-struct forger {
-  struct sbr__conn *conn;
-  struct sbr__lane_desc lane;
-  volatile int done;
-  int ret;
-  uint16_t port;
-};
-
-static void *forger_connect(void *arg)
-{
-  struct forger *f = arg;
-  uint8_t priv[SBR__CONNECT_PRIV_SIZE];
-  sbr__connect_priv_encode(priv, SBR_MECH_STATUS_BYTE, 0, 0);
-  struct sbr__queue_caps caps = {.max_send_wr = 8, .max_inline = 64};
-  char err[128];
-  f->ret = sbr__transport_shm.connect("127.0.0.1", f->port, NULL, priv,
-                                      sizeof priv, &caps, NULL, 3000, &f->conn,
-                                      &f->lane, err, sizeof err);
-  __atomic_store_n(&f->done, 1, __ATOMIC_RELEASE);
-  return NULL;
-}
-
-static void forge_write(struct forger *f, uint8_t *blk, uint32_t len,
-                        uint32_t index)
-{
-  static const uint8_t one = 1;
-  struct sbr__wr chain[2] = {
-      {.wr_id = 1,
-       .opcode = SBR__OP_WRITE,
-       .local_addr = blk,
-       .length = len,
-       .remote_addr =
-           f->lane.blocks_addr + (uint64_t)index * f->lane.block_size,
-       .rkey = f->lane.blocks_rkey},
-      {.wr_id = 2,
-       .opcode = SBR__OP_WRITE,
-       .local_addr = (void *)&one,
-       .length = 1,
-       .remote_addr = f->lane.status_addr + index,
-       .rkey = f->lane.status_rkey,
-       .signaled = true,
-       .inline_data = true},
-  };
-  ASSERT_OK(sbr__transport_shm.post_send(f->conn, chain, 2));
-  struct sbr__wc wc;
-  int n;
-  while ((n = sbr__transport_shm.poll_cq(f->conn, &wc, 1)) == 0)
-    usleep(100);
-  ASSERT_EQ(n, 1);
-  ASSERT_EQ(wc.status, SBR__WC_SUCCESS);
-}
-
-static uint8_t forge_read_status(struct forger *f, uint32_t index)
-{
-  uint8_t st[64];
-  struct sbr__wr wr = {.wr_id = 3,
-                       .opcode = SBR__OP_READ,
-                       .local_addr = st,
-                       .length = f->lane.block_count,
-                       .remote_addr = f->lane.status_addr,
-                       .rkey = f->lane.status_rkey,
-                       .signaled = true};
-  ASSERT_OK(sbr__transport_shm.post_send(f->conn, &wr, 1));
-  struct sbr__wc wc;
-  int n;
-  while ((n = sbr__transport_shm.poll_cq(f->conn, &wc, 1)) == 0)
-    usleep(100);
-  ASSERT_EQ(wc.status, SBR__WC_SUCCESS);
-  return st[index];
-}
-
 static void forged_and_torn_blocks_are_dropped_and_counted(void)
 {
   uint16_t port = fixture_port();
