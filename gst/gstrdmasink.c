@@ -999,7 +999,11 @@ static void gst_rdma_sink_send_eos(GstRdmaSink *self)
   }
   sbr_block_meta_init(&meta, self->device);
   meta.kind = SBR_KIND_EOS;
-  ret = gst_rdma_sink_send(self, sender, &meta, NULL, 0);
+  /* Serialized events come with the preroll lock held, as render: a pause
+   * while EOS waits for a free block waits for PLAYING, as a frame does. */
+  while ((ret = gst_rdma_sink_send(self, sender, &meta, NULL, 0)) == -EINTR &&
+         gst_base_sink_wait_preroll(GST_BASE_SINK(self)) == GST_FLOW_OK)
+    GST_DEBUG_OBJECT(self, "PLAYING again: sending EOS");
   if (ret < 0) {
     GST_WARNING_OBJECT(self, "EOS not sent: %s", g_strerror(-ret));
     return;
@@ -1062,9 +1066,12 @@ static void gst_rdma_sink_fill_meta(GstRdmaSink *self, GstBuffer *buf,
   gst_caps_unref(unix_caps);
 }
 
-static GstFlowReturn gst_rdma_sink_render(GstBaseSink *bsink, GstBuffer *buf)
+/* One attempt at sending buf.  GST_FLOW_FLUSHING means unlock()
+ * interrupted a wait (for the connection or for a free send block) before
+ * the frame went out: render decides what that means. */
+static GstFlowReturn gst_rdma_sink_render_once(GstRdmaSink *self,
+                                               GstBuffer *buf)
 {
-  GstRdmaSink *self = GST_RDMA_SINK(bsink);
   struct sbr_block_meta meta;
   sbr_send_block *block = NULL;
   GstRdmaMemoryKind kind;
@@ -1150,4 +1157,28 @@ static GstFlowReturn gst_rdma_sink_render(GstBaseSink *bsink, GstBuffer *buf)
   if (ret == 0)
     self->discont_pending = FALSE;
   return gst_rdma_sink_handle_result(self, ret, size, sender, generation);
+}
+
+/* basesink's contract for a render that blocks: unlock() interrupts it for
+ * a flush, a state change to READY and also PLAYING->PAUSED.  Only the first
+ * two end the buffer; on a pause gst_base_sink_wait_preroll() waits (the
+ * sink counts as prerolled meanwhile) and returns OK on PLAYING, and the
+ * same buffer is tried again.  Returning FLUSHING there instead would stop
+ * upstream's streaming task for good: a paused sender that was waiting
+ * for a free block would never resume. */
+static GstFlowReturn gst_rdma_sink_render(GstBaseSink *bsink, GstBuffer *buf)
+{
+  GstRdmaSink *self = GST_RDMA_SINK(bsink);
+  GstFlowReturn flow;
+
+  for (;;) {
+    flow = gst_rdma_sink_render_once(self, buf);
+    if (flow != GST_FLOW_FLUSHING)
+      return flow;
+    GST_DEBUG_OBJECT(self, "unlocked while sending: waiting for preroll");
+    flow = gst_base_sink_wait_preroll(bsink);
+    if (flow != GST_FLOW_OK)
+      return flow;
+    GST_DEBUG_OBJECT(self, "PLAYING again: sending the same buffer");
+  }
 }

@@ -1496,6 +1496,116 @@ GST_START_TEST(test_unlock_interrupts_a_full_sender)
 }
 GST_END_TEST;
 
+/* Polls the sink's stats until its device is seen paused by the receiver. */
+static gboolean wait_sender_paused(GstElement *bin, guint device,
+                                   GstClockTime timeout)
+{
+  gint64 end = g_get_monotonic_time() + (gint64)(timeout / GST_USECOND);
+  gboolean paused = FALSE;
+
+  while (!paused && g_get_monotonic_time() < end) {
+    GstStructure *s = stats_n(bin, "tx", device);
+
+    fail_unless(gst_structure_get_boolean(s, "paused", &paused));
+    gst_structure_free(s);
+    if (!paused)
+      g_usleep(10000);
+  }
+  return paused;
+}
+
+/* PLAYING->PAUSED while render waits for a free send block
+ * (backpressure=wait): basesink's contract is that render waits for
+ * preroll and carries on when PLAYING again.  Returning FLUSHING would
+ * stop appsrc's streaming task for good (the pause never completes, the
+ * queued frames never go).  Resumed, every frame arrives once, in order. */
+#define PAUSE_FRAMES 600
+
+typedef struct {
+  GstElement *pipeline;
+  guint count;
+} CountedPusher;
+
+/* Pushes count frames 2 ms apart (a camera faster than any pause reaches
+ * it), then EOS. */
+static gpointer counted_pusher_thread(gpointer data)
+{
+  CountedPusher *p = data;
+  GstElement *src = get_n(p->pipeline, "in", 0);
+
+  for (guint f = 0; f < p->count; f++) {
+    GstBuffer *buf = make_frame(0, f, small_size(0, f));
+    GST_BUFFER_PTS(buf) = f * 2 * GST_MSECOND;
+    fail_unless_equals_int(gst_app_src_push_buffer(GST_APP_SRC(src), buf),
+                           GST_FLOW_OK);
+    g_usleep(2000);
+  }
+  fail_unless_equals_int(gst_app_src_end_of_stream(GST_APP_SRC(src)),
+                         GST_FLOW_OK);
+  gst_object_unref(src);
+  return NULL;
+}
+
+GST_START_TEST(test_pause_while_waiting_for_a_block_resumes)
+{
+  guint port = test_port();
+  gchar *desc = g_strdup_printf(
+      "rdmasrc name=r transport=%s address=%s port=%u blocks=8 "
+      "block-size=65536 stats-interval=0 over-budget=pause max-queued=10000 "
+      "r.src_0 ! appsink name=out sync=false async=false max-buffers=1",
+      transport, rdma_addr, port);
+  GstElement *rx = parse(desc);
+  GstElement *tx = sender_new(port, 0, "wait-timeout=60000");
+  GstElement *out = get(rx, "out");
+  CountedPusher pusher = {tx, PAUSE_FRAMES};
+  GstStateChangeReturn ret;
+  GThread *thread;
+  GstStructure *s;
+
+  g_free(desc);
+  set_state(rx, GST_STATE_PLAYING);
+  set_state(tx, GST_STATE_PLAYING);
+  thread = g_thread_new("pusher", counted_pusher_thread, &pusher);
+  /* Nobody pulls: the pad's share fills, the receiver pauses the device,
+   * and the sink's render waits for the device to resume. */
+  fail_unless(wait_sender_paused(tx, 0, WAIT), "device 0 never paused");
+  s = stats_n(tx, "tx", 0);
+  fail_unless(u64(s, "frames") < PAUSE_FRAMES, "all frames went");
+  gst_structure_free(s);
+
+  fail_if(gst_element_set_state(tx, GST_STATE_PAUSED) ==
+          GST_STATE_CHANGE_FAILURE);
+  /* The waiting sink counts as prerolled: the pause completes. */
+  ret = gst_element_get_state(tx, NULL, NULL, 5 * GST_SECOND);
+  fail_unless_equals_int(ret, GST_STATE_CHANGE_SUCCESS);
+  g_usleep(200000);
+  set_state(tx, GST_STATE_PLAYING);
+
+  /* Pulled again: every frame, once, in order, then EOS. */
+  for (guint i = 0; i < PAUSE_FRAMES; i++) {
+    GstSample *sample = gst_app_sink_try_pull_sample(GST_APP_SINK(out), WAIT);
+    guint device = 0, frame = 0;
+
+    fail_unless(sample != NULL, "frame %u did not come", i);
+    fail_unless(check_frame(gst_sample_get_buffer(sample), &device, &frame));
+    fail_unless_equals_int(device, 0);
+    fail_unless_equals_int(frame, i);
+    gst_sample_unref(sample);
+  }
+  g_thread_join(thread);
+  fail_unless(gst_app_sink_try_pull_sample(GST_APP_SINK(out), WAIT) == NULL);
+  fail_unless(gst_app_sink_is_eos(GST_APP_SINK(out)));
+  s = stats_n(tx, "tx", 0);
+  fail_unless_equals_int(u64(s, "frames"), PAUSE_FRAMES);
+  fail_unless_equals_int(u64(s, "drops"), 0);
+  gst_structure_free(s);
+
+  gst_object_unref(out);
+  stop(tx);
+  stop(rx);
+}
+GST_END_TEST;
+
 /* EOS sent to rdmasrc (gst-launch -e on Ctrl-C) ends its pads' streams
  * while the sender is still sending. */
 GST_START_TEST(test_eos_sent_to_the_source_ends_the_streams)
@@ -2035,6 +2145,7 @@ static Suite *rdma_elements_suite(void)
   tcase_add_test(tc, test_held_buffers_and_max_held);
   tcase_add_test(tc, test_timestamps_meta_and_latency);
   tcase_add_test(tc, test_unlock_interrupts_a_full_sender);
+  tcase_add_test(tc, test_pause_while_waiting_for_a_block_resumes);
   tcase_add_test(tc, test_eos_sent_to_the_source_ends_the_streams);
   tcase_add_test(tc, test_receiver_restart_reconnects);
   tcase_add_test(tc, test_receiver_gone_without_reconnect_is_an_error);
