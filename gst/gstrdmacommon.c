@@ -174,6 +174,55 @@ GstCaps *gst_rdma_unix_timestamp_caps(void)
   return gst_static_caps_get(&caps);
 }
 
+/* ------------------------------------------------------------ caps */
+
+static gboolean features_are_system_memory(const GstCapsFeatures *f)
+{
+  return !f ||
+         gst_caps_features_is_equal(f, GST_CAPS_FEATURES_MEMORY_SYSTEM_MEMORY);
+}
+
+gboolean gst_rdma_caps_is_system_memory(const GstCaps *caps)
+{
+  if (gst_caps_is_any(caps))
+    return FALSE;
+  for (guint i = 0; i < gst_caps_get_size(caps); i++)
+    if (!features_are_system_memory(gst_caps_get_features(caps, i)))
+      return FALSE;
+  return TRUE;
+}
+
+GstCaps *gst_rdma_caps_system_memory_only(GstCaps *caps)
+{
+  GstCaps *out;
+
+  if (!caps || gst_caps_is_any(caps))
+    return caps ? gst_caps_ref(caps) : NULL;
+  out = gst_caps_new_empty();
+  for (guint i = 0; i < gst_caps_get_size(caps); i++) {
+    GstCapsFeatures *f = gst_caps_get_features(caps, i);
+
+    if (features_are_system_memory(f))
+      gst_caps_append_structure_full(
+          out, gst_structure_copy(gst_caps_get_structure(caps, i)),
+          f ? gst_caps_features_copy(f) : NULL);
+  }
+  return out;
+}
+
+GstCaps *gst_rdma_caps_from_wire(const gchar *str)
+{
+  GstCaps *caps = gst_caps_from_string(str);
+
+  if (!caps || gst_caps_is_any(caps))
+    return caps;
+  caps = gst_caps_make_writable(caps);
+  for (guint i = 0; i < gst_caps_get_size(caps); i++)
+    if (!features_are_system_memory(gst_caps_get_features(caps, i)))
+      gst_caps_set_features(caps, i, NULL);
+  return caps;
+}
+
 /* ------------------------------------------------------------ refusals */
 
 typedef struct {

@@ -57,6 +57,21 @@ void gst_rdma_refusals_free(GstRdmaRefusals *refusals);
 void gst_rdma_refusals_warn(GstRdmaRefusals *refusals, GstElement *element,
                             const gchar *peer, gint reason, const gchar *text);
 
+/* Caps and memory features.  The transport carries bytes, which arrive in
+ * system memory: caps with any other memory feature (memory:VAMemory,
+ * memory:DMABuf, memory:CUDAMemory, memory:GLMemory, ...) describe memory
+ * neither end provides. */
+/* Whether every structure of caps is in system memory (no features, or
+ * only memory:SystemMemory). */
+gboolean gst_rdma_caps_is_system_memory(const GstCaps *caps);
+/* caps without the structures in other memory; NULL stays NULL. */
+GstCaps *gst_rdma_caps_system_memory_only(GstCaps *caps);
+/* A CAPS block's text as caps with every structure's features set to
+ * system memory, or NULL if it doesn't parse: a sender (an older rdmasink,
+ * another implementation) may have sent the features of memory it mapped
+ * to send. */
+GstCaps *gst_rdma_caps_from_wire(const gchar *str);
+
 /* CLOCK_REALTIME in ns: the capture time the sender stamps on a frame. */
 guint64 gst_rdma_realtime_ns(void);
 

@@ -44,6 +44,12 @@
  * submitted without a copy can't be mapped afterwards: its block already
  * carries the next frames.
  *
+ * rdmasink takes any media type in system memory only: caps with a memory
+ * feature (`video/x-raw(memory:VAMemory)`, `memory:DMABuf`,
+ * `memory:CUDAMemory`, `memory:GLMemory`) are refused, and an element that
+ * can output either (a hardware decoder) picks system memory; else put
+ * the download element (vapostproc, cudadownload, gldownload) in front.
+ *
  * Caps travel in-band (a CAPS block before the first buffer, after every
  * renegotiation and after a reconnect), so rdmasrc needs no caps on its
  * launch line.  Buffers carry their running time (PTS/DTS), duration,
@@ -198,6 +204,8 @@ static gboolean gst_rdma_sink_stop(GstBaseSink *bsink);
 static gboolean gst_rdma_sink_unlock(GstBaseSink *bsink);
 static gboolean gst_rdma_sink_unlock_stop(GstBaseSink *bsink);
 static gboolean gst_rdma_sink_set_caps(GstBaseSink *bsink, GstCaps *caps);
+static GstCaps *gst_rdma_sink_get_caps(GstBaseSink *bsink, GstCaps *filter);
+static gboolean gst_rdma_sink_query(GstBaseSink *bsink, GstQuery *query);
 static gboolean gst_rdma_sink_propose_allocation(GstBaseSink *bsink,
                                                  GstQuery *query);
 static gboolean gst_rdma_sink_event(GstBaseSink *bsink, GstEvent *event);
@@ -317,6 +325,8 @@ static void gst_rdma_sink_class_init(GstRdmaSinkClass *klass)
   basesink_class->unlock = GST_DEBUG_FUNCPTR(gst_rdma_sink_unlock);
   basesink_class->unlock_stop = GST_DEBUG_FUNCPTR(gst_rdma_sink_unlock_stop);
   basesink_class->set_caps = GST_DEBUG_FUNCPTR(gst_rdma_sink_set_caps);
+  basesink_class->get_caps = GST_DEBUG_FUNCPTR(gst_rdma_sink_get_caps);
+  basesink_class->query = GST_DEBUG_FUNCPTR(gst_rdma_sink_query);
   basesink_class->propose_allocation =
       GST_DEBUG_FUNCPTR(gst_rdma_sink_propose_allocation);
   basesink_class->event = GST_DEBUG_FUNCPTR(gst_rdma_sink_event);
@@ -930,6 +940,52 @@ static GstFlowReturn gst_rdma_sink_send_caps(GstRdmaSink *self,
 }
 
 /* ----------------------------------------------------------- stream */
+
+/* Any media type, in system memory only.  The template can't say that (ANY
+ * means any features too), so the CAPS query drops the structures of
+ * upstream's filter that are in other memory (VA, DMABuf, CUDA, GL, ...),
+ * so a decoder picks its system-memory caps, and the ACCEPT_CAPS query
+ * refuses caps with a memory feature (gst_rdma_sink_query).
+ * Sending such a buffer mapped would not do either: the receiver would
+ * announce memory it doesn't have, and mapped hardware memory may carry
+ * strides and tilings the caps don't describe.  Without a filter ANY is
+ * all there is to say. */
+static GstCaps *gst_rdma_sink_get_caps(GstBaseSink *bsink, GstCaps *filter)
+{
+  GstCaps *templ = gst_pad_get_pad_template_caps(GST_BASE_SINK_PAD(bsink));
+  GstCaps *caps;
+
+  if (!filter)
+    return templ;
+  caps = gst_caps_intersect_full(filter, templ, GST_CAPS_INTERSECT_FIRST);
+  gst_caps_unref(templ);
+  templ = caps;
+  caps = gst_rdma_caps_system_memory_only(templ);
+  gst_caps_unref(templ);
+  GST_LOG_OBJECT(bsink, "filter %" GST_PTR_FORMAT ": %" GST_PTR_FORMAT, filter,
+                 caps);
+  return caps;
+}
+
+/* The default ACCEPT_CAPS answer compares with the unfiltered CAPS query,
+ * ANY: memory features are checked here. */
+static gboolean gst_rdma_sink_query(GstBaseSink *bsink, GstQuery *query)
+{
+  GstCaps *caps;
+  gboolean ok;
+
+  if (GST_QUERY_TYPE(query) != GST_QUERY_ACCEPT_CAPS)
+    return GST_BASE_SINK_CLASS(parent_class)->query(bsink, query);
+  gst_query_parse_accept_caps(query, &caps);
+  ok = gst_rdma_caps_is_system_memory(caps);
+  if (!ok)
+    GST_DEBUG_OBJECT(bsink,
+                     "refusing %" GST_PTR_FORMAT
+                     ": rdmasink sends system memory only",
+                     caps);
+  gst_query_set_accept_caps_result(query, ok);
+  return TRUE;
+}
 
 static gboolean gst_rdma_sink_set_caps(GstBaseSink *bsink, GstCaps *caps)
 {

@@ -20,6 +20,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sbr.h>
+
 #define N_CAMERAS 12
 #define MAX_DEVICES 256
 #define HEADER_SIZE 16
@@ -707,6 +709,127 @@ GST_START_TEST(test_allocation_query_and_both_paths)
   collector_clear(&c);
 }
 
+GST_END_TEST;
+
+/* ------------------------------------------------- caps features */
+
+/* rdmasink carries system memory only: the CAPS query drops upstream's
+ * structures in other memory (so a decoder picks its system-memory caps),
+ * caps with a memory feature are refused (not-negotiated), and nothing
+ * with a feature reaches the receiver. */
+GST_START_TEST(test_sink_takes_system_memory_only)
+{
+  guint port = test_port();
+  const guint devices[] = {4};
+  GstCaps *filter, *caps, *expected, *va;
+  GstHarness *h;
+  gchar *desc;
+  Collector c;
+
+  collector_init(&c);
+  GstElement *rx = receiver_new(port, devices, 1, "", &c);
+  set_state(rx, GST_STATE_PLAYING);
+  desc = g_strdup_printf("rdmasink transport=%s host=%s port=%u device-id=4 "
+                         "sync=false stats-interval=0",
+                         transport, rdma_addr, port);
+  h = gst_harness_new_parse(desc);
+  g_free(desc);
+  gst_harness_play(h);
+
+  filter = gst_caps_from_string(
+      "video/x-raw(memory:VAMemory),format=NV12; "
+      "video/x-raw(memory:DMABuf),format=DMA_DRM; "
+      "video/x-raw(memory:SystemMemory),format=I420; video/x-raw,format=NV12");
+  caps = gst_pad_peer_query_caps(h->srcpad, filter);
+  expected = gst_caps_from_string("video/x-raw,format=I420; "
+                                  "video/x-raw,format=NV12");
+  fail_unless(gst_caps_is_equal(caps, expected), "got %s",
+              gst_caps_to_string(caps));
+  gst_caps_unref(expected);
+  gst_caps_unref(caps);
+  gst_caps_unref(filter);
+
+  va = gst_caps_from_string("video/x-raw(memory:VAMemory),format=NV12,"
+                            "width=64,height=48,framerate=25/1");
+  fail_if(gst_pad_peer_query_accept_caps(h->srcpad, va));
+  caps = gst_caps_from_string("application/x-rdma-test,device=(int)4");
+  fail_unless(gst_pad_peer_query_accept_caps(h->srcpad, caps));
+  gst_caps_unref(caps);
+
+  /* Pushed anyway: refused, nothing sent. */
+  gst_harness_set_src_caps(h, va);
+  fail_unless_equals_int(gst_harness_push(h, make_frame(4, 0, 1000)),
+                         GST_FLOW_NOT_NEGOTIATED);
+  /* The same sink with system-memory caps sends. */
+  gst_harness_set_src_caps_str(h, "application/x-rdma-test,device=(int)4");
+  fail_unless_equals_int(gst_harness_push(h, make_frame(4, 0, 1000)),
+                         GST_FLOW_OK);
+  fail_unless(collector_wait_frames(&c, 4, 1, WAIT));
+  fail_unless_equals_int(c.bad, 0);
+
+  gst_harness_teardown(h);
+  stop(rx);
+  collector_clear(&c);
+}
+GST_END_TEST;
+
+/* A sender that isn't this rdmasink (an older one, another implementation)
+ * sends caps with a memory feature: rdmasrc announces the caps in system
+ * memory, the memory it really pushes. */
+GST_START_TEST(test_src_never_announces_a_memory_feature)
+{
+  static const gchar wire_caps[] =
+      "video/x-raw(memory:VAMemory),format=GRAY8,width=16,height=4,"
+      "framerate=25/1";
+  guint port = test_port();
+  gchar *desc = g_strdup_printf(
+      "rdmasrc name=r transport=%s address=%s port=%u stats-interval=0 "
+      "r.src_6 ! appsink name=out sync=false async=false",
+      transport, rdma_addr, port);
+  GstElement *rx = parse(desc);
+  GstElement *out = get(rx, "out");
+  struct sbr_sender_config cfg;
+  struct sbr_block_meta meta;
+  sbr_sender *sender = NULL;
+  guint8 frame[64];
+  char errbuf[256] = "";
+  GstSample *sample;
+  GstCaps *caps, *expected;
+
+  g_free(desc);
+  set_state(rx, GST_STATE_PLAYING);
+  sbr_sender_config_init(&cfg);
+  cfg.backend =
+      g_str_equal(transport, "shm") ? SBR_BACKEND_SHM : SBR_BACKEND_VERBS;
+  cfg.host = rdma_addr;
+  cfg.port = (uint16_t)port;
+  fail_unless_equals_int(sbr_sender_new(&cfg, &sender, errbuf, sizeof errbuf),
+                         0);
+  sbr_block_meta_init(&meta, 6);
+  meta.kind = SBR_KIND_CAPS;
+  fail_unless_equals_int(
+      sbr_sender_send(sender, &meta, wire_caps, strlen(wire_caps)), 0);
+  memset(frame, 0x5a, sizeof frame);
+  sbr_block_meta_init(&meta, 6);
+  meta.pts = 0;
+  fail_unless_equals_int(sbr_sender_send(sender, &meta, frame, sizeof frame),
+                         0);
+  fail_unless_equals_int(sbr_sender_flush(sender, 5000), 0);
+
+  sample = gst_app_sink_try_pull_sample(GST_APP_SINK(out), WAIT);
+  fail_unless(sample != NULL);
+  caps = gst_sample_get_caps(sample);
+  expected = gst_caps_from_string("video/x-raw,format=GRAY8,width=16,height=4,"
+                                  "framerate=25/1");
+  fail_unless(gst_caps_is_equal(caps, expected), "announced %s",
+              gst_caps_to_string(caps));
+  gst_caps_unref(expected);
+  gst_sample_unref(sample);
+
+  sbr_sender_free(sender);
+  gst_object_unref(out);
+  stop(rx);
+}
 GST_END_TEST;
 
 static GstFlowReturn count_sample(GstAppSink *sink, gpointer user_data)
@@ -2138,6 +2261,8 @@ static Suite *rdma_elements_suite(void)
   tcase_add_test(tc, test_twelve_sinks_twelve_pipelines);
   tcase_add_test(tc, test_allocation_query_and_both_paths);
   tcase_add_test(tc, test_videotestsrc_zero_copy);
+  tcase_add_test(tc, test_sink_takes_system_memory_only);
+  tcase_add_test(tc, test_src_never_announces_a_memory_feature);
   tcase_add_test(tc, test_max_frame_size_rejects_larger_frames);
   tcase_add_test(tc, test_caps_renegotiation_reaches_its_pad);
   tcase_add_test(tc, test_per_device_eos);
