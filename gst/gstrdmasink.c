@@ -36,13 +36,16 @@
  * that came back refuses it.
  *
  * Zero copy: the sink proposes an allocator whose memories are registered
- * send blocks, so an upstream element that allocates from it (videotestsrc,
- * most sources with a buffer pool) renders straight into the memory the NIC
- * reads; such a buffer is submitted without a copy.  Any other buffer is
- * copied once into send blocks, fragmented when larger than one block.  The
- * stats count both paths (zero-copy-buffers, copied-buffers).  A buffer
- * submitted without a copy can't be mapped afterwards: its block already
- * carries the next frames.
+ * send blocks, and for video a buffer pool over it, so an upstream element
+ * that allocates from them (videotestsrc, videoconvert, most elements that
+ * take the downstream pool) renders straight into the memory the NIC
+ * reads; such a buffer is submitted without a copy when nobody but the
+ * sink holds it.  A buffer someone else keeps (the application, a tee,
+ * videorate or imagefreeze pushing it again, an enabled last-sample) is
+ * copied, and so is any other buffer: once into send blocks, fragmented
+ * when larger than one block.  Either way a buffer stays readable and
+ * unchanged for whoever holds it, and render changes no flag of it.  The
+ * stats count both paths (zero-copy-buffers, copied-buffers).
  *
  * rdmasink takes any media type in system memory only: caps with a memory
  * feature (`video/x-raw(memory:VAMemory)`, `memory:DMABuf`,
@@ -95,6 +98,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include <gst/video/video.h>
 #include <sbr.h>
 
 #include "gstrdmaallocator.h"
@@ -349,8 +353,9 @@ static void gst_rdma_sink_init(GstRdmaSink *self)
   self->send_blocks = DEFAULT_SEND_BLOCKS;
   self->block_size = DEFAULT_BLOCK_SIZE;
   self->stats_interval = GST_RDMA_DEFAULT_STATS_INTERVAL;
-  /* The last sample would pin a buffer whose block, once submitted without
-   * a copy, already carries later frames: it could not be mapped anyway. */
+  /* A last sample is one more reference to every buffer rendered, which
+   * makes render copy it (it could be read afterwards): off by default so
+   * buffers of the sink's pool go without a copy; turning it on is safe. */
   gst_base_sink_set_last_sample_enabled(GST_BASE_SINK(self), FALSE);
 }
 
@@ -1008,6 +1013,8 @@ static gboolean gst_rdma_sink_propose_allocation(GstBaseSink *bsink,
   guint generation;
   GstAllocator *allocator;
   GstRdmaConnection *conn;
+  GstVideoInfo info;
+  GstCaps *caps;
 
   /* A query comes on upstream's thread, which a state change to READY
    * doesn't wait for: stop may clear self->conn meanwhile (UBSan caught
@@ -1032,6 +1039,23 @@ static gboolean gst_rdma_sink_propose_allocation(GstBaseSink *bsink,
   /* Block payloads are 64-byte aligned; ask for no more. */
   params.align = 63;
   gst_query_add_allocation_param(query, allocator, &params);
+  /* And a pool of ours for video (elements that take the downstream pool,
+   * videotestsrc, videoconvert, then allocate from it): its buffers are
+   * never recycled, so render may submit theirs without a copy.  A pool
+   * needs the buffer size, which only video caps give; for other caps
+   * upstream makes its own pool over the allocator, whose buffers are
+   * copied (gstrdmaallocator.h). */
+  gst_query_parse_allocation(query, &caps, NULL);
+  if (caps && gst_video_info_from_caps(&info, caps)) {
+    GstBufferPool *pool = gst_rdma_buffer_pool_new();
+    GstStructure *config = gst_buffer_pool_get_config(pool);
+
+    gst_buffer_pool_config_set_params(config, caps, (guint)info.size, 0, 0);
+    gst_buffer_pool_config_set_allocator(config, allocator, &params);
+    if (gst_buffer_pool_set_config(pool, config))
+      gst_query_add_allocation_pool(query, pool, (guint)info.size, 0, 0);
+    gst_object_unref(pool);
+  }
   gst_object_unref(allocator);
   GST_DEBUG_OBJECT(self,
                    "offered the send-block allocator (%" G_GSIZE_FORMAT
@@ -1192,9 +1216,9 @@ static GstFlowReturn gst_rdma_sink_render_once(GstRdmaSink *self,
   case GST_RDMA_MEMORY_FOREIGN:
   default:
     if (!gst_buffer_map(buf, &map, GST_MAP_READ)) {
-      /* Only a buffer this sink (or another on the connection) already
-       * submitted without a copy: its block carries other frames now. */
-      GST_WARNING_OBJECT(self, "buffer can't be mapped (already sent?)");
+      /* Foreign memory that fails to map (our own never does: a memory is
+       * submitted only when nobody can render it again). */
+      GST_WARNING_OBJECT(self, "buffer can't be mapped: dropped");
       GST_OBJECT_LOCK(self);
       self->unmappable_drops++;
       GST_OBJECT_UNLOCK(self);

@@ -630,8 +630,7 @@ GST_START_TEST(test_allocation_query_and_both_paths)
   GstQuery *query;
   GstAllocator *allocator = NULL;
   GstAllocationParams params;
-  GstBuffer *buf, *kept;
-  GstMapInfo map;
+  GstBuffer *buf;
   GstStructure *s;
   GstCaps *caps;
   guint64 payload;
@@ -663,16 +662,11 @@ GST_START_TEST(test_allocation_query_and_both_paths)
   fail_unless_equals_string(allocator->mem_type, "RdmaSendBlock");
   gst_query_unref(query);
 
-  /* A buffer from that allocator goes without a copy ... */
+  /* A buffer from that allocator that only the sink holds goes without a
+   * copy (test_kept_buffer_rendered_twice: one the application keeps). */
   buf = gst_buffer_new_allocate(allocator, 5000, &params);
   fill_frame(buf, 5, 0);
-  kept = gst_buffer_ref(buf);
   fail_unless_equals_int(gst_harness_push(h, buf), GST_FLOW_OK);
-  /* ... and its memory is spent: the block already belongs to the sender
-   * (a pool would discard the buffer, not recycle it). */
-  fail_if(gst_buffer_map(kept, &map, GST_MAP_READ));
-  fail_unless(GST_BUFFER_FLAG_IS_SET(kept, GST_BUFFER_FLAG_TAG_MEMORY));
-  gst_buffer_unref(kept);
 
   /* A buffer from elsewhere is copied once. */
   fail_unless_equals_int(gst_harness_push(h, make_frame(5, 1, 3000)),
@@ -938,6 +932,197 @@ GST_START_TEST(test_videotestsrc_zero_copy)
   collector_clear(&c);
 }
 
+GST_END_TEST;
+
+/* ------------------------------------------------ the memory contract */
+
+static gboolean same_bytes(GstBuffer *a, GstBuffer *b)
+{
+  GstMapInfo ma, mb;
+  gboolean same;
+
+  fail_unless(gst_buffer_map(a, &ma, GST_MAP_READ));
+  fail_unless(gst_buffer_map(b, &mb, GST_MAP_READ));
+  same = ma.size == mb.size && memcmp(ma.data, mb.data, ma.size) == 0;
+  gst_buffer_unmap(b, &mb);
+  gst_buffer_unmap(a, &ma);
+  return same;
+}
+
+/* Runs "UPSTREAM ! rdmasink" to EOS into an rdmasrc whose appsink keeps
+ * every buffer (c->buffers); returns the sink's final stats. */
+static GstStructure *run_upstream(const gchar *upstream, Collector *c)
+{
+  guint port = test_port();
+  GstAppSinkCallbacks cb = {.new_sample = count_sample};
+  GstElement *rx, *tx, *sink;
+  GstStructure *s;
+  gchar *desc;
+
+  c->keep_buffers = TRUE;
+  desc = g_strdup_printf("rdmasrc name=r transport=%s address=%s port=%u "
+                         "stats-interval=0 max-held=0 r.src_2 ! appsink "
+                         "name=out sync=false",
+                         transport, rdma_addr, port);
+  rx = parse(desc);
+  g_free(desc);
+  sink = gst_bin_get_by_name(GST_BIN(rx), "out");
+  gst_app_sink_set_callbacks(GST_APP_SINK(sink), &cb, c, NULL);
+  gst_object_unref(sink);
+  set_state(rx, GST_STATE_PLAYING);
+  desc = g_strdup_printf("%s ! rdmasink name=tx transport=%s host=%s "
+                         "port=%u device-id=2 sync=false stats-interval=0",
+                         upstream, transport, rdma_addr, port);
+  tx = parse(desc);
+  g_free(desc);
+  set_state(tx, GST_STATE_PLAYING);
+  expect_eos(tx);
+  expect_eos(rx);
+  s = stats_named(tx, "tx");
+  stop(tx);
+  stop(rx);
+  return s;
+}
+
+#define MEM_CAPS "video/x-raw,format=I420,width=160,height=120,framerate=10/1"
+
+/* imagefreeze keeps the one frame it got (from rdmasink's pool) and pushes
+ * copies of it: every copy must be that frame. */
+GST_START_TEST(test_imagefreeze_in_front)
+{
+  GPtrArray *refs = reference_frames(MEM_CAPS, 1);
+  GstStructure *s;
+  Collector c;
+
+  collector_init(&c);
+  s = run_upstream("videotestsrc num-buffers=1 ! " MEM_CAPS
+                   " ! imagefreeze num-buffers=15",
+                   &c);
+  fail_unless_equals_int(u64(s, "frames"), 15);
+  fail_unless_equals_int(u64(s, "unmappable-drops"), 0);
+  gst_structure_free(s);
+  fail_unless_equals_int(c.buffers->len, 15);
+  for (guint i = 0; i < c.buffers->len; i++)
+    fail_unless(
+        same_bytes(g_ptr_array_index(c.buffers, i), g_ptr_array_index(refs, 0)),
+        "frame %u differs", i);
+  g_ptr_array_unref(refs);
+  collector_clear(&c);
+}
+GST_END_TEST;
+
+/* videorate doubles the frame rate by pushing each frame twice (the one it
+ * keeps, and a copy): every frame arrives, intact, in order. */
+GST_START_TEST(test_videorate_in_front)
+{
+  GPtrArray *refs = reference_frames(MEM_CAPS, 10);
+  GstStructure *s;
+  Collector c;
+  guint j = 0;
+
+  collector_init(&c);
+  s = run_upstream("videotestsrc num-buffers=10 ! " MEM_CAPS
+                   " ! videorate ! video/x-raw,framerate=20/1",
+                   &c);
+  fail_unless_equals_int(u64(s, "unmappable-drops"), 0);
+  fail_unless_equals_int(u64(s, "drops"), 0);
+  fail_unless_equals_int(u64(s, "frames"), c.buffers->len);
+  fail_unless(c.buffers->len >= 19, "%u frames", c.buffers->len);
+  /* Each is videotestsrc's frame j, j never going back, none skipped. */
+  for (guint i = 0; i < c.buffers->len; i++) {
+    GstBuffer *got = g_ptr_array_index(c.buffers, i);
+
+    if (!same_bytes(got, g_ptr_array_index(refs, j)))
+      j++;
+    fail_unless(j < refs->len && same_bytes(got, g_ptr_array_index(refs, j)),
+                "frame %u is not reference %u", i, j);
+  }
+  fail_unless_equals_int(j, refs->len - 1);
+  g_ptr_array_unref(refs);
+  collector_clear(&c);
+}
+GST_END_TEST;
+
+/* A buffer of the sink's own memory that the application keeps: rendered
+ * twice, read after each render, its bytes and flags stay as they were
+ * and both frames arrive intact; released, a buffer goes zero-copy. */
+GST_START_TEST(test_kept_buffer_rendered_twice)
+{
+  guint port = test_port();
+  const guint devices[] = {5};
+  GstElement *rx, *sink;
+  GstAllocator *allocator = NULL;
+  GstAllocationParams params;
+  GstBuffer *buf, *copy;
+  GstMemory *mem;
+  GstQuery *query;
+  GstHarness *h;
+  GstCaps *caps;
+  GstStructure *s;
+  guint buf_flags, mem_flags, device, frame;
+  gchar *desc;
+  Collector c;
+
+  collector_init(&c);
+  rx = receiver_new(port, devices, 1, "", &c);
+  set_state(rx, GST_STATE_PLAYING);
+  desc = g_strdup_printf("rdmasink transport=%s host=%s port=%u device-id=5 "
+                         "sync=false stats-interval=0",
+                         transport, rdma_addr, port);
+  h = gst_harness_new_parse(desc);
+  g_free(desc);
+  gst_harness_play(h);
+  gst_harness_set_src_caps_str(h, "application/x-rdma-test,device=(int)5");
+  caps = gst_pad_get_current_caps(h->srcpad);
+  query = gst_query_new_allocation(caps, FALSE);
+  gst_caps_unref(caps);
+  fail_unless(gst_pad_peer_query(h->srcpad, query));
+  gst_query_parse_nth_allocation_param(query, 0, &allocator, &params);
+  gst_query_unref(query);
+
+  buf = gst_buffer_new_allocate(allocator, 5000, &params);
+  mem = gst_buffer_peek_memory(buf, 0);
+  fail_unless_equals_string(mem->allocator->mem_type, "RdmaSendBlock");
+  fill_frame(buf, 5, 0);
+  copy = gst_buffer_copy_deep(buf);
+  buf_flags = GST_MINI_OBJECT_FLAGS(buf);
+  mem_flags = GST_MINI_OBJECT_FLAGS(mem);
+  for (guint i = 0; i < 2; i++) {
+    fail_unless_equals_int(gst_harness_push(h, gst_buffer_ref(buf)),
+                           GST_FLOW_OK);
+    fail_unless(collector_wait_frames(&c, 5, i + 1, WAIT));
+    /* Still the application's frame 0, readable and unchanged. */
+    fail_unless(same_bytes(buf, copy));
+    fail_unless(check_frame(buf, &device, &frame));
+    fail_unless_equals_int(frame, 0);
+    fail_unless_equals_int(GST_MINI_OBJECT_FLAGS(buf), buf_flags);
+    fail_unless_equals_int(GST_MINI_OBJECT_FLAGS(mem), mem_flags);
+  }
+  /* Both arrived as frame 0 (the collector expects 0 then 1: one "bad"). */
+  fail_unless_equals_int(c.frames[5], 2);
+  fail_unless_equals_int(c.bad, 1);
+  gst_buffer_unref(copy);
+  gst_buffer_unref(buf);
+
+  /* Nobody else holds this one: it goes without a copy. */
+  buf = gst_buffer_new_allocate(allocator, 5000, &params);
+  fill_frame(buf, 5, 1);
+  fail_unless_equals_int(gst_harness_push(h, buf), GST_FLOW_OK);
+  fail_unless(collector_wait_frames(&c, 5, 3, WAIT));
+  fail_unless_equals_int(c.bad, 1);
+  sink = gst_harness_find_element(h, "rdmasink");
+  s = stats_of(sink);
+  fail_unless_equals_int(u64(s, "copied-buffers"), 2);
+  fail_unless_equals_int(u64(s, "zero-copy-buffers"), 1);
+  fail_unless_equals_int(u64(s, "unmappable-drops"), 0);
+  gst_structure_free(s);
+
+  gst_object_unref(sink);
+  gst_object_unref(allocator);
+  gst_harness_teardown(h);
+  stop(rx);
+  collector_clear(&c);
+}
 GST_END_TEST;
 
 /* rdmasrc max-frame-size: a camera whose frames are larger is rejected
@@ -2262,6 +2447,9 @@ static Suite *rdma_elements_suite(void)
   tcase_add_test(tc, test_allocation_query_and_both_paths);
   tcase_add_test(tc, test_videotestsrc_zero_copy);
   tcase_add_test(tc, test_sink_takes_system_memory_only);
+  tcase_add_test(tc, test_imagefreeze_in_front);
+  tcase_add_test(tc, test_videorate_in_front);
+  tcase_add_test(tc, test_kept_buffer_rendered_twice);
   tcase_add_test(tc, test_src_never_announces_a_memory_feature);
   tcase_add_test(tc, test_max_frame_size_rejects_larger_frames);
   tcase_add_test(tc, test_caps_renegotiation_reaches_its_pad);
