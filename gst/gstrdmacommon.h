@@ -16,7 +16,9 @@ G_BEGIN_DECLS
 #define GST_RDMA_DEFAULT_PORT 7471
 #define GST_RDMA_DEFAULT_TRANSPORT GST_RDMA_TRANSPORT_VERBS
 #define GST_RDMA_DEFAULT_MECHANISM GST_RDMA_MECHANISM_STATUS_BYTE
-#define GST_RDMA_DEFAULT_STATS_INTERVAL 1000
+/* Periodic stats messages are opt-in, as upstream's elements do (srt,
+ * rtpbin): 0 = none; the stats property is always there. */
+#define GST_RDMA_DEFAULT_STATS_INTERVAL 0
 
 /* Property specs both elements install (G_PARAM_STATIC_STRINGS, and
  * GST_PARAM_MUTABLE_READY where the value is only read at start). */
@@ -33,9 +35,9 @@ GParamSpec *gst_rdma_param_spec_stats_interval(const gchar *message_name,
 typedef GstStructure *(*GstRdmaStatsFunc)(GstElement *element);
 
 /* Posts func(element) as an element message every interval_ms on the system
- * clock's thread, so stats keep coming while no data flows, then each
- * structure-valued field of it as a message of its own.  The ticker holds
- * a reference to the element until it is stopped. */
+ * clock's thread, so stats keep coming while no data flows: without its
+ * structure-valued fields, each of which follows as a message of its own.
+ * The ticker holds a reference to the element until it is stopped. */
 typedef struct _GstRdmaStatsTicker GstRdmaStatsTicker;
 GstRdmaStatsTicker *gst_rdma_stats_ticker_start(GstElement *element,
                                                 guint interval_ms,

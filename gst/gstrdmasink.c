@@ -77,6 +77,33 @@
  * sink posts a warning, drops (and counts) the frames meanwhile and carries
  * on; without it the sink posts an error.
  *
+ * Connection-wide settings, from the first sink to start:
+ * #GstRdmaSink:send-blocks bounds a frame (a frame larger than that many
+ * blocks can't be sent); #GstRdmaSink:block-size is only asked of the
+ * receiver, whose rdmasrc block-size decides (basesink's "blocksize", no
+ * hyphen, is bytes per pull in pull mode, which this push-mode sink never
+ * uses); #GstRdmaSink:read-ahead (status-byte) reads the receiver's status
+ * array while still writing, up to four READs in flight, which hides the
+ * READ's round trip on long links (0 reads only when no free block is
+ * known, the paper's sync-when-empty).  With #GstRdmaSink:backpressure
+ * wait or drop, a frame dropped for want of a free block is counted.
+ *
+ * ## Statistics
+ *
+ * The #GstRdmaSink:stats property is one flat structure "rdmasink-stats",
+ * also posted as an element message every #GstRdmaSink:stats-interval
+ * milliseconds (0, the default, posts none).  This device: device-id,
+ * frames, blocks, bytes, drops (backpressure or loss), paused (the
+ * receiver paused this device), paused-drops, paused-ns, refused (the
+ * receiver takes this device from another sender), refused-drops (buffers
+ * dropped meanwhile), zero-copy-buffers, copied-buffers, reconnect-drops,
+ * unmappable-drops (foreign memory that failed to map).  The connection it
+ * shares with the other rdmasinks of the process: connection-id,
+ * connection-users, connected, block-payload-size, reconnects, sync-reads
+ * (status READs), sync-read-ns-max, held-skipped, busy-skipped,
+ * no-free-waits, connection-blocks, connection-bytes, connection-drops,
+ * wr-posted, acks (sliding-window).
+ *
  * ## Example launch lines
  * |[
  * gst-launch-1.0 videotestsrc is-live=true ! video/x-raw,width=1280,height=720
@@ -228,85 +255,67 @@ static void gst_rdma_sink_class_init(GstRdmaSinkClass *klass)
 
   properties[PROP_HOST] = g_param_spec_string(
       "host", "Host",
-      "Address of the receiver (rdmasrc) to connect to; ignored by the shm "
-      "transport, where the port alone names the receiver",
+      "Address of the receiver (rdmasrc); the shm transport ignores it",
       DEFAULT_HOST,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_PORT] =
       gst_rdma_param_spec_port("Port of the receiver to connect to");
   properties[PROP_DEVICE_ID] = g_param_spec_uint(
       "device-id", "Device ID",
-      "Stream number on the connection (0-255): the receiver exposes it as "
-      "pad src_<device-id>; unique among the rdmasinks sharing a connection",
+      "Stream number on the connection, unique among the rdmasinks sharing "
+      "it: the receiver's pad src_<device-id>",
       0, SBR_MAX_DEVICES - 1, DEFAULT_DEVICE_ID,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_TRANSPORT] = gst_rdma_param_spec_transport();
   properties[PROP_MECHANISM] = gst_rdma_param_spec_mechanism();
   properties[PROP_BACKPRESSURE] = g_param_spec_enum(
       "backpressure", "Backpressure",
-      "What to do when no send block is free: wait up to wait-timeout, or "
-      "drop the frame at once (either way a dropped frame is counted).  "
-      "Connection-wide: the first rdmasink to start sets it",
+      "When no send block is free: wait up to wait-timeout, or drop the "
+      "frame at once (connection-wide)",
       GST_TYPE_RDMA_BACKPRESSURE, DEFAULT_BACKPRESSURE,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_WAIT_TIMEOUT] = g_param_spec_int(
       "wait-timeout", "Wait timeout",
       "With backpressure=wait: milliseconds to wait for a free send block "
-      "before the frame is dropped.  Connection-wide",
+      "before the frame is dropped (connection-wide)",
       0, MAX_WAIT_TIMEOUT, DEFAULT_WAIT_TIMEOUT,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_RECONNECT] = g_param_spec_boolean(
       "reconnect", "Reconnect",
-      "When the receiver goes away mid-stream: reconnect in the background, "
-      "post a warning and drop (and count) frames meanwhile; if false, post "
-      "an error",
+      "When the receiver goes away mid-stream, reconnect in the background "
+      "and drop frames meanwhile, instead of posting an error",
       DEFAULT_RECONNECT,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_CONNECT_TIMEOUT] = g_param_spec_int(
       "connect-timeout", "Connect timeout",
-      "Milliseconds to keep trying to reach the receiver after start before "
-      "posting an error.  Connection-wide",
+      "Milliseconds to keep trying to reach the receiver before posting an "
+      "error (connection-wide)",
       1, G_MAXINT, DEFAULT_CONNECT_TIMEOUT,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_SEND_BLOCKS] = g_param_spec_uint(
       "send-blocks", "Send blocks",
       "Registered send blocks of the connection, shared by all its "
-      "rdmasinks; a frame larger than this many blocks can't be sent.  "
-      "Connection-wide",
+      "rdmasinks (connection-wide)",
       1, 4096, DEFAULT_SEND_BLOCKS,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_BLOCK_SIZE] = g_param_spec_uint(
       "block-size", "Block size",
-      "Block size in bytes to ask the receiver for (0 = the receiver's "
-      "choice); the receiver decides, and its rdmasrc block-size is what "
-      "counts.  Connection-wide.  This is the one that matters: "
-      "\"blocksize\" (no hyphen, above or below) is GstBaseSink's bytes per "
-      "pull in pull mode, which rdmasink, a push-mode sink, never uses",
+      "Block size in bytes asked of the receiver, whose rdmasrc block-size "
+      "decides (0 = its choice; connection-wide).  Not basesink's "
+      "\"blocksize\", which this push-mode sink never uses",
       0, 64 << 20, DEFAULT_BLOCK_SIZE,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_READ_AHEAD] = g_param_spec_uint(
       "read-ahead", "Read ahead",
-      "Status-byte: once this many or fewer receive blocks are known free, "
-      "read the receiver's status array while still writing (up to four "
-      "READs in flight), which hides the READ's round trip on long links; "
-      "0 = read only when none is free (the paper's sync-when-empty).  "
-      "Connection-wide",
+      "Status-byte: read the receiver's status array ahead, once this many "
+      "or fewer receive blocks are known free (0 = only when none is; "
+      "connection-wide)",
       0, 4096, 0,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_STATS] = gst_rdma_param_spec_stats(
-      "Statistics, also posted as the element message \"rdmasink-stats\" "
-      "every stats-interval; one flat structure.  This device: device-id, "
-      "frames, blocks, bytes, drops (backpressure or loss), paused (the "
-      "receiver paused this device), paused-drops, paused-ns, refused (the "
-      "receiver takes this device from another sender), refused-drops "
-      "(buffers dropped meanwhile), zero-copy-buffers, copied-buffers, "
-      "reconnect-drops, "
-      "unmappable-drops.  The connection it shares with the other "
-      "rdmasinks of the process: connection-id, connection-users, "
-      "connected, block-payload-size, reconnects, sync-reads (status "
-      "READs), sync-read-ns-max, held-skipped, busy-skipped, no-free-waits, "
-      "connection-blocks, connection-bytes, connection-drops, wr-posted, "
-      "acks (sliding-window)");
+      "Counters of this device and of the connection it shares, one flat "
+      "structure \"rdmasink-stats\" (the element documentation lists the "
+      "fields)");
   properties[PROP_STATS_INTERVAL] =
       gst_rdma_param_spec_stats_interval("rdmasink-stats", NULL);
   g_object_class_install_properties(gobject_class, N_PROPERTIES, properties);
@@ -314,8 +323,7 @@ static void gst_rdma_sink_class_init(GstRdmaSinkClass *klass)
   gst_element_class_add_static_pad_template(element_class, &sink_template);
   gst_element_class_set_static_metadata(
       element_class, "RDMA sink", "Sink/Network",
-      "Sends a stream as one device of a shared one-sided RDMA connection "
-      "(status-byte block transport), zero-copy from upstream",
+      "Sends a stream as one device of a shared one-sided RDMA connection",
       "gst-rdma project");
   /* gst-inspect-1.0 prints every metadata key: show how to use it. */
   gst_element_class_add_static_metadata(

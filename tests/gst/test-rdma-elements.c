@@ -2359,6 +2359,50 @@ GST_END_TEST;
 
 /* ------------------------------------------------- bad properties */
 
+/* Setting latency while PLAYING posts a latency message, so the pipeline
+ * asks again and configures the new value; the element answers with it. */
+GST_START_TEST(test_latency_property_posts_a_latency_message)
+{
+  guint port = test_port();
+  const guint devices[] = {0};
+  GstElement *rx, *r;
+  GstMessage *msg;
+  GstQuery *query;
+  GstClockTime min = 0, max = 0;
+  gboolean live = FALSE;
+  Collector c;
+
+  collector_init(&c);
+  rx = receiver_new(port, devices, 1, "", &c);
+  set_state(rx, GST_STATE_PLAYING);
+  fail_unless_equals_int(gst_element_get_state(rx, NULL, NULL, WAIT),
+                         GST_STATE_CHANGE_SUCCESS);
+  r = get(rx, "r");
+  /* Drop what the change to PLAYING posted. */
+  while ((msg = wait_message(rx, GST_MESSAGE_LATENCY, 0)))
+    gst_message_unref(msg);
+
+  g_object_set(r, "latency", 250, NULL);
+  msg = wait_message(rx, GST_MESSAGE_LATENCY, WAIT);
+  fail_unless(msg != NULL, "no latency message");
+  fail_unless(GST_MESSAGE_SRC(msg) == GST_OBJECT(r));
+  gst_message_unref(msg);
+  query = gst_query_new_latency();
+  fail_unless(gst_element_query(r, query));
+  gst_query_parse_latency(query, &live, &min, &max);
+  fail_unless(live);
+  fail_unless_equals_uint64(min, 250 * GST_MSECOND);
+  gst_query_unref(query);
+  /* The same value again changes nothing: no message. */
+  g_object_set(r, "latency", 250, NULL);
+  fail_unless(wait_message(rx, GST_MESSAGE_LATENCY, 200 * GST_MSECOND) == NULL);
+
+  gst_object_unref(r);
+  stop(rx);
+  collector_clear(&c);
+}
+GST_END_TEST;
+
 GST_START_TEST(test_bad_properties)
 {
   GstElement *sink = gst_element_factory_make("rdmasink", NULL);
@@ -2468,6 +2512,7 @@ static Suite *rdma_elements_suite(void)
   tcase_add_test(tc, test_bad_allowed_senders_fails_to_start);
   tcase_add_test(tc, test_same_device_twice_is_busy);
   tcase_add_test(tc, test_stats_and_timeout_messages);
+  tcase_add_test(tc, test_latency_property_posts_a_latency_message);
   tcase_add_test(tc, test_read_ahead_reaches_the_connection);
   return s;
 }
