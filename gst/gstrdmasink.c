@@ -86,7 +86,10 @@
  * array while still writing, up to four READs in flight, which hides the
  * READ's round trip on long links (0 reads only when no free block is
  * known, the paper's sync-when-empty).  With #GstRdmaSink:backpressure
- * wait or drop, a frame dropped for want of a free block is counted.
+ * wait or drop, a frame dropped for want of a free block is counted.  A
+ * sink waiting for a free block (or for the connection) when its
+ * pipeline goes from PLAYING to PAUSED counts as prerolled and sends that
+ * frame once PLAYING again; a flush or a change to READY drops it.
  *
  * ## Statistics
  *

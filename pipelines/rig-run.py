@@ -69,9 +69,22 @@ class PadCounter:
         self.first = None
         self.last = None
         self.offsets = None  # first and last GST_BUFFER_OFFSET
+        self.errors = 0  # probes that failed: the counts are not exact
         self.lock = threading.Lock()
 
     def probe(self, pad, info):
+        # An exception in a probe makes PyGObject return DROP: a counter
+        # that fails must not take frames from the pipeline it measures.
+        try:
+            self.count(info)
+        except Exception as e:  # noqa: BLE001 (counted and reported)
+            with self.lock:
+                self.errors += 1
+                if self.errors == 1:
+                    print("probe on %s: %r" % (self.name, e), file=sys.stderr)
+        return Gst.PadProbeReturn.OK
+
+    def count(self, info):
         buf = info.get_buffer()
         now = time.monotonic()
         with self.lock:
@@ -85,7 +98,6 @@ class PadCounter:
                 if self.offsets is None:
                     self.offsets = [buf.offset, buf.offset]
                 self.offsets[1] = buf.offset
-        return Gst.PadProbeReturn.OK
 
 
 class Runner:
@@ -306,6 +318,7 @@ class Runner:
                     "fps": (c.buffers - 1) / span if span > 0 else 0.0,
                     "first-offset": c.offsets[0] if c.offsets else None,
                     "last-offset": c.offsets[1] if c.offsets else None,
+                    "probe-errors": c.errors,
                 }
         return out
 
@@ -359,6 +372,12 @@ def main():
         if os.path.exists(os.path.join(build, "libgstrdma.so")):
             os.environ["GST_PLUGIN_PATH"] = build
     Gst.init(None)
+    # PyGObject builds a wrapper class and its field accessors on first
+    # use, and not safely from several threads at once: twelve streaming
+    # threads racing into the first probe saw Gst.Buffer without "offset"
+    # (the Soft-RoCE VM).  Build what the probes use here, first.
+    assert Gst.Buffer.new().offset == Gst.BUFFER_OFFSET_NONE
+    assert Gst.PadProbeReturn.OK is not None and Gst.PadProbeInfo is not None
     try:
         runner = Runner(desc, args.label)
     except GLib.Error as e:

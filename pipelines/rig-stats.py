@@ -147,9 +147,9 @@ def main():
         if r is None:
             missing.append("receiver stats of camera %d" % dev)
             r = {}
-        if p is None:
+        if p is None or p.get("probe-errors"):
             missing.append("pad counts of camera %d" % dev)
-        if has_mosaic and m is None:
+        if has_mosaic and (m is None or m.get("probe-errors")):
             missing.append("mosaic input of camera %d" % dev)
         sent = t.get("frames", 0)
         produced = args.expected if args.expected else sent + t.get("drops", 0)
