@@ -18,8 +18,9 @@ typedef struct {
   sbr_send_block *block;   /* NULL for heap memory */
   guint8 *data;            /* payload (block) or aligned heap pointer */
   gpointer heap;           /* g_malloc'd, for heap memory */
-  gboolean dropped;        /* heap: backpressure refused a block */
-  gint claimed;            /* atomic: rendered; the block is the library's */
+  gint dropped;            /* atomic, heap: backpressure refused a block and
+                              counted the drop; cleared when rendered */
+  gint claimed;            /* atomic: submitted; the block is the library's */
 } GstRdmaMemory;
 
 struct _GstRdmaAllocator {
@@ -137,7 +138,9 @@ static gpointer rdma_mem_map(GstMemory *mem, gsize maxsize, GstMapFlags flags)
 
   (void)maxsize;
   (void)flags;
-  /* After render the block may already carry another frame: refuse rather
+  /* A memory is submitted only when nobody else can reach it (see
+   * gst_rdma_buffer_claim), so this never happens to a correct caller;
+   * should it, the block may carry another frame already: refuse rather
    * than show its bytes. */
   if (m->block && g_atomic_int_get(&m->claimed))
     return NULL;
@@ -222,15 +225,62 @@ GstAllocator *gst_rdma_allocator_new(GstRdmaConnection *conn, guint8 device)
   return GST_ALLOCATOR_CAST(self);
 }
 
-static void retire(GstBuffer *buffer, GstMemory *mem)
+/* ------------------------------------------------------------- pool */
+
+struct _GstRdmaBufferPool {
+  GstBufferPool parent;
+};
+
+G_DEFINE_TYPE(GstRdmaBufferPool, gst_rdma_buffer_pool, GST_TYPE_BUFFER_POOL);
+
+/* Never back into rotation: a buffer whose block was submitted has no
+ * block any more, and one that kept its block (copied because someone
+ * else held it) would pin a send block while idle, which the other
+ * devices on the connection wait for.  The pool owns the buffer here, so
+ * tagging it is its own business; the default release then frees it
+ * (keeping the pool's count of buffers right), and the next acquire
+ * allocates a fresh block. */
+static void gst_rdma_buffer_pool_release_buffer(GstBufferPool *pool,
+                                                GstBuffer *buffer)
 {
-  /* The memory is spent: nobody may write into it again (READONLY), and a
-   * pool must not recycle the buffer with it (TAG_MEMORY survives the
-   * pool's reset_buffer and makes release_buffer discard the buffer).  The
-   * buffer isn't ours to change in general, but these flags only say what
-   * render just did to its memory. */
-  GST_MINI_OBJECT_FLAG_SET(mem, GST_MEMORY_FLAG_READONLY);
   GST_BUFFER_FLAG_SET(buffer, GST_BUFFER_FLAG_TAG_MEMORY);
+  GST_BUFFER_POOL_CLASS(gst_rdma_buffer_pool_parent_class)
+      ->release_buffer(pool, buffer);
+}
+
+static void gst_rdma_buffer_pool_class_init(GstRdmaBufferPoolClass *klass)
+{
+  GST_BUFFER_POOL_CLASS(klass)->release_buffer =
+      gst_rdma_buffer_pool_release_buffer;
+}
+
+static void gst_rdma_buffer_pool_init(GstRdmaBufferPool *self)
+{
+  (void)self;
+}
+
+GstBufferPool *gst_rdma_buffer_pool_new(void)
+{
+  GstBufferPool *pool = g_object_new(GST_TYPE_RDMA_BUFFER_POOL, NULL);
+
+  gst_object_ref_sink(pool);
+  return pool;
+}
+
+/* ------------------------------------------------------------ claim */
+
+/* Can anyone but the caller's render reach this memory once render has
+ * returned?  Only basesink holds the buffer (the application, a tee, a
+ * videorate, imagefreeze or a last-sample would hold another reference),
+ * only the buffer holds the memory, and the buffer is then freed: it
+ * comes from no pool, or from ours, which never recycles.  A buffer of a
+ * pool of upstream's own would go back into rotation with the memory in
+ * it, so it is copied. */
+static gboolean only_render_holds(GstBuffer *buffer, GstMemory *mem)
+{
+  return GST_MINI_OBJECT_REFCOUNT_VALUE(buffer) == 1 &&
+         GST_MINI_OBJECT_REFCOUNT_VALUE(mem) == 1 &&
+         (!buffer->pool || GST_IS_RDMA_BUFFER_POOL(buffer->pool));
 }
 
 GstRdmaMemoryKind gst_rdma_buffer_claim(GstBuffer *buffer,
@@ -249,8 +299,12 @@ GstRdmaMemoryKind gst_rdma_buffer_claim(GstBuffer *buffer,
   if (!GST_IS_RDMA_ALLOCATOR(mem->allocator) || mem->parent)
     return GST_RDMA_MEMORY_FOREIGN;
   if (!m->block) {
-    retire(buffer, mem);
-    return m->dropped ? GST_RDMA_MEMORY_DROPPED : GST_RDMA_MEMORY_HEAP;
+    /* Dropped once: the library counted it when the block was refused.
+     * Rendered again (a pool of upstream's recycled it, or it is pushed
+     * twice), it is a frame like any other. */
+    if (g_atomic_int_compare_and_exchange(&m->dropped, 1, 0))
+      return GST_RDMA_MEMORY_DROPPED;
+    return GST_RDMA_MEMORY_HEAP;
   }
   /* A block of another connection's sender, or a memory someone resized to
    * start past the payload start, can't be submitted as it is. */
@@ -258,9 +312,11 @@ GstRdmaMemoryKind gst_rdma_buffer_claim(GstBuffer *buffer,
   if (m->conn != conn || mem->offset != 0 || !sender ||
       sbr_sender_block_from_payload(sender, m->data) != m->block)
     return GST_RDMA_MEMORY_FOREIGN;
+  /* Someone may read it after render: copy it, it keeps its block. */
+  if (!only_render_holds(buffer, mem))
+    return GST_RDMA_MEMORY_FOREIGN;
   if (!g_atomic_int_compare_and_exchange(&m->claimed, 0, 1))
-    return GST_RDMA_MEMORY_FOREIGN; /* rendered before (or racing a tee) */
-  retire(buffer, mem);
+    return GST_RDMA_MEMORY_FOREIGN; /* submitted before: can't be */
   *block = m->block;
   return GST_RDMA_MEMORY_BLOCK;
 }

@@ -2,17 +2,25 @@
 /*
  * gstrdmaallocator.h - a GstAllocator whose memories are the payload areas
  * of registered send blocks, so upstream renders a frame straight into the
- * memory the NIC reads (zero copy from upstream to the wire).
+ * memory the NIC reads (zero copy from upstream to the wire), and the
+ * buffer pool rdmasink proposes with it.
  *
- * rdmasink offers one in propose_allocation.  A memory is one send block
- * taken with sbr_sender_acquire; when rdmasink renders a buffer made of one
- * such memory it submits the block (sbr_sender_submit) instead of copying.
- * From then on the block belongs to the library and will be reused for
- * other frames, so the memory is "retired": it can't be mapped any more
- * and is flagged READONLY, and the buffer gets GST_BUFFER_FLAG_TAG_MEMORY
- * so that a buffer pool (videotestsrc's, say) discards it on release instead
- * of handing the spent memory out again; the next buffer then gets a fresh
- * block.  A memory freed before it was rendered abandons its block.
+ * rdmasink offers both in propose_allocation.  A memory is one send block
+ * taken with sbr_sender_acquire.  The memory contract (issue 19): a
+ * GstMemory stays readable, and its bytes stay its frame, as long as
+ * anyone holds it; render never changes a buffer or memory it doesn't own.
+ * libsbr takes a submitted block back when its WRITE completed, whatever
+ * the memory, so render submits the block without a copy only when nobody
+ * can reach the memory after render returns: basesink holds the buffer's
+ * only reference, the buffer the memory's only one, and the buffer comes
+ * from no pool or from the pool below, which never recycles.  Otherwise
+ * (the application keeps the buffer, a tee, videorate or imagefreeze
+ * pushes it again, a pool of upstream's own would recycle it) the frame is
+ * copied and the memory keeps its block; a memory freed without having
+ * been submitted abandons its block.  Giving the block back only when the
+ * memory is freed and its WRITE completed, so any buffer could go without
+ * a copy, needs libsbr to keep a submitted block for its caller
+ * (docs/design.md, "The memory contract").
  *
  * When no block can back a request the allocator still returns memory, from
  * the heap, so upstream never fails to allocate:
@@ -20,10 +28,10 @@
  *     prefix the payload start can't honour: plain system memory, rendered
  *     by the copying path (which fragments large frames);
  *   - not connected, or no send block came within the backpressure policy:
- *     heap memory of this allocator.  It is retired when rendered, so a
- *     pool doesn't keep a blockless buffer in rotation; when the block was
- *     refused by backpressure the library already counted the frame as
- *     dropped, and rendering it drops it without waiting a second time.
+ *     heap memory of this allocator, copied when rendered.  When the block
+ *     was refused by backpressure the library already counted the frame as
+ *     dropped, and its first render drops it without waiting a second
+ *     time; rendered again, it is copied like any frame.
  */
 #ifndef __GST_RDMA_ALLOCATOR_H__
 #define __GST_RDMA_ALLOCATOR_H__
@@ -52,11 +60,20 @@ typedef enum {
   GST_RDMA_MEMORY_HEAP,    /* ours but no block: copy it */
 } GstRdmaMemoryKind;
 
-/* For render: classifies a buffer for conn's sender.  BLOCK (a buffer of
- * exactly one of our block memories) claims the block (*block set; only
- * one caller ever gets it) and retires the memory: the caller must submit
- * the block or abandon it.  DROPPED and HEAP memories are retired too.
- * FOREIGN leaves the buffer alone. */
+/* The pool rdmasink proposes: a plain GstBufferPool (configured by
+ * upstream with the allocator above) that frees every buffer released to
+ * it instead of recycling it, so the next buffer gets a fresh block. */
+#define GST_TYPE_RDMA_BUFFER_POOL (gst_rdma_buffer_pool_get_type())
+G_DECLARE_FINAL_TYPE(GstRdmaBufferPool, gst_rdma_buffer_pool, GST,
+                     RDMA_BUFFER_POOL, GstBufferPool)
+GstBufferPool *gst_rdma_buffer_pool_new(void);
+
+/* For render: classifies a buffer for conn's sender, changing neither the
+ * buffer nor its memory.  BLOCK (a buffer of exactly one of our block
+ * memories that only render can reach, see above) claims the block
+ * (*block set; only one caller ever gets it): the caller must submit the
+ * block or abandon it.  DROPPED: heap memory whose block backpressure
+ * refused, rendered for the first time.  HEAP and FOREIGN are copied. */
 GstRdmaMemoryKind gst_rdma_buffer_claim(GstBuffer *buffer,
                                         GstRdmaConnection *conn,
                                         sbr_send_block **block);

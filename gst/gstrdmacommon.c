@@ -21,9 +21,8 @@ GParamSpec *gst_rdma_param_spec_transport(void)
 {
   return g_param_spec_enum(
       "transport", "Transport",
-      "RDMA back end: \"verbs\" (rdma-core: RoCE, InfiniBand, Soft-RoCE) or "
-      "\"shm\" (same host through shared memory; the port alone names the "
-      "receiver)",
+      "RDMA back end: verbs (rdma-core: RoCE, InfiniBand, Soft-RoCE) or shm "
+      "(same host, through shared memory)",
       GST_TYPE_RDMA_TRANSPORT, GST_RDMA_DEFAULT_TRANSPORT,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
 }
@@ -32,9 +31,8 @@ GParamSpec *gst_rdma_param_spec_mechanism(void)
 {
   return g_param_spec_enum(
       "mechanism", "Mechanism",
-      "Block transfer mechanism; sender and receiver must agree: "
-      "\"status-byte\" (one-sided, the receiver posts nothing) or "
-      "\"sliding-window\" (the WRITE WITH IMMEDIATE baseline)",
+      "Block transfer mechanism, the same at both ends: status-byte "
+      "(one-sided) or sliding-window (the baseline)",
       GST_TYPE_RDMA_MECHANISM, GST_RDMA_DEFAULT_MECHANISM,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
 }
@@ -51,14 +49,12 @@ GParamSpec *gst_rdma_param_spec_stats_interval(const gchar *message_name,
   /* The blurb names the messages; interned so it can be static. */
   gchar *blurb =
       nested_name
-          ? g_strdup_printf(
-                "Post the stats as an element message \"%s\" every this "
-                "many milliseconds (0 = never), each device's \"%s\" "
-                "structure in it also as a message of its own (which "
-                "gst-launch -m prints unescaped)",
-                message_name, nested_name)
-          : g_strdup_printf("Post the stats as an element message \"%s\" "
-                            "every this many milliseconds (0 = never)",
+          ? g_strdup_printf("Milliseconds between stats messages (0 = none): "
+                            "\"%s\" with the element-wide counters and one "
+                            "\"%s\" per device",
+                            message_name, nested_name)
+          : g_strdup_printf("Milliseconds between \"%s\" element messages "
+                            "(0 = none)",
                             message_name);
   const gchar *interned = g_intern_string(blurb);
   g_free(blurb);
@@ -93,15 +89,19 @@ static gboolean ticker_fired(GstClock *clock, GstClockTime time, GstClockID id,
     return TRUE;
   /* gst-launch -m prints a nested structure as one escaped string (it
    * uses gst_structure_to_string, which keeps the pre-1.20 form), so each
-   * one (rdmasrc's "device-<N>") also goes out as a message of its own,
-   * which it prints plainly.  Copied first: the bus owns s once posted. */
+   * one (rdmasrc's "device-<N>") goes out as a message of its own, which
+   * it prints plainly, and only so: in the element's message too, every
+   * device would be posted twice. */
   nested = g_ptr_array_new();
-  for (gint i = 0; i < gst_structure_n_fields(s); i++) {
-    const GValue *v =
-        gst_structure_get_value(s, gst_structure_nth_field_name(s, (guint)i));
+  for (gint i = gst_structure_n_fields(s) - 1; i >= 0; i--) {
+    const gchar *name = gst_structure_nth_field_name(s, (guint)i);
+    const GValue *v = gst_structure_get_value(s, name);
 
-    if (G_VALUE_HOLDS(v, GST_TYPE_STRUCTURE))
-      g_ptr_array_add(nested, gst_structure_copy(gst_value_get_structure(v)));
+    if (G_VALUE_HOLDS(v, GST_TYPE_STRUCTURE)) {
+      g_ptr_array_insert(nested, 0,
+                         gst_structure_copy(gst_value_get_structure(v)));
+      gst_structure_remove_field(s, name);
+    }
   }
   gst_element_post_message(ticker->element, gst_message_new_element(src, s));
   for (guint i = 0; i < nested->len; i++)
@@ -172,6 +172,55 @@ GstCaps *gst_rdma_unix_timestamp_caps(void)
   static GstStaticCaps caps = GST_STATIC_CAPS("timestamp/x-unix");
 
   return gst_static_caps_get(&caps);
+}
+
+/* ------------------------------------------------------------ caps */
+
+static gboolean features_are_system_memory(const GstCapsFeatures *f)
+{
+  return !f ||
+         gst_caps_features_is_equal(f, GST_CAPS_FEATURES_MEMORY_SYSTEM_MEMORY);
+}
+
+gboolean gst_rdma_caps_is_system_memory(const GstCaps *caps)
+{
+  if (gst_caps_is_any(caps))
+    return FALSE;
+  for (guint i = 0; i < gst_caps_get_size(caps); i++)
+    if (!features_are_system_memory(gst_caps_get_features(caps, i)))
+      return FALSE;
+  return TRUE;
+}
+
+GstCaps *gst_rdma_caps_system_memory_only(GstCaps *caps)
+{
+  GstCaps *out;
+
+  if (!caps || gst_caps_is_any(caps))
+    return caps ? gst_caps_ref(caps) : NULL;
+  out = gst_caps_new_empty();
+  for (guint i = 0; i < gst_caps_get_size(caps); i++) {
+    GstCapsFeatures *f = gst_caps_get_features(caps, i);
+
+    if (features_are_system_memory(f))
+      gst_caps_append_structure_full(
+          out, gst_structure_copy(gst_caps_get_structure(caps, i)),
+          f ? gst_caps_features_copy(f) : NULL);
+  }
+  return out;
+}
+
+GstCaps *gst_rdma_caps_from_wire(const gchar *str)
+{
+  GstCaps *caps = gst_caps_from_string(str);
+
+  if (!caps || gst_caps_is_any(caps))
+    return caps;
+  caps = gst_caps_make_writable(caps);
+  for (guint i = 0; i < gst_caps_get_size(caps); i++)
+    if (!features_are_system_memory(gst_caps_get_features(caps, i)))
+      gst_caps_set_features(caps, i, NULL);
+  return caps;
 }
 
 /* ------------------------------------------------------------ refusals */

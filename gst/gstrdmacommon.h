@@ -16,7 +16,9 @@ G_BEGIN_DECLS
 #define GST_RDMA_DEFAULT_PORT 7471
 #define GST_RDMA_DEFAULT_TRANSPORT GST_RDMA_TRANSPORT_VERBS
 #define GST_RDMA_DEFAULT_MECHANISM GST_RDMA_MECHANISM_STATUS_BYTE
-#define GST_RDMA_DEFAULT_STATS_INTERVAL 1000
+/* Periodic stats messages are opt-in, as upstream's elements do (srt,
+ * rtpbin): 0 = none; the stats property is always there. */
+#define GST_RDMA_DEFAULT_STATS_INTERVAL 0
 
 /* Property specs both elements install (G_PARAM_STATIC_STRINGS, and
  * GST_PARAM_MUTABLE_READY where the value is only read at start). */
@@ -33,9 +35,9 @@ GParamSpec *gst_rdma_param_spec_stats_interval(const gchar *message_name,
 typedef GstStructure *(*GstRdmaStatsFunc)(GstElement *element);
 
 /* Posts func(element) as an element message every interval_ms on the system
- * clock's thread, so stats keep coming while no data flows, then each
- * structure-valued field of it as a message of its own.  The ticker holds
- * a reference to the element until it is stopped. */
+ * clock's thread, so stats keep coming while no data flows: without its
+ * structure-valued fields, each of which follows as a message of its own.
+ * The ticker holds a reference to the element until it is stopped. */
 typedef struct _GstRdmaStatsTicker GstRdmaStatsTicker;
 GstRdmaStatsTicker *gst_rdma_stats_ticker_start(GstElement *element,
                                                 guint interval_ms,
@@ -56,6 +58,21 @@ void gst_rdma_refusals_free(GstRdmaRefusals *refusals);
  * details "peer", "reason" (sbr_refusal_name) and "repeats". */
 void gst_rdma_refusals_warn(GstRdmaRefusals *refusals, GstElement *element,
                             const gchar *peer, gint reason, const gchar *text);
+
+/* Caps and memory features.  The transport carries bytes, which arrive in
+ * system memory: caps with any other memory feature (memory:VAMemory,
+ * memory:DMABuf, memory:CUDAMemory, memory:GLMemory, ...) describe memory
+ * neither end provides. */
+/* Whether every structure of caps is in system memory (no features, or
+ * only memory:SystemMemory). */
+gboolean gst_rdma_caps_is_system_memory(const GstCaps *caps);
+/* caps without the structures in other memory; NULL stays NULL. */
+GstCaps *gst_rdma_caps_system_memory_only(GstCaps *caps);
+/* A CAPS block's text as caps with every structure's features set to
+ * system memory, or NULL if it doesn't parse: a sender (an older rdmasink,
+ * another implementation) may have sent the features of memory it mapped
+ * to send. */
+GstCaps *gst_rdma_caps_from_wire(const gchar *str);
 
 /* CLOCK_REALTIME in ns: the capture time the sender stamps on a frame. */
 guint64 gst_rdma_realtime_ns(void);

@@ -54,6 +54,8 @@ void gst_rdma_element_init(GstPlugin *plugin)
     gst_type_mark_as_plugin_api(GST_TYPE_RDMA_TRANSPORT, 0);
     gst_type_mark_as_plugin_api(GST_TYPE_RDMA_MECHANISM, 0);
     gst_type_mark_as_plugin_api(GST_TYPE_RDMA_BACKPRESSURE, 0);
+    gst_type_mark_as_plugin_api(GST_TYPE_RDMA_OVER_BUDGET, 0);
+    gst_type_mark_as_plugin_api(GST_TYPE_RDMA_POLL_MODE, 0);
     g_once_init_leave(&done, 1);
   }
 }

@@ -36,13 +36,22 @@
  * that came back refuses it.
  *
  * Zero copy: the sink proposes an allocator whose memories are registered
- * send blocks, so an upstream element that allocates from it (videotestsrc,
- * most sources with a buffer pool) renders straight into the memory the NIC
- * reads; such a buffer is submitted without a copy.  Any other buffer is
- * copied once into send blocks, fragmented when larger than one block.  The
- * stats count both paths (zero-copy-buffers, copied-buffers).  A buffer
- * submitted without a copy can't be mapped afterwards: its block already
- * carries the next frames.
+ * send blocks, and for video a buffer pool over it, so an upstream element
+ * that allocates from them (videotestsrc, videoconvert, most elements that
+ * take the downstream pool) renders straight into the memory the NIC
+ * reads; such a buffer is submitted without a copy when nobody but the
+ * sink holds it.  A buffer someone else keeps (the application, a tee,
+ * videorate or imagefreeze pushing it again, an enabled last-sample) is
+ * copied, and so is any other buffer: once into send blocks, fragmented
+ * when larger than one block.  Either way a buffer stays readable and
+ * unchanged for whoever holds it, and render changes no flag of it.  The
+ * stats count both paths (zero-copy-buffers, copied-buffers).
+ *
+ * rdmasink takes any media type in system memory only: caps with a memory
+ * feature (`video/x-raw(memory:VAMemory)`, `memory:DMABuf`,
+ * `memory:CUDAMemory`, `memory:GLMemory`) are refused, and an element that
+ * can output either (a hardware decoder) picks system memory; else put
+ * the download element (vapostproc, cudadownload, gldownload) in front.
  *
  * Caps travel in-band (a CAPS block before the first buffer, after every
  * renegotiation and after a reconnect), so rdmasrc needs no caps on its
@@ -68,6 +77,36 @@
  * sink posts a warning, drops (and counts) the frames meanwhile and carries
  * on; without it the sink posts an error.
  *
+ * Connection-wide settings, from the first sink to start:
+ * #GstRdmaSink:send-blocks bounds a frame (a frame larger than that many
+ * blocks can't be sent); #GstRdmaSink:block-size is only asked of the
+ * receiver, whose rdmasrc block-size decides (basesink's "blocksize", no
+ * hyphen, is bytes per pull in pull mode, which this push-mode sink never
+ * uses); #GstRdmaSink:read-ahead (status-byte) reads the receiver's status
+ * array while still writing, up to four READs in flight, which hides the
+ * READ's round trip on long links (0 reads only when no free block is
+ * known, the paper's sync-when-empty).  With #GstRdmaSink:backpressure
+ * wait or drop, a frame dropped for want of a free block is counted.  A
+ * sink waiting for a free block (or for the connection) when its
+ * pipeline goes from PLAYING to PAUSED counts as prerolled and sends that
+ * frame once PLAYING again; a flush or a change to READY drops it.
+ *
+ * ## Statistics
+ *
+ * The #GstRdmaSink:stats property is one flat structure "rdmasink-stats",
+ * also posted as an element message every #GstRdmaSink:stats-interval
+ * milliseconds (0, the default, posts none).  This device: device-id,
+ * frames, blocks, bytes, drops (backpressure or loss), paused (the
+ * receiver paused this device), paused-drops, paused-ns, refused (the
+ * receiver takes this device from another sender), refused-drops (buffers
+ * dropped meanwhile), zero-copy-buffers, copied-buffers, reconnect-drops,
+ * unmappable-drops (foreign memory that failed to map).  The connection it
+ * shares with the other rdmasinks of the process: connection-id,
+ * connection-users, connected, block-payload-size, reconnects, sync-reads
+ * (status READs), sync-read-ns-max, held-skipped, busy-skipped,
+ * no-free-waits, connection-blocks, connection-bytes, connection-drops,
+ * wr-posted, acks (sliding-window).
+ *
  * ## Example launch lines
  * |[
  * gst-launch-1.0 videotestsrc is-live=true ! video/x-raw,width=1280,height=720
@@ -89,6 +128,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include <gst/video/video.h>
 #include <sbr.h>
 
 #include "gstrdmaallocator.h"
@@ -198,6 +238,8 @@ static gboolean gst_rdma_sink_stop(GstBaseSink *bsink);
 static gboolean gst_rdma_sink_unlock(GstBaseSink *bsink);
 static gboolean gst_rdma_sink_unlock_stop(GstBaseSink *bsink);
 static gboolean gst_rdma_sink_set_caps(GstBaseSink *bsink, GstCaps *caps);
+static GstCaps *gst_rdma_sink_get_caps(GstBaseSink *bsink, GstCaps *filter);
+static gboolean gst_rdma_sink_query(GstBaseSink *bsink, GstQuery *query);
 static gboolean gst_rdma_sink_propose_allocation(GstBaseSink *bsink,
                                                  GstQuery *query);
 static gboolean gst_rdma_sink_event(GstBaseSink *bsink, GstEvent *event);
@@ -216,85 +258,67 @@ static void gst_rdma_sink_class_init(GstRdmaSinkClass *klass)
 
   properties[PROP_HOST] = g_param_spec_string(
       "host", "Host",
-      "Address of the receiver (rdmasrc) to connect to; ignored by the shm "
-      "transport, where the port alone names the receiver",
+      "Address of the receiver (rdmasrc); the shm transport ignores it",
       DEFAULT_HOST,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_PORT] =
       gst_rdma_param_spec_port("Port of the receiver to connect to");
   properties[PROP_DEVICE_ID] = g_param_spec_uint(
       "device-id", "Device ID",
-      "Stream number on the connection (0-255): the receiver exposes it as "
-      "pad src_<device-id>; unique among the rdmasinks sharing a connection",
+      "Stream number on the connection, unique among the rdmasinks sharing "
+      "it: the receiver's pad src_<device-id>",
       0, SBR_MAX_DEVICES - 1, DEFAULT_DEVICE_ID,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_TRANSPORT] = gst_rdma_param_spec_transport();
   properties[PROP_MECHANISM] = gst_rdma_param_spec_mechanism();
   properties[PROP_BACKPRESSURE] = g_param_spec_enum(
       "backpressure", "Backpressure",
-      "What to do when no send block is free: wait up to wait-timeout, or "
-      "drop the frame at once (either way a dropped frame is counted).  "
-      "Connection-wide: the first rdmasink to start sets it",
+      "When no send block is free: wait up to wait-timeout, or drop the "
+      "frame at once (connection-wide)",
       GST_TYPE_RDMA_BACKPRESSURE, DEFAULT_BACKPRESSURE,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_WAIT_TIMEOUT] = g_param_spec_int(
       "wait-timeout", "Wait timeout",
       "With backpressure=wait: milliseconds to wait for a free send block "
-      "before the frame is dropped.  Connection-wide",
+      "before the frame is dropped (connection-wide)",
       0, MAX_WAIT_TIMEOUT, DEFAULT_WAIT_TIMEOUT,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_RECONNECT] = g_param_spec_boolean(
       "reconnect", "Reconnect",
-      "When the receiver goes away mid-stream: reconnect in the background, "
-      "post a warning and drop (and count) frames meanwhile; if false, post "
-      "an error",
+      "When the receiver goes away mid-stream, reconnect in the background "
+      "and drop frames meanwhile, instead of posting an error",
       DEFAULT_RECONNECT,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_CONNECT_TIMEOUT] = g_param_spec_int(
       "connect-timeout", "Connect timeout",
-      "Milliseconds to keep trying to reach the receiver after start before "
-      "posting an error.  Connection-wide",
+      "Milliseconds to keep trying to reach the receiver before posting an "
+      "error (connection-wide)",
       1, G_MAXINT, DEFAULT_CONNECT_TIMEOUT,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_SEND_BLOCKS] = g_param_spec_uint(
       "send-blocks", "Send blocks",
       "Registered send blocks of the connection, shared by all its "
-      "rdmasinks; a frame larger than this many blocks can't be sent.  "
-      "Connection-wide",
+      "rdmasinks (connection-wide)",
       1, 4096, DEFAULT_SEND_BLOCKS,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_BLOCK_SIZE] = g_param_spec_uint(
       "block-size", "Block size",
-      "Block size in bytes to ask the receiver for (0 = the receiver's "
-      "choice); the receiver decides, and its rdmasrc block-size is what "
-      "counts.  Connection-wide.  This is the one that matters: "
-      "\"blocksize\" (no hyphen, above or below) is GstBaseSink's bytes per "
-      "pull in pull mode, which rdmasink, a push-mode sink, never uses",
+      "Block size in bytes asked of the receiver, whose rdmasrc block-size "
+      "decides (0 = its choice; connection-wide).  Not basesink's "
+      "\"blocksize\", which this push-mode sink never uses",
       0, 64 << 20, DEFAULT_BLOCK_SIZE,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_READ_AHEAD] = g_param_spec_uint(
       "read-ahead", "Read ahead",
-      "Status-byte: once this many or fewer receive blocks are known free, "
-      "read the receiver's status array while still writing (up to four "
-      "READs in flight), which hides the READ's round trip on long links; "
-      "0 = read only when none is free (the paper's sync-when-empty).  "
-      "Connection-wide",
+      "Status-byte: read the receiver's status array ahead, once this many "
+      "or fewer receive blocks are known free (0 = only when none is; "
+      "connection-wide)",
       0, 4096, 0,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_STATS] = gst_rdma_param_spec_stats(
-      "Statistics, also posted as the element message \"rdmasink-stats\" "
-      "every stats-interval; one flat structure.  This device: device-id, "
-      "frames, blocks, bytes, drops (backpressure or loss), paused (the "
-      "receiver paused this device), paused-drops, paused-ns, refused (the "
-      "receiver takes this device from another sender), refused-drops "
-      "(buffers dropped meanwhile), zero-copy-buffers, copied-buffers, "
-      "reconnect-drops, "
-      "unmappable-drops.  The connection it shares with the other "
-      "rdmasinks of the process: connection-id, connection-users, "
-      "connected, block-payload-size, reconnects, sync-reads (status "
-      "READs), sync-read-ns-max, held-skipped, busy-skipped, no-free-waits, "
-      "connection-blocks, connection-bytes, connection-drops, wr-posted, "
-      "acks (sliding-window)");
+      "Counters of this device and of the connection it shares, one flat "
+      "structure \"rdmasink-stats\" (the element documentation lists the "
+      "fields)");
   properties[PROP_STATS_INTERVAL] =
       gst_rdma_param_spec_stats_interval("rdmasink-stats", NULL);
   g_object_class_install_properties(gobject_class, N_PROPERTIES, properties);
@@ -302,8 +326,7 @@ static void gst_rdma_sink_class_init(GstRdmaSinkClass *klass)
   gst_element_class_add_static_pad_template(element_class, &sink_template);
   gst_element_class_set_static_metadata(
       element_class, "RDMA sink", "Sink/Network",
-      "Sends a stream as one device of a shared one-sided RDMA connection "
-      "(status-byte block transport), zero-copy from upstream",
+      "Sends a stream as one device of a shared one-sided RDMA connection",
       "gst-rdma project");
   /* gst-inspect-1.0 prints every metadata key: show how to use it. */
   gst_element_class_add_static_metadata(
@@ -317,6 +340,8 @@ static void gst_rdma_sink_class_init(GstRdmaSinkClass *klass)
   basesink_class->unlock = GST_DEBUG_FUNCPTR(gst_rdma_sink_unlock);
   basesink_class->unlock_stop = GST_DEBUG_FUNCPTR(gst_rdma_sink_unlock_stop);
   basesink_class->set_caps = GST_DEBUG_FUNCPTR(gst_rdma_sink_set_caps);
+  basesink_class->get_caps = GST_DEBUG_FUNCPTR(gst_rdma_sink_get_caps);
+  basesink_class->query = GST_DEBUG_FUNCPTR(gst_rdma_sink_query);
   basesink_class->propose_allocation =
       GST_DEBUG_FUNCPTR(gst_rdma_sink_propose_allocation);
   basesink_class->event = GST_DEBUG_FUNCPTR(gst_rdma_sink_event);
@@ -339,8 +364,9 @@ static void gst_rdma_sink_init(GstRdmaSink *self)
   self->send_blocks = DEFAULT_SEND_BLOCKS;
   self->block_size = DEFAULT_BLOCK_SIZE;
   self->stats_interval = GST_RDMA_DEFAULT_STATS_INTERVAL;
-  /* The last sample would pin a buffer whose block, once submitted without
-   * a copy, already carries later frames: it could not be mapped anyway. */
+  /* A last sample is one more reference to every buffer rendered, which
+   * makes render copy it (it could be read afterwards): off by default so
+   * buffers of the sink's pool go without a copy; turning it on is safe. */
   gst_base_sink_set_last_sample_enabled(GST_BASE_SINK(self), FALSE);
 }
 
@@ -931,6 +957,52 @@ static GstFlowReturn gst_rdma_sink_send_caps(GstRdmaSink *self,
 
 /* ----------------------------------------------------------- stream */
 
+/* Any media type, in system memory only.  The template can't say that (ANY
+ * means any features too), so the CAPS query drops the structures of
+ * upstream's filter that are in other memory (VA, DMABuf, CUDA, GL, ...),
+ * so a decoder picks its system-memory caps, and the ACCEPT_CAPS query
+ * refuses caps with a memory feature (gst_rdma_sink_query).
+ * Sending such a buffer mapped would not do either: the receiver would
+ * announce memory it doesn't have, and mapped hardware memory may carry
+ * strides and tilings the caps don't describe.  Without a filter ANY is
+ * all there is to say. */
+static GstCaps *gst_rdma_sink_get_caps(GstBaseSink *bsink, GstCaps *filter)
+{
+  GstCaps *templ = gst_pad_get_pad_template_caps(GST_BASE_SINK_PAD(bsink));
+  GstCaps *caps;
+
+  if (!filter)
+    return templ;
+  caps = gst_caps_intersect_full(filter, templ, GST_CAPS_INTERSECT_FIRST);
+  gst_caps_unref(templ);
+  templ = caps;
+  caps = gst_rdma_caps_system_memory_only(templ);
+  gst_caps_unref(templ);
+  GST_LOG_OBJECT(bsink, "filter %" GST_PTR_FORMAT ": %" GST_PTR_FORMAT, filter,
+                 caps);
+  return caps;
+}
+
+/* The default ACCEPT_CAPS answer compares with the unfiltered CAPS query,
+ * ANY: memory features are checked here. */
+static gboolean gst_rdma_sink_query(GstBaseSink *bsink, GstQuery *query)
+{
+  GstCaps *caps;
+  gboolean ok;
+
+  if (GST_QUERY_TYPE(query) != GST_QUERY_ACCEPT_CAPS)
+    return GST_BASE_SINK_CLASS(parent_class)->query(bsink, query);
+  gst_query_parse_accept_caps(query, &caps);
+  ok = gst_rdma_caps_is_system_memory(caps);
+  if (!ok)
+    GST_DEBUG_OBJECT(bsink,
+                     "refusing %" GST_PTR_FORMAT
+                     ": rdmasink sends system memory only",
+                     caps);
+  gst_query_set_accept_caps_result(query, ok);
+  return TRUE;
+}
+
 static gboolean gst_rdma_sink_set_caps(GstBaseSink *bsink, GstCaps *caps)
 {
   GstRdmaSink *self = GST_RDMA_SINK(bsink);
@@ -952,6 +1024,8 @@ static gboolean gst_rdma_sink_propose_allocation(GstBaseSink *bsink,
   guint generation;
   GstAllocator *allocator;
   GstRdmaConnection *conn;
+  GstVideoInfo info;
+  GstCaps *caps;
 
   /* A query comes on upstream's thread, which a state change to READY
    * doesn't wait for: stop may clear self->conn meanwhile (UBSan caught
@@ -976,6 +1050,23 @@ static gboolean gst_rdma_sink_propose_allocation(GstBaseSink *bsink,
   /* Block payloads are 64-byte aligned; ask for no more. */
   params.align = 63;
   gst_query_add_allocation_param(query, allocator, &params);
+  /* And a pool of ours for video (elements that take the downstream pool,
+   * videotestsrc, videoconvert, then allocate from it): its buffers are
+   * never recycled, so render may submit theirs without a copy.  A pool
+   * needs the buffer size, which only video caps give; for other caps
+   * upstream makes its own pool over the allocator, whose buffers are
+   * copied (gstrdmaallocator.h). */
+  gst_query_parse_allocation(query, &caps, NULL);
+  if (caps && gst_video_info_from_caps(&info, caps)) {
+    GstBufferPool *pool = gst_rdma_buffer_pool_new();
+    GstStructure *config = gst_buffer_pool_get_config(pool);
+
+    gst_buffer_pool_config_set_params(config, caps, (guint)info.size, 0, 0);
+    gst_buffer_pool_config_set_allocator(config, allocator, &params);
+    if (gst_buffer_pool_set_config(pool, config))
+      gst_query_add_allocation_pool(query, pool, (guint)info.size, 0, 0);
+    gst_object_unref(pool);
+  }
   gst_object_unref(allocator);
   GST_DEBUG_OBJECT(self,
                    "offered the send-block allocator (%" G_GSIZE_FORMAT
@@ -999,7 +1090,11 @@ static void gst_rdma_sink_send_eos(GstRdmaSink *self)
   }
   sbr_block_meta_init(&meta, self->device);
   meta.kind = SBR_KIND_EOS;
-  ret = gst_rdma_sink_send(self, sender, &meta, NULL, 0);
+  /* Serialized events come with the preroll lock held, as render: a pause
+   * while EOS waits for a free block waits for PLAYING, as a frame does. */
+  while ((ret = gst_rdma_sink_send(self, sender, &meta, NULL, 0)) == -EINTR &&
+         gst_base_sink_wait_preroll(GST_BASE_SINK(self)) == GST_FLOW_OK)
+    GST_DEBUG_OBJECT(self, "PLAYING again: sending EOS");
   if (ret < 0) {
     GST_WARNING_OBJECT(self, "EOS not sent: %s", g_strerror(-ret));
     return;
@@ -1062,9 +1157,12 @@ static void gst_rdma_sink_fill_meta(GstRdmaSink *self, GstBuffer *buf,
   gst_caps_unref(unix_caps);
 }
 
-static GstFlowReturn gst_rdma_sink_render(GstBaseSink *bsink, GstBuffer *buf)
+/* One attempt at sending buf.  GST_FLOW_FLUSHING means unlock()
+ * interrupted a wait (for the connection or for a free send block) before
+ * the frame went out: render decides what that means. */
+static GstFlowReturn gst_rdma_sink_render_once(GstRdmaSink *self,
+                                               GstBuffer *buf)
 {
-  GstRdmaSink *self = GST_RDMA_SINK(bsink);
   struct sbr_block_meta meta;
   sbr_send_block *block = NULL;
   GstRdmaMemoryKind kind;
@@ -1129,9 +1227,9 @@ static GstFlowReturn gst_rdma_sink_render(GstBaseSink *bsink, GstBuffer *buf)
   case GST_RDMA_MEMORY_FOREIGN:
   default:
     if (!gst_buffer_map(buf, &map, GST_MAP_READ)) {
-      /* Only a buffer this sink (or another on the connection) already
-       * submitted without a copy: its block carries other frames now. */
-      GST_WARNING_OBJECT(self, "buffer can't be mapped (already sent?)");
+      /* Foreign memory that fails to map (our own never does: a memory is
+       * submitted only when nobody can render it again). */
+      GST_WARNING_OBJECT(self, "buffer can't be mapped: dropped");
       GST_OBJECT_LOCK(self);
       self->unmappable_drops++;
       GST_OBJECT_UNLOCK(self);
@@ -1150,4 +1248,28 @@ static GstFlowReturn gst_rdma_sink_render(GstBaseSink *bsink, GstBuffer *buf)
   if (ret == 0)
     self->discont_pending = FALSE;
   return gst_rdma_sink_handle_result(self, ret, size, sender, generation);
+}
+
+/* basesink's contract for a render that blocks: unlock() interrupts it for
+ * a flush, a state change to READY and also PLAYING->PAUSED.  Only the first
+ * two end the buffer; on a pause gst_base_sink_wait_preroll() waits (the
+ * sink counts as prerolled meanwhile) and returns OK on PLAYING, and the
+ * same buffer is tried again.  Returning FLUSHING there instead would stop
+ * upstream's streaming task for good: a paused sender that was waiting
+ * for a free block would never resume. */
+static GstFlowReturn gst_rdma_sink_render(GstBaseSink *bsink, GstBuffer *buf)
+{
+  GstRdmaSink *self = GST_RDMA_SINK(bsink);
+  GstFlowReturn flow;
+
+  for (;;) {
+    flow = gst_rdma_sink_render_once(self, buf);
+    if (flow != GST_FLOW_FLUSHING)
+      return flow;
+    GST_DEBUG_OBJECT(self, "unlocked while sending: waiting for preroll");
+    flow = gst_base_sink_wait_preroll(bsink);
+    if (flow != GST_FLOW_OK)
+      return flow;
+    GST_DEBUG_OBJECT(self, "PLAYING again: sending the same buffer");
+  }
 }

@@ -128,6 +128,65 @@
  * numbers count blocks, not frames: a frame of n blocks takes n numbers,
  * and the in-band caps take one too.
  *
+ * More on the properties.  #GstRdmaSrc:allowed-senders takes IPv4/IPv6
+ * addresses and networks, or "local" for this host (shm senders,
+ * loopback; a shm sender also matches an entry holding 127.0.0.1 or ::1);
+ * others are refused before a lane is made (their rdmasink fails, not
+ * authorized) and counted in refused-not-allowed, and a bad list fails
+ * the change to PAUSED.  #GstRdmaSrc:max-connects-per-second is a bucket
+ * holding one second's worth of attempts: attempts beyond it are refused
+ * as busy before anything is allocated (refused-busy); attempts refused by
+ * allowed-senders don't count.  #GstRdmaSrc:max-frame-size: raise it for
+ * 8K RGB and the like.  #GstRdmaSrc:max-held at 0 always copies, as
+ * mechanism=sliding-window always does (its in-order ACKs would stall
+ * every stream behind one kept buffer).  #GstRdmaSrc:max-queued bounds
+ * the memory of copies under copy and pause; drop-oldest queues at most
+ * device-blocks frames.  Setting #GstRdmaSrc:latency while PAUSED or
+ * PLAYING posts a latency message, so the pipeline configures the new
+ * value.  #GstRdmaSrc:poll-mode adaptive learns each device's frame
+ * period (and takes it from the caps' framerate), sleeps until just
+ * before the next frame and polls through a short window, backing off
+ * for streams that aren't periodic; busy spins (the lowest latency, a
+ * whole core); backoff spins 20 us, then sleeps doubling up to 1 ms.
+ *
+ * ## Statistics
+ *
+ * The #GstRdmaSrc:stats property holds the element-wide counters, then
+ * one field per device with a pad, "device-<N>" (e.g. device-3), whose
+ * value is a structure "rdmasrc-device-stats" (in C:
+ * `gst_structure_get (s, "device-3", GST_TYPE_STRUCTURE, &d, NULL)`, in
+ * Python `s.get_value ("device-3")`).  Every #GstRdmaSrc:stats-interval
+ * milliseconds (0, the default, posts none) the element-wide counters go
+ * out as the element message "rdmasrc-stats" and each device's structure
+ * as a message "rdmasrc-device-stats" of its own, once (gst-launch -m
+ * prints nested structures escaped, messages plainly).
+ *
+ * Element-wide: refused-connections (senders refused: another mechanism or
+ * version, lanes full, ...) and the same by reason, refused-not-allowed
+ * (not on allowed-senders), refused-busy (over max-connects-per-second),
+ * refused-lanes-full, refused-mechanism, refused-version,
+ * refused-geometry, refused-malformed-request, refused-receiver-resources;
+ * lanes-opened, lanes-closed, lanes-active (sender connections),
+ * lanes-windowed (lanes whose keys are type-2 memory windows bound to the
+ * lane's QP, not memory regions), nic-remote-access-errors (the RDMA
+ * port's own count of WRITEs and READs refused for a bad key, address or
+ * right, all processes; absent where the NIC has no such counter, e.g.
+ * Soft-RoCE, or over shm), blocks, bytes, rejected (blocks that failed
+ * validation), blocks-held (by buffers now), frames-copied (reassembled by
+ * copy), recv-wr-posted (sliding-window only), copies (frames copied: over
+ * a share or max-held), held (lane blocks out), no-caps-drops (frames of a
+ * device without a stream), pushed, device-blocks (each device's share
+ * now).
+ *
+ * Per device: device-id, frames, blocks, bytes, drops and gaps (lost on
+ * the way), rejected, refused (another sender's frames of it), losses
+ * (owners gone without EOS), owner (the owning sender, "" for none),
+ * queued (frames waiting for the pad), lane-blocks (blocks out: queued or
+ * downstream), held-downstream, pushed, copies (over its share),
+ * drops-leaky (queued frames dropped for room: drop-oldest),
+ * drops-not-playing, drops-ended (after EOS), paused (its sender told to
+ * stop), pauses, paused-time (ns), eos, over-budget (the pad's policy).
+ *
  * ## Example launch lines
  * |[
  * gst-launch-1.0 rdmasrc name=r r.src_3 ! videoconvert ! autovideosink
@@ -257,125 +316,90 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
 
   properties[PROP_ADDRESS] = g_param_spec_string(
       "address", "Address",
-      "Local address to listen on (verbs); ignored by the shm transport",
+      "Local address to listen on; the shm transport ignores it",
       DEFAULT_ADDRESS,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_PORT] = gst_rdma_param_spec_port("Port to listen on");
   properties[PROP_TRANSPORT] = gst_rdma_param_spec_transport();
   properties[PROP_MECHANISM] = gst_rdma_param_spec_mechanism();
   properties[PROP_BLOCKS] = g_param_spec_uint(
-      "blocks", "Blocks",
-      "Receive blocks per sender connection (lane); the sender writes into "
-      "any free one",
-      2, 65536, DEFAULT_BLOCKS,
+      "blocks", "Blocks", "Receive blocks per sender connection (lane)", 2,
+      65536, DEFAULT_BLOCKS,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_BLOCK_SIZE] = g_param_spec_uint(
       "block-size", "Block size",
-      "Bytes per receive block including the 72 bytes of header and "
-      "trailer; larger frames arrive in several blocks and come out as one "
-      "buffer of several memories",
+      "Bytes per receive block, 72 of them header and trailer; a larger "
+      "frame comes as one buffer of several memories",
       128, 64u << 20, DEFAULT_BLOCK_SIZE,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_MAX_HELD] = g_param_spec_uint(
       "max-held", "Max held",
       "Most receive blocks of a lane all devices together may have out "
-      "(queued here or held downstream) before frames are copied and their "
-      "blocks released at once; at most blocks-1 takes effect (the default), "
-      "0 always copies (as mechanism=sliding-window always does: its "
-      "in-order ACKs would stall every stream behind one kept buffer).  "
-      "device-blocks is the per-device share",
+      "before frames are copied (at most blocks-1 takes effect; 0 = always "
+      "copy)",
       0, 65536, DEFAULT_MAX_HELD,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_DEVICE_BLOCKS] = g_param_spec_uint(
       "device-blocks", "Device blocks",
-      "Each device's share of its lane: the most receive blocks it may have "
-      "out (queued here or held downstream) and the most frames queued for "
-      "its pad; beyond it the pad's over-budget policy applies, so one slow "
-      "or stuck consumer can't take the lane from the other cameras.  0 = "
-      "automatic: three quarters of the lane shared by the devices that "
-      "have pads (24 blocks for one camera, 2 each for 12 with the default "
-      "32 blocks), at least 1",
+      "Each device's share of its lane, in blocks out and frames queued, "
+      "beyond which its pad's over-budget policy applies (0 = three quarters "
+      "of the lane shared by the devices with pads)",
       0, 65536, DEFAULT_DEVICE_BLOCKS,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_OVER_BUDGET] = g_param_spec_enum(
       "over-budget", "Over budget",
-      "Policy of new pads when their device is over its device-blocks "
-      "share (each src pad has an over-budget property of its own, e.g. "
-      "rdmasrc "
-      "src_3::over-budget=pause): drop-oldest drops its oldest queued "
-      "frames (the next buffer is DISCONT) and copies a new frame while "
-      "downstream holds the whole share; copy copies new frames out of the "
-      "lane; pause also tells the device's sender to stop until the share "
-      "has room (status-byte only; copy elsewhere)",
+      "Over-budget policy of new pads (each pad has its own, e.g. "
+      "src_3::over-budget=pause)",
       GST_TYPE_RDMA_OVER_BUDGET, DEFAULT_OVER_BUDGET,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_MAX_QUEUED] = g_param_spec_uint(
       "max-queued", "Max queued",
-      "Most frames a pad whose over-budget policy is copy or pause queues "
-      "before its oldest is dropped (bounds the memory of copies; "
-      "drop-oldest queues at most device-blocks frames)",
+      "Most frames a pad with over-budget copy or pause queues before its "
+      "oldest is dropped",
       1, 65536, DEFAULT_MAX_QUEUED,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_MAX_SENDERS] = g_param_spec_uint(
       "max-senders", "Max senders",
-      "Sender connections (lanes) accepted at once; each sending process "
-      "needs one per receiver",
+      "Sender connections (lanes) accepted at once: one per sending "
+      "process",
       1, 1024, DEFAULT_MAX_SENDERS,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_ALLOWED_SENDERS] = g_param_spec_string(
       "allowed-senders", "Allowed senders",
-      "Who may connect: comma-separated IPv4/IPv6 addresses and networks "
-      "(\"10.0.0.0/8,192.168.1.5,fe80::/10\"), or \"local\" for this "
-      "host (shm senders, loopback); a shm sender also matches an entry "
-      "holding 127.0.0.1 or ::1.  Empty = anyone.  Others are refused "
-      "before a lane is made (their rdmasink fails, not authorized) and "
-      "counted in refused-not-allowed.  A bad list fails the change to "
-      "PAUSED",
+      "Who may connect: comma-separated addresses and networks "
+      "(\"10.0.0.0/8,192.168.1.5,fe80::/10\") or \"local\" (empty = "
+      "anyone)",
       DEFAULT_ALLOWED_SENDERS,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_MAX_CONNECTS_PER_SECOND] = g_param_spec_uint(
       "max-connects-per-second", "Max connects per second",
-      "Connection attempts considered per second (a bucket holding one "
-      "second's worth); attempts beyond it are refused as busy, before "
-      "anything is allocated, and their rdmasink retries; counted in "
-      "refused-busy.  Attempts refused by allowed-senders don't count.  "
-      "0 = no bound",
+      "Connection attempts considered per second, more are refused as busy "
+      "and retried by their rdmasink (0 = no bound)",
       0, G_MAXUINT, DEFAULT_MAX_CONNECTS_PER_SECOND,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_MAX_FRAME_SIZE] = g_param_spec_uint(
       "max-frame-size", "Max frame size",
       "Largest frame in bytes taken from a sender; every block of a larger "
-      "one is rejected and counted (rejected).  Bounds what one camera of "
-      "one sender can make the receiver allocate to reassemble a frame.  "
-      "The default takes every 4K format up to 8 bytes a pixel; raise it "
-      "for 8K RGB and the like",
+      "one is rejected (the default takes 4K up to 8 bytes a pixel)",
       1, G_MAXUINT, DEFAULT_MAX_FRAME_SIZE,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_LATENCY] = g_param_spec_int(
       "latency", "Latency",
-      "Minimum latency reported in milliseconds (-1 = measured: twice the "
-      "worst lateness of a frame at arrival plus 2 ms, raised with a latency "
-      "message when frames come later; a frame over 250 ms late is an outage "
-      "and raises nothing)",
+      "Minimum latency reported in milliseconds (-1 = measured from the "
+      "frames' lateness at arrival)",
       -1, G_MAXINT, DEFAULT_LATENCY,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING);
   properties[PROP_TIMEOUT] = g_param_spec_uint(
       "timeout", "Timeout",
-      "Post an element message \"rdmasrc-timeout\" after this many "
-      "milliseconds without a frame of any device, and "
-      "\"rdmasrc-device-timeout\" (device-id) after as long without a "
-      "frame of one device whose stream is on (0 = never); once per idle "
-      "spell",
+      "Milliseconds without a frame after which \"rdmasrc-timeout\" (no "
+      "device) or \"rdmasrc-device-timeout\" (one device) is posted, once "
+      "per idle spell (0 = never)",
       0, G_MAXUINT, DEFAULT_TIMEOUT,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_DEVICE_LOST_EOS] = g_param_spec_boolean(
       "device-lost-eos", "EOS on device lost",
-      "When a device's sender goes away without EOS (its connection "
-      "closed: it left, died, or its QP failed), also end the device's "
-      "stream with EOS after what arrived; the element message "
-      "\"rdmasrc-device-lost\" (device-id, peer, lane) is posted either "
-      "way.  When the device comes back it starts a new stream on the same "
-      "pad (DISCONT, new caps if they changed)",
+      "End a device's stream with EOS when its sender goes away without "
+      "one (\"rdmasrc-device-lost\" is posted either way)",
       DEFAULT_DEVICE_LOST_EOS,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_STATS] = gst_rdma_src_stats_param_spec();
@@ -383,12 +407,8 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
       "rdmasrc-stats", "rdmasrc-device-stats");
   properties[PROP_POLL_MODE] = g_param_spec_enum(
       "poll-mode", "Poll mode",
-      "How the receive thread waits for frames: adaptive learns each "
-      "device's frame period (and takes it from the caps' framerate), "
-      "sleeps until just before the next frame and polls through a short "
-      "window, backing off for streams that aren't periodic; busy spins "
-      "(lowest latency, a whole core); backoff spins 20 us, then sleeps "
-      "doubling up to 1 ms",
+      "How the receive thread waits for frames: adaptive (sleeps until the "
+      "next frame is due), busy (spins, a whole core) or backoff",
       GST_TYPE_RDMA_POLL_MODE, DEFAULT_POLL_MODE,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   g_object_class_install_properties(gobject_class, N_PROPERTIES, properties);
@@ -400,8 +420,8 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
   gst_element_class_add_static_pad_template(element_class, &src_template);
   gst_element_class_set_static_metadata(
       element_class, "RDMA source", "Source/Network",
-      "Receives the devices of rdmasinks over one-sided RDMA (status-byte "
-      "block transport), one pad per device, zero-copy",
+      "Receives the devices of rdmasinks over one-sided RDMA, one pad per "
+      "device",
       "gst-rdma project");
   /* gst-inspect-1.0 prints every metadata key: show how to use it. */
   gst_element_class_add_static_metadata(
@@ -484,6 +504,7 @@ static void gst_rdma_src_set_property(GObject *object, guint prop_id,
                                       const GValue *value, GParamSpec *pspec)
 {
   GstRdmaSrc *self = GST_RDMA_SRC(object);
+  gboolean latency_changed = FALSE;
 
   GST_OBJECT_LOCK(self);
   switch (prop_id) {
@@ -536,6 +557,9 @@ static void gst_rdma_src_set_property(GObject *object, guint prop_id,
     self->max_connects_per_second = g_value_get_uint(value);
     break;
   case PROP_LATENCY:
+    /* GST_STATE is read under the object lock. */
+    latency_changed = self->latency != g_value_get_int(value) &&
+                      GST_STATE(self) >= GST_STATE_PAUSED;
     self->latency = g_value_get_int(value);
     break;
   case PROP_TIMEOUT:
@@ -555,6 +579,12 @@ static void gst_rdma_src_set_property(GObject *object, guint prop_id,
     break;
   }
   GST_OBJECT_UNLOCK(self);
+  /* The pipeline asks every element again and configures what the new
+   * value gives (GstBin recalculates on this message); stopped, the
+   * next LATENCY query reads it anyway. */
+  if (latency_changed)
+    gst_element_post_message(GST_ELEMENT(self),
+                             gst_message_new_latency(GST_OBJECT(self)));
 }
 
 static void gst_rdma_src_get_property(GObject *object, guint prop_id,

@@ -34,7 +34,7 @@ static void gst_rdma_src_handle_caps(GstRdmaSrc *self, guint device,
                                      gboolean new_stream)
 {
   GstRdmaSrcDevice *dev = self->devices[device];
-  GstCaps *caps = gst_caps_from_string(str);
+  GstCaps *caps = gst_rdma_caps_from_wire(str);
   gboolean added = FALSE;
 
   if (!caps || !gst_caps_is_fixed(caps)) {

@@ -25,41 +25,11 @@
 
 GParamSpec *gst_rdma_src_stats_param_spec(void)
 {
+  /* The fields are listed in the element documentation (gstrdmasrc.c),
+   * which tests/gst/test-rdma-output.c checks against what is built here. */
   return gst_rdma_param_spec_stats(
-      "Statistics, also posted as the element message \"rdmasrc-stats\" "
-      "every stats-interval.  Element-wide: refused-connections (senders "
-      "refused: another mechanism or version, lanes full, ...) and the same "
-      "by reason, refused-<reason> (refused-not-allowed: not on "
-      "allowed-senders; refused-busy: over max-connects-per-second; "
-      "refused-lanes-full, refused-mechanism, refused-version, "
-      "refused-geometry, refused-malformed-request, "
-      "refused-receiver-resources), "
-      "lanes-opened, lanes-closed, lanes-windowed (lanes whose keys are "
-      "type-2 memory windows bound to the lane's QP, not memory regions), "
-      "nic-remote-access-errors (the RDMA port's own count of WRITEs and "
-      "READs refused for a bad key, address or right, all processes; "
-      "absent where the NIC has no such counter, e.g. Soft-RoCE, or over "
-      "shm), "
-      "lanes-active (sender connections), blocks, bytes, rejected (blocks "
-      "that failed validation), blocks-held (by buffers now), frames-copied "
-      "(reassembled by copy), recv-wr-posted (sliding-window only), copies "
-      "(frames copied: over a share or max-held), held (lane blocks out), "
-      "no-caps-drops (frames of a device without a stream), pushed, "
-      "device-blocks (each device's share now).  Then one field per device "
-      "with a pad, \"device-<N>\" (e.g. device-3): a structure "
-      "\"rdmasrc-device-stats\", which every stats-interval also posts as "
-      "a message of its own (gst-launch -m prints nested structures "
-      "escaped, messages plainly): "
-      "device-id, frames, blocks, bytes, drops and gaps (lost on the way), "
-      "rejected, refused (another sender's frames of it), losses (owners "
-      "gone without EOS), owner (the owning sender, \"\" for none), queued "
-      "(frames waiting for the pad), lane-blocks (blocks out: queued or "
-      "downstream), held-downstream, pushed, copies (over its share), "
-      "drops-leaky (queued frames dropped for room), drops-not-playing, "
-      "drops-ended (after EOS), paused (its sender told to stop), pauses, "
-      "paused-time (ns), eos, over-budget (the pad's policy).  In C: "
-      "gst_structure_get (s, \"device-3\", GST_TYPE_STRUCTURE, &d, NULL); "
-      "in Python: s.get_value (\"device-3\")");
+      "Counters: element-wide, then one structure \"device-<N>\" per device "
+      "with a pad (the element documentation lists the fields)");
 }
 
 /* One device's structure: the receiver's counters of it, its ownership,

@@ -134,7 +134,7 @@ height=$((rows * th))
 read -r -a extra <<<"$src_props"
 desc=(
 	rdmasrc name=r transport="$transport" address="$address" port="$port"
-	"${extra[@]}"
+	stats-interval=1000 "${extra[@]}"
 	compositor name=comp background=black start-time-selection=first latency=$((latency * 1000000))
 )
 for ((i = 0; i < cameras; i++)); do

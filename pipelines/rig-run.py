@@ -10,8 +10,11 @@ The description is parsed exactly as gst-launch-1.0 parses its arguments
 `gst-launch-1.0 -e`: until EOS or an error; SIGINT/SIGTERM send EOS first, a
 second one stops at once.  Afterwards (with --stats) it writes a JSON file
 with the final "stats" of every rdmasink and rdmasrc in the pipeline, the
-buffers and arrival times seen on every rdmasrc pad, the process's CPU time
-and the wall time while PLAYING.  rig-send.sh and rig-mosaic.sh use it for
+buffers and arrival times seen on every rdmasrc pad (requested on the
+command line or added later), on every compositor input pad (with the
+rdmasrc pad that feeds it, so a camera's frames can be followed into a
+mosaic) and on every compositor output, the process's CPU time and the
+wall time while PLAYING.  rig-send.sh and rig-mosaic.sh use it for
 their --stats option; gst-launch-1.0 -m only shows the periodic
 "rdma*-stats" messages, not the final counts.
 
@@ -66,9 +69,22 @@ class PadCounter:
         self.first = None
         self.last = None
         self.offsets = None  # first and last GST_BUFFER_OFFSET
+        self.errors = 0  # probes that failed: the counts are not exact
         self.lock = threading.Lock()
 
     def probe(self, pad, info):
+        # An exception in a probe makes PyGObject return DROP: a counter
+        # that fails must not take frames from the pipeline it measures.
+        try:
+            self.count(info)
+        except Exception as e:  # noqa: BLE001 (counted and reported)
+            with self.lock:
+                self.errors += 1
+                if self.errors == 1:
+                    print("probe on %s: %r" % (self.name, e), file=sys.stderr)
+        return Gst.PadProbeReturn.OK
+
+    def count(self, info):
         buf = info.get_buffer()
         now = time.monotonic()
         with self.lock:
@@ -82,7 +98,6 @@ class PadCounter:
                 if self.offsets is None:
                     self.offsets = [buf.offset, buf.offset]
                 self.offsets[1] = buf.offset
-        return Gst.PadProbeReturn.OK
 
 
 class Runner:
@@ -101,6 +116,7 @@ class Runner:
         self.warnings = []
         self.pads = {}  # "element:pad" -> PadCounter: rdmasrc pads
         self.outputs = {}  # the same for compositor outputs (mosaic frames)
+        self.inputs = {}  # the same for compositor inputs (per camera)
         self.t_first = None  # first buffer of any rdmasrc pad
         self.cpu_first = None
         self.t_playing = None
@@ -116,10 +132,19 @@ class Runner:
             if factory_name(e) == "rdmasrc":
                 e.connect("pad-added", self.on_pad_added)
                 self.watch.add(e)
+                # Pads named on the command line exist already: no
+                # pad-added for them.
+                for pad in e.srcpads:
+                    self.on_pad_added(e, pad)
             elif factory_name(e) == "compositor":
                 key = "%s:src" % e.get_name()
                 self.outputs[key] = PadCounter(key)
                 e.get_static_pad("src").add_probe(Gst.PadProbeType.BUFFER, self.outputs[key].probe)
+                for pad in e.sinkpads:
+                    key = "%s:%s" % (e.get_name(), pad.get_name())
+                    self.inputs[key] = PadCounter(key)
+                    self.inputs[key].pad = pad
+                    pad.add_probe(Gst.PadProbeType.BUFFER, self.inputs[key].probe)
         if not self.watch:
             self.watch.add(self.pipeline)
         bus = self.pipeline.get_bus()
@@ -141,6 +166,8 @@ class Runner:
 
     def on_pad_added(self, element, pad):
         key = "%s:%s" % (element.get_name(), pad.get_name())
+        if key in self.pads:
+            return
         counter = PadCounter(key, self.on_first_buffer)
         self.pads[key] = counter
         pad.add_probe(Gst.PadProbeType.BUFFER, counter.probe)
@@ -266,7 +293,16 @@ class Runner:
             "elements": elements,
             "pads": self.counts(self.pads),
             "outputs": self.counts(self.outputs),
+            "inputs": self.input_counts(),
         }
+
+    def input_counts(self):
+        """Compositor inputs, each with the rdmasrc pad upstream of it
+        ("r:src_3") as "from", or None when none is."""
+        out = self.counts(self.inputs)
+        for key, c in self.inputs.items():
+            out[key]["from"] = rdmasrc_pad_upstream(c.pad)
+        return out
 
     def counts(self, counters):
         out = {}
@@ -282,8 +318,27 @@ class Runner:
                     "fps": (c.buffers - 1) / span if span > 0 else 0.0,
                     "first-offset": c.offsets[0] if c.offsets else None,
                     "last-offset": c.offsets[1] if c.offsets else None,
+                    "probe-errors": c.errors,
                 }
         return out
+
+
+def rdmasrc_pad_upstream(pad):
+    """The rdmasrc pad ("element:pad") feeding pad through elements of one
+    sink pad each (queue, videoscale, videoconvert, capsfilter), or None."""
+    for _ in range(32):
+        peer = pad.get_peer()
+        if peer is None:
+            return None
+        e = peer.get_parent_element()
+        if e is None:
+            return None
+        if factory_name(e) == "rdmasrc":
+            return "%s:%s" % (e.get_name(), peer.get_name())
+        if len(e.sinkpads) != 1:
+            return None
+        pad = e.sinkpads[0]
+    return None
 
 
 def factory_name(e):
@@ -317,6 +372,12 @@ def main():
         if os.path.exists(os.path.join(build, "libgstrdma.so")):
             os.environ["GST_PLUGIN_PATH"] = build
     Gst.init(None)
+    # PyGObject builds a wrapper class and its field accessors on first
+    # use, and not safely from several threads at once: twelve streaming
+    # threads racing into the first probe saw Gst.Buffer without "offset"
+    # (the Soft-RoCE VM).  Build what the probes use here, first.
+    assert Gst.Buffer.new().offset == Gst.BUFFER_OFFSET_NONE
+    assert Gst.PadProbeReturn.OK is not None and Gst.PadProbeInfo is not None
     try:
         runner = Runner(desc, args.label)
     except GLib.Error as e:

@@ -140,7 +140,7 @@ for ((i = 0; i < cameras; i++)); do
 		! textoverlay "text=cam $i" "font-desc=Sans Bold 36"
 		valignment=top halignment=left shaded-background=true
 		! rdmasink name="tx$i" device-id="$i" transport="$transport"
-		host="$host" port="$port" "${extra[@]}"
+		host="$host" port="$port" stats-interval=1000 "${extra[@]}"
 	)
 done
 

@@ -7,8 +7,10 @@
 # (pipelines/rig-send.sh) for a few seconds, and leaves in the output
 # directory:
 #   mosaic.avi     the mosaic (Motion JPEG), mosaic.png one frame of it
-#   stats.txt      per camera: frames produced, sent, received, lost, drops,
-#                  gaps, frames/s; CPU of the sender and of the receiver
+#   stats.txt      per camera: frames produced, sent, received, lost,
+#                  pushed by its rdmasrc pad, dropped by each pad policy,
+#                  reached the mosaic, frames/s at the mosaic; the mosaic's
+#                  own frames; CPU of the sender and of the receiver
 #   send.json, recv.json, sender.log, receiver.log   the details
 #
 #   scripts/demo.sh [--shm] [--seconds N] [--out DIR] [--size WxH]
@@ -36,8 +38,10 @@
 #
 # Default: verbs, over Soft-RoCE.  In the VM the CPU is emulated (TCG, tens
 # of MB/s), hence the smaller frames there; --shm shows the full rig.  Exit
-# status 0 when both sides ended cleanly and no frame was lost (stats.txt
-# ends with "RESULT: OK"), 1 otherwise, 2 on usage errors.
+# status 0 when both sides ended cleanly, every figure of stats.txt was
+# measured, no frame was lost on the way and every frame a pad pushed
+# reached the mosaic (stats.txt ends with "RESULT: OK", which says how many
+# frames the pads dropped), 1 otherwise, 2 on usage errors.
 set -eu
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)

@@ -185,7 +185,7 @@ if [ "${SBR_SKIP_VM:-0}" != 1 ]; then
   if scripts/demo.sh --seconds 3 && [ -s demo-out/mosaic.avi ] &&
     [ -s demo-out/stats.txt ]; then
     passed=$((passed + 1))
-    summary+=("demo: mosaic.avi and stats.txt made, no frame lost")
+    summary+=("demo: mosaic.avi and stats.txt made; $(tail -n 1 demo-out/stats.txt)")
   else
     step_failed "demo: scripts/demo.sh failed (see above)"
   fi

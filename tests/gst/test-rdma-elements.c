@@ -20,6 +20,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sbr.h>
+
 #define N_CAMERAS 12
 #define MAX_DEVICES 256
 #define HEADER_SIZE 16
@@ -628,8 +630,7 @@ GST_START_TEST(test_allocation_query_and_both_paths)
   GstQuery *query;
   GstAllocator *allocator = NULL;
   GstAllocationParams params;
-  GstBuffer *buf, *kept;
-  GstMapInfo map;
+  GstBuffer *buf;
   GstStructure *s;
   GstCaps *caps;
   guint64 payload;
@@ -661,16 +662,11 @@ GST_START_TEST(test_allocation_query_and_both_paths)
   fail_unless_equals_string(allocator->mem_type, "RdmaSendBlock");
   gst_query_unref(query);
 
-  /* A buffer from that allocator goes without a copy ... */
+  /* A buffer from that allocator that only the sink holds goes without a
+   * copy (test_kept_buffer_rendered_twice: one the application keeps). */
   buf = gst_buffer_new_allocate(allocator, 5000, &params);
   fill_frame(buf, 5, 0);
-  kept = gst_buffer_ref(buf);
   fail_unless_equals_int(gst_harness_push(h, buf), GST_FLOW_OK);
-  /* ... and its memory is spent: the block already belongs to the sender
-   * (a pool would discard the buffer, not recycle it). */
-  fail_if(gst_buffer_map(kept, &map, GST_MAP_READ));
-  fail_unless(GST_BUFFER_FLAG_IS_SET(kept, GST_BUFFER_FLAG_TAG_MEMORY));
-  gst_buffer_unref(kept);
 
   /* A buffer from elsewhere is copied once. */
   fail_unless_equals_int(gst_harness_push(h, make_frame(5, 1, 3000)),
@@ -707,6 +703,127 @@ GST_START_TEST(test_allocation_query_and_both_paths)
   collector_clear(&c);
 }
 
+GST_END_TEST;
+
+/* ------------------------------------------------- caps features */
+
+/* rdmasink carries system memory only: the CAPS query drops upstream's
+ * structures in other memory (so a decoder picks its system-memory caps),
+ * caps with a memory feature are refused (not-negotiated), and nothing
+ * with a feature reaches the receiver. */
+GST_START_TEST(test_sink_takes_system_memory_only)
+{
+  guint port = test_port();
+  const guint devices[] = {4};
+  GstCaps *filter, *caps, *expected, *va;
+  GstHarness *h;
+  gchar *desc;
+  Collector c;
+
+  collector_init(&c);
+  GstElement *rx = receiver_new(port, devices, 1, "", &c);
+  set_state(rx, GST_STATE_PLAYING);
+  desc = g_strdup_printf("rdmasink transport=%s host=%s port=%u device-id=4 "
+                         "sync=false stats-interval=0",
+                         transport, rdma_addr, port);
+  h = gst_harness_new_parse(desc);
+  g_free(desc);
+  gst_harness_play(h);
+
+  filter = gst_caps_from_string(
+      "video/x-raw(memory:VAMemory),format=NV12; "
+      "video/x-raw(memory:DMABuf),format=DMA_DRM; "
+      "video/x-raw(memory:SystemMemory),format=I420; video/x-raw,format=NV12");
+  caps = gst_pad_peer_query_caps(h->srcpad, filter);
+  expected = gst_caps_from_string("video/x-raw,format=I420; "
+                                  "video/x-raw,format=NV12");
+  fail_unless(gst_caps_is_equal(caps, expected), "got %s",
+              gst_caps_to_string(caps));
+  gst_caps_unref(expected);
+  gst_caps_unref(caps);
+  gst_caps_unref(filter);
+
+  va = gst_caps_from_string("video/x-raw(memory:VAMemory),format=NV12,"
+                            "width=64,height=48,framerate=25/1");
+  fail_if(gst_pad_peer_query_accept_caps(h->srcpad, va));
+  caps = gst_caps_from_string("application/x-rdma-test,device=(int)4");
+  fail_unless(gst_pad_peer_query_accept_caps(h->srcpad, caps));
+  gst_caps_unref(caps);
+
+  /* Pushed anyway: refused, nothing sent. */
+  gst_harness_set_src_caps(h, va);
+  fail_unless_equals_int(gst_harness_push(h, make_frame(4, 0, 1000)),
+                         GST_FLOW_NOT_NEGOTIATED);
+  /* The same sink with system-memory caps sends. */
+  gst_harness_set_src_caps_str(h, "application/x-rdma-test,device=(int)4");
+  fail_unless_equals_int(gst_harness_push(h, make_frame(4, 0, 1000)),
+                         GST_FLOW_OK);
+  fail_unless(collector_wait_frames(&c, 4, 1, WAIT));
+  fail_unless_equals_int(c.bad, 0);
+
+  gst_harness_teardown(h);
+  stop(rx);
+  collector_clear(&c);
+}
+GST_END_TEST;
+
+/* A sender that isn't this rdmasink (an older one, another implementation)
+ * sends caps with a memory feature: rdmasrc announces the caps in system
+ * memory, the memory it really pushes. */
+GST_START_TEST(test_src_never_announces_a_memory_feature)
+{
+  static const gchar wire_caps[] =
+      "video/x-raw(memory:VAMemory),format=GRAY8,width=16,height=4,"
+      "framerate=25/1";
+  guint port = test_port();
+  gchar *desc = g_strdup_printf(
+      "rdmasrc name=r transport=%s address=%s port=%u stats-interval=0 "
+      "r.src_6 ! appsink name=out sync=false async=false",
+      transport, rdma_addr, port);
+  GstElement *rx = parse(desc);
+  GstElement *out = get(rx, "out");
+  struct sbr_sender_config cfg;
+  struct sbr_block_meta meta;
+  sbr_sender *sender = NULL;
+  guint8 frame[64];
+  char errbuf[256] = "";
+  GstSample *sample;
+  GstCaps *caps, *expected;
+
+  g_free(desc);
+  set_state(rx, GST_STATE_PLAYING);
+  sbr_sender_config_init(&cfg);
+  cfg.backend =
+      g_str_equal(transport, "shm") ? SBR_BACKEND_SHM : SBR_BACKEND_VERBS;
+  cfg.host = rdma_addr;
+  cfg.port = (uint16_t)port;
+  fail_unless_equals_int(sbr_sender_new(&cfg, &sender, errbuf, sizeof errbuf),
+                         0);
+  sbr_block_meta_init(&meta, 6);
+  meta.kind = SBR_KIND_CAPS;
+  fail_unless_equals_int(
+      sbr_sender_send(sender, &meta, wire_caps, strlen(wire_caps)), 0);
+  memset(frame, 0x5a, sizeof frame);
+  sbr_block_meta_init(&meta, 6);
+  meta.pts = 0;
+  fail_unless_equals_int(sbr_sender_send(sender, &meta, frame, sizeof frame),
+                         0);
+  fail_unless_equals_int(sbr_sender_flush(sender, 5000), 0);
+
+  sample = gst_app_sink_try_pull_sample(GST_APP_SINK(out), WAIT);
+  fail_unless(sample != NULL);
+  caps = gst_sample_get_caps(sample);
+  expected = gst_caps_from_string("video/x-raw,format=GRAY8,width=16,height=4,"
+                                  "framerate=25/1");
+  fail_unless(gst_caps_is_equal(caps, expected), "announced %s",
+              gst_caps_to_string(caps));
+  gst_caps_unref(expected);
+  gst_sample_unref(sample);
+
+  sbr_sender_free(sender);
+  gst_object_unref(out);
+  stop(rx);
+}
 GST_END_TEST;
 
 static GstFlowReturn count_sample(GstAppSink *sink, gpointer user_data)
@@ -815,6 +932,197 @@ GST_START_TEST(test_videotestsrc_zero_copy)
   collector_clear(&c);
 }
 
+GST_END_TEST;
+
+/* ------------------------------------------------ the memory contract */
+
+static gboolean same_bytes(GstBuffer *a, GstBuffer *b)
+{
+  GstMapInfo ma, mb;
+  gboolean same;
+
+  fail_unless(gst_buffer_map(a, &ma, GST_MAP_READ));
+  fail_unless(gst_buffer_map(b, &mb, GST_MAP_READ));
+  same = ma.size == mb.size && memcmp(ma.data, mb.data, ma.size) == 0;
+  gst_buffer_unmap(b, &mb);
+  gst_buffer_unmap(a, &ma);
+  return same;
+}
+
+/* Runs "UPSTREAM ! rdmasink" to EOS into an rdmasrc whose appsink keeps
+ * every buffer (c->buffers); returns the sink's final stats. */
+static GstStructure *run_upstream(const gchar *upstream, Collector *c)
+{
+  guint port = test_port();
+  GstAppSinkCallbacks cb = {.new_sample = count_sample};
+  GstElement *rx, *tx, *sink;
+  GstStructure *s;
+  gchar *desc;
+
+  c->keep_buffers = TRUE;
+  desc = g_strdup_printf("rdmasrc name=r transport=%s address=%s port=%u "
+                         "stats-interval=0 max-held=0 r.src_2 ! appsink "
+                         "name=out sync=false",
+                         transport, rdma_addr, port);
+  rx = parse(desc);
+  g_free(desc);
+  sink = gst_bin_get_by_name(GST_BIN(rx), "out");
+  gst_app_sink_set_callbacks(GST_APP_SINK(sink), &cb, c, NULL);
+  gst_object_unref(sink);
+  set_state(rx, GST_STATE_PLAYING);
+  desc = g_strdup_printf("%s ! rdmasink name=tx transport=%s host=%s "
+                         "port=%u device-id=2 sync=false stats-interval=0",
+                         upstream, transport, rdma_addr, port);
+  tx = parse(desc);
+  g_free(desc);
+  set_state(tx, GST_STATE_PLAYING);
+  expect_eos(tx);
+  expect_eos(rx);
+  s = stats_named(tx, "tx");
+  stop(tx);
+  stop(rx);
+  return s;
+}
+
+#define MEM_CAPS "video/x-raw,format=I420,width=160,height=120,framerate=10/1"
+
+/* imagefreeze keeps the one frame it got (from rdmasink's pool) and pushes
+ * copies of it: every copy must be that frame. */
+GST_START_TEST(test_imagefreeze_in_front)
+{
+  GPtrArray *refs = reference_frames(MEM_CAPS, 1);
+  GstStructure *s;
+  Collector c;
+
+  collector_init(&c);
+  s = run_upstream("videotestsrc num-buffers=1 ! " MEM_CAPS
+                   " ! imagefreeze num-buffers=15",
+                   &c);
+  fail_unless_equals_int(u64(s, "frames"), 15);
+  fail_unless_equals_int(u64(s, "unmappable-drops"), 0);
+  gst_structure_free(s);
+  fail_unless_equals_int(c.buffers->len, 15);
+  for (guint i = 0; i < c.buffers->len; i++)
+    fail_unless(
+        same_bytes(g_ptr_array_index(c.buffers, i), g_ptr_array_index(refs, 0)),
+        "frame %u differs", i);
+  g_ptr_array_unref(refs);
+  collector_clear(&c);
+}
+GST_END_TEST;
+
+/* videorate doubles the frame rate by pushing each frame twice (the one it
+ * keeps, and a copy): every frame arrives, intact, in order. */
+GST_START_TEST(test_videorate_in_front)
+{
+  GPtrArray *refs = reference_frames(MEM_CAPS, 10);
+  GstStructure *s;
+  Collector c;
+  guint j = 0;
+
+  collector_init(&c);
+  s = run_upstream("videotestsrc num-buffers=10 ! " MEM_CAPS
+                   " ! videorate ! video/x-raw,framerate=20/1",
+                   &c);
+  fail_unless_equals_int(u64(s, "unmappable-drops"), 0);
+  fail_unless_equals_int(u64(s, "drops"), 0);
+  fail_unless_equals_int(u64(s, "frames"), c.buffers->len);
+  fail_unless(c.buffers->len >= 19, "%u frames", c.buffers->len);
+  /* Each is videotestsrc's frame j, j never going back, none skipped. */
+  for (guint i = 0; i < c.buffers->len; i++) {
+    GstBuffer *got = g_ptr_array_index(c.buffers, i);
+
+    if (!same_bytes(got, g_ptr_array_index(refs, j)))
+      j++;
+    fail_unless(j < refs->len && same_bytes(got, g_ptr_array_index(refs, j)),
+                "frame %u is not reference %u", i, j);
+  }
+  fail_unless_equals_int(j, refs->len - 1);
+  g_ptr_array_unref(refs);
+  collector_clear(&c);
+}
+GST_END_TEST;
+
+/* A buffer of the sink's own memory that the application keeps: rendered
+ * twice, read after each render, its bytes and flags stay as they were
+ * and both frames arrive intact; released, a buffer goes zero-copy. */
+GST_START_TEST(test_kept_buffer_rendered_twice)
+{
+  guint port = test_port();
+  const guint devices[] = {5};
+  GstElement *rx, *sink;
+  GstAllocator *allocator = NULL;
+  GstAllocationParams params;
+  GstBuffer *buf, *copy;
+  GstMemory *mem;
+  GstQuery *query;
+  GstHarness *h;
+  GstCaps *caps;
+  GstStructure *s;
+  guint buf_flags, mem_flags, device, frame;
+  gchar *desc;
+  Collector c;
+
+  collector_init(&c);
+  rx = receiver_new(port, devices, 1, "", &c);
+  set_state(rx, GST_STATE_PLAYING);
+  desc = g_strdup_printf("rdmasink transport=%s host=%s port=%u device-id=5 "
+                         "sync=false stats-interval=0",
+                         transport, rdma_addr, port);
+  h = gst_harness_new_parse(desc);
+  g_free(desc);
+  gst_harness_play(h);
+  gst_harness_set_src_caps_str(h, "application/x-rdma-test,device=(int)5");
+  caps = gst_pad_get_current_caps(h->srcpad);
+  query = gst_query_new_allocation(caps, FALSE);
+  gst_caps_unref(caps);
+  fail_unless(gst_pad_peer_query(h->srcpad, query));
+  gst_query_parse_nth_allocation_param(query, 0, &allocator, &params);
+  gst_query_unref(query);
+
+  buf = gst_buffer_new_allocate(allocator, 5000, &params);
+  mem = gst_buffer_peek_memory(buf, 0);
+  fail_unless_equals_string(mem->allocator->mem_type, "RdmaSendBlock");
+  fill_frame(buf, 5, 0);
+  copy = gst_buffer_copy_deep(buf);
+  buf_flags = GST_MINI_OBJECT_FLAGS(buf);
+  mem_flags = GST_MINI_OBJECT_FLAGS(mem);
+  for (guint i = 0; i < 2; i++) {
+    fail_unless_equals_int(gst_harness_push(h, gst_buffer_ref(buf)),
+                           GST_FLOW_OK);
+    fail_unless(collector_wait_frames(&c, 5, i + 1, WAIT));
+    /* Still the application's frame 0, readable and unchanged. */
+    fail_unless(same_bytes(buf, copy));
+    fail_unless(check_frame(buf, &device, &frame));
+    fail_unless_equals_int(frame, 0);
+    fail_unless_equals_int(GST_MINI_OBJECT_FLAGS(buf), buf_flags);
+    fail_unless_equals_int(GST_MINI_OBJECT_FLAGS(mem), mem_flags);
+  }
+  /* Both arrived as frame 0 (the collector expects 0 then 1: one "bad"). */
+  fail_unless_equals_int(c.frames[5], 2);
+  fail_unless_equals_int(c.bad, 1);
+  gst_buffer_unref(copy);
+  gst_buffer_unref(buf);
+
+  /* Nobody else holds this one: it goes without a copy. */
+  buf = gst_buffer_new_allocate(allocator, 5000, &params);
+  fill_frame(buf, 5, 1);
+  fail_unless_equals_int(gst_harness_push(h, buf), GST_FLOW_OK);
+  fail_unless(collector_wait_frames(&c, 5, 3, WAIT));
+  fail_unless_equals_int(c.bad, 1);
+  sink = gst_harness_find_element(h, "rdmasink");
+  s = stats_of(sink);
+  fail_unless_equals_int(u64(s, "copied-buffers"), 2);
+  fail_unless_equals_int(u64(s, "zero-copy-buffers"), 1);
+  fail_unless_equals_int(u64(s, "unmappable-drops"), 0);
+  gst_structure_free(s);
+
+  gst_object_unref(sink);
+  gst_object_unref(allocator);
+  gst_harness_teardown(h);
+  stop(rx);
+  collector_clear(&c);
+}
 GST_END_TEST;
 
 /* rdmasrc max-frame-size: a camera whose frames are larger is rejected
@@ -1496,6 +1804,119 @@ GST_START_TEST(test_unlock_interrupts_a_full_sender)
 }
 GST_END_TEST;
 
+/* Polls the sink's stats until its device is seen paused by the receiver. */
+static gboolean wait_sender_paused(GstElement *bin, guint device,
+                                   GstClockTime timeout)
+{
+  gint64 end = g_get_monotonic_time() + (gint64)(timeout / GST_USECOND);
+  gboolean paused = FALSE;
+
+  while (!paused && g_get_monotonic_time() < end) {
+    GstStructure *s = stats_n(bin, "tx", device);
+
+    fail_unless(gst_structure_get_boolean(s, "paused", &paused));
+    gst_structure_free(s);
+    if (!paused)
+      g_usleep(10000);
+  }
+  return paused;
+}
+
+/* PLAYING->PAUSED while render waits for a free send block
+ * (backpressure=wait): basesink's contract is that render waits for
+ * preroll and carries on when PLAYING again.  Returning FLUSHING would
+ * stop appsrc's streaming task for good (the pause never completes, the
+ * queued frames never go).  Resumed, every frame arrives once, in order. */
+/* 2 ms apart: 1.2 s of frames on the host, 0.4 s (of emulated time, much
+ * longer here) in the Soft-RoCE VM, whose receiver pauses the device
+ * sooner anyway. */
+#define PAUSE_FRAMES (g_str_equal(transport, "verbs") ? 200u : 600u)
+
+typedef struct {
+  GstElement *pipeline;
+  guint count;
+} CountedPusher;
+
+/* Pushes count frames 2 ms apart (a camera faster than any pause reaches
+ * it), then EOS. */
+static gpointer counted_pusher_thread(gpointer data)
+{
+  CountedPusher *p = data;
+  GstElement *src = get_n(p->pipeline, "in", 0);
+
+  for (guint f = 0; f < p->count; f++) {
+    GstBuffer *buf = make_frame(0, f, small_size(0, f));
+    GST_BUFFER_PTS(buf) = f * 2 * GST_MSECOND;
+    fail_unless_equals_int(gst_app_src_push_buffer(GST_APP_SRC(src), buf),
+                           GST_FLOW_OK);
+    g_usleep(2000);
+  }
+  fail_unless_equals_int(gst_app_src_end_of_stream(GST_APP_SRC(src)),
+                         GST_FLOW_OK);
+  gst_object_unref(src);
+  return NULL;
+}
+
+GST_START_TEST(test_pause_while_waiting_for_a_block_resumes)
+{
+  guint port = test_port();
+  gchar *desc = g_strdup_printf(
+      "rdmasrc name=r transport=%s address=%s port=%u blocks=8 "
+      "block-size=65536 stats-interval=0 over-budget=pause max-queued=10000 "
+      "r.src_0 ! appsink name=out sync=false async=false max-buffers=1",
+      transport, rdma_addr, port);
+  GstElement *rx = parse(desc);
+  GstElement *tx = sender_new(port, 0, "wait-timeout=60000");
+  GstElement *out = get(rx, "out");
+  CountedPusher pusher = {tx, PAUSE_FRAMES};
+  GstStateChangeReturn ret;
+  GThread *thread;
+  GstStructure *s;
+
+  g_free(desc);
+  set_state(rx, GST_STATE_PLAYING);
+  set_state(tx, GST_STATE_PLAYING);
+  thread = g_thread_new("pusher", counted_pusher_thread, &pusher);
+  /* Nobody pulls: the pad's share fills, the receiver pauses the device,
+   * and the sink's render waits for the device to resume. */
+  fail_unless(wait_sender_paused(tx, 0, WAIT), "device 0 never paused");
+  s = stats_n(tx, "tx", 0);
+  fail_unless(u64(s, "frames") < PAUSE_FRAMES, "all frames went");
+  gst_structure_free(s);
+
+  fail_if(gst_element_set_state(tx, GST_STATE_PAUSED) ==
+          GST_STATE_CHANGE_FAILURE);
+  /* The waiting sink counts as prerolled: the pause completes. */
+  ret = gst_element_get_state(tx, NULL, NULL, 5 * GST_SECOND);
+  fail_unless_equals_int(ret, GST_STATE_CHANGE_SUCCESS);
+  g_usleep(200000);
+  set_state(tx, GST_STATE_PLAYING);
+
+  /* Pulled again: every frame, once, in order, then EOS. */
+  for (guint i = 0; i < PAUSE_FRAMES; i++) {
+    GstSample *sample = gst_app_sink_try_pull_sample(GST_APP_SINK(out), WAIT);
+    guint device = 0, frame = 0;
+
+    fail_unless(sample != NULL, "frame %u did not come", i);
+    fail_unless(check_frame(gst_sample_get_buffer(sample), &device, &frame));
+    fail_unless_equals_int(device, 0);
+    fail_unless_equals_int(frame, i);
+    gst_sample_unref(sample);
+  }
+  g_thread_join(thread);
+  fail_unless(gst_app_sink_try_pull_sample(GST_APP_SINK(out), WAIT) == NULL);
+  fail_unless(gst_app_sink_is_eos(GST_APP_SINK(out)));
+  s = stats_n(tx, "tx", 0);
+  fail_unless_equals_int(u64(s, "frames"), PAUSE_FRAMES);
+  fail_unless_equals_int(u64(s, "drops"), 0);
+  gst_structure_free(s);
+
+  gst_object_unref(out);
+  stop(tx);
+  stop(rx);
+}
+GST_END_TEST;
+
 /* EOS sent to rdmasrc (gst-launch -e on Ctrl-C) ends its pads' streams
  * while the sender is still sending. */
 GST_START_TEST(test_eos_sent_to_the_source_ends_the_streams)
@@ -1941,6 +2362,50 @@ GST_END_TEST;
 
 /* ------------------------------------------------- bad properties */
 
+/* Setting latency while PLAYING posts a latency message, so the pipeline
+ * asks again and configures the new value; the element answers with it. */
+GST_START_TEST(test_latency_property_posts_a_latency_message)
+{
+  guint port = test_port();
+  const guint devices[] = {0};
+  GstElement *rx, *r;
+  GstMessage *msg;
+  GstQuery *query;
+  GstClockTime min = 0, max = 0;
+  gboolean live = FALSE;
+  Collector c;
+
+  collector_init(&c);
+  rx = receiver_new(port, devices, 1, "", &c);
+  set_state(rx, GST_STATE_PLAYING);
+  fail_unless_equals_int(gst_element_get_state(rx, NULL, NULL, WAIT),
+                         GST_STATE_CHANGE_SUCCESS);
+  r = get(rx, "r");
+  /* Drop what the change to PLAYING posted. */
+  while ((msg = wait_message(rx, GST_MESSAGE_LATENCY, 0)))
+    gst_message_unref(msg);
+
+  g_object_set(r, "latency", 250, NULL);
+  msg = wait_message(rx, GST_MESSAGE_LATENCY, WAIT);
+  fail_unless(msg != NULL, "no latency message");
+  fail_unless(GST_MESSAGE_SRC(msg) == GST_OBJECT(r));
+  gst_message_unref(msg);
+  query = gst_query_new_latency();
+  fail_unless(gst_element_query(r, query));
+  gst_query_parse_latency(query, &live, &min, &max);
+  fail_unless(live);
+  fail_unless_equals_uint64(min, 250 * GST_MSECOND);
+  gst_query_unref(query);
+  /* The same value again changes nothing: no message. */
+  g_object_set(r, "latency", 250, NULL);
+  fail_unless(wait_message(rx, GST_MESSAGE_LATENCY, 200 * GST_MSECOND) == NULL);
+
+  gst_object_unref(r);
+  stop(rx);
+  collector_clear(&c);
+}
+GST_END_TEST;
+
 GST_START_TEST(test_bad_properties)
 {
   GstElement *sink = gst_element_factory_make("rdmasink", NULL);
@@ -2028,6 +2493,11 @@ static Suite *rdma_elements_suite(void)
   tcase_add_test(tc, test_twelve_sinks_twelve_pipelines);
   tcase_add_test(tc, test_allocation_query_and_both_paths);
   tcase_add_test(tc, test_videotestsrc_zero_copy);
+  tcase_add_test(tc, test_sink_takes_system_memory_only);
+  tcase_add_test(tc, test_imagefreeze_in_front);
+  tcase_add_test(tc, test_videorate_in_front);
+  tcase_add_test(tc, test_kept_buffer_rendered_twice);
+  tcase_add_test(tc, test_src_never_announces_a_memory_feature);
   tcase_add_test(tc, test_max_frame_size_rejects_larger_frames);
   tcase_add_test(tc, test_caps_renegotiation_reaches_its_pad);
   tcase_add_test(tc, test_per_device_eos);
@@ -2035,6 +2505,7 @@ static Suite *rdma_elements_suite(void)
   tcase_add_test(tc, test_held_buffers_and_max_held);
   tcase_add_test(tc, test_timestamps_meta_and_latency);
   tcase_add_test(tc, test_unlock_interrupts_a_full_sender);
+  tcase_add_test(tc, test_pause_while_waiting_for_a_block_resumes);
   tcase_add_test(tc, test_eos_sent_to_the_source_ends_the_streams);
   tcase_add_test(tc, test_receiver_restart_reconnects);
   tcase_add_test(tc, test_receiver_gone_without_reconnect_is_an_error);
@@ -2044,6 +2515,7 @@ static Suite *rdma_elements_suite(void)
   tcase_add_test(tc, test_bad_allowed_senders_fails_to_start);
   tcase_add_test(tc, test_same_device_twice_is_busy);
   tcase_add_test(tc, test_stats_and_timeout_messages);
+  tcase_add_test(tc, test_latency_property_posts_a_latency_message);
   tcase_add_test(tc, test_read_ahead_reaches_the_connection);
   return s;
 }
