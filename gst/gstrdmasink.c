@@ -294,7 +294,9 @@ static void gst_rdma_sink_class_init(GstRdmaSinkClass *klass)
       "connected, block-payload-size, reconnects, sync-reads (status "
       "READs), sync-read-ns-max, held-skipped, busy-skipped, no-free-waits, "
       "connection-blocks, connection-bytes, connection-drops, wr-posted, "
-      "acks (sliding-window)");
+      "acks (sliding-window), direct-blocks (shm: blocks the camera wrote "
+      "straight into the receiver's lane), direct-fallbacks (shm: buffers "
+      "of the sink's allocator copied into the lane after all)");
   properties[PROP_STATS_INTERVAL] =
       gst_rdma_param_spec_stats_interval("rdmasink-stats", NULL);
   g_object_class_install_properties(gobject_class, N_PROPERTIES, properties);

@@ -204,6 +204,7 @@ struct sbr__conn *sbr__shm_conn_new(enum shm_role role,
     return NULL;
   c->role = role;
   c->sock = -1;
+  c->memfd = -1;
   c->state = SHM_UP;
   atomic_init(&c->stop, false);
   snprintf(c->peer, sizeof c->peer, "shm:pid=?");
@@ -276,6 +277,8 @@ void sbr__shm_conn_destroy(struct sbr__conn *c)
     munmap(c->seg, c->seg_len);
   if (c->sock >= 0)
     close(c->sock);
+  if (c->memfd >= 0)
+    close(c->memfd);
   if (c->wake_ready) {
     pthread_cond_destroy(&c->wake);
     pthread_cond_destroy(&c->inline_done);
@@ -469,7 +472,9 @@ static int shm_connect(const char *host, uint16_t port, const char *source,
   err = sbr__shm_map_lane(c, memfd, lane, errbuf, errlen);
   if (err)
     goto out_close_memfd;
-  close(memfd); /* the mapping keeps the segment */
+  /* Kept open: direct placement maps the blocks region again, in a
+   * mapping that may outlive the conn (sbr__shm_map_blocks). */
+  c->memfd = memfd;
   memfd = -1;
   err = sbr__shm_start_nic(c);
   if (err) {
@@ -483,8 +488,8 @@ static int shm_connect(const char *host, uint16_t port, const char *source,
 out_close_memfd:
   close(memfd);
 out_destroy:
-  sbr__shm_conn_destroy(
-      c); /* unmaps, closes the socket: the receiver sees it */
+  /* Unmaps, closes the socket: the receiver sees it. */
+  sbr__shm_conn_destroy(c);
   return err;
 }
 
@@ -879,4 +884,6 @@ const struct sbr__transport_ops sbr__transport_shm = {
     .close = shm_close,
     .posted_recv_count = sbr__shm_posted_recv_count,
     .test_fail = sbr__shm_test_fail,
+    .map_blocks = sbr__shm_map_blocks,
+    .unmap_blocks = sbr__shm_unmap_blocks,
 };

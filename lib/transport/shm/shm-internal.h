@@ -158,6 +158,7 @@ struct shm_rwr {
 struct sbr__conn {
   enum shm_role role;       /* which end this is */
   int sock;                 /* socket to the peer; -1 when closed */
+  int memfd;                /* sender: the lane's memfd (map_blocks); -1 */
   uint8_t *seg;             /* shared segment mapping; NULL if unmapped */
   size_t seg_len;           /* its length */
   struct shm_ring *tx;      /* ring we produce into */
@@ -256,6 +257,11 @@ int sbr__shm_segment_create(struct sbr__conn *c,
 int sbr__shm_map_lane(struct sbr__conn *c, int memfd,
                       const struct sbr__lane_desc *lane, char *errbuf,
                       size_t errlen);
+
+/* Sender: maps the lane's blocks region once more, for direct placement
+ * (transport.h, map_blocks); unmap_blocks undoes it. */
+int sbr__shm_map_blocks(struct sbr__conn *c, uint8_t **base, size_t *len);
+void sbr__shm_unmap_blocks(uint8_t *base, size_t len);
 
 /* ---------------------------------------------- shm-nic.c */
 

@@ -216,3 +216,34 @@ out_close_fd:
   close(fd);
   return err;
 }
+
+/* A second mapping of the blocks region, the sender's own: a producer
+ * holding a block of it may still write there after the conn closed (the
+ * bytes land in a segment nobody reads), so it can't be a view into
+ * c->seg, which close unmaps.  The region was checked to lie inside the
+ * sealed segment (sbr__shm_map_lane), so no access through it can fault. */
+int sbr__shm_map_blocks(struct sbr__conn *c, uint8_t **base, size_t *len)
+{
+  if (!c || !base || !len || c->role != SHM_SENDER || c->memfd < 0 ||
+      c->blocks.len == 0)
+    return -EINVAL;
+  /* mmap wants an offset aligned to the system's page (which may be
+   * larger than SHM_PAGE); a receiver may place the region anywhere. */
+  uint64_t lead = c->blocks.off % (uint64_t)sysconf(_SC_PAGESIZE);
+  size_t map_len = (size_t)(lead + c->blocks.len);
+  void *map = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, c->memfd,
+                   (off_t)(c->blocks.off - lead));
+  if (map == MAP_FAILED)
+    return -errno;
+  *base = (uint8_t *)map + lead;
+  *len = (size_t)c->blocks.len;
+  return 0;
+}
+
+void sbr__shm_unmap_blocks(uint8_t *base, size_t len)
+{
+  if (!base)
+    return;
+  uintptr_t lead = (uintptr_t)base % (uintptr_t)sysconf(_SC_PAGESIZE);
+  munmap(base - lead, len + lead);
+}
