@@ -97,7 +97,10 @@
  * element's #GstRdmaSrc:over-budget is the default for new pads; on a
  * launch line, `rdmasrc src_3::over-budget=copy` sets one pad):
  * drop-oldest (default, live video) drops the device's oldest queued
- * frames, counted, and marks the next buffer DISCONT; copy keeps them and
+ * frames, counted, and marks the next buffer DISCONT (a stream whose
+ * sender says its source isn't live defaults to pause instead, copy with
+ * the sliding window, and then holds frames over its share in the lane
+ * rather than drop or copy them: backpressure); copy keeps them and
  * copies the new frame out of the lane, queueing up to
  * #GstRdmaSrc:max-queued frames; pause does as copy and also sets the
  * device's pause flag, which its sender reads with its status READ and
@@ -306,7 +309,9 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
       "frames (the next buffer is DISCONT) and copies a new frame while "
       "downstream holds the whole share; copy copies new frames out of the "
       "lane; pause also tells the device's sender to stop until the share "
-      "has room (status-byte only; copy elsewhere)",
+      "has room (status-byte only; copy elsewhere).  Unset, a stream whose "
+      "source isn't live (its sender says so) is held back instead: pause, "
+      "frames over the share kept in the lane, never dropped",
       GST_TYPE_RDMA_OVER_BUDGET, DEFAULT_OVER_BUDGET,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_MAX_QUEUED] = g_param_spec_uint(
@@ -519,6 +524,7 @@ static void gst_rdma_src_set_property(GObject *object, guint prop_id,
     break;
   case PROP_OVER_BUDGET:
     self->over_budget = g_value_get_enum(value);
+    self->over_budget_set = TRUE;
     break;
   case PROP_MAX_SENDERS:
     self->max_senders = g_value_get_uint(value);

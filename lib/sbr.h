@@ -102,6 +102,10 @@ enum sbr_flags {
   SBR_FLAG_LAST = 1 << 1,    /* last fragment of a frame */
   SBR_FLAG_DISCONT = 1 << 2, /* discontinuity before this frame */
   SBR_FLAG_DELTA = 1 << 3,   /* not a key frame */
+  /* On a CAPS block: the stream's source is not live (a file, a
+   * transcode, a replay): a receiver should hold it back rather than drop
+   * its frames.  Absent: live, or a sender that doesn't say. */
+  SBR_FLAG_NOT_LIVE = 1 << 4,
 };
 
 /* What to do when no send block is free. */

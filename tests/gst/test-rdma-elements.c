@@ -916,6 +916,92 @@ GST_START_TEST(test_camera_to_pad_copies_nothing)
 
 GST_END_TEST;
 
+/* A non-live stream (videotestsrc flat out, as a file or a transcode
+ * would run) into a consumer far slower than its sender loses nothing by
+ * default: its sender says it isn't live with its caps, and its pad's
+ * default policy is then pause (backpressure: the sender waits) rather
+ * than the live default, drop-oldest.  policy names what the launch line
+ * sets ("" for nothing); expect the policy the pad must then run. */
+static void non_live_run(const gchar *policy, const gchar *expect)
+{
+  const gchar *caps = "video/x-raw,format=GRAY8,width=64,height=48";
+  const guint frames = 150;
+  guint port = test_port();
+  GstAppSinkCallbacks cb = {.new_sample = compare_sample};
+  GstElement *rx, *tx, *sink;
+  GstStructure *s;
+  const GstStructure *dev;
+  const GValue *v;
+  gchar *desc;
+  RefCompare rc = {.refs = reference_frames(caps, frames)};
+
+  g_mutex_init(&rc.lock);
+  /* A small lane (a share of 6 blocks) and a consumer that takes 2 ms a
+   * frame: the sender, unthrottled, is over its share at once. */
+  desc = g_strdup_printf("rdmasrc name=r transport=%s address=%s port=%u "
+                         "blocks=8 block-size=65536 %s r.src_5 ! identity "
+                         "sleep-time=2000 ! appsink name=out sync=false",
+                         transport, rdma_addr, port, policy);
+  rx = parse(desc);
+  g_free(desc);
+  sink = gst_bin_get_by_name(GST_BIN(rx), "out");
+  gst_app_sink_set_callbacks(GST_APP_SINK(sink), &cb, &rc, NULL);
+  gst_object_unref(sink);
+  set_state(rx, GST_STATE_PLAYING);
+
+  /* wait-timeout only bounds a hang: a paused sender waits that long
+   * before it drops (the default, 1 s, is for live cameras). */
+  desc = g_strdup_printf("videotestsrc num-buffers=%u ! %s ! rdmasink "
+                         "name=tx transport=%s host=%s port=%u device-id=5 "
+                         "sync=false wait-timeout=60000",
+                         frames, caps, transport, rdma_addr, port);
+  tx = parse(desc);
+  g_free(desc);
+  set_state(tx, GST_STATE_PLAYING);
+  expect_eos(tx);
+  expect_eos(rx);
+
+  s = stats_named(rx, "r");
+  v = gst_structure_get_value(s, "device-5");
+  fail_unless(v != NULL, "no device-5 in %" GST_PTR_FORMAT, s);
+  dev = gst_value_get_structure(v);
+  fail_unless_equals_string(gst_structure_get_string(dev, "over-budget"),
+                            expect);
+  if (g_str_equal(expect, "pause")) {
+    /* Every frame, intact and in order: nothing dropped anywhere. */
+    fail_unless_equals_int(u64(dev, "drops-leaky"), 0);
+    fail_unless_equals_int(rc.got, frames);
+    fail_unless_equals_int(rc.bad, 0);
+  }
+  gst_structure_free(s);
+  s = stats_named(tx, "tx");
+  if (g_str_equal(expect, "pause"))
+    fail_unless_equals_int(u64(s, "drops"), 0);
+  gst_structure_free(s);
+
+  stop(tx);
+  stop(rx);
+  g_ptr_array_unref(rc.refs);
+  g_mutex_clear(&rc.lock);
+}
+
+GST_START_TEST(test_non_live_stream_is_never_dropped)
+{
+  non_live_run("", "pause");
+}
+
+GST_END_TEST;
+
+/* An over-budget the application sets still wins over the stream's
+ * liveness, on the element and on the pad. */
+GST_START_TEST(test_explicit_over_budget_wins_over_liveness)
+{
+  non_live_run("over-budget=drop-oldest", "drop-oldest");
+  non_live_run("src_5::over-budget=copy", "copy");
+}
+
+GST_END_TEST;
+
 /* rdmasrc max-frame-size: a camera whose frames are larger is rejected
  * block by block (counted in its rejected, nothing pushed), another one
  * within the bound streams as ever. */
@@ -2128,6 +2214,8 @@ static Suite *rdma_elements_suite(void)
   tcase_add_test(tc, test_allocation_query_and_both_paths);
   tcase_add_test(tc, test_videotestsrc_zero_copy);
   tcase_add_test(tc, test_camera_to_pad_copies_nothing);
+  tcase_add_test(tc, test_non_live_stream_is_never_dropped);
+  tcase_add_test(tc, test_explicit_over_budget_wins_over_liveness);
   tcase_add_test(tc, test_max_frame_size_rejects_larger_frames);
   tcase_add_test(tc, test_caps_renegotiation_reaches_its_pad);
   tcase_add_test(tc, test_per_device_eos);
