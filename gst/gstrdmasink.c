@@ -105,7 +105,9 @@
  * connection-users, connected, block-payload-size, reconnects, sync-reads
  * (status READs), sync-read-ns-max, held-skipped, busy-skipped,
  * no-free-waits, connection-blocks, connection-bytes, connection-drops,
- * wr-posted, acks (sliding-window).
+ * wr-posted, acks (sliding-window), direct-blocks (shm: blocks the camera
+ * wrote straight into the receiver's lane), direct-fallbacks (shm: buffers
+ * of the sink's allocator copied into the lane after all).
  *
  * ## Example launch lines
  * |[
@@ -207,6 +209,7 @@ struct _GstRdmaSink {
   /* Streaming thread only. */
   gchar *caps_str;          /* negotiated caps, for the CAPS block */
   gboolean caps_pending;    /* caps_str not sent yet */
+  gboolean upstream_live;   /* with caps_str: upstream said it is live */
   guint caps_generation;    /* connection generation they were sent on */
   gboolean discont_pending; /* next frame starts a new stream */
   guint warned_generation;  /* outage already warned about (+1) */
@@ -361,6 +364,7 @@ static void gst_rdma_sink_init(GstRdmaSink *self)
   self->wait_timeout = DEFAULT_WAIT_TIMEOUT;
   self->reconnect = DEFAULT_RECONNECT;
   self->connect_timeout = DEFAULT_CONNECT_TIMEOUT;
+  self->upstream_live = TRUE;
   self->send_blocks = DEFAULT_SEND_BLOCKS;
   self->block_size = DEFAULT_BLOCK_SIZE;
   self->stats_interval = GST_RDMA_DEFAULT_STATS_INTERVAL;
@@ -932,6 +936,11 @@ static GstFlowReturn gst_rdma_sink_send_caps(GstRdmaSink *self,
     return GST_FLOW_OK;
   sbr_block_meta_init(&meta, self->device);
   meta.kind = SBR_KIND_CAPS;
+  /* The receiver's default for a stream nobody waits for in real time is
+   * backpressure rather than drop-oldest: it learns which this is here,
+   * with the caps, so it costs no round trip of its own. */
+  if (!self->upstream_live)
+    meta.flags |= SBR_FLAG_NOT_LIVE;
   ret = gst_rdma_sink_send(self, sender, &meta, self->caps_str,
                            strlen(self->caps_str));
   if (ret == 0) {
@@ -1003,6 +1012,21 @@ static gboolean gst_rdma_sink_query(GstBaseSink *bsink, GstQuery *query)
   return TRUE;
 }
 
+/* Is upstream live?  Asked when caps come, on the streaming thread, with
+ * upstream linked and negotiated.  A source that doesn't answer counts as
+ * live: the receiver then keeps the live default, as before. */
+static gboolean gst_rdma_sink_upstream_live(GstRdmaSink *self)
+{
+  GstQuery *query = gst_query_new_latency();
+  gboolean live = TRUE;
+
+  if (gst_pad_peer_query(GST_BASE_SINK_PAD(self), query))
+    gst_query_parse_latency(query, &live, NULL, NULL);
+  gst_query_unref(query);
+  GST_DEBUG_OBJECT(self, "upstream is %slive", live ? "" : "not ");
+  return live;
+}
+
 static gboolean gst_rdma_sink_set_caps(GstBaseSink *bsink, GstCaps *caps)
 {
   GstRdmaSink *self = GST_RDMA_SINK(bsink);
@@ -1010,6 +1034,7 @@ static gboolean gst_rdma_sink_set_caps(GstBaseSink *bsink, GstCaps *caps)
   g_free(self->caps_str);
   self->caps_str = gst_caps_to_string(caps);
   self->caps_pending = TRUE;
+  self->upstream_live = gst_rdma_sink_upstream_live(self);
   GST_DEBUG_OBJECT(self, "caps %s: sent before the next buffer",
                    self->caps_str);
   return TRUE;

@@ -97,7 +97,10 @@
  * element's #GstRdmaSrc:over-budget is the default for new pads; on a
  * launch line, `rdmasrc src_3::over-budget=copy` sets one pad):
  * drop-oldest (default, live video) drops the device's oldest queued
- * frames, counted, and marks the next buffer DISCONT; copy keeps them and
+ * frames, counted, and marks the next buffer DISCONT (a stream whose
+ * sender says its source isn't live defaults to pause instead, copy with
+ * the sliding window, and then holds frames over its share in the lane
+ * rather than drop or copy them: backpressure); copy keeps them and
  * copies the new frame out of the lane, queueing up to
  * #GstRdmaSrc:max-queued frames; pause does as copy and also sets the
  * device's pause flag, which its sender reads with its status READ and
@@ -540,6 +543,7 @@ static void gst_rdma_src_set_property(GObject *object, guint prop_id,
     break;
   case PROP_OVER_BUDGET:
     self->over_budget = g_value_get_enum(value);
+    self->over_budget_set = TRUE;
     break;
   case PROP_MAX_SENDERS:
     self->max_senders = g_value_get_uint(value);

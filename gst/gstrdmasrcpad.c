@@ -53,6 +53,11 @@ struct _GstRdmaSrcPad {
   gboolean has_stream;      /* stream-start sent or queued since the last
                                state cycle (end_stream) */
   GstRdmaOverBudget policy; /* property; also read by admit */
+  gboolean policy_set;      /* the property was set: the stream's
+                               liveness doesn't change the policy */
+  gboolean hold_back;       /* a stream that isn't live, on the default
+                               policy: frames over the share stay in the
+                               lane, never dropped (admit) */
   gboolean paused;          /* the sender was told to stop */
   gint64 paused_since;      /* monotonic us */
   guint64 paused_us;        /* total of finished pauses */
@@ -102,6 +107,8 @@ static void gst_rdma_src_pad_set_property(GObject *object, guint prop_id,
   case PROP_OVER_BUDGET:
     g_mutex_lock(&pad->lock);
     pad->policy = g_value_get_enum(value);
+    pad->policy_set = TRUE;
+    pad->hold_back = FALSE;
     g_mutex_unlock(&pad->lock);
     break;
   default:
@@ -182,6 +189,22 @@ GstRdmaBlockCount *gst_rdma_src_pad_block_count(GstRdmaSrcPad *pad)
   return pad->blocks_out;
 }
 
+void gst_rdma_src_pad_set_default_policy(GstRdmaSrcPad *pad,
+                                         GstRdmaOverBudget policy,
+                                         gboolean hold_back)
+{
+  g_mutex_lock(&pad->lock);
+  if (!pad->policy_set) {
+    if (pad->policy != policy || pad->hold_back != hold_back)
+      GST_INFO_OBJECT(pad, "over-budget %s%s for this stream",
+                      gst_rdma_over_budget_nick(policy),
+                      hold_back ? ", holding back (not live)" : "");
+    pad->policy = policy;
+    pad->hold_back = hold_back;
+  }
+  g_mutex_unlock(&pad->lock);
+}
+
 GstRdmaOverBudget gst_rdma_src_pad_get_policy(GstRdmaSrcPad *pad)
 {
   GstRdmaOverBudget policy;
@@ -236,6 +259,16 @@ GstRdmaAdmit gst_rdma_src_pad_admit(GstRdmaSrcPad *pad, guint n_blocks,
   budget = MAX(budget, 1);
   g_mutex_lock(&pad->lock);
   over = lane_over_budget(pad, n_blocks, budget);
+  if (pad->hold_back) {
+    /* Not live: nothing is dropped and nothing copied.  Over its share
+     * the frame stays in the lane, so the lane itself holds the sender
+     * back (no free receive block, or no free slot) as far as the pause
+     * hasn't already; the queue is bounded by the lane. */
+    g_mutex_unlock(&pad->lock);
+    if (over_budget)
+      *over_budget = over;
+    return GST_RDMA_ADMIT_WRAP;
+  }
   if (pad->policy == GST_RDMA_OVER_BUDGET_DROP_OLDEST) {
     /* Live video: the newest frame matters, the oldest queued one goes. */
     while (lane_over_budget(pad, n_blocks, budget) &&

@@ -81,6 +81,13 @@ guint gst_rdma_src_pad_usage(GstRdmaSrcPad *pad);
 void gst_rdma_src_pad_set_paused(GstRdmaSrcPad *pad, gboolean paused);
 gboolean gst_rdma_src_pad_is_paused(GstRdmaSrcPad *pad);
 GstRdmaOverBudget gst_rdma_src_pad_get_policy(GstRdmaSrcPad *pad);
+/* Receive thread: the policy this pad's stream calls for (its sender said
+ * whether it is live), and whether frames over the share are held back in
+ * the lane rather than copied or dropped (a stream that isn't live);
+ * ignored once the pad's property was set. */
+void gst_rdma_src_pad_set_default_policy(GstRdmaSrcPad *pad,
+                                         GstRdmaOverBudget policy,
+                                         gboolean hold_back);
 
 /* State changes.  start: the pad task runs and pushes (PLAYING); pause:
  * it waits without pushing and queued buffers are dropped (a live source

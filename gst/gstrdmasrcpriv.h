@@ -37,6 +37,8 @@ struct _GstRdmaSrc {
   guint device_blocks;
   guint max_queued;
   GstRdmaOverBudget over_budget;
+  gboolean over_budget_set; /* set by the application: it wins over the
+                               stream's liveness (gstrdmasrcreceive.c) */
   guint max_senders;
   gchar *allowed_senders; /* NULL: anyone */
   guint max_connects_per_second;

@@ -308,6 +308,38 @@ static gboolean gst_rdma_src_owner_check(GstRdmaSrc *self,
   return TRUE;
 }
 
+/* A stream that isn't live (a file, a transcode: its sender said so with
+ * its caps) is held back rather than dropped: GStreamer's answer for data
+ * nobody waits for in real time is backpressure.  Its pad's default
+ * policy is pause where the mechanism lets a sender be paused (copy
+ * elsewhere), and frames over its share stay in the lane, neither copied
+ * nor dropped: the frames its sender had on their way when the pause
+ * reached it, or with the sliding window all of them, hold the lane until
+ * the consumer takes them, which stops the sender.  A live stream keeps
+ * drop-oldest.  An over-budget the application set, on the element or on
+ * the pad, wins, with its own semantics. */
+static void gst_rdma_src_apply_liveness(GstRdmaSrc *self, guint device,
+                                        gboolean live)
+{
+  GstRdmaSrcDevice *dev = self->devices[device];
+  GstRdmaOverBudget policy;
+  gboolean hold_back;
+
+  if (!dev || !dev->pad)
+    return;
+  GST_OBJECT_LOCK(self);
+  if (self->over_budget_set)
+    policy = self->over_budget;
+  else if (live)
+    policy = GST_RDMA_OVER_BUDGET_DROP_OLDEST;
+  else
+    policy = self->can_pause ? GST_RDMA_OVER_BUDGET_PAUSE
+                             : GST_RDMA_OVER_BUDGET_COPY;
+  hold_back = !live && !self->over_budget_set;
+  GST_OBJECT_UNLOCK(self);
+  gst_rdma_src_pad_set_default_policy(dev->pad, policy, hold_back);
+}
+
 /* Departed and silent devices: events on the bus (and EOS if asked). */
 static void gst_rdma_src_check_lives(GstRdmaSrc *self)
 {
@@ -405,6 +437,8 @@ void gst_rdma_src_loop(gpointer data)
         g_strndup((const gchar *)frame.info.payload, frame.info.payload_len);
     gst_rdma_src_handle_caps(self, frame.info.device, frame.info.lane_id, str,
                              FALSE);
+    gst_rdma_src_apply_liveness(self, frame.info.device,
+                                !(frame.info.flags & SBR_FLAG_NOT_LIVE));
     g_free(str);
     sbr_frame_release(&frame);
     break;

@@ -102,6 +102,10 @@ enum sbr_flags {
   SBR_FLAG_LAST = 1 << 1,    /* last fragment of a frame */
   SBR_FLAG_DISCONT = 1 << 2, /* discontinuity before this frame */
   SBR_FLAG_DELTA = 1 << 3,   /* not a key frame */
+  /* On a CAPS block: the stream's source is not live (a file, a
+   * transcode, a replay): a receiver should hold it back rather than drop
+   * its frames.  Absent: live, or a sender that doesn't say. */
+  SBR_FLAG_NOT_LIVE = 1 << 4,
 };
 
 /* What to do when no send block is free. */
@@ -288,6 +292,12 @@ struct sbr_sender_config {
    * WRITE; counted in producer_posts).  true = always leave posting to the
    * sender thread, as before (for comparison).  Default false. */
   bool sender_thread_posts;
+  /* Same host (shm), status-byte: a block from sbr_sender_acquire is a
+   * receive block of the lane itself, so the producer's frame is never
+   * copied (direct placement; counted in direct_blocks, its fallbacks to
+   * the copy in direct_fallbacks).  true = always copy into the lane, as
+   * before (for comparison).  Default false. */
+  bool copy_into_lane;
 };
 
 /* Fills cfg with the defaults above. */
@@ -346,6 +356,11 @@ void sbr_block_meta_init(struct sbr_block_meta *meta, uint8_t device);
  * of the send blocks and other devices' producers wait for one), write
  * up to *capacity bytes at the returned payload pointer, then submit it.
  * The block memory is registered: a producer may render straight into it.
+ * Over shm with status-byte it is a receive block of the lane (direct
+ * placement, copy_into_lane): acquire may then also wait, as backpressure
+ * says, for the sender thread to reserve one, and falls back to copying
+ * when none comes.  Either way the pointer stays valid until submit or
+ * abandon, even across a reconnect.
  * -EADDRINUSE, at once and whatever the backpressure, while the receiver
  * refuses device from this sender (another sender owns it, see
  * sbr_receiver_refuse_device): counted as a drop and in refused_drops;
@@ -417,16 +432,22 @@ struct sbr_sender_stats {
   uint64_t no_free_waits; /* syncs that found no free block */
   uint64_t drops;         /* all devices */
   uint64_t reconnects;
-  uint64_t acks;           /* sliding-window: ACKs received */
-  uint64_t wr_posted;      /* work requests posted */
-  uint64_t status_writes;  /* status-byte: status WRITEs (one per run of
-                              blocks posted together) */
-  uint64_t pause_reads;    /* status READs forced by pause_poll_us; not in
-                              sync_reads and the other sync figures */
-  uint64_t kicks;          /* status-byte: a queued block woke the sender
-                              thread from its wait for a completion */
-  uint64_t producer_posts; /* status-byte: submits that posted blocks on
-                              the producer's own thread */
+  uint64_t acks;             /* sliding-window: ACKs received */
+  uint64_t wr_posted;        /* work requests posted */
+  uint64_t status_writes;    /* status-byte: status WRITEs (one per run of
+                                blocks posted together) */
+  uint64_t pause_reads;      /* status READs forced by pause_poll_us; not in
+                                sync_reads and the other sync figures */
+  uint64_t kicks;            /* status-byte: a queued block woke the sender
+                                thread from its wait for a completion */
+  uint64_t producer_posts;   /* status-byte: submits that posted blocks on
+                                the producer's own thread */
+  uint64_t direct_blocks;    /* shm: blocks posted with no copy, written in
+                                place by their producer (copy_into_lane) */
+  uint64_t direct_fallbacks; /* shm: acquired blocks copied into the lane
+                                after all: no reserved receive block in
+                                time, or reserved in a lane that closed
+                                before the submit */
 };
 
 int sbr_sender_get_stats(sbr_sender *s, struct sbr_sender_stats *out);

@@ -27,9 +27,15 @@ enum sbr__send_state {
 };
 
 struct sbr_send_block {
-  uint32_t index;    /* in s->blocks; also the WR id */
-  uint8_t *mem;      /* block_size bytes of registered memory */
-  uint32_t capacity; /* payload bytes it can carry */
+  uint32_t index; /* in s->blocks; also the WR id */
+  uint8_t *mem;   /* block_size bytes of registered memory */
+  /* Direct placement (sender-direct.c): the receive block of the lane
+   * this block is, the producer's payload going straight there; NULL when
+   * the block is copied from mem.  (s->lock) */
+  uint8_t *direct_mem;
+  uint32_t direct_index;                /* that receive block's index */
+  struct sbr__direct_view *direct_view; /* the mapping it lies in */
+  uint32_t capacity;                    /* payload bytes it can carry */
   enum sbr__send_state state;
   uint8_t owner;               /* device it was taken for (fairness) */
   struct sbr__header header;   /* as encoded at submit */
@@ -64,6 +70,41 @@ struct sbr__sender_engine {
    * queued again and the sender thread meets the error).  NULL: the
    * engine posts only on its own threads. */
   int (*post_own)(struct sbr_sender *s, uint32_t n, bool *claimed);
+  /* On a producer's thread, with engine_lock held, when the direct
+   * placement pool is empty: move the free receive blocks the cache knows
+   * into it (sender-direct.c), as the sender thread does after a READ, so
+   * a producer needn't wait for that thread while the cache has some.
+   * NULL: the engine doesn't place directly. */
+  void (*refill_direct)(struct sbr_sender *s);
+};
+
+/* A mapping of one lane's blocks region into this process (shm), for
+ * direct placement.  It outlives its connection while a block points into
+ * it: a producer may be writing a frame there when the lane closes. */
+struct sbr__direct_view {
+  uint8_t *base;                 /* receive block i at base + i * stride */
+  size_t len;                    /* bytes mapped */
+  uint32_t refs;                 /* blocks in it, +1 while its lane is
+                                    the connection's (s->lock) */
+  struct sbr__direct_view *next; /* s->direct.views (s->lock) */
+};
+
+/* Direct placement's state, all under s->lock (sender-direct.c). */
+struct sbr__direct {
+  struct sbr__direct_view *view;  /* the connection's; NULL: direct off */
+  struct sbr__direct_view *views; /* every view not yet unmapped */
+  uint32_t stride;                /* the lane's block size */
+  uint32_t *pool;         /* receive blocks reserved for producers (the engine
+                             took them from its status cache), not handed out */
+  uint32_t n_pool;        /* entries in pool */
+  uint32_t pool_cap;      /* entries allocated */
+  uint32_t held;          /* reserved blocks send blocks hold, filling or
+                             queued (taken for posting: no longer counted) */
+  uint32_t limit;         /* n_pool + held at most this */
+  uint32_t waiters;       /* producers waiting in acquire for an entry */
+  uint64_t looks;         /* status READs the engine refilled the pool after */
+  pthread_cond_t cond;    /* entries came, or the view changed */
+  uint64_t want_until_ns; /* refill the pool until then (acquires came) */
 };
 
 extern const struct sbr__sender_engine sbr__sender_status_byte;
@@ -117,13 +158,15 @@ struct sbr_sender {
   bool thread_waits; /* the sender thread sleeps on work_cond (engine) */
   /* The sender thread sleeps on a completion (status-byte sb_sleep), so
    * s->conn is valid: a producer that queues a block kicks it
-   * (wake_sender_locked, sender.c). */
+   * (sbr__sender_wake_locked, sender.c). */
   bool engine_sleeps;
 
   pthread_mutex_t engine_lock; /* held while the engine runs */
   pthread_t thread;
   bool thread_started;
   struct sbr__backoff backoff; /* sender thread's idle schedule */
+
+  struct sbr__direct direct; /* direct placement (shm), s->lock */
 
   struct sbr_sender_stats stats;
   struct sbr_device_stats dev_stats[SBR_MAX_DEVICES];
@@ -175,6 +218,68 @@ void sbr__sender_count_posts(struct sbr_sender *s,
  * on real verbs.  Not part of the API; nothing else calls it.  0,
  * -ENOTCONN when not connected, or the back end's error. */
 int sbr__sender_test_fail_qp(struct sbr_sender *s);
+
+/* Wakes the sender thread, whether it sleeps idle or on a completion
+ * (sender.c).  Under s->lock. */
+void sbr__sender_wake_locked(struct sbr_sender *s);
+
+/* Direct placement (sender-direct.c).  A send block a producer acquires
+ * is, when the lane is mapped here (shm, status-byte), one of the lane's
+ * receive blocks that the engine reserved from its status cache: the
+ * producer writes the frame in place, and posting it is the status WRITE
+ * alone.  Everything falls back to the copy (the block's own mem) where
+ * that can't be: see sender-direct.c. */
+void sbr__direct_init(struct sbr_sender *s);
+/* After connect (engine_lock held, engine started): map the lane's blocks
+ * if the back end can, and start filling the pool. */
+void sbr__direct_connect(struct sbr_sender *s);
+/* Before the connection closes (engine_lock held): the lane's view stops
+ * being the connection's; reservations in it are void. */
+void sbr__direct_disconnect(struct sbr_sender *s);
+/* Unmaps every view; sbr_sender_free, after the last block came back. */
+void sbr__direct_free(struct sbr_sender *s);
+/* acquire, under s->lock, with b just taken: make b a receive block of
+ * the lane if one is (or soon will be) reserved; else b stays a copy. */
+void sbr__direct_reserve_locked(struct sbr_sender *s, struct sbr_send_block *b);
+/* b leaves its view (completed, dropped, or abandoned: then, unused and
+ * still valid, its receive block goes back to the pool).  s->lock. */
+void sbr__direct_detach_locked(struct sbr_sender *s, struct sbr_send_block *b,
+                               bool abandoned);
+/* submit, under s->lock: a block reserved in a lane that closed since is
+ * copied into its own mem (dropping and retaking s->lock) and goes the
+ * copying way on the new lane. */
+void sbr__direct_submit_locked(struct sbr_sender *s, struct sbr_send_block *b,
+                               size_t payload_len);
+/* take_queued, under s->lock: b is being posted; its reservation is used. */
+void sbr__direct_posting_locked(struct sbr_sender *s, struct sbr_send_block *b);
+/* requeue_front, under s->lock: the post failed, b is queued again. */
+void sbr__direct_requeued_locked(struct sbr_sender *s,
+                                 struct sbr_send_block *b);
+/* The block whose payload starts at ptr in a view, or NULL.  s->lock. */
+struct sbr_send_block *sbr__direct_block_at_locked(const struct sbr_sender *s,
+                                                   const void *ptr);
+/* Should the sender thread keep working to fill the pool (producers
+ * wait, or acquired lately, and the pool is below its limit)?  s->lock. */
+bool sbr__direct_wanted_locked(const struct sbr_sender *s);
+/* Engine side, without s->lock held (each takes it): how many receive
+ * blocks the pool takes now (0 when direct placement is off, or nobody
+ * acquired lately); hand it some (the engine marked them reserved in its
+ * cache); take up to max back for queued copies that have none. */
+uint32_t sbr__direct_room(struct sbr_sender *s);
+void sbr__direct_pool_add(struct sbr_sender *s, const uint32_t *index,
+                          uint32_t n);
+uint32_t sbr__direct_pool_take_back(struct sbr_sender *s, uint32_t *out,
+                                    uint32_t max);
+/* The engine refilled the pool (as far as it could) after a status READ:
+ * producers waiting for an entry learn whether the lane had one. */
+void sbr__direct_looked(struct sbr_sender *s);
+
+/* Where b's wire bytes (header, payload, trailer) are: in the lane when it
+ * is placed directly, else in its own registered memory. */
+static inline uint8_t *sbr__send_block_wire(const struct sbr_send_block *b)
+{
+  return b->direct_mem ? b->direct_mem : b->mem;
+}
 
 static inline uint64_t sbr__send_block_remote(const struct sbr_sender *s,
                                               uint32_t remote_index)

@@ -76,6 +76,10 @@
 #define DEFAULT_STATUS_BATCH_BYTES (128u * 1024u)
 /* Status READs in flight at most (read-ahead). */
 #define MAX_READS 4u
+/* A cache entry, not a wire status: a free receive block handed to the
+ * direct placement pool (sender-direct.c), or to a producer from there.
+ * READs leave it alone: the receiver shows it 0, but it is taken. */
+#define CACHE_RESERVED 0xff
 
 struct status_read {
   uint64_t after_writes; /* st->writes when it was posted */
@@ -104,6 +108,7 @@ struct status_byte_state {
    * completion frees every entry before that count. */
   uint32_t *in_flight;
   uint64_t in_flight_head, in_flight_tail; /* freed / pushed */
+  uint32_t *direct_scratch; /* block_count receive block indices */
 };
 
 static void free_state(struct sbr_sender *s, struct status_byte_state *st)
@@ -113,6 +118,7 @@ static void free_state(struct sbr_sender *s, struct status_byte_state *st)
   free(st->read_bufs);
   free(st->last_write);
   free(st->in_flight);
+  free(st->direct_scratch);
   free(st->cache);
   free(st);
 }
@@ -128,7 +134,9 @@ static int sb_start(struct sbr_sender *s)
   st->read_bufs = malloc((size_t)MAX_READS * st->read_len);
   st->last_write = calloc(n, sizeof *st->last_write);
   st->in_flight = calloc(s->n_blocks, sizeof *st->in_flight);
-  if (!st->cache || !st->read_bufs || !st->last_write || !st->in_flight) {
+  st->direct_scratch = calloc(n, sizeof *st->direct_scratch);
+  if (!st->cache || !st->read_bufs || !st->last_write || !st->in_flight ||
+      !st->direct_scratch) {
     free_state(s, st);
     return -ENOMEM;
   }
@@ -236,7 +244,7 @@ static void read_completed(struct sbr_sender *s, struct status_byte_state *st)
   uint32_t held = 0, busy = 0;
   st->cache_free = 0;
   for (uint32_t i = 0; i < s->lane.block_count; i++) {
-    if (st->last_write[i] <= rd->after_writes)
+    if (st->cache[i] != CACHE_RESERVED && st->last_write[i] <= rd->after_writes)
       st->cache[i] = found[i];
     held += st->cache[i] == SBR__STATUS_HELD;
     busy += st->cache[i] == SBR__STATUS_DATA;
@@ -303,14 +311,17 @@ static uint32_t free_run(const struct sbr_sender *s,
 }
 
 /* One chain: the data WRITEs of blocks[0..n) into receive blocks i..i+n-1,
- * then one signaled inline WRITE of their n status bytes. */
+ * then one signaled inline WRITE of their n status bytes.  A block placed
+ * directly (n = 1, i its receive block) is in the lane already: its chain
+ * is the status WRITE alone. */
 static int post_run(struct sbr_sender *s, struct status_byte_state *st,
                     struct sbr_send_block *const *blocks, uint32_t n,
                     uint32_t i, bool *claimed)
 {
   struct sbr__wr chain[MAX_RUN + 1];
   uint64_t run_end = st->in_flight_tail + n;
-  for (uint32_t k = 0; k < n; k++)
+  uint32_t n_data = blocks[0]->direct_mem ? 0 : n;
+  for (uint32_t k = 0; k < n_data; k++)
     chain[k] = (struct sbr__wr){
         .wr_id = run_end,
         .opcode = SBR__OP_WRITE,
@@ -320,7 +331,7 @@ static int post_run(struct sbr_sender *s, struct status_byte_state *st,
         .remote_addr = sbr__send_block_remote(s, i + k),
         .rkey = s->lane.blocks_rkey,
     };
-  chain[n] = (struct sbr__wr){
+  chain[n_data] = (struct sbr__wr){
       .wr_id = run_end,
       .opcode = SBR__OP_WRITE,
       .local_addr = st->run_status,
@@ -333,8 +344,8 @@ static int post_run(struct sbr_sender *s, struct status_byte_state *st,
   /* A producer's own chain (claimed != NULL) may be claimed for it to
    * execute once it dropped engine_lock (transport.h, post_send_here). */
   int ret = claimed && !*claimed && s->ops->post_send_here
-                ? s->ops->post_send_here(s->conn, chain, (int)n + 1)
-                : s->ops->post_send(s->conn, chain, (int)n + 1);
+                ? s->ops->post_send_here(s->conn, chain, (int)n_data + 1)
+                : s->ops->post_send(s->conn, chain, (int)n_data + 1);
   if (ret < 0)
     return ret;
   if (ret == 1)
@@ -344,29 +355,34 @@ static int post_run(struct sbr_sender *s, struct status_byte_state *st,
     st->cache[i + k] = SBR__STATUS_DATA; /* at post time, as the design says */
     st->last_write[i + k] = ++st->writes;
   }
-  st->cache_free -= n;
-  st->cursor = (i + n) % s->lane.block_count;
+  if (n_data) { /* a direct block's was reserved, not counted free */
+    st->cache_free -= n;
+    st->cursor = (i + n) % s->lane.block_count;
+  }
   return 0;
 }
 
 /* Posts one run: queued blocks, at most max, into the free receive blocks
- * from i on, which find_free returned (claimed: as post_run).  Returns the
- * blocks posted, 0 when nothing is queued, or <0 when the post failed (the
- * blocks are queued again). */
+ * from i on, which find_free returned (-1: none known free), or a block
+ * placed directly at the head of the queue, into its own (claimed: as
+ * post_run).  Returns the blocks posted, 0 when nothing is queued that can
+ * go, or <0 when the post failed (the blocks are queued again). */
 static int post_run_at(struct sbr_sender *s, struct status_byte_state *st,
-                       uint32_t i, uint32_t max, bool *claimed)
+                       int i, uint32_t max, bool *claimed)
 {
-  uint32_t k = free_run(s, st, i);
+  uint32_t k = i >= 0 ? free_run(s, st, (uint32_t)i) : 0;
   if (k > max)
     k = max;
   struct sbr_send_block *run[MAX_RUN];
   uint32_t got = sbr__sender_take_queued(s, run, k, st->batch_bytes);
   if (got == 0)
     return 0;
+  bool direct = run[0]->direct_mem != NULL;
+  uint32_t at = direct ? run[0]->direct_index : (uint32_t)i;
   /* Counted before posting, like the sliding window (there the ACK thread
    * may recycle a block as soon as it is posted). */
-  sbr__sender_count_posts(s, run, got, got + 1, 1);
-  int ret = post_run(s, st, run, got, i, claimed);
+  sbr__sender_count_posts(s, run, got, direct ? 1 : got + 1, 1);
+  int ret = post_run(s, st, run, got, at, claimed);
   if (ret < 0) {
     sbr__sender_requeue_front(s, run, got);
     return ret;
@@ -391,11 +407,49 @@ static void runs_completed(struct sbr_sender *s, struct status_byte_state *st,
   }
 }
 
+/* Direct placement (sender-direct.c): moves free cache entries into the
+ * pool producers draw on, as many as it takes now.  True when it wanted
+ * more than the cache knows free (then a READ is due). */
+static bool refill_direct(struct sbr_sender *s, struct status_byte_state *st)
+{
+  uint32_t room = sbr__direct_room(s);
+  if (room == 0)
+    return false;
+  uint32_t n = 0;
+  for (uint32_t k = 0; k < s->lane.block_count && n < room; k++) {
+    uint32_t i = (st->cursor + k) % s->lane.block_count;
+    if (st->cache[i] != SBR__STATUS_EMPTY)
+      continue;
+    st->cache[i] = CACHE_RESERVED;
+    st->direct_scratch[n++] = i;
+  }
+  st->cache_free -= n;
+  if (n)
+    sbr__direct_pool_add(s, st->direct_scratch, n);
+  return n < room;
+}
+
+/* Copies are queued and the cache knows no free receive block: the pool's
+ * unused ones come back first (the copying half of the lane is for caps,
+ * EOS and fallbacks, which mustn't wait behind reservations).  Returns how
+ * many came back. */
+static uint32_t reclaim_direct(struct sbr_sender *s,
+                               struct status_byte_state *st)
+{
+  uint32_t n =
+      sbr__direct_pool_take_back(s, st->direct_scratch, s->lane.block_count);
+  for (uint32_t k = 0; k < n; k++)
+    st->cache[st->direct_scratch[k]] = SBR__STATUS_EMPTY;
+  st->cache_free += n;
+  return n;
+}
+
 static int sb_progress(struct sbr_sender *s)
 {
   struct status_byte_state *st = s->engine_state;
   struct sbr__wc wc[POLL_BATCH];
   int progress = 0;
+  bool looked = false; /* a status READ completed */
 
   int n = s->ops->poll_cq(s->conn, wc, POLL_BATCH);
   if (n < 0)
@@ -408,9 +462,10 @@ static int sb_progress(struct sbr_sender *s)
                wc[k].vendor_err);
       return -EIO;
     }
-    if (wc[k].wr_id == READ_WR_ID)
+    if (wc[k].wr_id == READ_WR_ID) {
       read_completed(s, st);
-    else
+      looked = true;
+    } else
       runs_completed(s, st, wc[k].wr_id);
     progress++;
   }
@@ -418,15 +473,16 @@ static int sb_progress(struct sbr_sender *s)
   int posted = 0;
   for (;;) {
     int i = find_free(s, st);
-    if (i < 0) {
-      waiting = sbr__sender_has_queued(s);
-      break;
-    }
-    int got = post_run_at(s, st, (uint32_t)i, UINT32_MAX, NULL);
+    int got = post_run_at(s, st, i, UINT32_MAX, NULL);
     if (got < 0)
       return got;
-    if (got == 0)
+    if (got == 0 && i < 0 && sbr__sender_has_queued(s) &&
+        reclaim_direct(s, st) > 0)
+      continue; /* copies go before the pool: retry with those */
+    if (got == 0) {
+      waiting = i < 0 && sbr__sender_has_queued(s);
       break;
+    }
     posted += got;
     /* Read-ahead: a READ between runs once k or fewer blocks are known
      * free, spaced a quarter of the lane apart so that up to MAX_READS of
@@ -443,10 +499,19 @@ static int sb_progress(struct sbr_sender *s)
     }
   }
   progress += posted;
+  /* What copies left free goes to the direct placement pool, if it wants
+   * some; a pool that finds no free block in the cache READs as a queued
+   * copy would. */
+  bool direct_short = false;
+  if (!waiting)
+    direct_short = refill_direct(s, st);
+  if (looked)
+    sbr__direct_looked(s);
   /* Sync when a block waits for a free one and no READ that could free one
    * is on its way (sync-when-empty). */
   uint64_t now = sbr__now_ns();
-  if (waiting && reads_in_flight(st) == 0 && now >= st->next_read_ns) {
+  if ((waiting || direct_short) && reads_in_flight(st) == 0 &&
+      now >= st->next_read_ns) {
     int ret = post_status_read(s, st, false);
     if (ret < 0)
       return ret;
@@ -478,9 +543,7 @@ static int sb_post_own(struct sbr_sender *s, uint32_t n, bool *claimed)
   uint32_t posted = 0;
   while (posted < n) {
     int i = find_free(s, st);
-    if (i < 0)
-      break;
-    int got = post_run_at(s, st, (uint32_t)i, n - posted, claimed);
+    int got = post_run_at(s, st, i, n - posted, claimed);
     if (got < 0)
       return got;
     if (got == 0)
@@ -524,6 +587,12 @@ static int sb_sleep(struct sbr_sender *s, uint32_t timeout_us)
   return r;
 }
 
+static void sb_refill_direct(struct sbr_sender *s)
+{
+  if (s->engine_state)
+    refill_direct(s, s->engine_state);
+}
+
 const struct sbr__sender_engine sbr__sender_status_byte = {
     .name = "status-byte",
     .start = sb_start,
@@ -531,4 +600,5 @@ const struct sbr__sender_engine sbr__sender_status_byte = {
     .progress = sb_progress,
     .sleep = sb_sleep,
     .post_own = sb_post_own,
+    .refill_direct = sb_refill_direct,
 };

@@ -108,6 +108,7 @@ static int alloc_blocks(struct sbr_sender *s, uint32_t block_size)
  * wake_free_waiters_locked for everything it freed. */
 static void push_free_locked(struct sbr_sender *s, struct sbr_send_block *b)
 {
+  sbr__direct_detach_locked(s, b, false);
   if (b->state != SBR__SEND_FREE)
     s->dev_held[b->owner]--;
   b->state = SBR__SEND_FREE;
@@ -255,6 +256,8 @@ static void wake_all_free_waiters_locked(struct sbr_sender *s)
 {
   for (struct sbr__free_waiter *w = s->free_waiters_head; w; w = w->next)
     wake_waiter_locked(w);
+  /* And those waiting for a receive block to place a frame directly. */
+  pthread_cond_broadcast(&s->direct.cond);
 }
 
 static void count_drop_locked(struct sbr_sender *s,
@@ -349,6 +352,7 @@ static int connect_locked(struct sbr_sender *s, char *errbuf, size_t errlen)
   pthread_mutex_lock(&s->lock);
   s->connected = true;
   pthread_mutex_unlock(&s->lock);
+  sbr__direct_connect(s);
   SBR_INFO("sender: connected to %s:%u over %s, lane %u: %u blocks of %u "
            "bytes, epoch %u",
            s->host, s->cfg.port, s->ops->name, lane.lane_id, lane.block_count,
@@ -369,6 +373,7 @@ static void disconnect_engine_locked(struct sbr_sender *s)
 {
   if (!s->conn)
     return;
+  sbr__direct_disconnect(s);
   s->engine->stop(s);
   s->ops->dereg_mr(s->blocks_mr);
   s->blocks_mr = NULL;
@@ -434,8 +439,10 @@ static void *sender_thread(void *arg)
     pthread_mutex_lock(&s->lock);
     bool stop = s->stopping;
     bool connected = s->connected;
-    /* A producer waiting for a paused device keeps the engine READing. */
-    bool busy = s->n_queued > 0 || s->n_posted > 0 || pause_poll_locked(s);
+    /* A producer waiting for a paused device keeps the engine READing,
+     * and so does a direct placement pool producers draw on. */
+    bool busy = s->n_queued > 0 || s->n_posted > 0 || pause_poll_locked(s) ||
+                sbr__direct_wanted_locked(s);
     if (!stop && (!connected || !busy)) {
       /* Nothing to post, nothing to reap: sleep until a submit. */
       struct timespec ts;
@@ -443,7 +450,8 @@ static void *sender_thread(void *arg)
       pthread_cond_timedwait(&s->work_cond, &s->lock, &ts);
       stop = s->stopping;
       connected = s->connected;
-      busy = s->n_queued > 0 || s->n_posted > 0 || pause_poll_locked(s);
+      busy = s->n_queued > 0 || s->n_posted > 0 || pause_poll_locked(s) ||
+             sbr__direct_wanted_locked(s);
     }
     pthread_mutex_unlock(&s->lock);
     if (stop)
@@ -471,6 +479,7 @@ static void *sender_thread(void *arg)
  * thread is gone. */
 static void destroy_sender(struct sbr_sender *s)
 {
+  sbr__direct_free(s);
   free(s->blocks);
   free(s->block_mem);
   pthread_cond_destroy(&s->idle_cond);
@@ -531,6 +540,7 @@ int sbr_sender_new(const struct sbr_sender_config *cfg, sbr_sender **out,
   pthread_mutex_init(&s->engine_lock, NULL);
   init_cond(&s->work_cond);
   init_cond(&s->idle_cond);
+  sbr__direct_init(s);
   sbr__backoff_init(&s->backoff, &s->cfg.backoff);
 
   int ret = connect_locked(s, errbuf, errlen);
@@ -764,6 +774,7 @@ int sbr_sender_acquire(sbr_sender *s, uint8_t device, sbr_send_block **out)
   if (ret == 0) {
     *out = pop_free_locked(s, device);
     wake_free_waiters_locked(s); /* the next device's turn */
+    sbr__direct_reserve_locked(s, *out);
   } else {
     count_wait_drop_locked(s, device, ret);
   }
@@ -775,7 +786,7 @@ void *sbr_send_block_payload(sbr_send_block *b, size_t *capacity)
 {
   if (capacity)
     *capacity = b->capacity;
-  return b->mem + SBR__HEADER_SIZE;
+  return sbr__send_block_wire(b) + SBR__HEADER_SIZE;
 }
 
 /* Blocks were queued: the sender thread posts them now, whether it sleeps
@@ -783,7 +794,7 @@ void *sbr_send_block_payload(sbr_send_block *b, size_t *capacity)
  * while the previous one was in flight waited for that completion (or
  * the sleep's timeout) before it was even posted: on shm a whole frame's
  * copy plus two wake-ups, during which the NIC thread idled (#11). */
-static void wake_sender_locked(struct sbr_sender *s)
+void sbr__sender_wake_locked(struct sbr_sender *s)
 {
   pthread_cond_signal(&s->work_cond);
   if (s->engine_sleeps) {
@@ -837,7 +848,7 @@ static void post_queued(struct sbr_sender *s, uint32_t n)
   if (posted > 0)
     s->stats.producer_posts++;
   if (s->n_queued > 0 || s->n_posted > 0)
-    wake_sender_locked(s);
+    sbr__sender_wake_locked(s);
   pthread_mutex_unlock(&s->lock);
 }
 
@@ -894,6 +905,7 @@ int sbr_sender_submit(sbr_sender *s, sbr_send_block *b,
         m.frame_offset + payload_len != m.frame_size)))
     return -EINVAL;
   pthread_mutex_lock(&s->lock);
+  sbr__direct_submit_locked(s, b, payload_len);
   if (!s->connected) {
     count_drop_locked(
         s,
@@ -907,7 +919,7 @@ int sbr_sender_submit(sbr_sender *s, sbr_send_block *b,
   enqueue_locked(s, b, &m, (uint32_t)payload_len);
   bool post_here = producer_may_post_locked(s, 1);
   if (!post_here)
-    wake_sender_locked(s);
+    sbr__sender_wake_locked(s);
   pthread_mutex_unlock(&s->lock);
   if (post_here)
     post_queued(s, 1);
@@ -918,6 +930,7 @@ void sbr_sender_abandon(sbr_sender *s, sbr_send_block *b)
 {
   pthread_mutex_lock(&s->lock);
   if (b->state == SBR__SEND_FILLING) {
+    sbr__direct_detach_locked(s, b, true);
     push_free_locked(s, b);
     wake_free_waiters_locked(s);
   }
@@ -995,7 +1008,7 @@ int sbr_sender_send(sbr_sender *s, const struct sbr_block_meta *meta,
   }
   bool post_here = producer_may_post_locked(s, n);
   if (!post_here)
-    wake_sender_locked(s);
+    sbr__sender_wake_locked(s);
   pthread_mutex_unlock(&s->lock);
   if (post_here)
     post_queued(s, n);
@@ -1026,17 +1039,35 @@ int sbr_sender_flush(sbr_sender *s, int timeout_ms)
   return ret;
 }
 
-bool sbr_sender_owns(const sbr_sender *s, const void *ptr)
+static bool in_block_mem(const sbr_sender *s, const void *ptr)
 {
   const uint8_t *p = ptr;
   return s->block_mem && p >= s->block_mem &&
          p < s->block_mem + (size_t)s->n_blocks * s->block_size;
 }
 
+bool sbr_sender_owns(const sbr_sender *s, const void *ptr)
+{
+  if (in_block_mem(s, ptr))
+    return true;
+  /* A payload placed in the lane (sender-direct.c).  The lock is the
+   * sender's own state, not the caller's: const is the API's promise that
+   * nothing observable changes. */
+  struct sbr_sender *w = (struct sbr_sender *)s;
+  pthread_mutex_lock(&w->lock);
+  bool direct = sbr__direct_block_at_locked(s, ptr) != NULL;
+  pthread_mutex_unlock(&w->lock);
+  return direct;
+}
+
 sbr_send_block *sbr_sender_block_from_payload(sbr_sender *s, void *ptr)
 {
-  if (!sbr_sender_owns(s, ptr))
-    return NULL;
+  if (!in_block_mem(s, ptr)) {
+    pthread_mutex_lock(&s->lock);
+    struct sbr_send_block *b = sbr__direct_block_at_locked(s, ptr);
+    pthread_mutex_unlock(&s->lock);
+    return b;
+  }
   size_t off = (size_t)((uint8_t *)ptr - s->block_mem);
   if (off % s->block_size != SBR__HEADER_SIZE)
     return NULL;
@@ -1053,7 +1084,13 @@ uint32_t sbr__sender_take_queued(struct sbr_sender *s,
   uint64_t bytes = 0;
   pthread_mutex_lock(&s->lock);
   struct sbr_send_block *b;
-  while (n < max_blocks && (b = sbr__queue_peek(&s->queue)) != NULL) {
+  while ((b = sbr__queue_peek(&s->queue)) != NULL) {
+    /* A block placed directly goes alone, whatever max_blocks says: it
+     * needs no free receive block, it is one (its post is its status
+     * WRITE); copies don't join it. */
+    if (b->direct_mem ? n > 0
+                      : n >= max_blocks || (n > 0 && out[0]->direct_mem))
+      break;
     if (n > 0 && bytes + b->wire_len > max_bytes)
       break;
     bytes += b->wire_len;
@@ -1062,7 +1099,8 @@ uint32_t sbr__sender_take_queued(struct sbr_sender *s,
      * round robin makes differ from the submit order (the receiver
      * delivers a lane in sequence order). */
     b->header.seq = s->next_seq++;
-    sbr__block_encode(b->mem, s->block_size, &b->header);
+    sbr__block_encode(sbr__send_block_wire(b), s->block_size, &b->header);
+    sbr__direct_posting_locked(s, b);
     s->n_queued--;
     s->n_posted++;
     b->next = NULL;
@@ -1080,6 +1118,7 @@ void sbr__sender_requeue_front(struct sbr_sender *s,
   for (uint32_t k = n; k-- > 0;) {
     struct sbr_send_block *b = blocks[k];
     b->state = SBR__SEND_QUEUED;
+    sbr__direct_requeued_locked(s, b);
     sbr__queue_push_front(&s->queue, b); /* a new seq when taken again */
     s->n_queued++;
     s->n_posted--;
@@ -1204,6 +1243,7 @@ void sbr__sender_count_posts(struct sbr_sender *s,
       d->frames++;
     s->stats.blocks++;
     s->stats.bytes += h->payload_len;
+    s->stats.direct_blocks += blocks[k]->direct_mem != NULL;
   }
   s->stats.wr_posted += n_wr;
   s->stats.status_writes += n_status_writes;

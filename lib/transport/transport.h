@@ -416,6 +416,14 @@ struct sbr__transport_ops {
   /* Receiver lane teardown or sender disconnect; frees lane memory
    * (receiver side) -- callers must be done with it. */
   void (*close)(struct sbr__conn *c);
+  /* Optional (NULL where the lane is remote: verbs): maps the lane's
+   * blocks region of a sender's conn into this process, read-write, for
+   * direct placement (sender-direct.c): receive block i is at
+   * *base + i * lane block_size.  The mapping is the caller's and outlives
+   * the conn (a producer may still write into a block of a lane that
+   * closed; its bytes go nowhere); unmap_blocks undoes it.  0 or -errno. */
+  int (*map_blocks)(struct sbr__conn *c, uint8_t **base, size_t *len);
+  void (*unmap_blocks)(uint8_t *base, size_t len);
   /* Optional (NULL: no NIC, e.g. shm): the RDMA device and port the
    * connection runs on, for the NIC's counters (nic-counters.h).  0, or
    * -errno. */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * fuzz-shm.c - libFuzzer target: the shm back end's control messages
- * (lib/transport/shm/transport-shm.c), from both ends, through its real code
+ * (lib/transport/shm/), from both ends, through its real code
  * and real sockets.
  *
  * Input: one mode byte, then
@@ -22,7 +22,7 @@
  *     ring messages, a status WRITE and READ executed by its NIC thread.
  *
  * The segment layout below (offsets into struct shm_ctrl, struct shm_msg)
- * is the one transport-shm.c asserts; a forged segment only needs to be
+ * is the one shm-internal.h asserts; a forged segment only needs to be
  * what a peer could write.
  */
 #include <errno.h>
@@ -39,7 +39,7 @@
 #include "fuzz-common.h"
 #include "transport/transport.h"
 
-/* struct shm_ctrl and struct shm_ring (transport-shm.c). */
+/* struct shm_ctrl and struct shm_ring (shm-internal.h). */
 #define CTRL_SIZE 576
 #define RING_TO_RECEIVER 64
 #define RING_TO_SENDER 320
@@ -58,7 +58,7 @@ static int rogue_fd = -1;              /* the hostile receiver's listener */
 
 static socklen_t shm_addr(uint16_t port, struct sockaddr_un *sa)
 {
-  /* transport-shm.c's abstract name for a port. */
+  /* shm-connection.c's abstract name for a port. */
   memset(sa, 0, sizeof *sa);
   sa->sun_family = AF_UNIX;
   int n = snprintf(sa->sun_path + 1, sizeof sa->sun_path - 1, "sbr-shm:%u",

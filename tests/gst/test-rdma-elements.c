@@ -933,6 +933,190 @@ GST_START_TEST(test_videotestsrc_zero_copy)
 }
 
 GST_END_TEST;
+/* Compares each sample with the reference frame of its index as it
+ * comes, and keeps nothing: a consumer that holds lane blocks would push
+ * rdmasrc over its budget (a copy) and starve direct placement. */
+typedef struct {
+  GMutex lock;
+  GPtrArray *refs; /* reference frames, in order */
+  guint got;       /* samples seen */
+  guint bad;       /* samples that differ from their reference */
+} RefCompare;
+
+static GstFlowReturn compare_sample(GstAppSink *sink, gpointer user_data)
+{
+  RefCompare *rc = user_data;
+  GstSample *sample = gst_app_sink_pull_sample(sink);
+  GstBuffer *got = gst_sample_get_buffer(sample);
+  GstMapInfo a, b;
+
+  g_mutex_lock(&rc->lock);
+  if (rc->got >= rc->refs->len) {
+    rc->bad++;
+  } else {
+    GstBuffer *ref = g_ptr_array_index(rc->refs, rc->got);
+    if (!gst_buffer_map(got, &a, GST_MAP_READ)) {
+      rc->bad++;
+    } else {
+      if (!gst_buffer_map(ref, &b, GST_MAP_READ)) {
+        rc->bad++;
+      } else {
+        if (a.size != b.size || memcmp(a.data, b.data, a.size) != 0)
+          rc->bad++;
+        gst_buffer_unmap(ref, &b);
+      }
+      gst_buffer_unmap(got, &a);
+    }
+  }
+  rc->got++;
+  g_mutex_unlock(&rc->lock);
+  gst_sample_unref(sample);
+  return GST_FLOW_OK;
+}
+
+/* Over shm, a frame videotestsrc renders into rdmasink's allocator is in
+ * the receiver's lane already (direct placement): rdmasink copies nothing,
+ * its sender copies nothing into the lane (no fallback), and rdmasrc's pad
+ * pushes the lane block itself (no copy either): zero copies between the
+ * camera and the pad.  The frames arrive intact, in order. */
+GST_START_TEST(test_camera_to_pad_copies_nothing)
+{
+  const gchar *caps = "video/x-raw,format=RGB,width=320,height=240";
+  guint port = test_port();
+  GstAppSinkCallbacks cb = {.new_sample = compare_sample};
+  GstElement *rx, *tx, *sink;
+  GstStructure *s;
+  gchar *desc;
+  RefCompare rc = {.refs = reference_frames(caps, 30)};
+
+  g_mutex_init(&rc.lock);
+  desc = g_strdup_printf("rdmasrc name=r transport=%s address=%s port=%u "
+                         "r.src_4 ! appsink name=out sync=false",
+                         transport, rdma_addr, port);
+  rx = parse(desc);
+  g_free(desc);
+  sink = gst_bin_get_by_name(GST_BIN(rx), "out");
+  gst_app_sink_set_callbacks(GST_APP_SINK(sink), &cb, &rc, NULL);
+  gst_object_unref(sink);
+  set_state(rx, GST_STATE_PLAYING);
+
+  desc = g_strdup_printf("videotestsrc num-buffers=30 ! %s ! rdmasink "
+                         "name=tx transport=%s host=%s port=%u device-id=4 "
+                         "sync=false wait-timeout=20000",
+                         caps, transport, rdma_addr, port);
+  tx = parse(desc);
+  g_free(desc);
+  set_state(tx, GST_STATE_PLAYING);
+  expect_eos(tx);
+  expect_eos(rx);
+
+  s = stats_named(tx, "tx");
+  fail_unless_equals_int(u64(s, "zero-copy-buffers"), 30);
+  fail_unless_equals_int(u64(s, "copied-buffers"), 0);
+  if (g_str_equal(transport, "shm")) {
+    fail_unless_equals_int(u64(s, "direct-blocks"), 30);
+    fail_unless_equals_int(u64(s, "direct-fallbacks"), 0);
+  }
+  gst_structure_free(s);
+  s = stats_named(rx, "r");
+  fail_unless_equals_int(u64(s, "copies"), 0);
+  gst_structure_free(s);
+  fail_unless_equals_int(rc.got, 30);
+  fail_unless_equals_int(rc.bad, 0);
+
+  stop(tx);
+  stop(rx);
+  g_ptr_array_unref(rc.refs);
+  g_mutex_clear(&rc.lock);
+}
+
+GST_END_TEST;
+
+/* A non-live stream (videotestsrc flat out, as a file or a transcode
+ * would run) into a consumer far slower than its sender loses nothing by
+ * default: its sender says it isn't live with its caps, and its pad's
+ * default policy is then pause (backpressure: the sender waits) rather
+ * than the live default, drop-oldest.  policy names what the launch line
+ * sets ("" for nothing); expect the policy the pad must then run. */
+static void non_live_run(const gchar *policy, const gchar *expect)
+{
+  const gchar *caps = "video/x-raw,format=GRAY8,width=64,height=48";
+  const guint frames = 150;
+  guint port = test_port();
+  GstAppSinkCallbacks cb = {.new_sample = compare_sample};
+  GstElement *rx, *tx, *sink;
+  GstStructure *s;
+  const GstStructure *dev;
+  const GValue *v;
+  gchar *desc;
+  RefCompare rc = {.refs = reference_frames(caps, frames)};
+
+  g_mutex_init(&rc.lock);
+  /* A small lane (a share of 6 blocks) and a consumer that takes 2 ms a
+   * frame: the sender, unthrottled, is over its share at once. */
+  desc = g_strdup_printf("rdmasrc name=r transport=%s address=%s port=%u "
+                         "blocks=8 block-size=65536 %s r.src_5 ! identity "
+                         "sleep-time=2000 ! appsink name=out sync=false",
+                         transport, rdma_addr, port, policy);
+  rx = parse(desc);
+  g_free(desc);
+  sink = gst_bin_get_by_name(GST_BIN(rx), "out");
+  gst_app_sink_set_callbacks(GST_APP_SINK(sink), &cb, &rc, NULL);
+  gst_object_unref(sink);
+  set_state(rx, GST_STATE_PLAYING);
+
+  /* wait-timeout only bounds a hang: a paused sender waits that long
+   * before it drops (the default, 1 s, is for live cameras). */
+  desc = g_strdup_printf("videotestsrc num-buffers=%u ! %s ! rdmasink "
+                         "name=tx transport=%s host=%s port=%u device-id=5 "
+                         "sync=false wait-timeout=60000",
+                         frames, caps, transport, rdma_addr, port);
+  tx = parse(desc);
+  g_free(desc);
+  set_state(tx, GST_STATE_PLAYING);
+  expect_eos(tx);
+  expect_eos(rx);
+
+  s = stats_named(rx, "r");
+  v = gst_structure_get_value(s, "device-5");
+  fail_unless(v != NULL, "no device-5 in %" GST_PTR_FORMAT, s);
+  dev = gst_value_get_structure(v);
+  fail_unless_equals_string(gst_structure_get_string(dev, "over-budget"),
+                            expect);
+  if (g_str_equal(expect, "pause")) {
+    /* Every frame, intact and in order: nothing dropped anywhere. */
+    fail_unless_equals_int(u64(dev, "drops-leaky"), 0);
+    fail_unless_equals_int(rc.got, frames);
+    fail_unless_equals_int(rc.bad, 0);
+  }
+  gst_structure_free(s);
+  s = stats_named(tx, "tx");
+  if (g_str_equal(expect, "pause"))
+    fail_unless_equals_int(u64(s, "drops"), 0);
+  gst_structure_free(s);
+
+  stop(tx);
+  stop(rx);
+  g_ptr_array_unref(rc.refs);
+  g_mutex_clear(&rc.lock);
+}
+
+GST_START_TEST(test_non_live_stream_is_never_dropped)
+{
+  non_live_run("", "pause");
+}
+
+GST_END_TEST;
+
+/* An over-budget the application sets still wins over the stream's
+ * liveness, on the element and on the pad. */
+GST_START_TEST(test_explicit_over_budget_wins_over_liveness)
+{
+  non_live_run("over-budget=drop-oldest", "drop-oldest");
+  non_live_run("src_5::over-budget=copy", "copy");
+}
+
+GST_END_TEST;
 
 /* ------------------------------------------------ the memory contract */
 
@@ -2493,6 +2677,9 @@ static Suite *rdma_elements_suite(void)
   tcase_add_test(tc, test_twelve_sinks_twelve_pipelines);
   tcase_add_test(tc, test_allocation_query_and_both_paths);
   tcase_add_test(tc, test_videotestsrc_zero_copy);
+  tcase_add_test(tc, test_camera_to_pad_copies_nothing);
+  tcase_add_test(tc, test_non_live_stream_is_never_dropped);
+  tcase_add_test(tc, test_explicit_over_budget_wins_over_liveness);
   tcase_add_test(tc, test_sink_takes_system_memory_only);
   tcase_add_test(tc, test_imagefreeze_in_front);
   tcase_add_test(tc, test_videorate_in_front);

@@ -1036,7 +1036,7 @@ static void v1_sender_rx(const struct link *lk)
 }
 
 /* shm's connect refuses to send what it can't decode itself, so the v1
- * request goes out by hand (the setup datagram of transport-shm.c). */
+ * request goes out by hand (the setup datagram of shm-connection.c). */
 static void v1_sender_shm(const struct link *lk, const uint8_t *priv,
                           size_t len)
 {
