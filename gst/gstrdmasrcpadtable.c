@@ -16,6 +16,15 @@
 
 #define GST_CAT_DEFAULT gst_rdma_src_debug
 
+/* Each device's share of its lane now (device-blocks): what the
+ * pads with a camera divide, unless device-blocks sets it. */
+guint gst_rdma_src_budget(GstRdmaSrc *self)
+{
+  if (self->device_blocks_now > 0)
+    return self->device_blocks_now;
+  return MAX(1u, self->usable_blocks / MAX(1u, self->n_pads));
+}
+
 /* What a device's pad adds to the latency.  min: the latency property if
  * set, else what was measured (gst_rdma_src_pad_latency): the transport's
  * jitter with headroom, a few ms, not a whole frame.  max: min plus what

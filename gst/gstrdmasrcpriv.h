@@ -91,12 +91,13 @@ struct _GstRdmaSrc {
   guint64 no_caps_drops;
 };
 
-/* gstrdmasrcreceive.c: the receive thread's loop (a GstTask function). */
+/* gstrdmasrcreceive.c: the receive thread's loop (a GstTask function).
+ * It calls into the pad table; the pad table never calls back. */
 void gst_rdma_src_loop(gpointer data);
-/* Each device's share of its lane now (device-blocks). */
-guint gst_rdma_src_budget(GstRdmaSrc *self);
 
 /* gstrdmasrcpadtable.c */
+/* Each device's share of its lane now (device-blocks). */
+guint gst_rdma_src_budget(GstRdmaSrc *self);
 /* The element's LATENCY answer: live, the largest minimum of its pads,
  * the smallest maximum (see gst_rdma_src_device_latency). */
 void gst_rdma_src_answer_latency(GstRdmaSrc *self, GstQuery *query);

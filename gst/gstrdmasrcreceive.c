@@ -123,14 +123,6 @@ static GstClockTime gst_rdma_src_running_time(GstRdmaSrc *self)
   return now > base ? now - base : 0;
 }
 
-/* Receive thread: each device's share of its lane now (device-blocks). */
-guint gst_rdma_src_budget(GstRdmaSrc *self)
-{
-  if (self->device_blocks_now > 0)
-    return self->device_blocks_now;
-  return MAX(1u, self->usable_blocks / MAX(1u, self->n_pads));
-}
-
 /* The pause policy: tell dev's sender to stop, or to go on. */
 static void gst_rdma_src_set_device_paused(GstRdmaSrc *self,
                                            GstRdmaSrcDevice *dev,
