@@ -21,7 +21,24 @@
  * never get data (a camera that may not come) needs async=false, or the
  * pipeline waits for it to preroll before any sink plays.
  *
- * Every camera is its own stream.  One receive thread takes the frames of
+ * One pipeline per camera: every rdmasrc of a process with the same
+ * transport, address and port shares one receiver (one listener, one lane
+ * and one QP per sender, one receive thread), as rdmasinks share a
+ * connection.  #GstRdmaSrc:device-id=N makes an rdmasrc of the one camera
+ * N, its pad src_N there from the start (`rdmasrc device-id=3 ! sink`,
+ * OpenCV's one VideoCapture per camera), and it signals no-more-pads; -1,
+ * the default, takes every device no other rdmasrc on the port asked for.
+ * Frames of a device nobody asked for are dropped and counted
+ * (unclaimed-drops).  The caps a device sent before its rdmasrc joined are
+ * kept and start its stream.  Starting, stopping or failing one rdmasrc
+ * never costs another a frame, and the last one out closes the listener.
+ * What makes the receiver (mechanism, blocks, block-size, max-senders,
+ * allowed-senders, max-connects-per-second, max-frame-size, poll-mode,
+ * max-held) must agree: an rdmasrc that differs, asks for a device
+ * another has, or also takes every device fails its change to PAUSED
+ * with an error naming both.
+ *
+ * Every camera is its own stream.  The receive thread takes the frames of
  * every device from the receiver (sbr_receiver_next_frame, in per-device
  * packet order), accepts and notices senders (from PAUSED on), and queues
  * each frame on its device's pad; it never pushes downstream.  Each pad
@@ -133,6 +150,10 @@
  * gst-launch-1.0 rdmasrc name=r r.src_3 ! videoconvert ! autovideosink
  * ]| Shows device 3 of whatever rdmasinks connect to port 7471 over verbs.
  * |[
+ * gst-launch-1.0 rdmasrc device-id=3 ! videoconvert ! autovideosink
+ * ]| The same as one camera's pipeline: other pipelines of the process
+ * with rdmasrc device-id=N on port 7471 share its receiver.
+ * |[
  * gst-launch-1.0 rdmasrc transport=shm name=r r.src_0 ! fakesink
  * r.src_1 ! fakesink r.src_2 ! fakesink
  * ]| Three cameras, sinks straight on the pads.
@@ -184,6 +205,7 @@ enum {
   PROP_STATS,
   PROP_STATS_INTERVAL,
   PROP_POLL_MODE,
+  PROP_DEVICE_ID,
   N_PROPERTIES
 };
 
@@ -207,6 +229,7 @@ enum {
 #define DEFAULT_TIMEOUT 0
 #define DEFAULT_DEVICE_LOST_EOS FALSE
 #define DEFAULT_POLL_MODE GST_RDMA_POLL_MODE_ADAPTIVE
+#define DEFAULT_DEVICE_ID (-1)
 
 GST_DEBUG_CATEGORY(gst_rdma_src_debug);
 #define GST_CAT_DEFAULT gst_rdma_src_debug
@@ -245,6 +268,7 @@ gst_rdma_src_change_state(GstElement *element, GstStateChange transition);
 static gboolean gst_rdma_src_query(GstElement *element, GstQuery *query);
 static gboolean gst_rdma_src_send_event(GstElement *element, GstEvent *event);
 static GstStructure *gst_rdma_src_get_stats(GstElement *element);
+static const GstRdmaReceiverMemberFuncs member_funcs;
 
 static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
 {
@@ -391,6 +415,14 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
       "doubling up to 1 ms",
       GST_TYPE_RDMA_POLL_MODE, DEFAULT_POLL_MODE,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_DEVICE_ID] = g_param_spec_int(
+      "device-id", "Device ID",
+      "The one camera this rdmasrc receives: pad src_<N> from the start "
+      "(`rdmasrc device-id=3 ! ...`), one pipeline per camera, every "
+      "rdmasrc of the process on the same port sharing one receiver.  -1 = "
+      "every device no other rdmasrc on the port asked for, one pad each",
+      -1, SBR_MAX_DEVICES - 1, DEFAULT_DEVICE_ID,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   g_object_class_install_properties(gobject_class, N_PROPERTIES, properties);
 
   /* The sometimes template first: an unnamed link looks at templates in
@@ -442,10 +474,9 @@ static void gst_rdma_src_init(GstRdmaSrc *self)
   self->stats_interval = GST_RDMA_DEFAULT_STATS_INTERVAL;
   self->poll_mode = DEFAULT_POLL_MODE;
 
-  g_rec_mutex_init(&self->task_lock);
-  self->task = gst_task_new(gst_rdma_src_loop, self, NULL);
-  gst_object_set_name(GST_OBJECT(self->task), "rdmasrc:receive");
-  gst_task_set_lock(self->task, &self->task_lock);
+  self->device_id = DEFAULT_DEVICE_ID;
+  gst_rdma_receiver_member_init(&self->member, GST_ELEMENT(self),
+                                &member_funcs);
   g_mutex_init(&self->state_lock);
   g_mutex_init(&self->flow.lock);
   self->flow.combiner = gst_flow_combiner_new();
@@ -470,8 +501,7 @@ static void gst_rdma_src_finalize(GObject *object)
     g_clear_pointer(&dev->refused_caps, g_free);
     g_free(dev);
   }
-  gst_object_unref(self->task);
-  g_rec_mutex_clear(&self->task_lock);
+  gst_rdma_receiver_member_clear(&self->member);
   gst_flow_combiner_free(self->flow.combiner);
   g_mutex_clear(&self->flow.lock);
   g_mutex_clear(&self->state_lock);
@@ -480,11 +510,50 @@ static void gst_rdma_src_finalize(GObject *object)
   G_OBJECT_CLASS(parent_class)->finalize(object);
 }
 
+/* device-id: the pad of that one device, made now so that links to it
+ * (an unnamed `rdmasrc device-id=3 ! sink` too) are made at once. */
+static void gst_rdma_src_set_device_id(GstRdmaSrc *self, gint device_id)
+{
+  gchar name[16];
+  GstPad *pad;
+  gint old;
+
+  GST_OBJECT_LOCK(self);
+  old = self->device_id;
+  self->device_id = device_id;
+  GST_OBJECT_UNLOCK(self);
+  if (old == device_id)
+    return;
+  if (old >= 0) {
+    g_snprintf(name, sizeof name, "src_%d", old);
+    pad = gst_element_get_static_pad(GST_ELEMENT(self), name);
+    if (pad) {
+      gst_element_release_request_pad(GST_ELEMENT(self), pad);
+      gst_object_unref(pad);
+    }
+  }
+  if (device_id < 0)
+    return;
+  g_snprintf(name, sizeof name, "src_%d", device_id);
+  pad = gst_element_get_static_pad(GST_ELEMENT(self), name);
+  if (!pad)
+    pad = gst_element_request_pad_simple(GST_ELEMENT(self), name);
+  if (!pad)
+    GST_WARNING_OBJECT(self, "no pad %s", name);
+  else
+    gst_object_unref(pad); /* the element keeps it */
+}
+
 static void gst_rdma_src_set_property(GObject *object, guint prop_id,
                                       const GValue *value, GParamSpec *pspec)
 {
   GstRdmaSrc *self = GST_RDMA_SRC(object);
 
+  if (prop_id == PROP_DEVICE_ID) {
+    /* Makes or releases pads: not under the object lock. */
+    gst_rdma_src_set_device_id(self, g_value_get_int(value));
+    return;
+  }
   GST_OBJECT_LOCK(self);
   switch (prop_id) {
   case PROP_ADDRESS:
@@ -626,6 +695,9 @@ static void gst_rdma_src_get_property(GObject *object, guint prop_id,
   case PROP_POLL_MODE:
     g_value_set_enum(value, self->poll_mode);
     break;
+  case PROP_DEVICE_ID:
+    g_value_set_int(value, self->device_id);
+    break;
   default:
     G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
     break;
@@ -646,8 +718,13 @@ static GstStructure *gst_rdma_src_get_stats(GstElement *element)
   counters.copies = self->copies;
   counters.no_caps_drops = self->no_caps_drops;
   counters.held = self->held ? (guint)g_atomic_int_get(&self->held->count) : 0;
-  counters.device_blocks = self->receiver ? gst_rdma_src_budget(self) : 0;
-  s = gst_rdma_src_stats_new(self->receiver, self->devices, &counters);
+  counters.device_blocks = self->shared ? gst_rdma_src_budget(self) : 0;
+  counters.unclaimed_drops =
+      self->shared ? gst_rdma_receiver_unclaimed_drops(self->shared) : 0;
+  counters.receiver_members =
+      self->shared ? gst_rdma_receiver_members(self->shared) : 0;
+  s = gst_rdma_src_stats_new(self->shared ? self->receiver : NULL,
+                             self->devices, &counters);
   GST_OBJECT_UNLOCK(self);
   return s;
 }
@@ -674,7 +751,7 @@ static gboolean gst_rdma_src_send_event(GstElement *element, GstEvent *event)
   GST_INFO_OBJECT(self, "EOS requested");
   g_atomic_int_set(&self->eos_requested, 1);
   GST_OBJECT_LOCK(self);
-  if (self->receiver)
+  if (self->shared)
     sbr_receiver_wakeup(self->receiver);
   GST_OBJECT_UNLOCK(self);
   return TRUE;
@@ -684,18 +761,31 @@ static gboolean gst_rdma_src_send_event(GstElement *element, GstEvent *event)
 
 /* libsbr refused a sender (receive thread): tell the application who and
  * why, once per sender host and reason every few seconds. */
-static void gst_rdma_src_refused(void *data, const char *peer,
-                                 enum sbr_refusal reason, const char *text)
+static void gst_rdma_src_refused(GstElement *element, const gchar *peer,
+                                 gint reason, const gchar *text)
 {
-  GstRdmaSrc *self = data;
+  GstRdmaSrc *self = GST_RDMA_SRC(element);
 
-  gst_rdma_refusals_warn(self->refusals, GST_ELEMENT(self), peer, reason, text);
+  gst_rdma_refusals_warn(self->refusals, element, peer, reason, text);
 }
 
+static const GstRdmaReceiverMemberFuncs member_funcs = {
+    .turn = gst_rdma_src_turn,
+    .frame = gst_rdma_src_frame,
+    .failed = gst_rdma_src_failed,
+    .refused = gst_rdma_src_refused,
+    .has_device = gst_rdma_src_has_device,
+    .leaving = gst_rdma_src_leaving,
+};
+
+/* Joins the process's receiver for our transport, address and port
+ * (listening if we are the first) and gets ready for our devices' frames,
+ * which its receive thread hands us from now on. */
 static gboolean gst_rdma_src_open(GstRdmaSrc *self)
 {
-  struct sbr_receiver_config cfg;
-  sbr_receiver *receiver = NULL;
+  GstRdmaReceiverConfig cfg;
+  GstRdmaReceiver *shared;
+  GError *error = NULL;
   char errbuf[256] = "";
   guint stats_interval;
   gchar *address;
@@ -703,38 +793,39 @@ static gboolean gst_rdma_src_open(GstRdmaSrc *self)
   sbr_addr_list *list = NULL;
   int ret;
 
-  sbr_receiver_config_init(&cfg);
   GST_OBJECT_LOCK(self);
   address = g_strdup(self->address);
   allowed = g_strdup(self->allowed_senders);
-  cfg.max_connects_per_s = self->max_connects_per_second;
-  cfg.max_frame_size = self->max_frame_size;
-  cfg.backend = gst_rdma_transport_to_sbr(self->transport);
-  cfg.mechanism = gst_rdma_mechanism_to_sbr(self->mechanism);
-  cfg.port = (uint16_t)self->port;
-  cfg.block_count = self->blocks;
+  cfg.transport = self->transport;
+  cfg.address = address;
+  cfg.port = self->port;
+  cfg.mechanism = self->mechanism;
+  cfg.blocks = self->blocks;
   cfg.block_size = self->block_size;
-  cfg.max_lanes = self->max_senders;
-  cfg.poll_mode = gst_rdma_poll_mode_to_sbr(self->poll_mode);
+  cfg.max_senders = self->max_senders;
+  cfg.allowed_senders = allowed;
+  cfg.max_connects_per_second = self->max_connects_per_second;
+  cfg.max_frame_size = self->max_frame_size;
+  cfg.poll_mode = self->poll_mode;
+  cfg.max_held = self->max_held;
+  self->member.device = self->device_id;
   /* Never all of a lane: the sender must always find a free block. */
   self->max_held_now = MIN(self->max_held, self->blocks - 1);
   /* The sliding window ACKs strictly in slot order: one buffer a sink keeps
    * (a last-sample, a compositor's current frame) would stop every stream
    * behind it for good.  Holding blocks is the status-byte mechanism's
    * strength; the baseline gets copies, released at once. */
-  if (cfg.mechanism == SBR_MECH_SLIDING_WINDOW)
+  if (cfg.mechanism == GST_RDMA_MECHANISM_SLIDING_WINDOW)
     self->max_held_now = 0;
   self->device_blocks_now = self->device_blocks;
   self->usable_blocks = self->blocks - self->blocks / 4;
   /* n_pads is not reset: the pads live as long as the element. */
   self->max_queued_now = self->max_queued;
-  self->can_pause = cfg.mechanism == SBR_MECH_STATUS_BYTE;
+  self->can_pause = cfg.mechanism == GST_RDMA_MECHANISM_STATUS_BYTE;
   self->timeout_now = self->timeout;
   self->device_lost_eos_now = self->device_lost_eos;
   stats_interval = self->stats_interval;
   GST_OBJECT_UNLOCK(self);
-  cfg.address = address;
-  cfg.allowed_senders = allowed;
   /* The receiver parses it too; parsed here first for its own message. */
   ret = sbr_addr_list_parse(allowed, &list, errbuf, sizeof errbuf);
   if (ret < 0) {
@@ -752,18 +843,30 @@ static gboolean gst_rdma_src_open(GstRdmaSrc *self)
   GST_INFO_OBJECT(self,
                   "allowed senders: %s, at most %u connection "
                   "attempts a second",
-                  list ? allowed : "anyone", cfg.max_connects_per_s);
+                  list ? allowed : "anyone", cfg.max_connects_per_second);
   sbr_addr_list_free(list);
-  self->refusals = gst_rdma_refusals_new();
-  cfg.on_refusal = gst_rdma_src_refused;
-  cfg.refusal_user_data = self;
 
-  ret = sbr_receiver_new(&cfg, &receiver, errbuf, sizeof errbuf);
-  if (ret < 0) {
-    GST_ELEMENT_ERROR(
-        self, RESOURCE, OPEN_READ,
-        ("Could not listen on %s:%u.", address, cfg.port),
-        ("%s (%s)", errbuf[0] ? errbuf : g_strerror(-ret), g_strerror(-ret)));
+  /* Before joining: the receive thread calls us from then on. */
+  self->refusals = gst_rdma_refusals_new();
+  self->copies = self->no_caps_drops = 0;
+  self->n_paused = 0;
+  self->group_id = gst_util_group_id_next();
+  self->last_activity = g_get_monotonic_time();
+  self->timeout_posted = FALSE;
+  self->eos_done = FALSE;
+  g_atomic_int_set(&self->eos_requested, 0);
+  gst_flow_combiner_reset(self->flow.combiner);
+
+  shared = gst_rdma_receiver_join(&cfg, &self->member, &error);
+  if (!shared) {
+    if (error->code == GST_RESOURCE_ERROR_SETTINGS)
+      GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("%s", error->message),
+                        (NULL));
+    else
+      GST_ELEMENT_ERROR(self, RESOURCE, OPEN_READ,
+                        ("Could not listen on %s:%u.", address, cfg.port),
+                        ("%s", error->message));
+    g_clear_error(&error);
     gst_rdma_refusals_free(self->refusals);
     self->refusals = NULL;
     g_free(allowed);
@@ -772,51 +875,57 @@ static gboolean gst_rdma_src_open(GstRdmaSrc *self)
   }
   g_free(allowed);
   GST_INFO_OBJECT(self,
-                  "listening on %s:%u (%s, %s), %u blocks of %u bytes, "
+                  "receiving on %s:%u, device %d, %u blocks of %u bytes, "
                   "device-blocks %u",
-                  address, cfg.port, sbr_backend_name(cfg.backend),
-                  sbr_mechanism_name(cfg.mechanism), cfg.block_count,
+                  address, cfg.port, self->device_id, cfg.blocks,
                   cfg.block_size, self->device_blocks_now);
   g_free(address);
 
   GST_OBJECT_LOCK(self);
-  self->receiver = receiver;
-  self->copies = self->no_caps_drops = 0;
+  self->receiver = gst_rdma_receiver_get_sbr(shared);
+  self->held = g_atomic_rc_box_acquire(gst_rdma_receiver_get_held(shared));
+  gst_rdma_receiver_add_pads(shared, (gint)self->n_pads);
+  self->shared = shared;
   GST_OBJECT_UNLOCK(self);
-  GST_OBJECT_LOCK(self);
-  self->held = g_atomic_rc_box_new0(GstRdmaHeldCounter);
-  GST_OBJECT_UNLOCK(self);
-  self->group_id = gst_util_group_id_next();
-  self->last_activity = g_get_monotonic_time();
-  self->timeout_posted = FALSE;
-  self->eos_done = FALSE;
-  g_atomic_int_set(&self->eos_requested, 0);
-  gst_flow_combiner_reset(self->flow.combiner);
-  /* Pads requested while stopped join before the receive thread starts. */
-  gst_rdma_src_adopt_requested(self);
   self->ticker = gst_rdma_stats_ticker_start(GST_ELEMENT(self), stats_interval,
                                              gst_rdma_src_get_stats);
+  if (self->device_id >= 0) {
+    /* One camera, its pad there from the start: nothing more will come
+     * (uridecodebin, playbin and decodebin wait for this). */
+    gst_element_no_more_pads(GST_ELEMENT(self));
+  }
   return TRUE;
+}
+
+/* Leaves the shared receiver: from then on its receive thread never calls
+ * us; the last rdmasrc out closes the listener. */
+static void gst_rdma_src_leave(GstRdmaSrc *self)
+{
+  GstRdmaReceiver *shared;
+
+  GST_OBJECT_LOCK(self);
+  shared = self->shared;
+  self->shared = NULL;
+  GST_OBJECT_UNLOCK(self);
+  if (!shared)
+    return;
+  gst_rdma_receiver_add_pads(shared, -(gint)self->n_pads);
+  gst_rdma_receiver_leave(shared, &self->member);
 }
 
 static void gst_rdma_src_close(GstRdmaSrc *self)
 {
   GstRdmaHeldCounter *held;
-  sbr_receiver *receiver;
 
+  gst_rdma_src_leave(self);
   gst_rdma_stats_ticker_stop(self->ticker);
   self->ticker = NULL;
   gst_rdma_src_end_streams(self);
-  GST_OBJECT_LOCK(self);
-  receiver = self->receiver;
-  self->receiver = NULL;
-  GST_OBJECT_UNLOCK(self);
-  /* Buffers still downstream keep their lanes until they are freed. */
-  sbr_receiver_free(receiver);
   gst_rdma_refusals_free(self->refusals);
   self->refusals = NULL;
-  /* Stats read it under the object lock. */
+  /* Stats read them under the object lock. */
   GST_OBJECT_LOCK(self);
+  self->receiver = NULL;
   held = self->held;
   self->held = NULL;
   GST_OBJECT_UNLOCK(self);
@@ -847,19 +956,6 @@ static void gst_rdma_src_set_playing(GstRdmaSrc *self, gboolean playing)
   g_mutex_unlock(&self->state_lock);
 }
 
-static void gst_rdma_src_stop_receiving(GstRdmaSrc *self)
-{
-  g_atomic_int_set(&self->flushing, 1);
-  sbr_receiver_wakeup(self->receiver);
-  GST_OBJECT_LOCK(self);
-  self->task_running = FALSE;
-  gst_task_stop(self->task);
-  GST_OBJECT_UNLOCK(self);
-  /* The receive thread never pushes: its iteration ends within
-   * LOOP_TIMEOUT_MS (at once, woken). */
-  gst_task_join(self->task);
-}
-
 static GstStateChangeReturn gst_rdma_src_change_state(GstElement *element,
                                                       GstStateChange transition)
 {
@@ -868,15 +964,12 @@ static GstStateChangeReturn gst_rdma_src_change_state(GstElement *element,
 
   switch (transition) {
   case GST_STATE_CHANGE_READY_TO_PAUSED:
-    if (!gst_rdma_src_open(self))
-      return GST_STATE_CHANGE_FAILURE;
+    /* Pads requested while stopped join the table before we do. */
+    gst_rdma_src_adopt_requested(self);
     /* Receiving (and accepting senders) starts now; frames are queued
      * only while PLAYING. */
-    g_atomic_int_set(&self->flushing, 0);
-    GST_OBJECT_LOCK(self);
-    self->task_running = TRUE;
-    gst_task_start(self->task);
-    GST_OBJECT_UNLOCK(self);
+    if (!gst_rdma_src_open(self))
+      return GST_STATE_CHANGE_FAILURE;
     break;
   case GST_STATE_CHANGE_PLAYING_TO_PAUSED:
     gst_rdma_src_set_playing(self, FALSE);
@@ -884,7 +977,7 @@ static GstStateChangeReturn gst_rdma_src_change_state(GstElement *element,
   case GST_STATE_CHANGE_PAUSED_TO_READY:
     /* Before the pads are deactivated (which waits for their stream
      * locks): downstream is READY already, so no push blocks. */
-    gst_rdma_src_stop_receiving(self);
+    gst_rdma_src_leave(self);
     g_mutex_lock(&self->state_lock);
     for (guint d = 0; d < SBR_MAX_DEVICES; d++)
       if (self->devices[d])
@@ -898,8 +991,7 @@ static GstStateChangeReturn gst_rdma_src_change_state(GstElement *element,
   ret = GST_ELEMENT_CLASS(parent_class)->change_state(element, transition);
   if (ret == GST_STATE_CHANGE_FAILURE) {
     if (transition == GST_STATE_CHANGE_READY_TO_PAUSED) {
-      /* Undo the open: no receive thread left running, no receiver. */
-      gst_rdma_src_stop_receiving(self);
+      /* Undo the open: out of the shared receiver. */
       gst_rdma_src_close(self);
     }
     return ret;

@@ -20,9 +20,14 @@
  * pads with a camera divide, unless device-blocks sets it. */
 guint gst_rdma_src_budget(GstRdmaSrc *self)
 {
+  guint n_pads;
+
   if (self->device_blocks_now > 0)
     return self->device_blocks_now;
-  return MAX(1u, self->usable_blocks / MAX(1u, self->n_pads));
+  /* The lane is shared with every rdmasrc on the receiver: so is it. */
+  n_pads =
+      self->shared ? gst_rdma_receiver_add_pads(self->shared, 0) : self->n_pads;
+  return MAX(1u, self->usable_blocks / MAX(1u, n_pads));
 }
 
 /* What a device's pad adds to the latency.  min: the latency property if
@@ -189,6 +194,19 @@ static GstRdmaSrcDevice *gst_rdma_src_device_new(GstRdmaSrc *self, guint device,
   return dev;
 }
 
+gboolean gst_rdma_src_has_device(GstElement *element, guint device)
+{
+  GstRdmaSrc *self = GST_RDMA_SRC(element);
+  gboolean has;
+
+  GST_OBJECT_LOCK(self);
+  has = (self->devices[device] &&
+         !g_atomic_int_get(&self->devices[device]->released)) ||
+        self->requested[device];
+  GST_OBJECT_UNLOCK(self);
+  return has;
+}
+
 /* Receive thread: pads requested since its last turn become devices
  * (started if PLAYING).  Also called with the thread stopped (open). */
 void gst_rdma_src_adopt_requested(GstRdmaSrc *self)
@@ -253,6 +271,8 @@ GstRdmaSrcDevice *gst_rdma_src_add_pad(GstRdmaSrc *self, guint device,
   GST_OBJECT_LOCK(self);
   self->devices[device] = dev;
   self->n_pads++;
+  if (self->shared)
+    gst_rdma_receiver_add_pads(self->shared, 1);
   dev->shares_lane = TRUE;
   GST_OBJECT_UNLOCK(self);
   g_mutex_unlock(&self->state_lock);
@@ -305,6 +325,20 @@ GstPad *gst_rdma_src_request_new_pad(GstElement *element, GstPadTemplate *templ,
     GST_WARNING_OBJECT(self, "pad %s exists already", name);
     return NULL;
   }
+  if (self->device_id >= 0 && device != (guint64)self->device_id) {
+    GST_OBJECT_UNLOCK(self);
+    GST_WARNING_OBJECT(self, "device-id=%d: no pad for device %s",
+                       self->device_id, name);
+    return NULL;
+  }
+  if (self->shared && gst_rdma_receiver_device_taken(
+                          self->shared, &self->member, (guint)device)) {
+    /* Its frames go to the rdmasrc that asked for it with device-id. */
+    GST_OBJECT_UNLOCK(self);
+    GST_WARNING_OBJECT(self, "device %s is another rdmasrc's (device-id)",
+                       name);
+    return NULL;
+  }
   dev = gst_rdma_src_device_new(self, (guint)device, templ, self->over_budget);
   /* No stream until its camera's caps (a new stream after "EOS"). */
   gst_rdma_src_pad_end_stream(dev->pad);
@@ -312,7 +346,7 @@ GstPad *gst_rdma_src_request_new_pad(GstElement *element, GstPadTemplate *templ,
   g_atomic_int_set(&self->have_requested, 1);
   active = GST_STATE(self) >= GST_STATE_PAUSED ||
            GST_STATE_TARGET(self) >= GST_STATE_PAUSED;
-  if (self->receiver)
+  if (self->shared)
     sbr_receiver_wakeup(self->receiver);
   GST_OBJECT_UNLOCK(self);
 

@@ -45,7 +45,10 @@ GParamSpec *gst_rdma_src_stats_param_spec(void)
       "(reassembled by copy), recv-wr-posted (sliding-window only), copies "
       "(frames copied: over a share or max-held), held (lane blocks out), "
       "no-caps-drops (frames of a device without a stream), pushed, "
-      "device-blocks (each device's share now).  Then one field per device "
+      "device-blocks (each device's share now), unclaimed-drops (frames "
+      "of devices no rdmasrc sharing the receiver asked for, dropped), "
+      "receiver-members (rdmasrcs of the process sharing the receiver).  "
+      "Then one field per device "
       "with a pad, \"device-<N>\" (e.g. device-3): a structure "
       "\"rdmasrc-device-stats\", which every stats-interval also posts as "
       "a message of its own (gst-launch -m prints nested structures "
@@ -116,7 +119,9 @@ GstStructure *gst_rdma_src_stats_new(sbr_receiver *receiver,
       (guint64)rs.recv_wr_posted, "copies", G_TYPE_UINT64, counters->copies,
       "held", G_TYPE_UINT, counters->held, "no-caps-drops", G_TYPE_UINT64,
       counters->no_caps_drops, "pushed", G_TYPE_UINT64, pushed, "device-blocks",
-      G_TYPE_UINT, counters->device_blocks, NULL);
+      G_TYPE_UINT, counters->device_blocks, "unclaimed-drops", G_TYPE_UINT64,
+      counters->unclaimed_drops, "receiver-members", G_TYPE_UINT,
+      counters->receiver_members, NULL);
   gst_structure_set(s, "refused-connections", G_TYPE_UINT64,
                     (guint64)rs.refused, "lanes-windowed", G_TYPE_UINT64,
                     (guint64)rs.lanes_windowed, NULL);
