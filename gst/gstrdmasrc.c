@@ -554,6 +554,24 @@ static void gst_rdma_src_set_property(GObject *object, guint prop_id,
     gst_rdma_src_set_device_id(self, g_value_get_int(value));
     return;
   }
+  if (prop_id == PROP_OVER_BUDGET) {
+    gchar name[16];
+    GstPad *pad = NULL;
+
+    GST_OBJECT_LOCK(self);
+    self->over_budget = g_value_get_enum(value);
+    g_snprintf(name, sizeof name, "src_%d", self->device_id);
+    GST_OBJECT_UNLOCK(self);
+    /* One camera: its pad, made when device-id was set (maybe before
+     * this on a launch line), has the element's policy. */
+    if (self->device_id >= 0)
+      pad = gst_element_get_static_pad(GST_ELEMENT(self), name);
+    if (pad) {
+      g_object_set(pad, "over-budget", g_value_get_enum(value), NULL);
+      gst_object_unref(pad);
+    }
+    return;
+  }
   GST_OBJECT_LOCK(self);
   switch (prop_id) {
   case PROP_ADDRESS:

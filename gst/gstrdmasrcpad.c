@@ -209,6 +209,7 @@ static gboolean drop_oldest_buffer(GstRdmaSrcPad *pad, gboolean lane_only)
     pad->queued_blocks -= item->lane_blocks;
     pad->drops_leaky++;
     pad->discont = TRUE;
+    GST_DEBUG_OBJECT(pad, "dropped the oldest queued frame for room");
     /* Frees the memories: their blocks go back to the sender now. */
     queue_item_free(item);
     return TRUE;
@@ -283,6 +284,8 @@ void gst_rdma_src_pad_queue_buffer(GstRdmaSrcPad *pad, GstBuffer *buf,
       pad->drops_ended++;
     else
       pad->drops_not_playing++;
+    GST_DEBUG_OBJECT(pad, "frame dropped: %s",
+                     pad->eos ? "stream ended" : "not playing");
     g_mutex_unlock(&pad->lock);
     gst_buffer_unref(buf);
     return;
@@ -311,6 +314,8 @@ void gst_rdma_src_pad_count_drop(GstRdmaSrcPad *pad, gboolean not_playing)
     pad->drops_not_playing++;
   else
     pad->drops_ended++;
+  GST_DEBUG_OBJECT(pad, "frame dropped on arrival: %s",
+                   not_playing ? "not playing" : "stream ended");
   g_mutex_unlock(&pad->lock);
 }
 
@@ -395,6 +400,7 @@ static void flush_buffers(GstRdmaSrcPad *pad)
     if (GST_IS_BUFFER(item->obj)) {
       g_queue_delete_link(&pad->queue, l);
       pad->drops_not_playing++;
+      GST_DEBUG_OBJECT(pad, "queued frame dropped: no longer playing");
       queue_item_free(item);
     }
     l = next;

@@ -378,6 +378,29 @@ GST_START_TEST(test_conflicts_name_both)
 }
 GST_END_TEST;
 
+/* device-id makes the pad when it is set, before the launch line's next
+ * properties: the element's over-budget still reaches that one pad
+ * (a capture asking for over-budget=pause lost frames to drop-oldest). */
+GST_START_TEST(test_device_pad_takes_element_policy)
+{
+  GstElement *src = parse("rdmasrc device-id=2 over-budget=pause");
+  GstPad *pad = gst_element_get_static_pad(src, "src_2");
+  GEnumValue *v;
+  gint policy = -1;
+
+  fail_unless(pad != NULL);
+  g_object_get(pad, "over-budget", &policy, NULL);
+  v = g_enum_get_value_by_nick(
+      g_type_class_peek(G_PARAM_SPEC_VALUE_TYPE(g_object_class_find_property(
+          G_OBJECT_GET_CLASS(pad), "over-budget"))),
+      "pause");
+  fail_unless(v != NULL);
+  fail_unless_equals_int(policy, v->value);
+  gst_object_unref(pad);
+  gst_object_unref(src);
+}
+GST_END_TEST;
+
 static Suite *rdmasrc_shared_suite(void)
 {
   Suite *s = suite_create("rdmasrc-shared");
@@ -391,6 +414,7 @@ static Suite *rdmasrc_shared_suite(void)
   tcase_add_test(tc, test_members_independent);
   tcase_add_test(tc, test_last_out_closes);
   tcase_add_test(tc, test_conflicts_name_both);
+  tcase_add_test(tc, test_device_pad_takes_element_policy);
   return s;
 }
 
