@@ -38,6 +38,13 @@
  * another has, or also takes every device fails its change to PAUSED
  * with an error naming both.
  *
+ * It takes rdma:// URIs (#GstURIHandler), so playbin, uridecodebin,
+ * gst-play-1.0 and GstPlay open a camera: `rdma://HOST:PORT/DEVICE` sets
+ * address, port and device-id (no DEVICE: every device), and every query
+ * key a property, its value as on a launch line
+ * (`gst-play-1.0 "rdma://0.0.0.0:7471/3?transport=shm"`).  With a DEVICE it
+ * is the one-camera rdmasrc above.
+ *
  * Every camera is its own stream.  The receive thread takes the frames of
  * every device from the receiver (sbr_receiver_next_frame, in per-device
  * packet order), accepts and notices senders (from PAUSED on), and queues
@@ -182,6 +189,7 @@
 #include "gstrdmasrcframe.h"
 #include "gstrdmasrcpad.h"
 #include "gstrdmasrcstats.h"
+#include "gstrdmauri.h"
 
 enum {
   PROP_0,
@@ -249,9 +257,11 @@ static GstStaticPadTemplate src_sometimes_template = GST_STATIC_PAD_TEMPLATE(
 
 #define gst_rdma_src_parent_class parent_class
 
-G_DEFINE_TYPE_WITH_CODE(GstRdmaSrc, gst_rdma_src, GST_TYPE_ELEMENT,
-                        G_IMPLEMENT_INTERFACE(GST_TYPE_CHILD_PROXY,
-                                              gst_rdma_src_child_proxy_init));
+G_DEFINE_TYPE_WITH_CODE(
+    GstRdmaSrc, gst_rdma_src, GST_TYPE_ELEMENT,
+    G_IMPLEMENT_INTERFACE(GST_TYPE_CHILD_PROXY, gst_rdma_src_child_proxy_init)
+        G_IMPLEMENT_INTERFACE(GST_TYPE_URI_HANDLER,
+                              gst_rdma_src_uri_handler_init));
 GST_ELEMENT_REGISTER_DEFINE_WITH_CODE(rdmasrc, "rdmasrc", GST_RANK_NONE,
                                       GST_TYPE_RDMA_SRC,
                                       gst_rdma_element_init(plugin));
