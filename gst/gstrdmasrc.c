@@ -10,14 +10,17 @@
  * (`r.src_3`) or requested by name is there at once, before its camera
  * comes, so the link is made at once and EOS sent to the element reaches
  * it even if the camera never comes (`gst-launch-1.0 -e` ends on Ctrl-C).
- * A device nobody asked for gets a sometimes pad when its caps arrive,
- * before its first buffer, and an unnamed link (`rdmasrc ! sink`) takes
- * the first camera that comes, whatever its device.  Devices may appear at
- * any time, so there is no no-more-pads.  A pad pushes stream-start, caps,
- * a TIME segment, then buffers; it gets EOS when its sink sent EOS, and a
+ * A request without a name (NULL or `src_%u`, as tee and compositor take)
+ * gets the lowest device without a pad; a released pad's name can be
+ * requested again.  A device nobody asked for gets a sometimes pad when
+ * its caps arrive, before its first buffer, and an unnamed link
+ * (`rdmasrc ! sink`) takes the first camera that comes, whatever its
+ * device.  Devices may appear at any time, so there is no no-more-pads
+ * (except with device-id, below).  A pad pushes stream-start, caps, a
+ * TIME segment, then buffers; it gets EOS when its sink sent EOS, and a
  * new stream (stream-start, caps) on the same pad when the device starts
- * again.  Pads stay for the element's life: across READY and NULL, links
- * made to them keep working.  As with any live source, a sink that may
+ * again.  Pads stay until released: across READY and NULL, links made to
+ * them keep working.  As with any live source, a sink that may
  * never get data (a camera that may not come) needs async=false, or the
  * pipeline waits for it to preroll before any sink plays.
  *
@@ -503,13 +506,8 @@ static void gst_rdma_src_finalize(GObject *object)
                                 ? self->devices[i]
                                 : self->requested[i - SBR_MAX_DEVICES];
 
-    if (!dev)
-      continue;
-    gst_pad_set_element_private(GST_PAD(dev->pad), NULL);
-    gst_object_unref(dev->pad);
-    gst_caps_replace(&dev->caps, NULL);
-    g_clear_pointer(&dev->refused_caps, g_free);
-    g_free(dev);
+    if (dev)
+      gst_rdma_src_device_free(dev);
   }
   gst_rdma_receiver_member_clear(&self->member);
   gst_flow_combiner_free(self->flow.combiner);
@@ -974,7 +972,7 @@ static void gst_rdma_src_set_playing(GstRdmaSrc *self, gboolean playing)
   for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
     GstRdmaSrcDevice *dev = self->devices[d];
 
-    if (!dev)
+    if (!dev || g_atomic_int_get(&dev->released))
       continue;
     if (playing)
       gst_rdma_src_pad_start(dev->pad);

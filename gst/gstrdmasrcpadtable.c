@@ -14,6 +14,8 @@
 
 #include "gstrdmasrcpriv.h"
 
+#include <string.h>
+
 #define GST_CAT_DEFAULT gst_rdma_src_debug
 
 /* Each device's share of its lane now (device-blocks): what the
@@ -207,8 +209,35 @@ gboolean gst_rdma_src_has_device(GstElement *element, guint device)
   return has;
 }
 
+/* Receive thread (or with it stopped), state lock held: a released pad's
+ * device leaves the table, so its name can be asked for again.  What we
+ * told its sender is undone; buffers of it still downstream hold their
+ * own references. */
+static void gst_rdma_src_retire(GstRdmaSrc *self, GstRdmaSrcDevice *dev)
+{
+  GST_INFO_OBJECT(self, "device %u: released pad gone", dev->device);
+  if (dev->pause_set) {
+    if (self->receiver)
+      sbr_receiver_pause_device(self->receiver, (uint8_t)dev->device, FALSE);
+    self->n_paused--;
+  }
+  if (dev->owned && self->receiver)
+    sbr_receiver_refuse_device(self->receiver, SBR_LANE_ALL,
+                               (uint8_t)dev->device, FALSE);
+  GST_OBJECT_LOCK(self);
+  self->devices[dev->device] = NULL;
+  if (dev->shares_lane) {
+    self->n_pads--;
+    if (self->shared)
+      gst_rdma_receiver_add_pads(self->shared, -1);
+  }
+  GST_OBJECT_UNLOCK(self);
+  gst_rdma_src_device_free(dev);
+}
+
 /* Receive thread: pads requested since its last turn become devices
- * (started if PLAYING).  Also called with the thread stopped (open). */
+ * (started if PLAYING), released ones leave.  Also called with the
+ * thread stopped (open). */
 void gst_rdma_src_adopt_requested(GstRdmaSrc *self)
 {
   GstRdmaSrcDevice *adopted[SBR_MAX_DEVICES];
@@ -217,11 +246,19 @@ void gst_rdma_src_adopt_requested(GstRdmaSrc *self)
   if (!g_atomic_int_get(&self->have_requested))
     return;
   g_mutex_lock(&self->state_lock);
-  GST_OBJECT_LOCK(self);
   g_atomic_int_set(&self->have_requested, 0);
+  for (guint d = 0; d < SBR_MAX_DEVICES; d++)
+    if (self->devices[d] && g_atomic_int_get(&self->devices[d]->released) == 2)
+      gst_rdma_src_retire(self, self->devices[d]);
+  GST_OBJECT_LOCK(self);
   for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
     if (!self->requested[d])
       continue;
+    if (self->devices[d]) {
+      /* Its released predecessor isn't out yet: next turn. */
+      g_atomic_int_set(&self->have_requested, 1);
+      continue;
+    }
     adopted[n++] = self->devices[d] = self->requested[d];
     self->requested[d] = NULL;
   }
@@ -296,6 +333,30 @@ GstRdmaSrcDevice *gst_rdma_src_add_pad(GstRdmaSrc *self, guint device,
   return dev;
 }
 
+/* Object lock held: has device a pad (not released), a request waiting,
+ * or another rdmasrc's claim on the shared receiver?  device-id allows
+ * only its own. */
+static gboolean gst_rdma_src_device_busy(GstRdmaSrc *self, guint device)
+{
+  if ((self->devices[device] &&
+       !g_atomic_int_get(&self->devices[device]->released)) ||
+      self->requested[device])
+    return TRUE;
+  if (self->device_id >= 0 && device != (guint)self->device_id)
+    return TRUE;
+  return self->shared &&
+         gst_rdma_receiver_device_taken(self->shared, &self->member, device);
+}
+
+void gst_rdma_src_device_free(GstRdmaSrcDevice *dev)
+{
+  gst_pad_set_element_private(GST_PAD(dev->pad), NULL);
+  gst_object_unref(dev->pad);
+  gst_caps_replace(&dev->caps, NULL);
+  g_clear_pointer(&dev->refused_caps, g_free);
+  g_free(dev);
+}
+
 /* A pad asked for by name, src_<device>, before (or after) its camera
  * comes.  Its stream starts with the camera's caps; EOS sent to the
  * element reaches it even if the camera never came. */
@@ -310,33 +371,43 @@ GstPad *gst_rdma_src_request_new_pad(GstElement *element, GstPadTemplate *templ,
   GstPad *pad;
 
   (void)caps;
-  if (name && g_str_has_prefix(name, "src_") && g_ascii_isdigit(name[4]))
+  GST_OBJECT_LOCK(self);
+  if (!name || !strcmp(name, "src_%u")) {
+    /* As tee and compositor: the lowest device without a pad.  (An
+     * unnamed link, `rdmasrc ! sink`, never gets here: GstParse finds the
+     * sometimes template first and waits for the first camera.) */
+    for (guint d = 0; d < SBR_MAX_DEVICES && device == G_MAXUINT64; d++)
+      if (!gst_rdma_src_device_busy(self, d))
+        device = d;
+    end = (gchar *)"";
+  } else if (g_str_has_prefix(name, "src_") && g_ascii_isdigit(name[4])) {
     device = g_ascii_strtoull(name + 4, &end, 10);
+  }
   if (device >= SBR_MAX_DEVICES || !end || *end) {
-    /* An unnamed request (`rdmasrc ! sink`) is refused on purpose: the
-     * link then waits for the first camera (the sometimes template). */
-    GST_DEBUG_OBJECT(self, "not a device pad name: %s", GST_STR_NULL(name));
+    GST_OBJECT_UNLOCK(self);
+    GST_DEBUG_OBJECT(self, "not a device pad name, or no device free: %s",
+                     GST_STR_NULL(name));
     return NULL;
   }
-
-  GST_OBJECT_LOCK(self);
-  if (self->devices[device] || self->requested[device]) {
+  if ((self->devices[device] &&
+       !g_atomic_int_get(&self->devices[device]->released)) ||
+      self->requested[device]) {
     GST_OBJECT_UNLOCK(self);
-    GST_WARNING_OBJECT(self, "pad %s exists already", name);
+    GST_WARNING_OBJECT(self, "pad src_%u exists already", (guint)device);
     return NULL;
   }
   if (self->device_id >= 0 && device != (guint64)self->device_id) {
     GST_OBJECT_UNLOCK(self);
-    GST_WARNING_OBJECT(self, "device-id=%d: no pad for device %s",
-                       self->device_id, name);
+    GST_WARNING_OBJECT(self, "device-id=%d: no pad for device %u",
+                       self->device_id, (guint)device);
     return NULL;
   }
   if (self->shared && gst_rdma_receiver_device_taken(
                           self->shared, &self->member, (guint)device)) {
     /* Its frames go to the rdmasrc that asked for it with device-id. */
     GST_OBJECT_UNLOCK(self);
-    GST_WARNING_OBJECT(self, "device %s is another rdmasrc's (device-id)",
-                       name);
+    GST_WARNING_OBJECT(self, "device %u is another rdmasrc's (device-id)",
+                       (guint)device);
     return NULL;
   }
   dev = gst_rdma_src_device_new(self, (guint)device, templ, self->over_budget);
@@ -362,11 +433,13 @@ GstPad *gst_rdma_src_request_new_pad(GstElement *element, GstPadTemplate *templ,
 
 /* Releasing a pad (or disposing of the element) ends its device here: its
  * task stops, its frames are dropped from now on (counted as no-caps
- * drops), the name stays taken until the element is freed. */
+ * drops), and the receive thread takes it out of the table at its next
+ * turn (at once, woken): its name can be asked for again. */
 void gst_rdma_src_release_pad(GstElement *element, GstPad *pad)
 {
   GstRdmaSrc *self = GST_RDMA_SRC(element);
   GstRdmaSrcDevice *dev = gst_pad_get_element_private(pad);
+  gboolean free_now = FALSE;
 
   GST_INFO_OBJECT(self, "releasing %s:%s", GST_DEBUG_PAD_NAME(pad));
   if (dev) {
@@ -378,11 +451,26 @@ void gst_rdma_src_release_pad(GstElement *element, GstPad *pad)
     g_mutex_lock(&self->flow.lock);
     gst_flow_combiner_remove_pad(self->flow.combiner, pad);
     g_mutex_unlock(&self->flow.lock);
+    GST_OBJECT_LOCK(self);
+    if (self->requested[dev->device] == dev) {
+      /* Never adopted: nobody else knows it. */
+      self->requested[dev->device] = NULL;
+      free_now = TRUE;
+    } else {
+      /* Done with it here: the receive thread may take it out. */
+      g_atomic_int_set(&dev->released, 2);
+      g_atomic_int_set(&self->have_requested, 1);
+      if (self->shared)
+        sbr_receiver_wakeup(self->receiver);
+    }
+    GST_OBJECT_UNLOCK(self);
   }
   gst_child_proxy_child_removed(GST_CHILD_PROXY(self), G_OBJECT(pad),
                                 GST_OBJECT_NAME(pad));
   gst_pad_set_active(pad, FALSE);
   gst_element_remove_pad(element, pad);
+  if (free_now)
+    gst_rdma_src_device_free(dev);
 }
 
 /* PAUSED->READY, with the receive thread and the pad tasks stopped.  The

@@ -78,7 +78,8 @@ struct _GstRdmaSrc {
   /* Pads requested while the receive thread may run wait here (object
    * lock) until it adopts them into devices[] at its next turn. */
   GstRdmaSrcDevice *requested[SBR_MAX_DEVICES];
-  gint have_requested; /* atomic: something in requested[] */
+  gint have_requested; /* atomic: something in requested[], or a released
+                          pad in devices[] to take out */
   guint group_id;
   guint max_held_now;      /* max_held as started, clamped */
   guint device_blocks_now; /* device_blocks as started; 0 = automatic */
@@ -118,6 +119,8 @@ void gst_rdma_src_answer_latency(GstRdmaSrc *self, GstQuery *query);
 GstPad *gst_rdma_src_request_new_pad(GstElement *element, GstPadTemplate *templ,
                                      const gchar *name, const GstCaps *caps);
 void gst_rdma_src_release_pad(GstElement *element, GstPad *pad);
+/* Frees a device out of the table, and its pad (finalize, retirement). */
+void gst_rdma_src_device_free(GstRdmaSrcDevice *dev);
 /* Has the element a pad for device (receiver's join checks). */
 gboolean gst_rdma_src_has_device(GstElement *element, guint device);
 /* Receive thread (or with it stopped): requested pads join the table. */

@@ -74,9 +74,12 @@ static GstFlowReturn on_sample(GstAppSink *sink, gpointer data)
 static Camera *camera_new(guint port, guint device, const gchar *props)
 {
   Camera *cam = g_new0(Camera, 1);
+  /* over-budget=pause: a reader stalled by a loaded machine pauses the
+   * sender rather than losing frames, so a gap is always ours. */
   gchar *desc = g_strdup_printf(
       "rdmasrc name=r transport=%s address=%s port=%u device-id=%u "
-      "stats-interval=0 %s ! appsink name=s sync=false async=false "
+      "over-budget=pause max-queued=300 stats-interval=0 %s ! appsink name=s "
+      "sync=false async=false "
       "emit-signals=false",
       transport, rdma_addr, port, device, props ? props : "");
   GstAppSinkCallbacks cb = {.new_sample = on_sample};
@@ -127,7 +130,8 @@ static GstElement *rig_new(guint port, guint n)
                            " videotestsrc is-live=true pattern=%u ! "
                            "video/x-raw,format=GRAY8,width=%u,height=48,"
                            "framerate=25/1 ! rdmasink transport=%s host=%s "
-                           "port=%u device-id=%u stats-interval=0",
+                           "port=%u device-id=%u stats-interval=0 "
+                           "wait-timeout=60000",
                            d, 64 + d, transport, rdma_addr, port, d);
   rig = parse(desc->str);
   g_string_free(desc, TRUE);
