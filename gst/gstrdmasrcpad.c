@@ -47,6 +47,7 @@ struct _GstRdmaSrcPad {
   guint queued_buffers;     /* buffers in queue */
   guint queued_blocks;      /* lane blocks they wrap */
   gboolean running;         /* PLAYING: the task pushes */
+  gboolean held;            /* not exposed yet: the task waits to push */
   gboolean flushing;        /* stopping: the task pauses itself */
   gboolean discont;         /* a frame was dropped: mark the next one */
   gboolean eos;             /* EOS queued or returned from downstream */
@@ -511,6 +512,14 @@ GstClockTime gst_rdma_src_pad_latency(GstRdmaSrcPad *pad)
   return t;
 }
 
+void gst_rdma_src_pad_set_held(GstRdmaSrcPad *pad, gboolean held)
+{
+  g_mutex_lock(&pad->lock);
+  pad->held = held;
+  g_cond_signal(&pad->cond);
+  g_mutex_unlock(&pad->lock);
+}
+
 static void gst_rdma_src_pad_loop(gpointer data)
 {
   GstRdmaSrcPad *pad = data;
@@ -518,7 +527,8 @@ static void gst_rdma_src_pad_loop(gpointer data)
   QueueItem *item;
 
   g_mutex_lock(&pad->lock);
-  while (!pad->flushing && (!pad->running || g_queue_is_empty(&pad->queue)))
+  while (!pad->flushing &&
+         (!pad->running || pad->held || g_queue_is_empty(&pad->queue)))
     g_cond_wait(&pad->cond, &pad->lock);
   if (pad->flushing) {
     g_mutex_unlock(&pad->lock);

@@ -268,6 +268,27 @@ void gst_rdma_src_adopt_requested(GstRdmaSrc *self)
   g_mutex_unlock(&self->state_lock);
 }
 
+/* A thread of GStreamer's pool (gst_element_call_async): a sometimes pad
+ * made by the receive thread goes on the element, then pushes. */
+static void gst_rdma_src_expose_pad(GstElement *element, gpointer data)
+{
+  GstRdmaSrc *self = GST_RDMA_SRC(element);
+  GstPad *pad = data;
+
+  gst_element_add_pad(element, pad);
+  /* The caps were set before the pad had a parent, so nothing up the
+   * hierarchy heard of them: say it again (gst-launch -v shows src_N's
+   * caps by this deep-notify). */
+  g_object_notify(G_OBJECT(pad), "caps");
+  /* gst-launch's "src_3::over-budget=pause" is set here, before the pad
+   * pushes (frames that came meanwhile were queued by the default). */
+  gst_child_proxy_child_added(GST_CHILD_PROXY(self), G_OBJECT(pad),
+                              GST_OBJECT_NAME(pad));
+  gst_rdma_src_pad_set_held(GST_RDMA_SRC_PAD(pad), FALSE);
+  /* A new stream may raise the latency. */
+  gst_element_post_message(element, gst_message_new_latency(GST_OBJECT(self)));
+}
+
 /* Receive thread: a device nobody asked for sends caps: its sometimes pad,
  * with the stream events on it before anyone can link it. */
 GstRdmaSrcDevice *gst_rdma_src_add_pad(GstRdmaSrc *self, guint device,
@@ -303,7 +324,9 @@ GstRdmaSrcDevice *gst_rdma_src_add_pad(GstRdmaSrc *self, guint device,
   gst_rdma_src_pad_mark_stream(dev->pad);
 
   /* In the table first: a request for the same name made now is refused
-   * rather than racing this pad onto the element. */
+   * rather than racing this pad onto the element.  Frames queue from now
+   * on; the pad pushes nothing until it is on the element. */
+  gst_rdma_src_pad_set_held(dev->pad, TRUE);
   g_mutex_lock(&self->state_lock);
   GST_OBJECT_LOCK(self);
   self->devices[device] = dev;
@@ -312,24 +335,15 @@ GstRdmaSrcDevice *gst_rdma_src_add_pad(GstRdmaSrc *self, guint device,
     gst_rdma_receiver_add_pads(self->shared, 1);
   dev->shares_lane = TRUE;
   GST_OBJECT_UNLOCK(self);
+  gst_rdma_src_sync_pad(self, dev);
   g_mutex_unlock(&self->state_lock);
   GST_INFO_OBJECT(self, "device %u: adding pad with caps %" GST_PTR_FORMAT,
                   device, caps);
-  gst_element_add_pad(GST_ELEMENT(self), pad);
-  /* The caps were set before the pad had a parent, so nothing up the
-   * hierarchy heard of them: say it again (gst-launch -v shows src_N's
-   * caps by this deep-notify). */
-  g_object_notify(G_OBJECT(pad), "caps");
-  /* gst-launch's "src_3::over-budget=pause" is set here, before any
-   * frame of the device is queued. */
-  gst_child_proxy_child_added(GST_CHILD_PROXY(self), G_OBJECT(pad),
-                              GST_OBJECT_NAME(pad));
-  g_mutex_lock(&self->state_lock);
-  gst_rdma_src_sync_pad(self, dev);
-  g_mutex_unlock(&self->state_lock);
-  /* A new stream may raise the latency. */
-  gst_element_post_message(GST_ELEMENT(self),
-                           gst_message_new_latency(GST_OBJECT(self)));
+  /* pad-added, notify::caps and child-added run applications' handlers
+   * (a Python app building a branch): not on the receive thread, which
+   * every camera of every rdmasrc on the port waits for. */
+  gst_element_call_async(GST_ELEMENT(self), gst_rdma_src_expose_pad,
+                         gst_object_ref(pad), gst_object_unref);
   return dev;
 }
 

@@ -12,6 +12,7 @@
  */
 #include <gst/check/gstcheck.h>
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -229,6 +230,20 @@ GST_START_TEST(test_pads_are_requested_as_tee_does)
 
 GST_END_TEST;
 
+/* A fakesink after pad, playing with the pipeline. */
+static void link_fakesink(GstElement *pipeline, GstPad *pad)
+{
+  GstElement *sink = gst_element_factory_make("fakesink", NULL);
+  GstPad *sinkpad;
+
+  g_object_set(sink, "sync", FALSE, "async", FALSE, NULL);
+  gst_bin_add(GST_BIN(pipeline), sink);
+  sinkpad = gst_element_get_static_pad(sink, "sink");
+  gst_pad_link(pad, sinkpad);
+  gst_object_unref(sinkpad);
+  gst_element_sync_state_with_parent(sink);
+}
+
 static void link_counting_sink(GstElement *pipeline, GstPad *pad)
 {
   GstElement *sink = gst_element_factory_make("fakesink", NULL);
@@ -277,6 +292,65 @@ GST_START_TEST(test_released_pad_comes_back_while_playing)
   fail_unless(wait_handoffs(5, WAIT), "again: %d frames",
               g_atomic_int_get(&handoffs));
   gst_object_unref(pad);
+  gst_object_unref(r);
+  stop(tx);
+  stop(rx);
+}
+
+GST_END_TEST;
+
+/* What the pad-added handler saw. */
+typedef struct {
+  GstElement *pipeline;
+  gint calls;        /* atomic */
+  gint on_receive;   /* atomic: calls on the receive thread */
+  gint during_sleep; /* camera 0's frames while the first call slept */
+} PadAdded;
+
+static void on_pad_added(GstElement *r, GstPad *pad, PadAdded *pa)
+{
+  char name[16] = "";
+
+  (void)r;
+  pthread_getname_np(pthread_self(), name, sizeof name);
+  if (!strcmp(name, "rdmasrc:receive"))
+    g_atomic_int_inc(&pa->on_receive);
+  if (g_atomic_int_add(&pa->calls, 1) == 0) {
+    /* A slow handler: a Python app building a branch. */
+    gint before = g_atomic_int_get(&handoffs);
+
+    g_usleep(2 * G_USEC_PER_SEC);
+    pa->during_sleep = g_atomic_int_get(&handoffs) - before;
+  }
+  link_fakesink(pa->pipeline, pad);
+}
+
+/* A pad-added handler that takes 2 s: the other cameras flow meanwhile,
+ * as it runs on no thread they wait for (issue 19 item 7). */
+GST_START_TEST(test_slow_pad_added_handler_stalls_no_camera)
+{
+  guint port = test_port();
+  GstElement *rx = receiver_new("r.src_0 ! fakesink name=s sync=false", port);
+  GstElement *tx = camera_rig_new(transport, rdma_addr, port, 0, 3, 0, "");
+  GstElement *r = gst_bin_get_by_name(GST_BIN(rx), "r");
+  PadAdded pa = {.pipeline = rx};
+  gint64 end;
+
+  g_signal_connect(r, "pad-added", G_CALLBACK(on_pad_added), &pa);
+  set_state(rx, GST_STATE_PLAYING);
+  set_state(tx, GST_STATE_PLAYING);
+  /* Cameras 1 and 2 come as sometimes pads. */
+  end = g_get_monotonic_time() + 20 * G_USEC_PER_SEC;
+  while (g_atomic_int_get(&pa.calls) < 2 && g_get_monotonic_time() < end)
+    g_usleep(10000);
+  fail_unless_equals_int(g_atomic_int_get(&pa.calls), 2);
+  end = g_get_monotonic_time() + 20 * G_USEC_PER_SEC;
+  while (pa.during_sleep == 0 && g_get_monotonic_time() < end)
+    g_usleep(10000);
+  fail_unless_equals_int(g_atomic_int_get(&pa.on_receive), 0);
+  /* 2 s of a 25 fps camera: 50 frames; stalled, what its queue held. */
+  fail_unless(pa.during_sleep >= 10, "camera 0: %d frames in 2 s",
+              pa.during_sleep);
   gst_object_unref(r);
   stop(tx);
   stop(rx);
@@ -363,6 +437,7 @@ static Suite *rdmasrc_pads_suite(void)
   tcase_add_test(tc, test_unnamed_link_takes_the_first_camera);
   tcase_add_test(tc, test_pads_are_requested_as_tee_does);
   tcase_add_test(tc, test_released_pad_comes_back_while_playing);
+  tcase_add_test(tc, test_slow_pad_added_handler_stalls_no_camera);
   tcase_add_test(tc, test_gst_launch_e_exits_on_ctrl_c);
   return s;
 }
