@@ -928,14 +928,17 @@ static gboolean gst_rdma_src_open(GstRdmaSrc *self)
 static void gst_rdma_src_leave(GstRdmaSrc *self)
 {
   GstRdmaReceiver *shared;
+  guint n_pads;
 
+  /* Together: a pad counted from now on is counted in n_pads alone. */
   GST_OBJECT_LOCK(self);
   shared = self->shared;
   self->shared = NULL;
+  n_pads = self->n_pads;
   GST_OBJECT_UNLOCK(self);
   if (!shared)
     return;
-  gst_rdma_receiver_add_pads(shared, -(gint)self->n_pads);
+  gst_rdma_receiver_add_pads(shared, -(gint)n_pads);
   gst_rdma_receiver_leave(shared, &self->member);
 }
 
