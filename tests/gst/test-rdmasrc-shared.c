@@ -176,6 +176,23 @@ static gchar *error_text(GstElement *pipeline)
   return text;
 }
 
+/* To PLAYING, waiting for it; a failure says what the bus said. */
+static void play(GstElement *pipeline)
+{
+  GstStateChangeReturn ret = gst_element_set_state(pipeline, GST_STATE_PLAYING);
+
+  if (ret != GST_STATE_CHANGE_FAILURE)
+    ret = gst_element_get_state(pipeline, NULL, NULL, WAIT);
+  if (ret == GST_STATE_CHANGE_FAILURE) {
+    gchar *err = error_text(pipeline);
+
+    fail("%s: PLAYING failed: %s", GST_OBJECT_NAME(pipeline),
+         GST_STR_NULL(err));
+  }
+  fail_if(ret == GST_STATE_CHANGE_ASYNC, "%s: PLAYING not reached",
+          GST_OBJECT_NAME(pipeline));
+}
+
 /* Three pipelines, one camera each, on one port: one listener, one lane
  * for the sender's one connection, each pipeline its own camera only. */
 GST_START_TEST(test_one_receiver_per_port)
@@ -186,9 +203,9 @@ GST_START_TEST(test_one_receiver_per_port)
 
   for (guint d = 0; d < 3; d++) {
     cams[d] = camera_new(port, d, NULL);
-    change_state(cams[d]->pipeline, GST_STATE_PLAYING);
+    play(cams[d]->pipeline);
   }
-  change_state(rig, GST_STATE_PLAYING);
+  play(rig);
   for (guint d = 0; d < 3; d++)
     fail_unless(wait_frames(cams[d], 25), "camera %u: %d frames", d,
                 g_atomic_int_get(&cams[d]->frames));
@@ -227,8 +244,8 @@ GST_START_TEST(test_unclaimed_devices_dropped)
   GstStructure *s;
   GList *pads;
 
-  change_state(cam->pipeline, GST_STATE_PLAYING);
-  change_state(rig, GST_STATE_PLAYING);
+  play(cam->pipeline);
+  play(rig);
   fail_unless(wait_frames(cam, 25));
   s = stats_of(cam);
   fail_unless(stats_u64(s, "unclaimed-drops") >= 25, "%" GST_PTR_FORMAT, s);
@@ -257,9 +274,9 @@ GST_START_TEST(test_members_independent)
 
   for (guint d = 0; d < 3; d++) {
     cams[d] = camera_new(port, d, NULL);
-    change_state(cams[d]->pipeline, GST_STATE_PLAYING);
+    play(cams[d]->pipeline);
   }
-  change_state(rig, GST_STATE_PLAYING);
+  play(rig);
   for (guint d = 0; d < 3; d++)
     fail_unless(wait_frames(cams[d], 10));
 
@@ -278,7 +295,7 @@ GST_START_TEST(test_members_independent)
   camera_free(bad);
 
   camera_reset(cams[1]);
-  change_state(cams[1]->pipeline, GST_STATE_PLAYING);
+  play(cams[1]->pipeline);
   fail_unless(wait_frames(cams[1], 25), "restarted camera: %d frames",
               g_atomic_int_get(&cams[1]->frames));
   fail_unless(wait_frames(cams[0], before[0] + 75));
