@@ -144,7 +144,7 @@ static const gchar *config_difference(const GstRdmaReceiverConfig *a,
 static void resnap(GstRdmaReceiver *r)
 {
   g_mutex_lock(&r->lock);
-  if (r->snap_generation == r->generation && r->snapshot->len > 0) {
+  if (r->snap_generation == r->generation) {
     g_mutex_unlock(&r->lock);
     return;
   }
