@@ -77,6 +77,11 @@
  * sink posts a warning, drops (and counts) the frames meanwhile and carries
  * on; without it the sink posts an error.
  *
+ * It takes rdma:// URIs (#GstURIHandler): `rdma://HOST:PORT/DEVICE` sets
+ * host, port and device-id, and every query key a property, its value as
+ * on a launch line
+ * (`rdma://10.0.0.2:7471/3?transport=verbs&backpressure=drop`).
+ *
  * Connection-wide settings, from the first sink to start:
  * #GstRdmaSink:send-blocks bounds a frame (a frame larger than that many
  * blocks can't be sent); #GstRdmaSink:block-size is only asked of the
@@ -138,6 +143,7 @@
 #include "gstrdmaconnection.h"
 #include "gstrdmaelements.h"
 #include "gstrdmaenums.h"
+#include "gstrdmauri.h"
 
 enum {
   PROP_0,
@@ -224,7 +230,9 @@ struct _GstRdmaSink {
 };
 
 #define gst_rdma_sink_parent_class parent_class
-G_DEFINE_TYPE(GstRdmaSink, gst_rdma_sink, GST_TYPE_BASE_SINK);
+G_DEFINE_TYPE_WITH_CODE(GstRdmaSink, gst_rdma_sink, GST_TYPE_BASE_SINK,
+                        G_IMPLEMENT_INTERFACE(GST_TYPE_URI_HANDLER,
+                                              gst_rdma_sink_uri_handler_init));
 GST_ELEMENT_REGISTER_DEFINE_WITH_CODE(rdmasink, "rdmasink", GST_RANK_NONE,
                                       GST_TYPE_RDMA_SINK,
                                       gst_rdma_element_init(plugin));

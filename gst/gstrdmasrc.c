@@ -10,18 +10,45 @@
  * (`r.src_3`) or requested by name is there at once, before its camera
  * comes, so the link is made at once and EOS sent to the element reaches
  * it even if the camera never comes (`gst-launch-1.0 -e` ends on Ctrl-C).
- * A device nobody asked for gets a sometimes pad when its caps arrive,
- * before its first buffer, and an unnamed link (`rdmasrc ! sink`) takes
- * the first camera that comes, whatever its device.  Devices may appear at
- * any time, so there is no no-more-pads.  A pad pushes stream-start, caps,
- * a TIME segment, then buffers; it gets EOS when its sink sent EOS, and a
+ * A request without a name (NULL or `src_%u`, as tee and compositor take)
+ * gets the lowest device without a pad; a released pad's name can be
+ * requested again.  A device nobody asked for gets a sometimes pad when
+ * its caps arrive, before its first buffer, and an unnamed link
+ * (`rdmasrc ! sink`) takes the first camera that comes, whatever its
+ * device.  Devices may appear at any time, so there is no no-more-pads
+ * (except with device-id, below).  A pad pushes stream-start, caps, a
+ * TIME segment, then buffers; it gets EOS when its sink sent EOS, and a
  * new stream (stream-start, caps) on the same pad when the device starts
- * again.  Pads stay for the element's life: across READY and NULL, links
- * made to them keep working.  As with any live source, a sink that may
+ * again.  Pads stay until released: across READY and NULL, links made to
+ * them keep working.  As with any live source, a sink that may
  * never get data (a camera that may not come) needs async=false, or the
  * pipeline waits for it to preroll before any sink plays.
  *
- * Every camera is its own stream.  One receive thread takes the frames of
+ * One pipeline per camera: every rdmasrc of a process with the same
+ * transport, address and port shares one receiver (one listener, one lane
+ * and one QP per sender, one receive thread), as rdmasinks share a
+ * connection.  #GstRdmaSrc:device-id=N makes an rdmasrc of the one camera
+ * N, its pad src_N there from the start (`rdmasrc device-id=3 ! sink`,
+ * OpenCV's one VideoCapture per camera), and it signals no-more-pads; -1,
+ * the default, takes every device no other rdmasrc on the port asked for.
+ * Frames of a device nobody asked for are dropped and counted
+ * (unclaimed-drops).  The caps a device sent before its rdmasrc joined are
+ * kept and start its stream.  Starting, stopping or failing one rdmasrc
+ * never costs another a frame, and the last one out closes the listener.
+ * What makes the receiver (mechanism, blocks, block-size, max-senders,
+ * allowed-senders, max-connects-per-second, max-frame-size, poll-mode,
+ * max-held) must agree: an rdmasrc that differs, asks for a device
+ * another has, or also takes every device fails its change to PAUSED
+ * with an error naming both.
+ *
+ * It takes rdma:// URIs (#GstURIHandler), so playbin, uridecodebin,
+ * gst-play-1.0 and GstPlay open a camera: `rdma://HOST:PORT/DEVICE` sets
+ * address, port and device-id (no DEVICE: every device), and every query
+ * key a property, its value as on a launch line
+ * (`gst-play-1.0 "rdma://0.0.0.0:7471/3?transport=shm"`).  With a DEVICE it
+ * is the one-camera rdmasrc above.
+ *
+ * Every camera is its own stream.  The receive thread takes the frames of
  * every device from the receiver (sbr_receiver_next_frame, in per-device
  * packet order), accepts and notices senders (from PAUSED on), and queues
  * each frame on its device's pad; it never pushes downstream.  Each pad
@@ -179,7 +206,8 @@
  * copy), recv-wr-posted (sliding-window only), copies (frames copied: over
  * a share or max-held), held (lane blocks out), no-caps-drops (frames of a
  * device without a stream), pushed, device-blocks (each device's share
- * now).
+ * now), unclaimed-drops (frames of devices no rdmasrc sharing the receiver
+ * asked for), receiver-members (rdmasrcs of the process sharing it).
  *
  * Per device: device-id, frames, blocks, bytes, drops and gaps (lost on
  * the way), rejected, refused (another sender's frames of it), losses
@@ -194,6 +222,10 @@
  * |[
  * gst-launch-1.0 rdmasrc name=r r.src_3 ! videoconvert ! autovideosink
  * ]| Shows device 3 of whatever rdmasinks connect to port 7471 over verbs.
+ * |[
+ * gst-launch-1.0 rdmasrc device-id=3 ! videoconvert ! autovideosink
+ * ]| The same as one camera's pipeline: other pipelines of the process
+ * with rdmasrc device-id=N on port 7471 share its receiver.
  * |[
  * gst-launch-1.0 rdmasrc transport=shm name=r r.src_0 ! fakesink
  * r.src_1 ! fakesink r.src_2 ! fakesink
@@ -223,6 +255,7 @@
 #include "gstrdmasrcframe.h"
 #include "gstrdmasrcpad.h"
 #include "gstrdmasrcstats.h"
+#include "gstrdmauri.h"
 
 enum {
   PROP_0,
@@ -246,6 +279,7 @@ enum {
   PROP_STATS,
   PROP_STATS_INTERVAL,
   PROP_POLL_MODE,
+  PROP_DEVICE_ID,
   N_PROPERTIES
 };
 
@@ -269,6 +303,7 @@ enum {
 #define DEFAULT_TIMEOUT 0
 #define DEFAULT_DEVICE_LOST_EOS FALSE
 #define DEFAULT_POLL_MODE GST_RDMA_POLL_MODE_ADAPTIVE
+#define DEFAULT_DEVICE_ID (-1)
 
 GST_DEBUG_CATEGORY(gst_rdma_src_debug);
 #define GST_CAT_DEFAULT gst_rdma_src_debug
@@ -288,9 +323,11 @@ static GstStaticPadTemplate src_sometimes_template = GST_STATIC_PAD_TEMPLATE(
 
 #define gst_rdma_src_parent_class parent_class
 
-G_DEFINE_TYPE_WITH_CODE(GstRdmaSrc, gst_rdma_src, GST_TYPE_ELEMENT,
-                        G_IMPLEMENT_INTERFACE(GST_TYPE_CHILD_PROXY,
-                                              gst_rdma_src_child_proxy_init));
+G_DEFINE_TYPE_WITH_CODE(
+    GstRdmaSrc, gst_rdma_src, GST_TYPE_ELEMENT,
+    G_IMPLEMENT_INTERFACE(GST_TYPE_CHILD_PROXY, gst_rdma_src_child_proxy_init)
+        G_IMPLEMENT_INTERFACE(GST_TYPE_URI_HANDLER,
+                              gst_rdma_src_uri_handler_init));
 GST_ELEMENT_REGISTER_DEFINE_WITH_CODE(rdmasrc, "rdmasrc", GST_RANK_NONE,
                                       GST_TYPE_RDMA_SRC,
                                       gst_rdma_element_init(plugin));
@@ -307,6 +344,7 @@ gst_rdma_src_change_state(GstElement *element, GstStateChange transition);
 static gboolean gst_rdma_src_query(GstElement *element, GstQuery *query);
 static gboolean gst_rdma_src_send_event(GstElement *element, GstEvent *event);
 static GstStructure *gst_rdma_src_get_stats(GstElement *element);
+static const GstRdmaReceiverMemberFuncs member_funcs;
 
 static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
 {
@@ -414,6 +452,14 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
       "next frame is due), busy (spins, a whole core) or backoff",
       GST_TYPE_RDMA_POLL_MODE, DEFAULT_POLL_MODE,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_DEVICE_ID] = g_param_spec_int(
+      "device-id", "Device ID",
+      "The one camera this rdmasrc receives: pad src_<N> from the start "
+      "(`rdmasrc device-id=3 ! ...`), one pipeline per camera, every "
+      "rdmasrc of the process on the same port sharing one receiver.  -1 = "
+      "every device no other rdmasrc on the port asked for, one pad each",
+      -1, SBR_MAX_DEVICES - 1, DEFAULT_DEVICE_ID,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   g_object_class_install_properties(gobject_class, N_PROPERTIES, properties);
 
   /* The sometimes template first: an unnamed link looks at templates in
@@ -465,10 +511,9 @@ static void gst_rdma_src_init(GstRdmaSrc *self)
   self->stats_interval = GST_RDMA_DEFAULT_STATS_INTERVAL;
   self->poll_mode = DEFAULT_POLL_MODE;
 
-  g_rec_mutex_init(&self->task_lock);
-  self->task = gst_task_new(gst_rdma_src_loop, self, NULL);
-  gst_object_set_name(GST_OBJECT(self->task), "rdmasrc:receive");
-  gst_task_set_lock(self->task, &self->task_lock);
+  self->device_id = DEFAULT_DEVICE_ID;
+  gst_rdma_receiver_member_init(&self->member, GST_ELEMENT(self),
+                                &member_funcs);
   g_mutex_init(&self->state_lock);
   g_mutex_init(&self->flow.lock);
   self->flow.combiner = gst_flow_combiner_new();
@@ -485,16 +530,10 @@ static void gst_rdma_src_finalize(GObject *object)
                                 ? self->devices[i]
                                 : self->requested[i - SBR_MAX_DEVICES];
 
-    if (!dev)
-      continue;
-    gst_pad_set_element_private(GST_PAD(dev->pad), NULL);
-    gst_object_unref(dev->pad);
-    gst_caps_replace(&dev->caps, NULL);
-    g_clear_pointer(&dev->refused_caps, g_free);
-    g_free(dev);
+    if (dev)
+      gst_rdma_src_device_free(dev);
   }
-  gst_object_unref(self->task);
-  g_rec_mutex_clear(&self->task_lock);
+  gst_rdma_receiver_member_clear(&self->member);
   gst_flow_combiner_free(self->flow.combiner);
   g_mutex_clear(&self->flow.lock);
   g_mutex_clear(&self->state_lock);
@@ -503,12 +542,69 @@ static void gst_rdma_src_finalize(GObject *object)
   G_OBJECT_CLASS(parent_class)->finalize(object);
 }
 
+/* device-id: the pad of that one device, made now so that links to it
+ * (an unnamed `rdmasrc device-id=3 ! sink` too) are made at once. */
+static void gst_rdma_src_set_device_id(GstRdmaSrc *self, gint device_id)
+{
+  gchar name[16];
+  GstPad *pad;
+  gint old;
+
+  GST_OBJECT_LOCK(self);
+  old = self->device_id;
+  self->device_id = device_id;
+  GST_OBJECT_UNLOCK(self);
+  if (old == device_id)
+    return;
+  if (old >= 0) {
+    g_snprintf(name, sizeof name, "src_%d", old);
+    pad = gst_element_get_static_pad(GST_ELEMENT(self), name);
+    if (pad) {
+      gst_element_release_request_pad(GST_ELEMENT(self), pad);
+      gst_object_unref(pad);
+    }
+  }
+  if (device_id < 0)
+    return;
+  g_snprintf(name, sizeof name, "src_%d", device_id);
+  pad = gst_element_get_static_pad(GST_ELEMENT(self), name);
+  if (!pad)
+    pad = gst_element_request_pad_simple(GST_ELEMENT(self), name);
+  if (!pad)
+    GST_WARNING_OBJECT(self, "no pad %s", name);
+  else
+    gst_object_unref(pad); /* the element keeps it */
+}
+
 static void gst_rdma_src_set_property(GObject *object, guint prop_id,
                                       const GValue *value, GParamSpec *pspec)
 {
   GstRdmaSrc *self = GST_RDMA_SRC(object);
   gboolean latency_changed = FALSE;
 
+  if (prop_id == PROP_DEVICE_ID) {
+    /* Makes or releases pads: not under the object lock. */
+    gst_rdma_src_set_device_id(self, g_value_get_int(value));
+    return;
+  }
+  if (prop_id == PROP_OVER_BUDGET) {
+    gchar name[16];
+    GstPad *pad = NULL;
+
+    GST_OBJECT_LOCK(self);
+    self->over_budget = g_value_get_enum(value);
+    g_snprintf(name, sizeof name, "src_%d", self->device_id);
+    GST_OBJECT_UNLOCK(self);
+    /* One camera: its pad, made when device-id was set (maybe before
+     * this on a launch line), has the element's policy. */
+    if (self->device_id >= 0)
+      pad = gst_element_get_static_pad(GST_ELEMENT(self), name);
+    if (pad) {
+      g_object_set(pad, "over-budget", g_value_get_enum(value), NULL);
+      gst_object_unref(pad);
+    }
+    return;
+  }
   GST_OBJECT_LOCK(self);
   switch (prop_id) {
   case PROP_ADDRESS:
@@ -660,6 +756,9 @@ static void gst_rdma_src_get_property(GObject *object, guint prop_id,
   case PROP_POLL_MODE:
     g_value_set_enum(value, self->poll_mode);
     break;
+  case PROP_DEVICE_ID:
+    g_value_set_int(value, self->device_id);
+    break;
   default:
     G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
     break;
@@ -680,8 +779,13 @@ static GstStructure *gst_rdma_src_get_stats(GstElement *element)
   counters.copies = self->copies;
   counters.no_caps_drops = self->no_caps_drops;
   counters.held = self->held ? (guint)g_atomic_int_get(&self->held->count) : 0;
-  counters.device_blocks = self->receiver ? gst_rdma_src_budget(self) : 0;
-  s = gst_rdma_src_stats_new(self->receiver, self->devices, &counters);
+  counters.device_blocks = self->shared ? gst_rdma_src_budget(self) : 0;
+  counters.unclaimed_drops =
+      self->shared ? gst_rdma_receiver_unclaimed_drops(self->shared) : 0;
+  counters.receiver_members =
+      self->shared ? gst_rdma_receiver_members(self->shared) : 0;
+  s = gst_rdma_src_stats_new(self->shared ? self->receiver : NULL,
+                             self->devices, &counters);
   GST_OBJECT_UNLOCK(self);
   return s;
 }
@@ -708,7 +812,7 @@ static gboolean gst_rdma_src_send_event(GstElement *element, GstEvent *event)
   GST_INFO_OBJECT(self, "EOS requested");
   g_atomic_int_set(&self->eos_requested, 1);
   GST_OBJECT_LOCK(self);
-  if (self->receiver)
+  if (self->shared)
     sbr_receiver_wakeup(self->receiver);
   GST_OBJECT_UNLOCK(self);
   return TRUE;
@@ -718,18 +822,31 @@ static gboolean gst_rdma_src_send_event(GstElement *element, GstEvent *event)
 
 /* libsbr refused a sender (receive thread): tell the application who and
  * why, once per sender host and reason every few seconds. */
-static void gst_rdma_src_refused(void *data, const char *peer,
-                                 enum sbr_refusal reason, const char *text)
+static void gst_rdma_src_refused(GstElement *element, const gchar *peer,
+                                 gint reason, const gchar *text)
 {
-  GstRdmaSrc *self = data;
+  GstRdmaSrc *self = GST_RDMA_SRC(element);
 
-  gst_rdma_refusals_warn(self->refusals, GST_ELEMENT(self), peer, reason, text);
+  gst_rdma_refusals_warn(self->refusals, element, peer, reason, text);
 }
 
+static const GstRdmaReceiverMemberFuncs member_funcs = {
+    .turn = gst_rdma_src_turn,
+    .frame = gst_rdma_src_frame,
+    .failed = gst_rdma_src_failed,
+    .refused = gst_rdma_src_refused,
+    .has_device = gst_rdma_src_has_device,
+    .leaving = gst_rdma_src_leaving,
+};
+
+/* Joins the process's receiver for our transport, address and port
+ * (listening if we are the first) and gets ready for our devices' frames,
+ * which its receive thread hands us from now on. */
 static gboolean gst_rdma_src_open(GstRdmaSrc *self)
 {
-  struct sbr_receiver_config cfg;
-  sbr_receiver *receiver = NULL;
+  GstRdmaReceiverConfig cfg;
+  GstRdmaReceiver *shared;
+  GError *error = NULL;
   char errbuf[256] = "";
   guint stats_interval;
   gchar *address;
@@ -737,38 +854,39 @@ static gboolean gst_rdma_src_open(GstRdmaSrc *self)
   sbr_addr_list *list = NULL;
   int ret;
 
-  sbr_receiver_config_init(&cfg);
   GST_OBJECT_LOCK(self);
   address = g_strdup(self->address);
   allowed = g_strdup(self->allowed_senders);
-  cfg.max_connects_per_s = self->max_connects_per_second;
-  cfg.max_frame_size = self->max_frame_size;
-  cfg.backend = gst_rdma_transport_to_sbr(self->transport);
-  cfg.mechanism = gst_rdma_mechanism_to_sbr(self->mechanism);
-  cfg.port = (uint16_t)self->port;
-  cfg.block_count = self->blocks;
+  cfg.transport = self->transport;
+  cfg.address = address;
+  cfg.port = self->port;
+  cfg.mechanism = self->mechanism;
+  cfg.blocks = self->blocks;
   cfg.block_size = self->block_size;
-  cfg.max_lanes = self->max_senders;
-  cfg.poll_mode = gst_rdma_poll_mode_to_sbr(self->poll_mode);
+  cfg.max_senders = self->max_senders;
+  cfg.allowed_senders = allowed;
+  cfg.max_connects_per_second = self->max_connects_per_second;
+  cfg.max_frame_size = self->max_frame_size;
+  cfg.poll_mode = self->poll_mode;
+  cfg.max_held = self->max_held;
+  self->member.device = self->device_id;
   /* Never all of a lane: the sender must always find a free block. */
   self->max_held_now = MIN(self->max_held, self->blocks - 1);
   /* The sliding window ACKs strictly in slot order: one buffer a sink keeps
    * (a last-sample, a compositor's current frame) would stop every stream
    * behind it for good.  Holding blocks is the status-byte mechanism's
    * strength; the baseline gets copies, released at once. */
-  if (cfg.mechanism == SBR_MECH_SLIDING_WINDOW)
+  if (cfg.mechanism == GST_RDMA_MECHANISM_SLIDING_WINDOW)
     self->max_held_now = 0;
   self->device_blocks_now = self->device_blocks;
   self->usable_blocks = self->blocks - self->blocks / 4;
   /* n_pads is not reset: the pads live as long as the element. */
   self->max_queued_now = self->max_queued;
-  self->can_pause = cfg.mechanism == SBR_MECH_STATUS_BYTE;
+  self->can_pause = cfg.mechanism == GST_RDMA_MECHANISM_STATUS_BYTE;
   self->timeout_now = self->timeout;
   self->device_lost_eos_now = self->device_lost_eos;
   stats_interval = self->stats_interval;
   GST_OBJECT_UNLOCK(self);
-  cfg.address = address;
-  cfg.allowed_senders = allowed;
   /* The receiver parses it too; parsed here first for its own message. */
   ret = sbr_addr_list_parse(allowed, &list, errbuf, sizeof errbuf);
   if (ret < 0) {
@@ -786,18 +904,30 @@ static gboolean gst_rdma_src_open(GstRdmaSrc *self)
   GST_INFO_OBJECT(self,
                   "allowed senders: %s, at most %u connection "
                   "attempts a second",
-                  list ? allowed : "anyone", cfg.max_connects_per_s);
+                  list ? allowed : "anyone", cfg.max_connects_per_second);
   sbr_addr_list_free(list);
-  self->refusals = gst_rdma_refusals_new();
-  cfg.on_refusal = gst_rdma_src_refused;
-  cfg.refusal_user_data = self;
 
-  ret = sbr_receiver_new(&cfg, &receiver, errbuf, sizeof errbuf);
-  if (ret < 0) {
-    GST_ELEMENT_ERROR(
-        self, RESOURCE, OPEN_READ,
-        ("Could not listen on %s:%u.", address, cfg.port),
-        ("%s (%s)", errbuf[0] ? errbuf : g_strerror(-ret), g_strerror(-ret)));
+  /* Before joining: the receive thread calls us from then on. */
+  self->refusals = gst_rdma_refusals_new();
+  self->copies = self->no_caps_drops = 0;
+  self->n_paused = 0;
+  self->group_id = gst_util_group_id_next();
+  self->last_activity = g_get_monotonic_time();
+  self->timeout_posted = FALSE;
+  self->eos_done = FALSE;
+  g_atomic_int_set(&self->eos_requested, 0);
+  gst_flow_combiner_reset(self->flow.combiner);
+
+  shared = gst_rdma_receiver_join(&cfg, &self->member, &error);
+  if (!shared) {
+    if (error->code == GST_RESOURCE_ERROR_SETTINGS)
+      GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("%s", error->message),
+                        (NULL));
+    else
+      GST_ELEMENT_ERROR(self, RESOURCE, OPEN_READ,
+                        ("Could not listen on %s:%u.", address, cfg.port),
+                        ("%s", error->message));
+    g_clear_error(&error);
     gst_rdma_refusals_free(self->refusals);
     self->refusals = NULL;
     g_free(allowed);
@@ -806,51 +936,60 @@ static gboolean gst_rdma_src_open(GstRdmaSrc *self)
   }
   g_free(allowed);
   GST_INFO_OBJECT(self,
-                  "listening on %s:%u (%s, %s), %u blocks of %u bytes, "
+                  "receiving on %s:%u, device %d, %u blocks of %u bytes, "
                   "device-blocks %u",
-                  address, cfg.port, sbr_backend_name(cfg.backend),
-                  sbr_mechanism_name(cfg.mechanism), cfg.block_count,
+                  address, cfg.port, self->device_id, cfg.blocks,
                   cfg.block_size, self->device_blocks_now);
   g_free(address);
 
   GST_OBJECT_LOCK(self);
-  self->receiver = receiver;
-  self->copies = self->no_caps_drops = 0;
+  self->receiver = gst_rdma_receiver_get_sbr(shared);
+  self->held = g_atomic_rc_box_acquire(gst_rdma_receiver_get_held(shared));
+  gst_rdma_receiver_add_pads(shared, (gint)self->n_pads);
+  self->shared = shared;
   GST_OBJECT_UNLOCK(self);
-  GST_OBJECT_LOCK(self);
-  self->held = g_atomic_rc_box_new0(GstRdmaHeldCounter);
-  GST_OBJECT_UNLOCK(self);
-  self->group_id = gst_util_group_id_next();
-  self->last_activity = g_get_monotonic_time();
-  self->timeout_posted = FALSE;
-  self->eos_done = FALSE;
-  g_atomic_int_set(&self->eos_requested, 0);
-  gst_flow_combiner_reset(self->flow.combiner);
-  /* Pads requested while stopped join before the receive thread starts. */
-  gst_rdma_src_adopt_requested(self);
   self->ticker = gst_rdma_stats_ticker_start(GST_ELEMENT(self), stats_interval,
                                              gst_rdma_src_get_stats);
+  if (self->device_id >= 0) {
+    /* One camera, its pad there from the start: nothing more will come
+     * (uridecodebin, playbin and decodebin wait for this). */
+    gst_element_no_more_pads(GST_ELEMENT(self));
+  }
   return TRUE;
+}
+
+/* Leaves the shared receiver: from then on its receive thread never calls
+ * us; the last rdmasrc out closes the listener. */
+static void gst_rdma_src_leave(GstRdmaSrc *self)
+{
+  GstRdmaReceiver *shared;
+  guint n_pads;
+
+  /* Together: a pad counted from now on is counted in n_pads alone. */
+  GST_OBJECT_LOCK(self);
+  shared = self->shared;
+  self->shared = NULL;
+  n_pads = self->n_pads;
+  GST_OBJECT_UNLOCK(self);
+  if (!shared)
+    return;
+  gst_rdma_receiver_add_pads(shared, -(gint)n_pads);
+  gst_rdma_receiver_leave(shared, &self->member);
 }
 
 static void gst_rdma_src_close(GstRdmaSrc *self)
 {
   GstRdmaHeldCounter *held;
-  sbr_receiver *receiver;
 
+  gst_rdma_src_leave(self);
   gst_rdma_stats_ticker_stop(self->ticker);
   self->ticker = NULL;
   gst_rdma_src_end_streams(self);
-  GST_OBJECT_LOCK(self);
-  receiver = self->receiver;
-  self->receiver = NULL;
-  GST_OBJECT_UNLOCK(self);
-  /* Buffers still downstream keep their lanes until they are freed. */
-  sbr_receiver_free(receiver);
   gst_rdma_refusals_free(self->refusals);
   self->refusals = NULL;
-  /* Stats read it under the object lock. */
+  /* Stats read them under the object lock. */
   GST_OBJECT_LOCK(self);
+  self->receiver = NULL;
   held = self->held;
   self->held = NULL;
   GST_OBJECT_UNLOCK(self);
@@ -871,7 +1010,7 @@ static void gst_rdma_src_set_playing(GstRdmaSrc *self, gboolean playing)
   for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
     GstRdmaSrcDevice *dev = self->devices[d];
 
-    if (!dev)
+    if (!dev || g_atomic_int_get(&dev->released))
       continue;
     if (playing)
       gst_rdma_src_pad_start(dev->pad);
@@ -879,19 +1018,6 @@ static void gst_rdma_src_set_playing(GstRdmaSrc *self, gboolean playing)
       gst_rdma_src_pad_pause(dev->pad);
   }
   g_mutex_unlock(&self->state_lock);
-}
-
-static void gst_rdma_src_stop_receiving(GstRdmaSrc *self)
-{
-  g_atomic_int_set(&self->flushing, 1);
-  sbr_receiver_wakeup(self->receiver);
-  GST_OBJECT_LOCK(self);
-  self->task_running = FALSE;
-  gst_task_stop(self->task);
-  GST_OBJECT_UNLOCK(self);
-  /* The receive thread never pushes: its iteration ends within
-   * LOOP_TIMEOUT_MS (at once, woken). */
-  gst_task_join(self->task);
 }
 
 static GstStateChangeReturn gst_rdma_src_change_state(GstElement *element,
@@ -902,15 +1028,12 @@ static GstStateChangeReturn gst_rdma_src_change_state(GstElement *element,
 
   switch (transition) {
   case GST_STATE_CHANGE_READY_TO_PAUSED:
-    if (!gst_rdma_src_open(self))
-      return GST_STATE_CHANGE_FAILURE;
+    /* Pads requested while stopped join the table before we do. */
+    gst_rdma_src_adopt_requested(self);
     /* Receiving (and accepting senders) starts now; frames are queued
      * only while PLAYING. */
-    g_atomic_int_set(&self->flushing, 0);
-    GST_OBJECT_LOCK(self);
-    self->task_running = TRUE;
-    gst_task_start(self->task);
-    GST_OBJECT_UNLOCK(self);
+    if (!gst_rdma_src_open(self))
+      return GST_STATE_CHANGE_FAILURE;
     break;
   case GST_STATE_CHANGE_PLAYING_TO_PAUSED:
     gst_rdma_src_set_playing(self, FALSE);
@@ -918,7 +1041,7 @@ static GstStateChangeReturn gst_rdma_src_change_state(GstElement *element,
   case GST_STATE_CHANGE_PAUSED_TO_READY:
     /* Before the pads are deactivated (which waits for their stream
      * locks): downstream is READY already, so no push blocks. */
-    gst_rdma_src_stop_receiving(self);
+    gst_rdma_src_leave(self);
     g_mutex_lock(&self->state_lock);
     for (guint d = 0; d < SBR_MAX_DEVICES; d++)
       if (self->devices[d])
@@ -932,8 +1055,7 @@ static GstStateChangeReturn gst_rdma_src_change_state(GstElement *element,
   ret = GST_ELEMENT_CLASS(parent_class)->change_state(element, transition);
   if (ret == GST_STATE_CHANGE_FAILURE) {
     if (transition == GST_STATE_CHANGE_READY_TO_PAUSED) {
-      /* Undo the open: no receive thread left running, no receiver. */
-      gst_rdma_src_stop_receiving(self);
+      /* Undo the open: out of the shared receiver. */
       gst_rdma_src_close(self);
     }
     return ret;

@@ -27,7 +27,9 @@ typedef struct {
   gint rebase_seen;        /* the element's rebase count it has applied */
   GstClockTime frame_duration;
   gboolean pause_set;   /* we told its sender to stop */
-  gint released;        /* atomic: its requested pad was released */
+  gint released;        /* atomic: its pad was released (1), and
+                           release_pad is done with it (2): the receive
+                           thread takes it out of the table */
   gboolean shares_lane; /* counted in the automatic device-blocks share:
                            its camera has come (a requested pad waits) */
 

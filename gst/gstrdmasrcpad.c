@@ -47,6 +47,7 @@ struct _GstRdmaSrcPad {
   guint queued_buffers;     /* buffers in queue */
   guint queued_blocks;      /* lane blocks they wrap */
   gboolean running;         /* PLAYING: the task pushes */
+  gboolean held;            /* not exposed yet: the task waits to push */
   gboolean flushing;        /* stopping: the task pauses itself */
   gboolean discont;         /* a frame was dropped: mark the next one */
   gboolean eos;             /* EOS queued or returned from downstream */
@@ -232,6 +233,7 @@ static gboolean drop_oldest_buffer(GstRdmaSrcPad *pad, gboolean lane_only)
     pad->queued_blocks -= item->lane_blocks;
     pad->drops_leaky++;
     pad->discont = TRUE;
+    GST_DEBUG_OBJECT(pad, "dropped the oldest queued frame for room");
     /* Frees the memories: their blocks go back to the sender now. */
     queue_item_free(item);
     return TRUE;
@@ -316,6 +318,8 @@ void gst_rdma_src_pad_queue_buffer(GstRdmaSrcPad *pad, GstBuffer *buf,
       pad->drops_ended++;
     else
       pad->drops_not_playing++;
+    GST_DEBUG_OBJECT(pad, "frame dropped: %s",
+                     pad->eos ? "stream ended" : "not playing");
     g_mutex_unlock(&pad->lock);
     gst_buffer_unref(buf);
     return;
@@ -344,6 +348,8 @@ void gst_rdma_src_pad_count_drop(GstRdmaSrcPad *pad, gboolean not_playing)
     pad->drops_not_playing++;
   else
     pad->drops_ended++;
+  GST_DEBUG_OBJECT(pad, "frame dropped on arrival: %s",
+                   not_playing ? "not playing" : "stream ended");
   g_mutex_unlock(&pad->lock);
 }
 
@@ -428,6 +434,7 @@ static void flush_buffers(GstRdmaSrcPad *pad)
     if (GST_IS_BUFFER(item->obj)) {
       g_queue_delete_link(&pad->queue, l);
       pad->drops_not_playing++;
+      GST_DEBUG_OBJECT(pad, "queued frame dropped: no longer playing");
       queue_item_free(item);
     }
     l = next;
@@ -538,6 +545,14 @@ GstClockTime gst_rdma_src_pad_latency(GstRdmaSrcPad *pad)
   return t;
 }
 
+void gst_rdma_src_pad_set_held(GstRdmaSrcPad *pad, gboolean held)
+{
+  g_mutex_lock(&pad->lock);
+  pad->held = held;
+  g_cond_signal(&pad->cond);
+  g_mutex_unlock(&pad->lock);
+}
+
 static void gst_rdma_src_pad_loop(gpointer data)
 {
   GstRdmaSrcPad *pad = data;
@@ -545,7 +560,8 @@ static void gst_rdma_src_pad_loop(gpointer data)
   QueueItem *item;
 
   g_mutex_lock(&pad->lock);
-  while (!pad->flushing && (!pad->running || g_queue_is_empty(&pad->queue)))
+  while (!pad->flushing &&
+         (!pad->running || pad->held || g_queue_is_empty(&pad->queue)))
     g_cond_wait(&pad->cond, &pad->lock);
   if (pad->flushing) {
     g_mutex_unlock(&pad->lock);

@@ -97,6 +97,10 @@ void gst_rdma_src_pad_start(GstRdmaSrcPad *pad);
 void gst_rdma_src_pad_pause(GstRdmaSrcPad *pad);
 void gst_rdma_src_pad_stop(GstRdmaSrcPad *pad);
 
+/* Held, the task queues but doesn't push: a pad not yet on the element
+ * (rdmasrc exposes it off the receive thread, then lets it go). */
+void gst_rdma_src_pad_set_held(GstRdmaSrcPad *pad, gboolean held);
+
 /* With the task stopped: the stream is over (a new one starts with new
  * stream events); nothing is queued. */
 void gst_rdma_src_pad_end_stream(GstRdmaSrcPad *pad);

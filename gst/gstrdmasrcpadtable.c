@@ -14,7 +14,23 @@
 
 #include "gstrdmasrcpriv.h"
 
+#include <string.h>
+
 #define GST_CAT_DEFAULT gst_rdma_src_debug
+
+/* Each device's share of its lane now (device-blocks): what the
+ * pads with a camera divide, unless device-blocks sets it. */
+guint gst_rdma_src_budget(GstRdmaSrc *self)
+{
+  guint n_pads;
+
+  if (self->device_blocks_now > 0)
+    return self->device_blocks_now;
+  /* The lane is shared with every rdmasrc on the receiver: so is it. */
+  n_pads =
+      self->shared ? gst_rdma_receiver_add_pads(self->shared, 0) : self->n_pads;
+  return MAX(1u, self->usable_blocks / MAX(1u, n_pads));
+}
 
 /* What a device's pad adds to the latency.  min: the latency property if
  * set, else what was measured (gst_rdma_src_pad_latency): the transport's
@@ -180,8 +196,48 @@ static GstRdmaSrcDevice *gst_rdma_src_device_new(GstRdmaSrc *self, guint device,
   return dev;
 }
 
+gboolean gst_rdma_src_has_device(GstElement *element, guint device)
+{
+  GstRdmaSrc *self = GST_RDMA_SRC(element);
+  gboolean has;
+
+  GST_OBJECT_LOCK(self);
+  has = (self->devices[device] &&
+         !g_atomic_int_get(&self->devices[device]->released)) ||
+        self->requested[device];
+  GST_OBJECT_UNLOCK(self);
+  return has;
+}
+
+/* Receive thread (or with it stopped), state lock held: a released pad's
+ * device leaves the table, so its name can be asked for again.  What we
+ * told its sender is undone; buffers of it still downstream hold their
+ * own references. */
+static void gst_rdma_src_retire(GstRdmaSrc *self, GstRdmaSrcDevice *dev)
+{
+  GST_INFO_OBJECT(self, "device %u: released pad gone", dev->device);
+  if (dev->pause_set) {
+    if (self->receiver)
+      sbr_receiver_pause_device(self->receiver, (uint8_t)dev->device, FALSE);
+    self->n_paused--;
+  }
+  if (dev->owned && self->receiver)
+    sbr_receiver_refuse_device(self->receiver, SBR_LANE_ALL,
+                               (uint8_t)dev->device, FALSE);
+  GST_OBJECT_LOCK(self);
+  self->devices[dev->device] = NULL;
+  if (dev->shares_lane) {
+    self->n_pads--;
+    if (self->shared)
+      gst_rdma_receiver_add_pads(self->shared, -1);
+  }
+  GST_OBJECT_UNLOCK(self);
+  gst_rdma_src_device_free(dev);
+}
+
 /* Receive thread: pads requested since its last turn become devices
- * (started if PLAYING).  Also called with the thread stopped (open). */
+ * (started if PLAYING), released ones leave.  Also called with the
+ * thread stopped (open). */
 void gst_rdma_src_adopt_requested(GstRdmaSrc *self)
 {
   GstRdmaSrcDevice *adopted[SBR_MAX_DEVICES];
@@ -190,11 +246,19 @@ void gst_rdma_src_adopt_requested(GstRdmaSrc *self)
   if (!g_atomic_int_get(&self->have_requested))
     return;
   g_mutex_lock(&self->state_lock);
-  GST_OBJECT_LOCK(self);
   g_atomic_int_set(&self->have_requested, 0);
+  for (guint d = 0; d < SBR_MAX_DEVICES; d++)
+    if (self->devices[d] && g_atomic_int_get(&self->devices[d]->released) == 2)
+      gst_rdma_src_retire(self, self->devices[d]);
+  GST_OBJECT_LOCK(self);
   for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
     if (!self->requested[d])
       continue;
+    if (self->devices[d]) {
+      /* Its released predecessor isn't out yet: next turn. */
+      g_atomic_int_set(&self->have_requested, 1);
+      continue;
+    }
     adopted[n++] = self->devices[d] = self->requested[d];
     self->requested[d] = NULL;
   }
@@ -202,6 +266,27 @@ void gst_rdma_src_adopt_requested(GstRdmaSrc *self)
   for (guint i = 0; i < n; i++)
     gst_rdma_src_sync_pad(self, adopted[i]);
   g_mutex_unlock(&self->state_lock);
+}
+
+/* A thread of GStreamer's pool (gst_element_call_async): a sometimes pad
+ * made by the receive thread goes on the element, then pushes. */
+static void gst_rdma_src_expose_pad(GstElement *element, gpointer data)
+{
+  GstRdmaSrc *self = GST_RDMA_SRC(element);
+  GstPad *pad = data;
+
+  gst_element_add_pad(element, pad);
+  /* The caps were set before the pad had a parent, so nothing up the
+   * hierarchy heard of them: say it again (gst-launch -v shows src_N's
+   * caps by this deep-notify). */
+  g_object_notify(G_OBJECT(pad), "caps");
+  /* gst-launch's "src_3::over-budget=pause" is set here, before the pad
+   * pushes (frames that came meanwhile were queued by the default). */
+  gst_child_proxy_child_added(GST_CHILD_PROXY(self), G_OBJECT(pad),
+                              GST_OBJECT_NAME(pad));
+  gst_rdma_src_pad_set_held(GST_RDMA_SRC_PAD(pad), FALSE);
+  /* A new stream may raise the latency. */
+  gst_element_post_message(element, gst_message_new_latency(GST_OBJECT(self)));
 }
 
 /* Receive thread: a device nobody asked for sends caps: its sometimes pad,
@@ -239,32 +324,51 @@ GstRdmaSrcDevice *gst_rdma_src_add_pad(GstRdmaSrc *self, guint device,
   gst_rdma_src_pad_mark_stream(dev->pad);
 
   /* In the table first: a request for the same name made now is refused
-   * rather than racing this pad onto the element. */
+   * rather than racing this pad onto the element.  Frames queue from now
+   * on; the pad pushes nothing until it is on the element. */
+  gst_rdma_src_pad_set_held(dev->pad, TRUE);
   g_mutex_lock(&self->state_lock);
   GST_OBJECT_LOCK(self);
   self->devices[device] = dev;
   self->n_pads++;
+  if (self->shared)
+    gst_rdma_receiver_add_pads(self->shared, 1);
   dev->shares_lane = TRUE;
   GST_OBJECT_UNLOCK(self);
+  gst_rdma_src_sync_pad(self, dev);
   g_mutex_unlock(&self->state_lock);
   GST_INFO_OBJECT(self, "device %u: adding pad with caps %" GST_PTR_FORMAT,
                   device, caps);
-  gst_element_add_pad(GST_ELEMENT(self), pad);
-  /* The caps were set before the pad had a parent, so nothing up the
-   * hierarchy heard of them: say it again (gst-launch -v shows src_N's
-   * caps by this deep-notify). */
-  g_object_notify(G_OBJECT(pad), "caps");
-  /* gst-launch's "src_3::over-budget=pause" is set here, before any
-   * frame of the device is queued. */
-  gst_child_proxy_child_added(GST_CHILD_PROXY(self), G_OBJECT(pad),
-                              GST_OBJECT_NAME(pad));
-  g_mutex_lock(&self->state_lock);
-  gst_rdma_src_sync_pad(self, dev);
-  g_mutex_unlock(&self->state_lock);
-  /* A new stream may raise the latency. */
-  gst_element_post_message(GST_ELEMENT(self),
-                           gst_message_new_latency(GST_OBJECT(self)));
+  /* pad-added, notify::caps and child-added run applications' handlers
+   * (a Python app building a branch): not on the receive thread, which
+   * every camera of every rdmasrc on the port waits for. */
+  gst_element_call_async(GST_ELEMENT(self), gst_rdma_src_expose_pad,
+                         gst_object_ref(pad), gst_object_unref);
   return dev;
+}
+
+/* Object lock held: has device a pad (not released), a request waiting,
+ * or another rdmasrc's claim on the shared receiver?  device-id allows
+ * only its own. */
+static gboolean gst_rdma_src_device_busy(GstRdmaSrc *self, guint device)
+{
+  if ((self->devices[device] &&
+       !g_atomic_int_get(&self->devices[device]->released)) ||
+      self->requested[device])
+    return TRUE;
+  if (self->device_id >= 0 && device != (guint)self->device_id)
+    return TRUE;
+  return self->shared &&
+         gst_rdma_receiver_device_taken(self->shared, &self->member, device);
+}
+
+void gst_rdma_src_device_free(GstRdmaSrcDevice *dev)
+{
+  gst_pad_set_element_private(GST_PAD(dev->pad), NULL);
+  gst_object_unref(dev->pad);
+  gst_caps_replace(&dev->caps, NULL);
+  g_clear_pointer(&dev->refused_caps, g_free);
+  g_free(dev);
 }
 
 /* A pad asked for by name, src_<device>, before (or after) its camera
@@ -281,19 +385,43 @@ GstPad *gst_rdma_src_request_new_pad(GstElement *element, GstPadTemplate *templ,
   GstPad *pad;
 
   (void)caps;
-  if (name && g_str_has_prefix(name, "src_") && g_ascii_isdigit(name[4]))
+  GST_OBJECT_LOCK(self);
+  if (!name || !strcmp(name, "src_%u")) {
+    /* As tee and compositor: the lowest device without a pad.  (An
+     * unnamed link, `rdmasrc ! sink`, never gets here: GstParse finds the
+     * sometimes template first and waits for the first camera.) */
+    for (guint d = 0; d < SBR_MAX_DEVICES && device == G_MAXUINT64; d++)
+      if (!gst_rdma_src_device_busy(self, d))
+        device = d;
+    end = (gchar *)"";
+  } else if (g_str_has_prefix(name, "src_") && g_ascii_isdigit(name[4])) {
     device = g_ascii_strtoull(name + 4, &end, 10);
+  }
   if (device >= SBR_MAX_DEVICES || !end || *end) {
-    /* An unnamed request (`rdmasrc ! sink`) is refused on purpose: the
-     * link then waits for the first camera (the sometimes template). */
-    GST_DEBUG_OBJECT(self, "not a device pad name: %s", GST_STR_NULL(name));
+    GST_OBJECT_UNLOCK(self);
+    GST_DEBUG_OBJECT(self, "not a device pad name, or no device free: %s",
+                     GST_STR_NULL(name));
     return NULL;
   }
-
-  GST_OBJECT_LOCK(self);
-  if (self->devices[device] || self->requested[device]) {
+  if ((self->devices[device] &&
+       !g_atomic_int_get(&self->devices[device]->released)) ||
+      self->requested[device]) {
     GST_OBJECT_UNLOCK(self);
-    GST_WARNING_OBJECT(self, "pad %s exists already", name);
+    GST_WARNING_OBJECT(self, "pad src_%u exists already", (guint)device);
+    return NULL;
+  }
+  if (self->device_id >= 0 && device != (guint64)self->device_id) {
+    GST_OBJECT_UNLOCK(self);
+    GST_WARNING_OBJECT(self, "device-id=%d: no pad for device %u",
+                       self->device_id, (guint)device);
+    return NULL;
+  }
+  if (self->shared && gst_rdma_receiver_device_taken(
+                          self->shared, &self->member, (guint)device)) {
+    /* Its frames go to the rdmasrc that asked for it with device-id. */
+    GST_OBJECT_UNLOCK(self);
+    GST_WARNING_OBJECT(self, "device %u is another rdmasrc's (device-id)",
+                       (guint)device);
     return NULL;
   }
   dev = gst_rdma_src_device_new(self, (guint)device, templ, self->over_budget);
@@ -303,7 +431,7 @@ GstPad *gst_rdma_src_request_new_pad(GstElement *element, GstPadTemplate *templ,
   g_atomic_int_set(&self->have_requested, 1);
   active = GST_STATE(self) >= GST_STATE_PAUSED ||
            GST_STATE_TARGET(self) >= GST_STATE_PAUSED;
-  if (self->receiver)
+  if (self->shared)
     sbr_receiver_wakeup(self->receiver);
   GST_OBJECT_UNLOCK(self);
 
@@ -319,11 +447,13 @@ GstPad *gst_rdma_src_request_new_pad(GstElement *element, GstPadTemplate *templ,
 
 /* Releasing a pad (or disposing of the element) ends its device here: its
  * task stops, its frames are dropped from now on (counted as no-caps
- * drops), the name stays taken until the element is freed. */
+ * drops), and the receive thread takes it out of the table at its next
+ * turn (at once, woken): its name can be asked for again. */
 void gst_rdma_src_release_pad(GstElement *element, GstPad *pad)
 {
   GstRdmaSrc *self = GST_RDMA_SRC(element);
   GstRdmaSrcDevice *dev = gst_pad_get_element_private(pad);
+  gboolean free_now = FALSE;
 
   GST_INFO_OBJECT(self, "releasing %s:%s", GST_DEBUG_PAD_NAME(pad));
   if (dev) {
@@ -335,11 +465,26 @@ void gst_rdma_src_release_pad(GstElement *element, GstPad *pad)
     g_mutex_lock(&self->flow.lock);
     gst_flow_combiner_remove_pad(self->flow.combiner, pad);
     g_mutex_unlock(&self->flow.lock);
+    GST_OBJECT_LOCK(self);
+    if (self->requested[dev->device] == dev) {
+      /* Never adopted: nobody else knows it. */
+      self->requested[dev->device] = NULL;
+      free_now = TRUE;
+    } else {
+      /* Done with it here: the receive thread may take it out. */
+      g_atomic_int_set(&dev->released, 2);
+      g_atomic_int_set(&self->have_requested, 1);
+      if (self->shared)
+        sbr_receiver_wakeup(self->receiver);
+    }
+    GST_OBJECT_UNLOCK(self);
   }
   gst_child_proxy_child_removed(GST_CHILD_PROXY(self), G_OBJECT(pad),
                                 GST_OBJECT_NAME(pad));
   gst_pad_set_active(pad, FALSE);
   gst_element_remove_pad(element, pad);
+  if (free_now)
+    gst_rdma_src_device_free(dev);
 }
 
 /* PAUSED->READY, with the receive thread and the pad tasks stopped.  The

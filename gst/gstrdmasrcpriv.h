@@ -15,6 +15,7 @@
 
 #include "gstrdmacommon.h"
 #include "gstrdmaenums.h"
+#include "gstrdmareceiver.h"
 #include "gstrdmasrc.h"
 #include "gstrdmasrcdevice.h"
 #include "gstrdmasrcpad.h"
@@ -49,20 +50,26 @@ struct _GstRdmaSrc {
   guint stats_interval;
   GstRdmaPollMode poll_mode;
 
-  /* The receive thread: takes every frame from the receiver, queues it on
-   * its device's pad, never pushes downstream. */
-  GstTask *task;
-  GRecMutex task_lock;
-  gboolean task_running;  /* object lock: an error may pause the task */
+  gint device_id; /* -1: every device no other rdmasrc asked for */
+
+  /* The receiver this element shares with every rdmasrc of the process on
+   * the same transport, address and port (gstrdmareceiver.h), from
+   * READY->PAUSED to PAUSED->READY.  Its receive thread runs the functions
+   * below for us, with member.lock held: it takes our devices' frames and
+   * queues each on its device's pad, never pushes downstream. */
+  GstRdmaReceiver *shared; /* object lock */
+  GstRdmaReceiverMember member;
   GMutex state_lock;      /* pads start and stop in step with the state */
-  sbr_receiver *receiver; /* READY->PAUSED to PAUSED->READY; object lock */
-  gint flushing;          /* atomic: leave the loop */
+  sbr_receiver *receiver; /* the shared one's: the receive thread's while
+                             joined; others use it only under the object
+                             lock while shared is set (cleared before we
+                             leave, as the last one out frees it) */
   gint playing;           /* atomic: frames are queued, else dropped */
   gint rebase_count;      /* atomic: PAUSED->PLAYING moved running time */
   gint eos_requested;     /* atomic: an application sent EOS to us */
   gboolean eos_done;      /* receive thread: EOS sent, ignore the rest */
   GstRdmaStatsTicker *ticker;
-  GstRdmaHeldCounter *held;
+  GstRdmaHeldCounter *held; /* the shared receiver's, referenced */
   GstRdmaSharedFlow flow;
   GstRdmaRefusals *refusals; /* receive thread: refused senders warned of */
 
@@ -73,12 +80,15 @@ struct _GstRdmaSrc {
   /* Pads requested while the receive thread may run wait here (object
    * lock) until it adopts them into devices[] at its next turn. */
   GstRdmaSrcDevice *requested[SBR_MAX_DEVICES];
-  gint have_requested; /* atomic: something in requested[] */
+  gint have_requested; /* atomic: something in requested[], or a released
+                          pad in devices[] to take out */
   guint group_id;
   guint max_held_now;      /* max_held as started, clamped */
   guint device_blocks_now; /* device_blocks as started; 0 = automatic */
   guint usable_blocks;     /* what the automatic share divides */
-  guint n_pads;            /* devices sharing the lane (shares_lane) */
+  guint n_pads;            /* our devices sharing the lane (shares_lane);
+                              the share divides every member's */
+  guint n_paused;          /* receive thread: devices with pause_set */
   guint max_queued_now;
   gboolean can_pause; /* the mechanism carries pause flags */
   guint timeout_now;
@@ -93,18 +103,28 @@ struct _GstRdmaSrc {
   guint64 no_caps_drops;
 };
 
-/* gstrdmasrcreceive.c: the receive thread's loop (a GstTask function). */
-void gst_rdma_src_loop(gpointer data);
-/* Each device's share of its lane now (device-blocks). */
-guint gst_rdma_src_budget(GstRdmaSrc *self);
+/* gstrdmasrcreceive.c: what the shared receive thread does for us
+ * (GstRdmaReceiverMemberFuncs).  It calls into the pad table; the pad
+ * table never calls back. */
+gboolean gst_rdma_src_turn(GstElement *element);
+void gst_rdma_src_frame(GstElement *element, struct sbr_frame *frame,
+                        const gchar *known_caps, gboolean known_live);
+void gst_rdma_src_failed(GstElement *element, gint err);
+void gst_rdma_src_leaving(GstElement *element);
 
 /* gstrdmasrcpadtable.c */
+/* Each device's share of its lane now (device-blocks). */
+guint gst_rdma_src_budget(GstRdmaSrc *self);
 /* The element's LATENCY answer: live, the largest minimum of its pads,
  * the smallest maximum (see gst_rdma_src_device_latency). */
 void gst_rdma_src_answer_latency(GstRdmaSrc *self, GstQuery *query);
 GstPad *gst_rdma_src_request_new_pad(GstElement *element, GstPadTemplate *templ,
                                      const gchar *name, const GstCaps *caps);
 void gst_rdma_src_release_pad(GstElement *element, GstPad *pad);
+/* Frees a device out of the table, and its pad (finalize, retirement). */
+void gst_rdma_src_device_free(GstRdmaSrcDevice *dev);
+/* Has the element a pad for device (receiver's join checks). */
+gboolean gst_rdma_src_has_device(GstElement *element, guint device);
 /* Receive thread (or with it stopped): requested pads join the table. */
 void gst_rdma_src_adopt_requested(GstRdmaSrc *self);
 /* Receive thread: a sometimes pad for a device nobody asked for; NULL

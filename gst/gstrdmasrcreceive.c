@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * gstrdmasrcreceive.c - rdmasrc's receive thread: takes every frame from
- * the receiver and queues it on its device's pad (caps open a pad or a
- * stream, data becomes a buffer, EOS ends the stream), pauses devices
- * over budget, notices devices that left or fell silent, and ends every
- * stream on EOS or an error.  It never pushes downstream, so no consumer
- * can hold it up.  The element (gstrdmasrc.c) starts and stops it.
+ * gstrdmasrcreceive.c - what the receive thread does for one rdmasrc: it
+ * queues each frame of the element's devices on its device's pad (caps
+ * open a pad or a stream, data becomes a buffer, EOS ends the stream),
+ * pauses devices over budget, notices devices that left or fell silent,
+ * and ends every stream on EOS or an error.  It never pushes downstream,
+ * so no consumer can hold it up.  The thread is the shared receiver's
+ * (gstrdmareceiver.c), which calls these for every member; the element
+ * (gstrdmasrc.c) joins and leaves it.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -22,10 +24,6 @@
 
 /* How often the receive thread looks for departed or silent devices. */
 #define LIFE_CHECK_US (50 * G_TIME_SPAN_MILLISECOND)
-/* The receive thread re-checks flushing, the idle timeout and paused
- * devices at least this often even if a wakeup were lost. */
-#define LOOP_TIMEOUT_MS 100
-#define PAUSED_LOOP_TIMEOUT_MS 10
 
 /* A device's caps from lane: a pad for a new device, a new stream after
  * EOS or when new_stream (a new owner), else a caps change. */
@@ -63,6 +61,8 @@ static void gst_rdma_src_handle_caps(GstRdmaSrc *self, guint device,
     GST_OBJECT_LOCK(self);
     dev->shares_lane = TRUE;
     self->n_pads++;
+    if (self->shared)
+      gst_rdma_receiver_add_pads(self->shared, 1);
     GST_OBJECT_UNLOCK(self);
   }
   if (added) {
@@ -98,18 +98,6 @@ static void gst_rdma_src_handle_caps(GstRdmaSrc *self, guint device,
   gst_caps_unref(caps);
 }
 
-/* The receive thread pauses its own task (an error), unless a state change
- * already stopped it: pausing a stopped task would restart it into PAUSED
- * and gst_task_join would wait forever (as gst_pad_pause_task guards with
- * GST_PAD_TASK). */
-static void gst_rdma_src_pause_task(GstRdmaSrc *self)
-{
-  GST_OBJECT_LOCK(self);
-  if (self->task_running)
-    gst_task_pause(self->task);
-  GST_OBJECT_UNLOCK(self);
-}
-
 static GstClockTime gst_rdma_src_running_time(GstRdmaSrc *self)
 {
   GstClock *clock = gst_element_get_clock(GST_ELEMENT(self));
@@ -123,14 +111,6 @@ static GstClockTime gst_rdma_src_running_time(GstRdmaSrc *self)
   return now > base ? now - base : 0;
 }
 
-/* Receive thread: each device's share of its lane now (device-blocks). */
-guint gst_rdma_src_budget(GstRdmaSrc *self)
-{
-  if (self->device_blocks_now > 0)
-    return self->device_blocks_now;
-  return MAX(1u, self->usable_blocks / MAX(1u, self->n_pads));
-}
-
 /* The pause policy: tell dev's sender to stop, or to go on. */
 static void gst_rdma_src_set_device_paused(GstRdmaSrc *self,
                                            GstRdmaSrcDevice *dev,
@@ -139,6 +119,10 @@ static void gst_rdma_src_set_device_paused(GstRdmaSrc *self,
   if (dev->pause_set == paused)
     return;
   dev->pause_set = paused;
+  if (paused)
+    self->n_paused++;
+  else
+    self->n_paused--;
   gst_rdma_src_pad_set_paused(dev->pad, paused);
   GST_INFO_OBJECT(dev->pad, "%s the sender", paused ? "pausing" : "resuming");
   sbr_receiver_pause_device(self->receiver, (uint8_t)dev->device, paused);
@@ -149,6 +133,9 @@ static gboolean gst_rdma_src_check_pauses(GstRdmaSrc *self)
 {
   gboolean any = FALSE;
 
+  /* Every turn of the shared thread, for every member: mostly nothing. */
+  if (self->n_paused == 0)
+    return FALSE;
   for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
     GstRdmaSrcDevice *dev = self->devices[d];
 
@@ -370,89 +357,113 @@ static void gst_rdma_src_eos_all(GstRdmaSrc *self)
       gst_rdma_src_device_eos(self, self->devices[d]);
 }
 
-/* The receive thread: takes frames in per-device packet order from every
- * lane (and, by sitting in the receiver, accepts and notices senders) and
- * queues each on its device's pad.  It never pushes downstream, so no
- * consumer can hold it up. */
-void gst_rdma_src_loop(gpointer data)
+/* Before each wait of the receive thread: requested pads join, EOS asked
+ * for by the application, departed and silent devices, and whether any
+ * device is paused (the thread then waits less, to resume it in time). */
+gboolean gst_rdma_src_turn(GstElement *element)
 {
-  GstRdmaSrc *self = GST_RDMA_SRC(data);
-  gboolean any_paused;
-  struct sbr_frame frame;
-  int ret;
+  GstRdmaSrc *self = GST_RDMA_SRC(element);
 
   gst_rdma_src_adopt_requested(self);
-  any_paused = gst_rdma_src_check_pauses(self);
-
-  ret = sbr_receiver_next_frame(
-      self->receiver, any_paused ? PAUSED_LOOP_TIMEOUT_MS : LOOP_TIMEOUT_MS,
-      &frame);
-  if (g_atomic_int_get(&self->flushing)) {
-    /* A state change is stopping the thread already. */
-    if (ret == 0)
-      sbr_frame_release(&frame);
-    GST_DEBUG_OBJECT(self, "flushing");
-    return;
-  }
   if (g_atomic_int_compare_and_exchange(&self->eos_requested, 1, 0)) {
-    gst_rdma_src_adopt_requested(self);
     gst_rdma_src_eos_all(self);
     self->eos_done = TRUE;
   }
   gst_rdma_src_check_lives(self);
-  if (ret == -EINTR) /* a wakeup: EOS, or a stale one */
-    return;
-  if (ret == -ETIMEDOUT) {
-    gst_rdma_src_check_timeout(self);
-    return;
-  }
-  if (ret < 0) {
-    GST_ELEMENT_ERROR(self, RESOURCE, READ, ("Receiving failed."),
-                      ("sbr_receiver_next_frame: %s", g_strerror(-ret)));
-    gst_rdma_src_eos_all(self);
-    gst_rdma_src_pause_task(self);
-    return;
-  }
+  /* Per element: other members' cameras may flow while ours are silent. */
+  gst_rdma_src_check_timeout(self);
+  return gst_rdma_src_check_pauses(self);
+}
+
+/* A frame of one of our devices, in per-device packet order.  known_caps:
+ * what its device last sent on its lane, for a device whose caps came
+ * before we joined (another rdmasrc's turn on the shared receiver, or
+ * nobody's), and known_live whether their CAPS block said the source is
+ * live (a late joiner holds a non-live stream back too). */
+void gst_rdma_src_frame(GstElement *element, struct sbr_frame *frame,
+                        const gchar *known_caps, gboolean known_live)
+{
+  GstRdmaSrc *self = GST_RDMA_SRC(element);
+  GstRdmaSrcDevice *dev = self->devices[frame->info.device];
+
   if (self->eos_done) {
     /* The application ended the streams: the rest goes back at once. */
-    sbr_frame_release(&frame);
+    sbr_frame_release(frame);
     return;
   }
-  if (!gst_rdma_src_owner_check(self, &frame)) {
-    sbr_frame_release(&frame);
+  if (!gst_rdma_src_owner_check(self, frame)) {
+    sbr_frame_release(frame);
     return;
+  }
+  if (frame->info.kind == SBR_KIND_DATA && known_caps &&
+      (!dev || (!dev->caps && !g_atomic_int_get(&dev->released)))) {
+    GST_INFO_OBJECT(self, "device %u: its caps came before us",
+                    frame->info.device);
+    gst_rdma_src_handle_caps(self, frame->info.device, frame->info.lane_id,
+                             known_caps, FALSE);
+    gst_rdma_src_apply_liveness(self, frame->info.device, known_live);
   }
   self->last_activity = g_get_monotonic_time();
   self->timeout_posted = FALSE;
   GST_LOG_OBJECT(self,
                  "lane %u seq %" G_GUINT64_FORMAT ": device %u kind %u packet "
                  "%u, %u bytes in %u block(s)",
-                 frame.info.lane_id, (guint64)frame.info.seq, frame.info.device,
-                 frame.info.kind, frame.info.packet, frame.size,
-                 frame.n_blocks);
+                 frame->info.lane_id, (guint64)frame->info.seq,
+                 frame->info.device, frame->info.kind, frame->info.packet,
+                 frame->size, frame->n_blocks);
 
-  switch (frame.info.kind) {
+  switch (frame->info.kind) {
   case SBR_KIND_CAPS: {
     gchar *str =
-        g_strndup((const gchar *)frame.info.payload, frame.info.payload_len);
-    gst_rdma_src_handle_caps(self, frame.info.device, frame.info.lane_id, str,
+        g_strndup((const gchar *)frame->info.payload, frame->info.payload_len);
+    gst_rdma_src_handle_caps(self, frame->info.device, frame->info.lane_id, str,
                              FALSE);
-    gst_rdma_src_apply_liveness(self, frame.info.device,
-                                !(frame.info.flags & SBR_FLAG_NOT_LIVE));
+    gst_rdma_src_apply_liveness(self, frame->info.device,
+                                !(frame->info.flags & SBR_FLAG_NOT_LIVE));
     g_free(str);
-    sbr_frame_release(&frame);
+    sbr_frame_release(frame);
     break;
   }
   case SBR_KIND_EOS:
-    if (self->devices[frame.info.device])
-      gst_rdma_src_device_eos(self, self->devices[frame.info.device]);
-    sbr_frame_release(&frame);
+    if (self->devices[frame->info.device])
+      gst_rdma_src_device_eos(self, self->devices[frame->info.device]);
+    sbr_frame_release(frame);
     break;
   case SBR_KIND_DATA:
-    gst_rdma_src_handle_data(self, &frame);
+    gst_rdma_src_handle_data(self, frame);
     break;
   default:
-    sbr_frame_release(&frame);
+    sbr_frame_release(frame);
     break;
+  }
+}
+
+/* The receiver failed for good: every stream ends after what it has. */
+void gst_rdma_src_failed(GstElement *element, gint err)
+{
+  GstRdmaSrc *self = GST_RDMA_SRC(element);
+
+  GST_ELEMENT_ERROR(self, RESOURCE, READ, ("Receiving failed."),
+                    ("sbr_receiver_next_frame: %s", g_strerror(-err)));
+  gst_rdma_src_eos_all(self);
+}
+
+/* We leave the shared receiver, which may stay open for other rdmasrcs:
+ * senders we paused go on, and senders we refused a device may send it
+ * again (to whoever takes it next). */
+void gst_rdma_src_leaving(GstElement *element)
+{
+  GstRdmaSrc *self = GST_RDMA_SRC(element);
+
+  for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
+    GstRdmaSrcDevice *dev = self->devices[d];
+
+    if (!dev)
+      continue;
+    if (dev->pause_set)
+      gst_rdma_src_set_device_paused(self, dev, FALSE);
+    if (dev->owned)
+      sbr_receiver_refuse_device(self->receiver, SBR_LANE_ALL, (uint8_t)d,
+                                 FALSE);
   }
 }

@@ -86,7 +86,9 @@ GstStructure *gst_rdma_src_stats_new(sbr_receiver *receiver,
       (guint64)rs.recv_wr_posted, "copies", G_TYPE_UINT64, counters->copies,
       "held", G_TYPE_UINT, counters->held, "no-caps-drops", G_TYPE_UINT64,
       counters->no_caps_drops, "pushed", G_TYPE_UINT64, pushed, "device-blocks",
-      G_TYPE_UINT, counters->device_blocks, NULL);
+      G_TYPE_UINT, counters->device_blocks, "unclaimed-drops", G_TYPE_UINT64,
+      counters->unclaimed_drops, "receiver-members", G_TYPE_UINT,
+      counters->receiver_members, NULL);
   gst_structure_set(s, "refused-connections", G_TYPE_UINT64,
                     (guint64)rs.refused, "lanes-windowed", G_TYPE_UINT64,
                     (guint64)rs.lanes_windowed, NULL);

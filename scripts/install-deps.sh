@@ -24,6 +24,8 @@ packages=(
   # every module and VTK; meson finds these without opencv4.pc) and numpy
   g++ libopencv-core-dev libopencv-imgproc-dev libopencv-video-dev
   libopencv-objdetect-dev libopencv-imgcodecs-dev python3-numpy
+  # samples/python/rdma-opencv.py: cv2 with its GStreamer back end
+  python3-opencv
 )
 
 missing=()

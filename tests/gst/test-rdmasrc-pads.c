@@ -5,12 +5,14 @@
  * (requested), so EOS ends the pipeline even when that camera never comes
  * or no sender is there at all (gst-launch -e exits); an unnamed link
  * still waits for the first camera, whatever its device; pads are asked
- * for by name only, and released ones go away.
+ * for as tee's are (by name, or the lowest free device), and a released
+ * one's name can be asked for again.
  *
  * Transport: SBR_TEST_TRANSPORT (shm on the host, verbs in the VM).
  */
 #include <gst/check/gstcheck.h>
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -183,15 +185,16 @@ GST_START_TEST(test_unnamed_link_takes_the_first_camera)
 
 GST_END_TEST;
 
-/* Pads are asked for by name, src_<device> with device < 256; a released
- * pad goes away.  (Asking twice for one name is GStreamer's own warning.) */
-GST_START_TEST(test_pads_are_requested_by_name)
+/* Pads are asked for as tee's and compositor's are: by name,
+ * src_<device> with device < 256, or unnamed (NULL, "src_%u") for the
+ * lowest device without a pad; a released pad goes away and its name can
+ * be asked for again. */
+GST_START_TEST(test_pads_are_requested_as_tee_does)
 {
   GstElement *r = gst_element_factory_make("rdmasrc", NULL);
-  GstPad *pad;
+  GstPad *pad, *p0, *p1;
 
   fail_unless(r != NULL);
-  fail_unless(gst_element_request_pad_simple(r, "src_%u") == NULL);
   fail_unless(gst_element_request_pad_simple(r, "src_x") == NULL);
   fail_unless(gst_element_request_pad_simple(r, "src_256") == NULL);
   fail_unless(gst_element_request_pad_simple(r, "src_1x") == NULL);
@@ -202,7 +205,155 @@ GST_START_TEST(test_pads_are_requested_by_name)
   gst_object_unref(pad);
   fail_unless(gst_element_get_static_pad(r, "src_255") == NULL);
   fail_unless_equals_int(GST_ELEMENT(r)->numsrcpads, 0);
+  /* Released: the name again. */
+  pad = gst_element_request_pad_simple(r, "src_255");
+  fail_unless(pad != NULL);
+  fail_unless_equals_string(GST_PAD_NAME(pad), "src_255");
+  /* Unnamed: the lowest free device, either spelling. */
+  p0 = gst_element_request_pad_simple(r, "src_%u");
+  fail_unless(p0 != NULL);
+  fail_unless_equals_string(GST_PAD_NAME(p0), "src_0");
+  p1 = gst_element_request_pad(r, gst_element_get_pad_template(r, "src_%u"),
+                               NULL, NULL);
+  fail_unless(p1 != NULL);
+  fail_unless_equals_string(GST_PAD_NAME(p1), "src_1");
+  gst_element_release_request_pad(r, p0);
+  gst_object_unref(p0);
+  p0 = gst_element_request_pad_simple(r, "src_%u");
+  fail_unless(p0 != NULL);
+  fail_unless_equals_string(GST_PAD_NAME(p0), "src_0");
+  gst_object_unref(p0);
+  gst_object_unref(p1);
+  gst_object_unref(pad);
   gst_object_unref(r);
+}
+
+GST_END_TEST;
+
+/* A fakesink after pad, playing with the pipeline. */
+static void link_fakesink(GstElement *pipeline, GstPad *pad)
+{
+  GstElement *sink = gst_element_factory_make("fakesink", NULL);
+  GstPad *sinkpad;
+
+  g_object_set(sink, "sync", FALSE, "async", FALSE, NULL);
+  gst_bin_add(GST_BIN(pipeline), sink);
+  sinkpad = gst_element_get_static_pad(sink, "sink");
+  gst_pad_link(pad, sinkpad);
+  gst_object_unref(sinkpad);
+  gst_element_sync_state_with_parent(sink);
+}
+
+static void link_counting_sink(GstElement *pipeline, GstPad *pad)
+{
+  GstElement *sink = gst_element_factory_make("fakesink", NULL);
+  GstPad *sinkpad;
+
+  g_object_set(sink, "signal-handoffs", TRUE, "sync", FALSE, "async", FALSE,
+               NULL);
+  g_signal_connect(sink, "handoff", G_CALLBACK(on_handoff), NULL);
+  gst_bin_add(GST_BIN(pipeline), sink);
+  sinkpad = gst_element_get_static_pad(sink, "sink");
+  fail_unless_equals_int(gst_pad_link(pad, sinkpad), GST_PAD_LINK_OK);
+  gst_object_unref(sinkpad);
+  fail_unless(gst_element_sync_state_with_parent(sink));
+}
+
+/* While playing: camera 3's pad is released (its task stops, its frames
+ * are dropped) and asked for again: the new src_3 gets camera 3. */
+GST_START_TEST(test_released_pad_comes_back_while_playing)
+{
+  guint port = test_port();
+  GstElement *rx = gst_pipeline_new(NULL);
+  GstElement *tx = camera_rig_new(transport, rdma_addr, port, 3, 1, 0, "");
+  GstElement *r = gst_element_factory_make("rdmasrc", "r");
+  GstPad *pad;
+
+  gst_util_set_object_arg(G_OBJECT(r), "transport", transport);
+  g_object_set(r, "address", rdma_addr, "port", port, "stats-interval", 0,
+               NULL);
+  gst_bin_add(GST_BIN(rx), gst_object_ref(r));
+  g_atomic_int_set(&handoffs, 0);
+  pad = gst_element_request_pad_simple(r, "src_3");
+
+  fail_unless(pad != NULL);
+  link_counting_sink(rx, pad);
+  set_state(rx, GST_STATE_PLAYING);
+  set_state(tx, GST_STATE_PLAYING);
+  fail_unless(wait_handoffs(5, WAIT), "%d frames", g_atomic_int_get(&handoffs));
+
+  gst_element_release_request_pad(r, pad);
+  gst_object_unref(pad);
+  fail_unless(gst_element_get_static_pad(r, "src_3") == NULL);
+  pad = gst_element_request_pad_simple(r, "src_3");
+  fail_unless(pad != NULL, "src_3 not given again");
+  g_atomic_int_set(&handoffs, 0);
+  link_counting_sink(rx, pad);
+  fail_unless(wait_handoffs(5, WAIT), "again: %d frames",
+              g_atomic_int_get(&handoffs));
+  gst_object_unref(pad);
+  gst_object_unref(r);
+  stop(tx);
+  stop(rx);
+}
+
+GST_END_TEST;
+
+/* What the pad-added handler saw. */
+typedef struct {
+  GstElement *pipeline;
+  gint calls;        /* atomic */
+  gint on_receive;   /* atomic: calls on the receive thread */
+  gint during_sleep; /* camera 0's frames while the first call slept */
+} PadAdded;
+
+static void on_pad_added(GstElement *r, GstPad *pad, PadAdded *pa)
+{
+  char name[16] = "";
+
+  (void)r;
+  pthread_getname_np(pthread_self(), name, sizeof name);
+  if (!strcmp(name, "rdmasrc:receive"))
+    g_atomic_int_inc(&pa->on_receive);
+  if (g_atomic_int_add(&pa->calls, 1) == 0) {
+    /* A slow handler: a Python app building a branch. */
+    gint before = g_atomic_int_get(&handoffs);
+
+    g_usleep(2 * G_USEC_PER_SEC);
+    pa->during_sleep = g_atomic_int_get(&handoffs) - before;
+  }
+  link_fakesink(pa->pipeline, pad);
+}
+
+/* A pad-added handler that takes 2 s: the other cameras flow meanwhile,
+ * as it runs on no thread they wait for (issue 19 item 7). */
+GST_START_TEST(test_slow_pad_added_handler_stalls_no_camera)
+{
+  guint port = test_port();
+  GstElement *rx = receiver_new("r.src_0 ! fakesink name=s sync=false", port);
+  GstElement *tx = camera_rig_new(transport, rdma_addr, port, 0, 3, 0, "");
+  GstElement *r = gst_bin_get_by_name(GST_BIN(rx), "r");
+  PadAdded pa = {.pipeline = rx};
+  gint64 end;
+
+  g_signal_connect(r, "pad-added", G_CALLBACK(on_pad_added), &pa);
+  set_state(rx, GST_STATE_PLAYING);
+  set_state(tx, GST_STATE_PLAYING);
+  /* Cameras 1 and 2 come as sometimes pads. */
+  end = g_get_monotonic_time() + 20 * G_USEC_PER_SEC;
+  while (g_atomic_int_get(&pa.calls) < 2 && g_get_monotonic_time() < end)
+    g_usleep(10000);
+  fail_unless_equals_int(g_atomic_int_get(&pa.calls), 2);
+  end = g_get_monotonic_time() + 20 * G_USEC_PER_SEC;
+  while (pa.during_sleep == 0 && g_get_monotonic_time() < end)
+    g_usleep(10000);
+  fail_unless_equals_int(g_atomic_int_get(&pa.on_receive), 0);
+  /* 2 s of a 25 fps camera: 50 frames; stalled, what its queue held. */
+  fail_unless(pa.during_sleep >= 10, "camera 0: %d frames in 2 s",
+              pa.during_sleep);
+  gst_object_unref(r);
+  stop(tx);
+  stop(rx);
 }
 
 GST_END_TEST;
@@ -284,7 +435,9 @@ static Suite *rdmasrc_pads_suite(void)
   tcase_add_test(tc, test_eos_after_a_state_cycle);
   tcase_add_test(tc, test_requested_pad_gets_its_camera_later);
   tcase_add_test(tc, test_unnamed_link_takes_the_first_camera);
-  tcase_add_test(tc, test_pads_are_requested_by_name);
+  tcase_add_test(tc, test_pads_are_requested_as_tee_does);
+  tcase_add_test(tc, test_released_pad_comes_back_while_playing);
+  tcase_add_test(tc, test_slow_pad_added_handler_stalls_no_camera);
   tcase_add_test(tc, test_gst_launch_e_exits_on_ctrl_c);
   return s;
 }

@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * gstrdmareceiver.h - the process-wide registry of shared receivers, the
+ * receiving side's twin of gstrdmaconnection.h.
+ *
+ * Every rdmasrc in a process that names the same transport, address and
+ * port uses ONE GstRdmaReceiver: one sbr_receiver (one listener, one lane
+ * and one QP per sender) and one receive thread, whether the rdmasrcs sit
+ * in one pipeline or in twelve (OpenCV's one VideoCapture per camera).
+ * The rdmasrcs are its members, from READY->PAUSED (join) to PAUSED->READY
+ * (leave); the first join listens, the last leave closes the listener.
+ *
+ * Which member gets a device's frames: the member that asked for that
+ * device (device-id=N), else the member that takes every device
+ * (device-id=-1; at most one), else nobody: the frame is dropped and
+ * counted (unclaimed-drops).  The last caps each device sent are kept, so
+ * a member that joins after its camera started still gets its stream.
+ *
+ * Members must agree on what makes the receiver (mechanism, geometry,
+ * access rules, poll mode, max-held): a join that differs, or that asks
+ * for a device another member has, fails with an error naming both.
+ *
+ * Threads: join and leave from any thread but the receive thread's own
+ * callbacks; the callbacks run on the receive thread with the member's
+ * lock held, so a member that left is never called again.
+ */
+#ifndef __GST_RDMA_RECEIVER_H__
+#define __GST_RDMA_RECEIVER_H__
+
+#include <gst/gst.h>
+#include <sbr.h>
+
+#include "gstrdmaenums.h"
+#include "gstrdmasrcframe.h"
+
+G_BEGIN_DECLS
+
+typedef struct _GstRdmaReceiver GstRdmaReceiver;
+
+/* What a receiver is made with.  transport, address and port are the
+ * registry key; every other field must be equal between members. */
+typedef struct {
+  GstRdmaTransport transport;
+  const gchar *address;
+  guint port;
+  GstRdmaMechanism mechanism;
+  guint blocks;
+  guint block_size;
+  guint max_senders;
+  const gchar *allowed_senders; /* NULL or "": anyone */
+  guint max_connects_per_second;
+  guint max_frame_size;
+  GstRdmaPollMode poll_mode;
+  guint max_held;
+} GstRdmaReceiverConfig;
+
+/* What the receive thread calls on a member, with the member's lock held
+ * (see above).  frame: takes the frame; known_caps is the last caps its
+ * device sent on the frame's lane, for a member that missed them (NULL if
+ * none), and known_live whether those caps came from a live source.  turn:
+ * before each wait; TRUE when the member has paused senders (the thread then
+ * waits less).  has_device: does the member have a pad for device (called from
+ * join, not on the receive thread). leaving: from leave, after the last
+ * callback and before the listener may close: what the member told senders
+ * (pauses, refusals) is undone. */
+typedef struct {
+  gboolean (*turn)(GstElement *member);
+  void (*frame)(GstElement *member, struct sbr_frame *frame,
+                const gchar *known_caps, gboolean known_live);
+  void (*failed)(GstElement *member, gint err);
+  void (*refused)(GstElement *member, const gchar *peer, gint reason,
+                  const gchar *text);
+  gboolean (*has_device)(GstElement *member, guint device);
+  void (*leaving)(GstElement *member);
+} GstRdmaReceiverMemberFuncs;
+
+/* A member, embedded in the element; gst_rdma_receiver_member_init before
+ * the first join, _clear when the element is finalized. */
+typedef struct {
+  GstElement *element;
+  gint device; /* -1: every device no other member asked for */
+  const GstRdmaReceiverMemberFuncs *funcs;
+  GMutex lock;    /* held while the receive thread works for the member */
+  gboolean alive; /* (lock) joined: the receive thread may call it */
+} GstRdmaReceiverMember;
+
+void gst_rdma_receiver_member_init(GstRdmaReceiverMember *member,
+                                   GstElement *element,
+                                   const GstRdmaReceiverMemberFuncs *funcs);
+void gst_rdma_receiver_member_clear(GstRdmaReceiverMember *member);
+
+/* Joins the receiver for cfg with member->device set, making it (and
+ * listening) if this is the first member.  NULL with error set when the
+ * listener can't be made (RESOURCE OPEN_READ) or the member conflicts
+ * with another (RESOURCE SETTINGS, naming both).  The receive thread
+ * calls the member from now on. */
+GstRdmaReceiver *gst_rdma_receiver_join(const GstRdmaReceiverConfig *cfg,
+                                        GstRdmaReceiverMember *member,
+                                        GError **error);
+/* The member leaves: when this returns the receive thread no longer runs
+ * its callbacks and never will.  The last member closes the listener
+ * (buffers still downstream keep their lanes until they are freed). */
+void gst_rdma_receiver_leave(GstRdmaReceiver *receiver,
+                             GstRdmaReceiverMember *member);
+
+sbr_receiver *gst_rdma_receiver_get_sbr(GstRdmaReceiver *receiver);
+/* Blocks of every member out downstream, against max-held (the lane is
+ * shared, so is its bound): the receiver's counter, not referenced. */
+GstRdmaHeldCounter *gst_rdma_receiver_get_held(GstRdmaReceiver *receiver);
+/* Devices of every member that divide the lane (the automatic
+ * device-blocks share): add delta, return the sum. */
+guint gst_rdma_receiver_add_pads(GstRdmaReceiver *receiver, gint delta);
+/* Is device routed to another member than this one? */
+gboolean gst_rdma_receiver_device_taken(GstRdmaReceiver *receiver,
+                                        GstRdmaReceiverMember *member,
+                                        guint device);
+/* Frames of devices no member asked for, dropped. */
+guint64 gst_rdma_receiver_unclaimed_drops(GstRdmaReceiver *receiver);
+/* Members now. */
+guint gst_rdma_receiver_members(GstRdmaReceiver *receiver);
+
+G_END_DECLS
+
+#endif /* __GST_RDMA_RECEIVER_H__ */

@@ -1,0 +1,272 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * test-rdma-uri.c - rdma://HOST:PORT/DEVICE?key=value URIs: both elements
+ * take them (GstURIHandler), a bad one changes nothing and says why, and
+ * playbin and uridecodebin play one camera of a rig through rdmasrc in
+ * URI mode (the one-camera rdmasrc, which signals no-more-pads).
+ *
+ * Transport: SBR_TEST_TRANSPORT (shm on the host, verbs in the VM).
+ */
+#include <gst/app/gstappsink.h>
+#include <gst/check/gstcheck.h>
+
+#include <string.h>
+#include <unistd.h>
+
+#include "pipeline-check.h"
+
+#define WAIT (20 * GST_SECOND)
+
+static const gchar *transport; /* SBR_TEST_TRANSPORT */
+static const gchar *rdma_addr; /* SBR_RDMA_ADDR */
+
+static guint test_port(void)
+{
+  /* 40000..44999: clear of the other element tests' ranges. */
+  static guint seq;
+  return 40000 + (guint)(getpid() % 500) * 10 + (seq++ % 10);
+}
+
+static gchar *enum_nick(GObject *obj, const gchar *name)
+{
+  GValue v = G_VALUE_INIT;
+  gchar *s;
+
+  g_value_init(&v, G_PARAM_SPEC_VALUE_TYPE(g_object_class_find_property(
+                       G_OBJECT_GET_CLASS(obj), name)));
+  g_object_get_property(obj, name, &v);
+  s = gst_value_serialize(&v);
+  g_value_unset(&v);
+  return s;
+}
+
+GST_START_TEST(test_sink_takes_a_uri)
+{
+  GError *err = NULL;
+  GstElement *sink = gst_element_make_from_uri(
+      GST_URI_SINK, "rdma://10.0.0.7:7123/3?transport=shm&backpressure=drop",
+      NULL, &err);
+  gchar *host = NULL, *s, *uri;
+  guint port = 0, device = 0;
+
+  fail_unless(sink != NULL, "%s", err ? err->message : "?");
+  fail_unless_equals_string(GST_OBJECT_NAME(gst_element_get_factory(sink)),
+                            "rdmasink");
+  g_object_get(sink, "host", &host, "port", &port, "device-id", &device, NULL);
+  fail_unless_equals_string(host, "10.0.0.7");
+  fail_unless_equals_int(port, 7123);
+  fail_unless_equals_int(device, 3);
+  s = enum_nick(G_OBJECT(sink), "transport");
+  fail_unless_equals_string(s, "shm");
+  g_free(s);
+  s = enum_nick(G_OBJECT(sink), "backpressure");
+  fail_unless_equals_string(s, "drop");
+  g_free(s);
+  uri = gst_uri_handler_get_uri(GST_URI_HANDLER(sink));
+  fail_unless_equals_string(uri, "rdma://10.0.0.7:7123/3?transport=shm");
+  g_free(uri);
+  g_free(host);
+  gst_object_unref(sink);
+}
+GST_END_TEST;
+
+GST_START_TEST(test_src_takes_a_uri)
+{
+  GError *err = NULL;
+  GstElement *src = gst_element_make_from_uri(
+      GST_URI_SRC, "rdma://[::1]:7124/4?transport=shm&over-budget=pause", NULL,
+      &err);
+  gchar *address = NULL, *s, *uri;
+  guint port = 0;
+  gint device = -1;
+  GstPad *pad;
+
+  fail_unless(src != NULL, "%s", err ? err->message : "?");
+  fail_unless_equals_string(GST_OBJECT_NAME(gst_element_get_factory(src)),
+                            "rdmasrc");
+  g_object_get(src, "address", &address, "port", &port, "device-id", &device,
+               NULL);
+  fail_unless_equals_string(address, "::1");
+  fail_unless_equals_int(port, 7124);
+  fail_unless_equals_int(device, 4);
+  /* The one camera's pad, with the URI's policy. */
+  pad = gst_element_get_static_pad(src, "src_4");
+  fail_unless(pad != NULL);
+  s = enum_nick(G_OBJECT(pad), "over-budget");
+  fail_unless_equals_string(s, "pause");
+  g_free(s);
+  gst_object_unref(pad);
+  uri = gst_uri_handler_get_uri(GST_URI_HANDLER(src));
+  fail_unless_equals_string(uri, "rdma://[::1]:7124/4?transport=shm");
+  g_free(uri);
+  /* No device: every device, as rdmasrc without device-id. */
+  fail_unless(gst_uri_handler_set_uri(GST_URI_HANDLER(src),
+                                      "rdma://0.0.0.0:7125", &err));
+  g_object_get(src, "device-id", &device, NULL);
+  fail_unless_equals_int(device, -1);
+  g_free(address);
+  gst_object_unref(src);
+}
+GST_END_TEST;
+
+/* A bad URI is refused whole, naming what is wrong; and not while
+ * running. */
+GST_START_TEST(test_bad_uris_change_nothing)
+{
+  static const struct {
+    const gchar *uri, *says;
+  } bad[] = {
+      {"rdma://127.0.0.1:7126/x?transport=shm", "device"},
+      {"rdma://127.0.0.1:7126/256", "device"},
+      {"srt://127.0.0.1:7126/1", "srt"},
+      {"rdma://127.0.0.1:7126/1?nope=1", "nope"},
+      {"rdma://127.0.0.1:7126/1?blocks=many", "many"},
+      {"rdma://127.0.0.1:7126/1?transport=carrier-pigeon", "carrier-pigeon"},
+      {"rdma://127.0.0.1:7126/1?port=1", "port"},
+  };
+  GstElement *src = gst_element_factory_make("rdmasrc", NULL);
+  gchar *uri;
+
+  fail_unless(gst_uri_handler_set_uri(
+      GST_URI_HANDLER(src), "rdma://127.0.0.1:7000/2?transport=shm", NULL));
+  for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
+    GError *err = NULL;
+
+    fail_if(gst_uri_handler_set_uri(GST_URI_HANDLER(src), bad[i].uri, &err),
+            "%s accepted", bad[i].uri);
+    fail_unless(err && strstr(err->message, bad[i].says), "%s: %s", bad[i].uri,
+                err ? err->message : "no error");
+    g_clear_error(&err);
+    uri = gst_uri_handler_get_uri(GST_URI_HANDLER(src));
+    fail_unless_equals_string(uri, "rdma://127.0.0.1:7000/2?transport=shm");
+    g_free(uri);
+  }
+  gst_object_unref(src);
+}
+GST_END_TEST;
+
+static void on_no_more_pads(GstElement *element, gpointer data)
+{
+  (void)element;
+  g_atomic_int_inc((gint *)data);
+}
+
+/* In URI mode rdmasrc has its one pad from the start and says no more
+ * will come when it starts (what decodebin and playbin wait for from a
+ * source with sometimes pads). */
+GST_START_TEST(test_uri_mode_signals_no_more_pads)
+{
+  gchar *uri = g_strdup_printf("rdma://%s:%u/5?transport=%s", rdma_addr,
+                               test_port(), transport);
+  GstElement *src = gst_element_make_from_uri(GST_URI_SRC, uri, NULL, NULL);
+  gint no_more = 0;
+
+  fail_unless(src != NULL);
+  g_signal_connect(src, "no-more-pads", G_CALLBACK(on_no_more_pads), &no_more);
+  fail_unless_equals_int(gst_element_set_state(src, GST_STATE_PAUSED),
+                         GST_STATE_CHANGE_NO_PREROLL);
+  fail_unless_equals_int(g_atomic_int_get(&no_more), 1);
+  fail_unless_equals_int(g_list_length(src->srcpads), 1);
+  gst_element_set_state(src, GST_STATE_NULL);
+  gst_object_unref(src);
+  g_free(uri);
+}
+GST_END_TEST;
+
+static gint frames; /* atomic */
+
+static GstFlowReturn on_sample(GstAppSink *sink, gpointer data)
+{
+  GstSample *sample = gst_app_sink_pull_sample(sink);
+
+  (void)data;
+  g_atomic_int_inc(&frames);
+  gst_sample_unref(sample);
+  return GST_FLOW_OK;
+}
+
+static gboolean wait_frames(gint count)
+{
+  gint64 end = g_get_monotonic_time() + (gint64)(WAIT / GST_USECOND);
+
+  while (g_atomic_int_get(&frames) < count && g_get_monotonic_time() < end)
+    g_usleep(10000);
+  return g_atomic_int_get(&frames) >= count;
+}
+
+static GstElement *counting_appsink(void)
+{
+  GstElement *sink = gst_element_factory_make("appsink", NULL);
+  GstAppSinkCallbacks cb = {.new_sample = on_sample};
+
+  g_object_set(sink, "sync", FALSE, NULL);
+  gst_app_sink_set_callbacks(GST_APP_SINK(sink), &cb, NULL, NULL);
+  g_atomic_int_set(&frames, 0);
+  return sink;
+}
+
+/* playbin uri=rdma://...: camera 1 of three, to an appsink. */
+GST_START_TEST(test_playbin_plays_a_camera)
+{
+  guint port = test_port();
+  GstElement *rig = camera_rig_new(transport, rdma_addr, port, 0, 3, 0, "");
+  GstElement *playbin = gst_element_factory_make("playbin", NULL);
+  gchar *uri = g_strdup_printf("rdma://%s:%u/1?transport=%s", rdma_addr, port,
+                               transport);
+
+  fail_unless(playbin != NULL);
+  /* flags=video: no audio sink to wait for. */
+  g_object_set(playbin, "uri", uri, "video-sink", counting_appsink(), "flags",
+               1, NULL);
+  set_state(playbin, GST_STATE_PLAYING);
+  change_state(rig, GST_STATE_PLAYING);
+  fail_unless(wait_frames(25), "%d frames", g_atomic_int_get(&frames));
+  stop(rig);
+  stop(playbin);
+  g_free(uri);
+}
+GST_END_TEST;
+
+/* uridecodebin uri=rdma://... ! appsink: its pad is linked as it comes
+ * (a delayed link, as for any dynamic source). */
+GST_START_TEST(test_uridecodebin_plays_a_camera)
+{
+  guint port = test_port();
+  GstElement *rig = camera_rig_new(transport, rdma_addr, port, 0, 3, 0, "");
+  gchar *desc = g_strdup_printf("uridecodebin uri=rdma://%s:%u/2?transport=%s "
+                                "! appsink name=s sync=false",
+                                rdma_addr, port, transport);
+  GstElement *pipeline = parse(desc);
+  GstElement *sink = gst_bin_get_by_name(GST_BIN(pipeline), "s");
+  GstAppSinkCallbacks cb = {.new_sample = on_sample};
+
+  gst_app_sink_set_callbacks(GST_APP_SINK(sink), &cb, NULL, NULL);
+  gst_object_unref(sink);
+  g_atomic_int_set(&frames, 0);
+  set_state(pipeline, GST_STATE_PLAYING);
+  change_state(rig, GST_STATE_PLAYING);
+  fail_unless(wait_frames(25), "%d frames", g_atomic_int_get(&frames));
+  stop(rig);
+  stop(pipeline);
+  g_free(desc);
+}
+GST_END_TEST;
+
+static Suite *rdma_uri_suite(void)
+{
+  Suite *s = suite_create("rdma-uri");
+  TCase *tc = tcase_create("general");
+
+  test_transport_from_env(&transport, &rdma_addr);
+  tcase_set_timeout(tc, 60);
+  suite_add_tcase(s, tc);
+  tcase_add_test(tc, test_sink_takes_a_uri);
+  tcase_add_test(tc, test_src_takes_a_uri);
+  tcase_add_test(tc, test_bad_uris_change_nothing);
+  tcase_add_test(tc, test_uri_mode_signals_no_more_pads);
+  tcase_add_test(tc, test_playbin_plays_a_camera);
+  tcase_add_test(tc, test_uridecodebin_plays_a_camera);
+  return s;
+}
+
+GST_CHECK_MAIN(rdma_uri);

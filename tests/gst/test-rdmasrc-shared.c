@@ -1,0 +1,442 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * test-rdmasrc-shared.c - one pipeline per camera on the receiver: every
+ * rdmasrc of a process on the same transport and port shares one receiver
+ * (one listener, one lane per sender), each gets the device it asked for
+ * (device-id), devices nobody asked for are dropped and counted, one
+ * rdmasrc starting, stopping or failing never costs another a frame, the
+ * last one out closes the listener, and settings that can't be shared are
+ * an error naming both elements.
+ *
+ * Transport: SBR_TEST_TRANSPORT (shm on the host, verbs in the VM).
+ */
+#include <gst/app/gstappsink.h>
+#include <gst/check/gstcheck.h>
+
+#include <string.h>
+#include <unistd.h>
+
+#include "pipeline-check.h"
+
+#define WAIT (20 * GST_SECOND)
+
+static const gchar *transport; /* SBR_TEST_TRANSPORT */
+static const gchar *rdma_addr; /* SBR_RDMA_ADDR */
+
+static guint test_port(void)
+{
+  /* 45000..49999: clear of the other element tests' ranges. */
+  static guint seq;
+  return 45000 + (guint)(getpid() % 500) * 10 + (seq++ % 10);
+}
+
+/* One camera's pipeline, rdmasrc device-id=N ! appsink, and what its
+ * appsink saw: frames, and whether each followed the one before in the
+ * sender's numbering (GST_BUFFER_OFFSET, one packet a frame here). */
+typedef struct {
+  GstElement *pipeline;
+  GstElement *src;
+  guint device;
+  gint frames;   /* atomic */
+  gint gaps;     /* atomic: a frame missing since the one before */
+  gint disconts; /* atomic: DISCONT after the first buffer */
+  gint wrong;    /* atomic: buffers whose caps aren't this camera's */
+  guint64 last_offset;
+  gboolean have_last;
+} Camera;
+
+static GstFlowReturn on_sample(GstAppSink *sink, gpointer data)
+{
+  Camera *cam = data;
+  GstSample *sample = gst_app_sink_pull_sample(sink);
+  GstBuffer *buf = gst_sample_get_buffer(sample);
+  GstStructure *s = gst_caps_get_structure(gst_sample_get_caps(sample), 0);
+  gint width = 0;
+
+  /* Each camera of the rig is 64 + device pixels wide: its own caps. */
+  gst_structure_get_int(s, "width", &width);
+  if (width != 64 + (gint)cam->device)
+    g_atomic_int_inc(&cam->wrong);
+  if (cam->have_last) {
+    if (GST_BUFFER_OFFSET(buf) != ((cam->last_offset + 1) & 0xffff))
+      g_atomic_int_inc(&cam->gaps);
+    if (GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_DISCONT))
+      g_atomic_int_inc(&cam->disconts);
+  }
+  cam->last_offset = GST_BUFFER_OFFSET(buf);
+  cam->have_last = TRUE;
+  g_atomic_int_inc(&cam->frames);
+  gst_sample_unref(sample);
+  return GST_FLOW_OK;
+}
+
+/* rdmasrc device-id=device ! appsink, with extra rdmasrc properties. */
+static Camera *camera_new(guint port, guint device, const gchar *props)
+{
+  Camera *cam = g_new0(Camera, 1);
+  /* over-budget=pause: a reader stalled by a loaded machine pauses the
+   * sender rather than losing frames, so a gap is always ours. */
+  gchar *desc = g_strdup_printf(
+      "rdmasrc name=r transport=%s address=%s port=%u device-id=%u "
+      "over-budget=pause max-queued=300 stats-interval=0 %s ! appsink name=s "
+      "sync=false async=false "
+      "emit-signals=false",
+      transport, rdma_addr, port, device, props ? props : "");
+  GstAppSinkCallbacks cb = {.new_sample = on_sample};
+  GstElement *sink;
+
+  cam->device = device;
+  cam->pipeline = parse(desc);
+  g_free(desc);
+  cam->src = gst_bin_get_by_name(GST_BIN(cam->pipeline), "r");
+  sink = gst_bin_get_by_name(GST_BIN(cam->pipeline), "s");
+  gst_app_sink_set_callbacks(GST_APP_SINK(sink), &cb, cam, NULL);
+  gst_object_unref(sink);
+  return cam;
+}
+
+static void camera_free(Camera *cam)
+{
+  gst_object_unref(cam->src);
+  stop(cam->pipeline);
+  g_free(cam);
+}
+
+/* A new stream of the camera starts (after it was stopped). */
+static void camera_reset(Camera *cam)
+{
+  cam->have_last = FALSE;
+  g_atomic_int_set(&cam->frames, 0);
+}
+
+static gboolean wait_frames(Camera *cam, gint count)
+{
+  gint64 end = g_get_monotonic_time() + (gint64)(WAIT / GST_USECOND);
+
+  while (g_atomic_int_get(&cam->frames) < count && g_get_monotonic_time() < end)
+    g_usleep(10000);
+  return g_atomic_int_get(&cam->frames) >= count;
+}
+
+/* n live cameras 0..n-1, camera d 64+d pixels wide so each has caps of
+ * its own, into rdmasinks sharing one connection. */
+static GstElement *rig_new(guint port, guint n)
+{
+  GString *desc = g_string_new(NULL);
+  GstElement *rig;
+
+  for (guint d = 0; d < n; d++)
+    g_string_append_printf(desc,
+                           " videotestsrc is-live=true pattern=%u ! "
+                           "video/x-raw,format=GRAY8,width=%u,height=48,"
+                           "framerate=25/1 ! rdmasink transport=%s host=%s "
+                           "port=%u device-id=%u stats-interval=0 "
+                           "wait-timeout=60000",
+                           d, 64 + d, transport, rdma_addr, port, d);
+  rig = parse(desc->str);
+  g_string_free(desc, TRUE);
+  return rig;
+}
+
+static GstStructure *stats_of(Camera *cam)
+{
+  GstStructure *s = NULL;
+
+  g_object_get(cam->src, "stats", &s, NULL);
+  fail_unless(s != NULL);
+  return s;
+}
+
+static guint64 stats_u64(const GstStructure *s, const gchar *field)
+{
+  guint64 v = 0;
+
+  fail_unless(gst_structure_get_uint64(s, field, &v),
+              "no %s in %" GST_PTR_FORMAT, field, s);
+  return v;
+}
+
+/* The error the bus of pipeline carries, or NULL. */
+static gchar *error_text(GstElement *pipeline)
+{
+  GstBus *bus = gst_element_get_bus(pipeline);
+  GstMessage *msg =
+      gst_bus_timed_pop_filtered(bus, 5 * GST_SECOND, GST_MESSAGE_ERROR);
+  gchar *text = NULL;
+
+  gst_object_unref(bus);
+  if (msg) {
+    GError *err = NULL;
+
+    gst_message_parse_error(msg, &err, NULL);
+    text = g_strdup(err->message);
+    g_error_free(err);
+    gst_message_unref(msg);
+  }
+  return text;
+}
+
+/* To PLAYING, waiting for it; a failure says what the bus said. */
+static void play(GstElement *pipeline)
+{
+  GstStateChangeReturn ret = gst_element_set_state(pipeline, GST_STATE_PLAYING);
+
+  if (ret != GST_STATE_CHANGE_FAILURE)
+    ret = gst_element_get_state(pipeline, NULL, NULL, WAIT);
+  if (ret == GST_STATE_CHANGE_FAILURE) {
+    gchar *err = error_text(pipeline);
+
+    fail("%s: PLAYING failed: %s", GST_OBJECT_NAME(pipeline),
+         GST_STR_NULL(err));
+  }
+  fail_if(ret == GST_STATE_CHANGE_ASYNC, "%s: PLAYING not reached",
+          GST_OBJECT_NAME(pipeline));
+}
+
+/* Three pipelines, one camera each, on one port: one listener, one lane
+ * for the sender's one connection, each pipeline its own camera only. */
+GST_START_TEST(test_one_receiver_per_port)
+{
+  guint port = test_port();
+  GstElement *rig = rig_new(port, 3);
+  Camera *cams[3];
+
+  for (guint d = 0; d < 3; d++) {
+    cams[d] = camera_new(port, d, NULL);
+    play(cams[d]->pipeline);
+  }
+  play(rig);
+  for (guint d = 0; d < 3; d++)
+    fail_unless(wait_frames(cams[d], 25), "camera %u: %d frames", d,
+                g_atomic_int_get(&cams[d]->frames));
+  for (guint d = 0; d < 3; d++) {
+    GstStructure *s = stats_of(cams[d]);
+    guint members = 0;
+
+    fail_unless(gst_structure_get_uint(s, "receiver-members", &members));
+    fail_unless_equals_int(members, 3);
+    /* One sender process, one connection: one lane in all. */
+    fail_unless_equals_int(stats_u64(s, "lanes-opened"), 1);
+    for (guint other = 0; other < 3; other++) {
+      gchar name[16];
+
+      g_snprintf(name, sizeof name, "device-%u", other);
+      fail_unless(gst_structure_has_field(s, name) == (other == d),
+                  "camera %u: %s", d, name);
+    }
+    gst_structure_free(s);
+    fail_unless_equals_int(g_atomic_int_get(&cams[d]->wrong), 0);
+    fail_unless_equals_int(g_atomic_int_get(&cams[d]->gaps), 0);
+  }
+  stop(rig);
+  for (guint d = 0; d < 3; d++)
+    camera_free(cams[d]);
+}
+GST_END_TEST;
+
+/* Cameras 0..3 sent, camera 2 asked for: the others are dropped and
+ * counted, and get no pad. */
+GST_START_TEST(test_unclaimed_devices_dropped)
+{
+  guint port = test_port();
+  GstElement *rig = rig_new(port, 4);
+  Camera *cam = camera_new(port, 2, NULL);
+  GstStructure *s;
+  GList *pads;
+
+  play(cam->pipeline);
+  play(rig);
+  fail_unless(wait_frames(cam, 25));
+  s = stats_of(cam);
+  fail_unless(stats_u64(s, "unclaimed-drops") >= 25, "%" GST_PTR_FORMAT, s);
+  gst_structure_free(s);
+  GST_OBJECT_LOCK(cam->src);
+  pads = cam->src->srcpads;
+  fail_unless_equals_int(g_list_length(pads), 1);
+  fail_unless_equals_string(GST_OBJECT_NAME(pads->data), "src_2");
+  GST_OBJECT_UNLOCK(cam->src);
+  fail_unless_equals_int(g_atomic_int_get(&cam->wrong), 0);
+  stop(rig);
+  camera_free(cam);
+}
+GST_END_TEST;
+
+/* One camera's pipeline stops mid-stream and starts again, another fails
+ * to start (its settings can't be shared): the other cameras lose no
+ * frame, get no DISCONT; the restarted one gets its stream again although
+ * its caps were sent long before. */
+GST_START_TEST(test_members_independent)
+{
+  guint port = test_port();
+  GstElement *rig = rig_new(port, 3);
+  Camera *cams[3], *bad;
+  gint before[3];
+
+  for (guint d = 0; d < 3; d++) {
+    cams[d] = camera_new(port, d, NULL);
+    play(cams[d]->pipeline);
+  }
+  play(rig);
+  for (guint d = 0; d < 3; d++)
+    fail_unless(wait_frames(cams[d], 10));
+
+  change_state(cams[1]->pipeline, GST_STATE_NULL);
+  for (guint d = 0; d < 3; d++)
+    before[d] = g_atomic_int_get(&cams[d]->frames);
+  fail_unless(wait_frames(cams[0], before[0] + 25));
+  fail_unless(wait_frames(cams[2], before[2] + 25));
+  fail_unless_equals_int(g_atomic_int_get(&cams[1]->frames), before[1]);
+
+  /* An rdmasrc that can't join fails alone. */
+  bad = camera_new(port, 1, "blocks=8");
+  fail_unless_equals_int(
+      gst_element_set_state(bad->pipeline, GST_STATE_PLAYING),
+      GST_STATE_CHANGE_FAILURE);
+  camera_free(bad);
+
+  camera_reset(cams[1]);
+  play(cams[1]->pipeline);
+  fail_unless(wait_frames(cams[1], 25), "restarted camera: %d frames",
+              g_atomic_int_get(&cams[1]->frames));
+  fail_unless(wait_frames(cams[0], before[0] + 75));
+
+  for (guint d = 0; d < 3; d++) {
+    fail_unless_equals_int(g_atomic_int_get(&cams[d]->gaps), 0);
+    fail_unless_equals_int(g_atomic_int_get(&cams[d]->wrong), 0);
+    fail_unless_equals_int(g_atomic_int_get(&cams[d]->disconts), 0);
+  }
+  stop(rig);
+  for (guint d = 0; d < 3; d++)
+    camera_free(cams[d]);
+}
+GST_END_TEST;
+
+/* While one rdmasrc holds the port, another with other settings is
+ * refused naming both; once the last one left, the listener is closed and
+ * the same settings make a new one. */
+GST_START_TEST(test_last_out_closes)
+{
+  guint port = test_port();
+  Camera *a = camera_new(port, 0, NULL);
+  Camera *b = camera_new(port, 1, NULL);
+  Camera *c = camera_new(port, 2, "block-size=8192");
+  GstStructure *s;
+  guint members = 0;
+  gchar *err;
+
+  change_state(a->pipeline, GST_STATE_PLAYING);
+  change_state(b->pipeline, GST_STATE_PLAYING);
+  fail_unless_equals_int(gst_element_set_state(c->pipeline, GST_STATE_PLAYING),
+                         GST_STATE_CHANGE_FAILURE);
+  gst_element_set_state(c->pipeline, GST_STATE_NULL);
+
+  change_state(a->pipeline, GST_STATE_NULL);
+  /* b is still there: so is the receiver with a's settings. */
+  fail_unless_equals_int(gst_element_set_state(c->pipeline, GST_STATE_PLAYING),
+                         GST_STATE_CHANGE_FAILURE);
+  err = error_text(c->pipeline);
+  fail_unless(err && strstr(err, "block-size"), "%s", GST_STR_NULL(err));
+  g_free(err);
+  gst_element_set_state(c->pipeline, GST_STATE_NULL);
+
+  change_state(b->pipeline, GST_STATE_NULL);
+  change_state(c->pipeline, GST_STATE_PLAYING);
+  s = stats_of(c);
+  fail_unless(gst_structure_get_uint(s, "receiver-members", &members));
+  fail_unless_equals_int(members, 1);
+  gst_structure_free(s);
+  camera_free(a);
+  camera_free(b);
+  camera_free(c);
+}
+GST_END_TEST;
+
+/* What can't be shared is an error at READY->PAUSED that names both
+ * rdmasrcs: other geometry or mechanism, the same device twice, two that
+ * take every device. */
+GST_START_TEST(test_conflicts_name_both)
+{
+  static const struct {
+    const gchar *first, *second, *says;
+  } cases[] = {
+      {"device-id=0", "device-id=1 blocks=16", "blocks"},
+      {"device-id=0", "device-id=1 mechanism=sliding-window", "mechanism"},
+      {"device-id=0", "device-id=0", "device 0"},
+      {"device-id=-1", "device-id=-1", "every device"},
+      {"first.src_4", "device-id=4", "device 4"},
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+    guint port = test_port();
+    gchar *d1 =
+        g_strdup_printf("rdmasrc name=first transport=%s address=%s "
+                        "port=%u stats-interval=0 %s ! fakesink async=false",
+                        transport, rdma_addr, port, cases[i].first);
+    gchar *d2 =
+        g_strdup_printf("rdmasrc name=second transport=%s address=%s "
+                        "port=%u stats-interval=0 %s ! fakesink async=false",
+                        transport, rdma_addr, port, cases[i].second);
+    GstElement *p1, *p2;
+    gchar *err;
+
+    p1 = parse(d1);
+    p2 = parse(d2);
+    change_state(p1, GST_STATE_PLAYING);
+    fail_unless(gst_element_set_state(p2, GST_STATE_PLAYING) ==
+                    GST_STATE_CHANGE_FAILURE,
+                "case %u: started", i);
+    err = error_text(p2);
+    fail_unless(err != NULL, "case %u: no error", i);
+    fail_unless(strstr(err, "first") && strstr(err, "second") &&
+                    strstr(err, cases[i].says),
+                "case %u: %s", i, err);
+    g_free(err);
+    stop(p2);
+    stop(p1);
+    g_free(d1);
+    g_free(d2);
+  }
+}
+GST_END_TEST;
+
+/* device-id makes the pad when it is set, before the launch line's next
+ * properties: the element's over-budget still reaches that one pad
+ * (a capture asking for over-budget=pause lost frames to drop-oldest). */
+GST_START_TEST(test_device_pad_takes_element_policy)
+{
+  GstElement *src = parse("rdmasrc device-id=2 over-budget=pause");
+  GstPad *pad = gst_element_get_static_pad(src, "src_2");
+  GEnumValue *v;
+  gint policy = -1;
+
+  fail_unless(pad != NULL);
+  g_object_get(pad, "over-budget", &policy, NULL);
+  v = g_enum_get_value_by_nick(
+      g_type_class_peek(G_PARAM_SPEC_VALUE_TYPE(g_object_class_find_property(
+          G_OBJECT_GET_CLASS(pad), "over-budget"))),
+      "pause");
+  fail_unless(v != NULL);
+  fail_unless_equals_int(policy, v->value);
+  gst_object_unref(pad);
+  gst_object_unref(src);
+}
+GST_END_TEST;
+
+static Suite *rdmasrc_shared_suite(void)
+{
+  Suite *s = suite_create("rdmasrc-shared");
+  TCase *tc = tcase_create("general");
+
+  test_transport_from_env(&transport, &rdma_addr);
+  tcase_set_timeout(tc, 120);
+  suite_add_tcase(s, tc);
+  tcase_add_test(tc, test_one_receiver_per_port);
+  tcase_add_test(tc, test_unclaimed_devices_dropped);
+  tcase_add_test(tc, test_members_independent);
+  tcase_add_test(tc, test_last_out_closes);
+  tcase_add_test(tc, test_conflicts_name_both);
+  tcase_add_test(tc, test_device_pad_takes_element_policy);
+  return s;
+}
+
+GST_CHECK_MAIN(rdmasrc_shared);
