@@ -400,16 +400,18 @@ static void print_rdmasrc_stats(GstElement *src)
     return;
   gst_structure_get_uint64(st, "frames-copied", &frames_copied);
   gst_structure_get_uint64(st, "copies", &copies);
-  const GValue *devs = gst_structure_get_value(st, "devices");
-  for (guint i = 0; devs && GST_VALUE_HOLDS_ARRAY(devs) &&
-                    i < gst_value_array_get_size(devs);
-       i++) {
-    const GstStructure *d =
-        gst_value_get_structure(gst_value_array_get_value(devs, i));
+  /* One structure field per device, "device-<N>" (since 42480b1; before
+   * it a "devices" array, which this no longer reads). */
+  for (gint f = 0; f < gst_structure_n_fields(st); f++) {
+    const char *name = gst_structure_nth_field_name(st, (guint)f);
+    const GValue *v = gst_structure_get_value(st, name);
+    if (!g_str_has_prefix(name, "device-") || !GST_VALUE_HOLDS_STRUCTURE(v))
+      continue;
+    const GstStructure *d = gst_value_get_structure(v);
     for (guint k = 0; k < G_N_ELEMENTS(per_dev); k++) {
-      guint64 v = 0;
-      if (gst_structure_get_uint64(d, per_dev[k], &v))
-        sum[k] += v;
+      guint64 x = 0;
+      if (gst_structure_get_uint64(d, per_dev[k], &x))
+        sum[k] += x;
     }
   }
   printf("\"rdmasrc\":{\"frames-copied\":%" G_GUINT64_FORMAT
