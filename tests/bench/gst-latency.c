@@ -784,8 +784,10 @@ int main(int argc, char **argv)
       (strcmp(argv[optind], "send") && strcmp(argv[optind], "receive")) ||
       (strcmp(o.transport, "rdma") && strcmp(o.transport, "shm") &&
        strcmp(o.transport, "tcp"))) {
-    fprintf(stderr, "usage: gst-latency send|receive --transport rdma|shm|tcp "
-                    "[--streams N] [--port P] ...\n");
+    fprintf(stderr,
+            "usage: gst-latency send|receive --transport rdma|shm|tcp "
+            "[--backend shm|verbs] [--streams N] [--port P] ... "
+            "(see the comment at the top of tests/bench/gst-latency.c)\n");
     return 2;
   }
   o.send = !strcmp(argv[optind], "send");
