@@ -1755,6 +1755,22 @@ def header(results, out):
     out.append("")
 
 
+# Where run.py --caveat's sentence goes for the parts whose section doesn't
+# place it itself (B10 does, and marks its verdicts provisional).
+CAVEAT_HEADINGS = {"B56": ["## B5.", "## B6."], "B2X": ["### Sensitivity"],
+                   "VM": ["### Verbs", "### VM"]}
+
+
+def mark_caveats(results, out):
+    for part, c in (results.get("caveats") or {}).items():
+        if not c or part == "B10":
+            continue
+        heads = CAVEAT_HEADINGS.get(part, [f"## {part}."])
+        for i in range(len(out) - 1, -1, -1):
+            if any(out[i].startswith(h) for h in heads):
+                out.insert(i + 1, f"**{c[0].upper() + c[1:]}.**\n")
+
+
 def render(results, out_path):
     figdir = os.path.join(os.path.dirname(out_path), "bench")
     os.makedirs(figdir, exist_ok=True)
@@ -1777,6 +1793,7 @@ def render(results, out_path):
     section_b8(results.get("B8"), out, figdir)
     section_b9(results.get("B9"), out, figdir)
     section_b10(results, out, figdir)
+    mark_caveats(results, out)
     analysis = os.path.join(HERE, "analysis.md")
     if os.path.exists(analysis):
         with open(analysis) as f:

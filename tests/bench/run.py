@@ -1135,10 +1135,10 @@ def main():
     ap.add_argument("--only", default="",
                     help="comma-separated parts: B1,B2,B2X,B3,B4,B7,B56,B8,B9,B10,VM")
     ap.add_argument("--caveat", default="",
-                    help="a sentence printed in bold at the head of every part this run "
-                         "measures (and in its targets), e.g. \"measured on a loaded "
-                         "machine; to be re-run on a quiet host\"; a part re-run without "
-                         "it loses its old one")
+                    help="a sentence printed in bold at the head of the section of every "
+                         "part this run measures (B10 also marks its target verdicts "
+                         "provisional), e.g. \"measured on a loaded machine; to be re-run "
+                         "on a quiet host\"; a part re-run without it loses its old one")
     ap.add_argument("--render", action="store_true",
                     help="only re-render docs/benchmarks.md from docs/bench/results.json")
     ap.add_argument("--out", default=os.path.join(TOP, "docs/benchmarks.md"))
