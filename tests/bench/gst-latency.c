@@ -8,6 +8,7 @@
  *   gst-latency receive --transport T --streams N --port P [video options]
  *                       [--seconds S] [--warmup S] [--poll-mode M] [--queue]
  *                       [--senders K] [--backend shm|verbs --address A]
+ *                       [--device-blocks B]
  *
  * and of B10 (many senders into one receiver): K sender processes of N
  * cameras each, the k-th with --first-device k*N, into one receiver with
@@ -21,7 +22,8 @@
  *   rdma  SINK = rdmasink transport=shm port=P device-id=D+i sync=false
  *         SRC  = one rdmasrc transport=shm port=P, its pad src_i
  *                (poll-mode=M when the element has that property;
- *                max-senders=K when K is above its default)
+ *                max-senders=K when K is above its default;
+ *                device-blocks=B when given, else its automatic share)
  *         --backend verbs: transport=verbs, host=A / address=A instead
  *   shm   SINK = identity drop-allocation=true ! shmsink socket-path=...
  *         SRC  = shmsrc socket-path=... is-live=true
@@ -84,6 +86,7 @@ struct options {
   guint senders;       /* receive: sender processes (rdmasrc max-senders) */
   const char *backend; /* rdma: shm or verbs */
   const char *address; /* rdma over verbs: the receiver's address */
+  guint device_blocks; /* receive: rdmasrc device-blocks, 0 = its default */
 };
 
 static volatile sig_atomic_t stop_requested;
@@ -541,6 +544,8 @@ static int run_receive(const struct options *o)
     g_object_get(src, "max-senders", &max_senders, NULL);
     if (o->senders > max_senders)
       g_object_set(src, "max-senders", o->senders, NULL);
+    if (o->device_blocks)
+      g_object_set(src, "device-blocks", o->device_blocks, NULL);
     mode = apply_poll_mode(src, o->poll_mode);
     gst_bin_add(GST_BIN(p), src);
     rdmasrc = src;
@@ -710,6 +715,7 @@ int main(int argc, char **argv)
       {"senders", required_argument, NULL, 'k'},
       {"backend", required_argument, NULL, 'b'},
       {"address", required_argument, NULL, 'a'},
+      {"device-blocks", required_argument, NULL, 'B'},
       {NULL, 0, NULL, 0},
   };
   struct options o = {.transport = "rdma",
@@ -773,6 +779,9 @@ int main(int argc, char **argv)
       break;
     case 'a':
       o.address = optarg;
+      break;
+    case 'B':
+      o.device_blocks = (guint)atoi(optarg);
       break;
     default:
       fprintf(stderr, "usage: gst-latency send|receive [options]\n");

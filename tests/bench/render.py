@@ -1359,6 +1359,9 @@ def b10_flatness(points, fps):
 def plot_b10(res, path):
     fps = res["video"]["fps"]
     series = [("host, shm", "tab:blue", "o-", res.get("host", []))]
+    if res.get("host_fixed_share"):
+        series.append((f"host, shm, device-blocks={res.get('fixed_share')}", "tab:green", "^-",
+                       res["host_fixed_share"]))
     vm = b10_vm_points(res)
     if vm:
         series.append(("VM, verbs (EMULATED)", "tab:orange", "s--", vm))
@@ -1528,12 +1531,28 @@ def section_b10(results, out, figdir):
     if plot_b10(res, os.path.join(figdir, "b10_scale.png")):
         out.append("![B10 lost, CPU per frame and p99 against cameras](bench/b10_scale.png)\n")
     out.append("### Host, shm back end\n")
+    out.append("rdmasrc's properties as a user gets them (the targets are these):\n")
     b10_table(res.get("host", []), out, v["fps"])
     b10_behind_note(res.get("host", []), v["fps"], out)
     fl = b10_flatness(res.get("host", []), v["fps"])
     if fl and not fl[3] and abs(fl[0] - 1) > 0.3:
         out.append(f"CPU per frame is **not flat** here: {fr(fl[0])}x from {fl[1]} to "
                    f"{fl[2]} cameras. Why: see B10 in the analysis.\n")
+    fixed = res.get("host_fixed_share")
+    if fixed:
+        share = res.get("fixed_share")
+        out.append(
+            f"The same points with `device-blocks={share}`, each run beside its default "
+            "twin (the two alternate which goes first). The automatic share divides three "
+            "quarters of one lane's blocks (24 of the default 32) among all the element's "
+            "pads, whatever lane they are on: 2 blocks a camera with 12 cameras, 1 from 24 "
+            "on, although each sender has a lane of 32 blocks of its own. A camera with one "
+            "block can't have a frame queued while the one before is still downstream: "
+            "rdmasrc copies or drops it (\"copied by rdmasrc\", \"dropped by rdmasrc\"). "
+            f"With the share held at {share} the receiver's own scaling shows apart from its "
+            "default's:\n")
+        b10_table(fixed, out, v["fps"])
+        b10_behind_note(fixed, v["fps"], out)
     out.append("### Verbs in the Soft-RoCE VM (EMULATED CPU: ratios only)\n")
     vm = res.get("vm") or {}
     vpts = b10_vm_points(res)

@@ -1068,6 +1068,13 @@ B10_SENDERS = [1, 2, 4, 8]
 B10_CAMERAS = 12
 B10_VM_CAMERAS = 3
 B10_START_GAP = 0.3  # s between two senders' starts
+# Each host point also runs with device-blocks=2, the share one sender's 12
+# cameras get automatically.  The automatic share divides three quarters
+# of *one* lane's blocks among all the element's pads, whatever lane they
+# are on (gst_rdma_src_budget): 2 blocks each for 12 cameras, 1 for 24 and
+# more, although every lane has its own 32.  With the share held at 2 the
+# pair tells the receiver's own scaling from its default's.
+B10_FIXED_SHARE = 2
 
 
 def b10_vm_jobs(ctx, secs):
@@ -1091,16 +1098,19 @@ def b10(ctx):
     secs = 4 if ctx.quick else 10
     res = {"seconds": secs, "video": B10_VIDEO, "cameras_per_sender": B10_CAMERAS,
            "vm_cameras_per_sender": B10_VM_CAMERAS, "vm_video": B10_VM_VIDEO,
-           "start_gap_s": B10_START_GAP,
-           "host": []}
-    for k in B10_SENDERS:
-        port = ctx.next_port()
-        r = scale.run_point(tool, k, B10_CAMERAS, B10_VIDEO, secs, 1 + B10_START_GAP * k,
-                            port, gst_env(ctx), start_gap=B10_START_GAP)
-        res["host"].append(r)
-        ctx.log(f"B10 shm {k} x {B10_CAMERAS}: lost {r.get('lost')}, unseen "
-                f"{r.get('cameras_unseen')}, cpu/frame {fmt(r.get('cpu_us_per_frame'))} us, "
-                f"p99 {fmt(r.get('p99_us'))} us {r.get('error', '')}")
+           "start_gap_s": B10_START_GAP, "fixed_share": B10_FIXED_SHARE,
+           "host": [], "host_fixed_share": []}
+    for n, k in enumerate(B10_SENDERS):
+        # The two variants alternate which goes first: the load drifts.
+        for share in ([0, B10_FIXED_SHARE] if n % 2 == 0 else [B10_FIXED_SHARE, 0]):
+            r = scale.run_point(tool, k, B10_CAMERAS, B10_VIDEO, secs, 1 + B10_START_GAP * k,
+                                ctx.next_port(), gst_env(ctx), start_gap=B10_START_GAP,
+                                device_blocks=share)
+            res["host_fixed_share" if share else "host"].append(r)
+            ctx.log(f"B10 shm {k} x {B10_CAMERAS} device-blocks {share or 'auto'}: lost "
+                    f"{r.get('lost')}, unseen {r.get('cameras_unseen')}, cpu/frame "
+                    f"{fmt(r.get('cpu_us_per_frame'))} us, p99 {fmt(r.get('p99_us'))} us "
+                    f"{r.get('error', '')}")
     if ctx.args.no_vm:
         res["vm"] = {"skipped": "--no-vm"}
     else:

@@ -24,8 +24,10 @@ import time
 
 
 def run_point(tool, senders, cameras, video, seconds, warmup, port, env,
-              backend="shm", address="127.0.0.1", poll_mode=None, start_gap=0.3):
-    """Runs one point; returns a dict (with "error" when it couldn't run)."""
+              backend="shm", address="127.0.0.1", poll_mode=None, start_gap=0.3,
+              device_blocks=0):
+    """Runs one point; returns a dict (with "error" when it couldn't run).
+    device_blocks: rdmasrc's device-blocks, 0 = its automatic share."""
     streams = senders * cameras
     common = ["--transport", "rdma", "--backend", backend, "--address", address,
               "--port", str(port), "--width", str(video["width"]),
@@ -35,6 +37,8 @@ def run_point(tool, senders, cameras, video, seconds, warmup, port, env,
               "--seconds", str(seconds), "--warmup", str(warmup)]
     if poll_mode:
         rx_cmd += ["--poll-mode", poll_mode]
+    if device_blocks:
+        rx_cmd += ["--device-blocks", str(device_blocks)]
     # The senders outlive the receiver's counted span by far: run.py stops
     # them once the receiver has reported.  They start one after the other
     # (start_gap) because that is how cameras come up; the warm-up covers
@@ -77,6 +81,7 @@ def run_point(tool, senders, cameras, video, seconds, warmup, port, env,
     res.pop("per_stream", None)  # 96 cameras of percentiles: not plotted
     res["senders"] = senders
     res["cameras"] = streams
+    res["device_blocks"] = device_blocks
     res["sent"] = sent
     # A camera never seen lost its whole run; it is counted apart, not
     # guessed into "lost".
