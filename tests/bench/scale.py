@@ -20,6 +20,7 @@ No Python GStreamer here: the guest and the host run the same C tool.
 """
 import json
 import subprocess
+import tempfile
 import time
 
 
@@ -39,8 +40,8 @@ def run_point(tool, senders, cameras, video, seconds, warmup, port, env,
         rx_cmd += ["--poll-mode", poll_mode]
     if device_blocks:
         rx_cmd += ["--device-blocks", str(device_blocks)]
-    # The senders outlive the receiver's counted span by far: run.py stops
-    # them once the receiver has reported.  They start one after the other
+    # The senders outlive the receiver's counted span by far: they are
+    # stopped (SIGTERM: they report and end) once the receiver has.  They start one after the other
     # (start_gap) because that is how cameras come up; the warm-up covers
     # the last one.
     tx_secs = seconds + warmup + start_gap * senders + 60
@@ -49,25 +50,33 @@ def run_point(tool, senders, cameras, video, seconds, warmup, port, env,
     time.sleep(0.5)
     txs = []
     for k in range(senders):
-        txs.append(subprocess.Popen(
+        # Files, not pipes: nobody reads a sender's output until the end,
+        # and a sender blocked writing a full pipe would stall its cameras.
+        out_f, err_f = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+        txs.append((subprocess.Popen(
             [tool, "send", *common, "--streams", str(cameras), "--first-device",
              str(k * cameras), "--seconds", str(tx_secs)],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+            env=env, stdout=out_f, stderr=err_f), out_f, err_f))
         time.sleep(start_gap)
     try:
         out, err = rx.communicate(timeout=seconds + warmup + start_gap * senders + 90)
     except subprocess.TimeoutExpired:
         rx.kill()
         out, err = rx.communicate()
-    for p in txs:
+    for p, _, _ in txs:
         p.terminate()  # gst-latency reports and stops on SIGTERM
     sent = []
-    for p in txs:
+    for p, out_f, err_f in txs:
         try:
-            o, e = p.communicate(timeout=30)
+            p.wait(timeout=30)
         except subprocess.TimeoutExpired:
             p.kill()
-            o, e = p.communicate()
+            p.wait()
+        out_f.seek(0)
+        err_f.seek(0)
+        o, e = out_f.read(), err_f.read()
+        out_f.close()
+        err_f.close()
         try:
             sent.append(json.loads(o.strip().splitlines()[-1]))
         except (json.JSONDecodeError, IndexError):
