@@ -4,17 +4,27 @@
  * (tests/bench/run.py part B9), the same pipelines for every transport:
  *
  *   gst-latency send    --transport T --streams N --port P [video options]
+ *                       [--first-device D] [--backend shm|verbs --address A]
  *   gst-latency receive --transport T --streams N --port P [video options]
  *                       [--seconds S] [--warmup S] [--poll-mode M] [--queue]
+ *                       [--senders K] [--backend shm|verbs --address A]
+ *                       [--device-blocks B]
+ *
+ * and of B10 (many senders into one receiver): K sender processes of N
+ * cameras each, the k-th with --first-device k*N, into one receiver with
+ * --streams K*N --senders K.
  *
  * Sender, per camera i:
  *   videotestsrc is-live=true pattern=solid-color ! video/x-raw,... ! SINK
  * Receiver, per camera i:
  *   SRC [! queue] ! appsink sync=false
  * with, by transport (all on this host):
- *   rdma  SINK = rdmasink transport=shm port=P device-id=i sync=false
+ *   rdma  SINK = rdmasink transport=shm port=P device-id=D+i sync=false
  *         SRC  = one rdmasrc transport=shm port=P, its pad src_i
- *                (poll-mode=M when the element has that property)
+ *                (poll-mode=M when the element has that property;
+ *                max-senders=K when K is above its default;
+ *                device-blocks=B when given, else its automatic share)
+ *         --backend verbs: transport=verbs, host=A / address=A instead
  *   shm   SINK = identity drop-allocation=true ! shmsink socket-path=...
  *         SRC  = shmsrc socket-path=... is-live=true
  *         (identity: see tests/bench/gst_peers.py, shmsink stalls without)
@@ -23,13 +33,19 @@
  *
  * The capture time travels in the frame itself, so every transport carries
  * it alike: a pad probe on videotestsrc's src pad (the moment the live
- * source lets the frame go) writes 8 magic bytes and CLOCK_REALTIME in ns
- * (little-endian) into the frame's first 16 bytes, and adds the same value
+ * source lets the frame go) writes 8 magic bytes, CLOCK_REALTIME in ns and
+ * the camera's frame number (both little-endian) into the frame's first 24
+ * bytes, and adds the same time
  * as a "timestamp/x-unix" GstReferenceTimestampMeta, which rdmasink sends
  * as the block's capture time (rdmasrc gives it back as that meta: the
  * receiver reports it too, as a check).  The appsink's new-sample callback
  * reads CLOCK_REALTIME again: latency = the difference, one host, one
  * clock.  Frames arriving in the first --warmup seconds are not counted.
+ * The frame numbers give the frames lost, from the bytes alone (whatever
+ * dropped them: sender, transport or receiver): per camera, the numbers
+ * missing between its first and its last frame received over the whole
+ * run.  A live videotestsrc never skips a number (a late frame is still
+ * made), so a gap is a frame lost after capture.
  *
  * The receiver prints one JSON object: latency percentiles (nearest rank,
  * every sample kept) over all cameras and per camera, frames, and the CPU
@@ -49,9 +65,11 @@
 #include <gst/app/gstappsink.h>
 #include <gst/gst.h>
 
-#define MAX_STREAMS 64
-#define STAMP_MAGIC "SBRLAT01"
-#define STAMP_LEN 16
+/* B10 puts 8 senders of 12 cameras into one receiver. */
+#define MAX_STREAMS 128
+/* 02: the frame number follows the time (01 had the time only). */
+#define STAMP_MAGIC "SBRLAT02"
+#define STAMP_LEN 24
 
 struct options {
   gboolean send;
@@ -64,6 +82,11 @@ struct options {
   double warmup;
   const char *poll_mode;
   gboolean queue;
+  guint first_device;  /* send: device-id (tcp/shm: port, socket) of camera 0 */
+  guint senders;       /* receive: sender processes (rdmasrc max-senders) */
+  const char *backend; /* rdma: shm or verbs */
+  const char *address; /* rdma over verbs: the receiver's address */
+  guint device_blocks; /* receive: rdmasrc device-blocks, 0 = its default */
 };
 
 static volatile sig_atomic_t stop_requested;
@@ -106,16 +129,16 @@ static char *caps_string(const struct options *o)
 
 static GstCaps *unix_caps;
 static gint stamp_copies;
+static guint64 stamp_seq[MAX_STREAMS]; /* per camera, on its streaming thread */
 
 static GstPadProbeReturn stamp_probe(GstPad *pad, GstPadProbeInfo *info,
                                      gpointer user_data)
 {
   GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER(info);
   guint8 stamp[STAMP_LEN];
-  guint64 now;
+  guint64 now, seq = stamp_seq[GPOINTER_TO_UINT(user_data)]++;
 
   (void)pad;
-  (void)user_data;
   /* A pool buffer pushed by the source has one owner: no copy.  Counted
    * in case an element keeps a reference. */
   if (!gst_buffer_is_writable(buf))
@@ -123,8 +146,10 @@ static GstPadProbeReturn stamp_probe(GstPad *pad, GstPadProbeInfo *info,
   buf = gst_buffer_make_writable(buf);
   now = realtime_ns();
   memcpy(stamp, STAMP_MAGIC, 8);
-  for (int i = 0; i < 8; i++)
+  for (int i = 0; i < 8; i++) {
     stamp[8 + i] = (guint8)(now >> (8 * i));
+    stamp[16 + i] = (guint8)(seq >> (8 * i));
+  }
   gst_buffer_fill(buf, 0, stamp, sizeof stamp);
   gst_buffer_add_reference_timestamp_meta(buf, unix_caps, now,
                                           GST_CLOCK_TIME_NONE);
@@ -139,15 +164,18 @@ static char *sender_desc(const struct options *o)
   gsize frame = frame_bytes(o);
 
   for (guint i = 0; i < o->streams; i++) {
+    guint dev = o->first_device + i;
+
     g_string_append_printf(d,
                            "videotestsrc name=v%u is-live=true "
                            "pattern=solid-color ! %s ! ",
                            i, caps);
     if (!strcmp(o->transport, "rdma"))
       g_string_append_printf(d,
-                             "rdmasink name=rdmasink%u transport=shm port=%u "
-                             "device-id=%u sync=false stats-interval=0 ",
-                             i, o->port, i);
+                             "rdmasink name=rdmasink%u transport=%s host=%s "
+                             "port=%u device-id=%u sync=false "
+                             "stats-interval=0 ",
+                             i, o->backend, o->address, o->port, dev);
     else if (!strcmp(o->transport, "shm"))
       /* 6 frames of room: the reader releases each at once. */
       g_string_append_printf(
@@ -155,12 +183,12 @@ static char *sender_desc(const struct options *o)
           "identity drop-allocation=true ! shmsink "
           "socket-path=/tmp/sbr-lat-%u-%u shm-size=%" G_GSIZE_FORMAT
           " wait-for-connection=true sync=false ",
-          o->port, i, 6 * frame);
+          o->port, dev, 6 * frame);
     else
       g_string_append_printf(d,
                              "tcpclientsink host=127.0.0.1 port=%u "
                              "sync=false ",
-                             o->port + i);
+                             o->port + dev);
   }
   g_free(caps);
   return g_string_free(d, FALSE);
@@ -184,7 +212,8 @@ static int run_send(const struct options *o)
     g_snprintf(name, sizeof name, "v%u", i);
     GstElement *v = gst_bin_get_by_name(GST_BIN(p), name);
     GstPad *pad = gst_element_get_static_pad(v, "src");
-    gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, stamp_probe, NULL, NULL);
+    gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, stamp_probe,
+                      GUINT_TO_POINTER(i), NULL);
     gst_object_unref(pad);
     gst_object_unref(v);
   }
@@ -208,7 +237,7 @@ static int run_send(const struct options *o)
   gst_object_unref(bus);
   /* rdmasink's own count of frames sent without a copy (videotestsrc drew
    * into its registered memory) and with one. */
-  guint64 zero_copy = 0, copied = 0;
+  guint64 zero_copy = 0, copied = 0, drops = 0;
   for (guint i = 0; !strcmp(o->transport, "rdma") && i < o->streams; i++) {
     char name[16];
     GstStructure *st = NULL;
@@ -222,6 +251,8 @@ static int run_send(const struct options *o)
         zero_copy += v;
       if (gst_structure_get_uint64(st, "copied-buffers", &v))
         copied += v;
+      if (gst_structure_get_uint64(st, "drops", &v))
+        drops += v;
       gst_structure_free(st);
     }
     if (sink)
@@ -230,11 +261,17 @@ static int run_send(const struct options *o)
   gst_element_set_state(p, GST_STATE_NULL);
   gst_object_unref(p);
   gst_caps_unref(unix_caps);
+  guint64 stamped = 0;
+  for (guint i = 0; i < o->streams; i++)
+    stamped += stamp_seq[i];
   printf("{\"mode\":\"send\",\"transport\":\"%s\",\"streams\":%u,"
+         "\"first_device\":%u,\"frames_stamped\":%" G_GUINT64_FORMAT ","
          "\"stamp_copies\":%d,\"zero_copy_buffers\":%" G_GUINT64_FORMAT
-         ",\"copied_buffers\":%" G_GUINT64_FORMAT ",\"ok\":%s}\n",
-         o->transport, o->streams, g_atomic_int_get(&stamp_copies), zero_copy,
-         copied, ret ? "false" : "true");
+         ",\"copied_buffers\":%" G_GUINT64_FORMAT
+         ",\"rdmasink_drops\":%" G_GUINT64_FORMAT ",\"ok\":%s}\n",
+         o->transport, o->streams, o->first_device, stamped,
+         g_atomic_int_get(&stamp_copies), zero_copy, copied, drops,
+         ret ? "false" : "true");
   return ret;
 }
 
@@ -246,6 +283,11 @@ struct stream {
   guint64 *push_ns; /* rdma: capture -> rdmasrc's pad pushes the buffer */
   gsize n, n_meta, n_push, cap;
   guint64 frames, no_stamp;
+  /* Frame numbers over the whole run (not only the counted span). */
+  gboolean seq_seen;
+  guint64 seq_first, seq_last;
+  guint64 seq_frames;   /* frames with a number, in order */
+  guint64 out_of_order; /* a number at or below the last one */
 };
 
 static struct {
@@ -272,20 +314,32 @@ static GstFlowReturn on_sample(GstAppSink *sink, gpointer user_data)
     return GST_FLOW_EOS;
   buf = gst_sample_get_buffer(sample);
   meta = gst_buffer_get_reference_timestamp_meta(buf, rx_unix_caps);
+  gboolean stamped =
+      gst_buffer_extract(buf, 0, stamp, sizeof stamp) == sizeof stamp &&
+      memcmp(stamp, STAMP_MAGIC, 8) == 0;
+  guint64 t = 0, seq = 0;
+  for (int i = 0; stamped && i < 8; i++) {
+    t |= (guint64)stamp[8 + i] << (8 * i);
+    seq |= (guint64)stamp[16 + i] << (8 * i);
+  }
   g_mutex_lock(&rx.lock);
   if (!rx.first_arrival_ns)
     rx.first_arrival_ns = now;
   s->frames++;
+  if (stamped && s->seq_seen && seq <= s->seq_last) {
+    s->out_of_order++;
+  } else if (stamped) {
+    if (!s->seq_seen)
+      s->seq_first = seq;
+    s->seq_seen = TRUE;
+    s->seq_last = seq;
+    s->seq_frames++;
+  }
   if (rx.counting && now >= rx.count_from_ns) {
-    if (gst_buffer_extract(buf, 0, stamp, sizeof stamp) == sizeof stamp &&
-        memcmp(stamp, STAMP_MAGIC, 8) == 0 && s->n < s->cap) {
-      guint64 t = 0;
-      for (int i = 0; i < 8; i++)
-        t |= (guint64)stamp[8 + i] << (8 * i);
+    if (stamped && s->n < s->cap)
       s->lat_ns[s->n++] = now > t ? now - t : 0;
-    } else {
+    else if (!stamped)
       s->no_stamp++;
-    }
     if (meta && s->n_meta < s->cap)
       s->meta_ns[s->n_meta++] =
           now > meta->timestamp ? now - meta->timestamp : 0;
@@ -400,16 +454,18 @@ static void print_rdmasrc_stats(GstElement *src)
     return;
   gst_structure_get_uint64(st, "frames-copied", &frames_copied);
   gst_structure_get_uint64(st, "copies", &copies);
-  const GValue *devs = gst_structure_get_value(st, "devices");
-  for (guint i = 0; devs && GST_VALUE_HOLDS_ARRAY(devs) &&
-                    i < gst_value_array_get_size(devs);
-       i++) {
-    const GstStructure *d =
-        gst_value_get_structure(gst_value_array_get_value(devs, i));
+  /* One structure field per device, "device-<N>" (since 42480b1; before
+   * it a "devices" array, which this no longer reads). */
+  for (gint f = 0; f < gst_structure_n_fields(st); f++) {
+    const char *name = gst_structure_nth_field_name(st, (guint)f);
+    const GValue *v = gst_structure_get_value(st, name);
+    if (!g_str_has_prefix(name, "device-") || !GST_VALUE_HOLDS_STRUCTURE(v))
+      continue;
+    const GstStructure *d = gst_value_get_structure(v);
     for (guint k = 0; k < G_N_ELEMENTS(per_dev); k++) {
-      guint64 v = 0;
-      if (gst_structure_get_uint64(d, per_dev[k], &v))
-        sum[k] += v;
+      guint64 x = 0;
+      if (gst_structure_get_uint64(d, per_dev[k], &x))
+        sum[k] += x;
     }
   }
   printf("\"rdmasrc\":{\"frames-copied\":%" G_GUINT64_FORMAT
@@ -479,9 +535,17 @@ static int run_receive(const struct options *o)
       fprintf(stderr, "gst-latency: no rdmasrc (GST_PLUGIN_PATH?)\n");
       return 1;
     }
-    gst_util_set_object_arg(G_OBJECT(src), "transport", "shm");
-    g_object_set(src, "port", o->port, "block-size",
+    gst_util_set_object_arg(G_OBJECT(src), "transport", o->backend);
+    g_object_set(src, "address", o->address, "port", o->port, "block-size",
                  (guint)(frame_bytes(o) + 72), "stats-interval", 0, NULL);
+    /* One lane per sender process: above the default a sender would be
+     * refused (lanes full). */
+    guint max_senders = 0;
+    g_object_get(src, "max-senders", &max_senders, NULL);
+    if (o->senders > max_senders)
+      g_object_set(src, "max-senders", o->senders, NULL);
+    if (o->device_blocks)
+      g_object_set(src, "device-blocks", o->device_blocks, NULL);
     mode = apply_poll_mode(src, o->poll_mode);
     gst_bin_add(GST_BIN(p), src);
     rdmasrc = src;
@@ -556,8 +620,16 @@ static int run_receive(const struct options *o)
 
   /* All cameras together, then each. */
   gsize total = 0, total_meta = 0, total_push = 0;
-  guint64 frames = 0, no_stamp = 0;
+  guint64 frames = 0, no_stamp = 0, lost = 0, out_of_order = 0;
+  guint streams_seen = 0, streams_lossy = 0;
   for (guint i = 0; i < o->streams; i++) {
+    const struct stream *si = &rx.s[i];
+    guint64 gap =
+        si->seq_seen ? si->seq_last - si->seq_first + 1 - si->seq_frames : 0;
+    streams_seen += si->seq_seen;
+    streams_lossy += gap > 0;
+    lost += gap;
+    out_of_order += si->out_of_order;
     total += rx.s[i].n;
     total_meta += rx.s[i].n_meta;
     total_push += rx.s[i].n_push;
@@ -589,6 +661,10 @@ static int run_receive(const struct options *o)
   gst_element_set_state(p, GST_STATE_NULL);
   printf("\"frames\":%" G_GUINT64_FORMAT ",\"no_stamp\":%" G_GUINT64_FORMAT ",",
          frames, no_stamp);
+  /* A camera never seen at all lost everything: streams_seen says so. */
+  printf("\"lost\":%" G_GUINT64_FORMAT ",\"out_of_order\":%" G_GUINT64_FORMAT
+         ",\"streams_seen\":%u,\"streams_lossy\":%u,",
+         lost, out_of_order, streams_seen, streams_lossy);
   print_dist("", all, total);
   printf(",");
   print_dist("meta_", all_meta, total_meta);
@@ -635,6 +711,11 @@ int main(int argc, char **argv)
       {"warmup", required_argument, NULL, 'w'},
       {"poll-mode", required_argument, NULL, 'm'},
       {"queue", no_argument, NULL, 'q'},
+      {"first-device", required_argument, NULL, 'd'},
+      {"senders", required_argument, NULL, 'k'},
+      {"backend", required_argument, NULL, 'b'},
+      {"address", required_argument, NULL, 'a'},
+      {"device-blocks", required_argument, NULL, 'B'},
       {NULL, 0, NULL, 0},
   };
   struct options o = {.transport = "rdma",
@@ -645,7 +726,10 @@ int main(int argc, char **argv)
                       .fps = 25,
                       .format = "RGB",
                       .seconds = 10,
-                      .warmup = 1};
+                      .warmup = 1,
+                      .senders = 1,
+                      .backend = "shm",
+                      .address = "127.0.0.1"};
   int c;
 
   gst_init(&argc, &argv);
@@ -684,17 +768,35 @@ int main(int argc, char **argv)
     case 'q':
       o.queue = TRUE;
       break;
+    case 'd':
+      o.first_device = (guint)atoi(optarg);
+      break;
+    case 'k':
+      o.senders = (guint)atoi(optarg);
+      break;
+    case 'b':
+      o.backend = optarg;
+      break;
+    case 'a':
+      o.address = optarg;
+      break;
+    case 'B':
+      o.device_blocks = (guint)atoi(optarg);
+      break;
     default:
       fprintf(stderr, "usage: gst-latency send|receive [options]\n");
       return 2;
     }
   }
   if (optind >= argc || o.streams < 1 || o.streams > MAX_STREAMS ||
+      (strcmp(o.backend, "shm") && strcmp(o.backend, "verbs")) ||
       (strcmp(argv[optind], "send") && strcmp(argv[optind], "receive")) ||
       (strcmp(o.transport, "rdma") && strcmp(o.transport, "shm") &&
        strcmp(o.transport, "tcp"))) {
-    fprintf(stderr, "usage: gst-latency send|receive --transport rdma|shm|tcp "
-                    "[--streams N] [--port P] ...\n");
+    fprintf(stderr,
+            "usage: gst-latency send|receive --transport rdma|shm|tcp "
+            "[--backend shm|verbs] [--streams N] [--port P] ... "
+            "(see the comment at the top of tests/bench/gst-latency.c)\n");
     return 2;
   }
   o.send = !strcmp(argv[optind], "send");

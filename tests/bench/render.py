@@ -1305,6 +1305,307 @@ def video_size(v):
     return px * 3 // 2 if v["format"] == "I420" else px * 3
 
 
+# ---------------------------------------------------------------- B10
+
+
+def caveat(results, part):
+    """The sentence run.py --caveat recorded for a part, or ""."""
+    return ((results or {}).get("caveats") or {}).get(part, "")
+
+
+def b10_ok(p):
+    return isinstance(p, dict) and "error" not in p and p.get("samples")
+
+
+def b10_vm_points(res):
+    return [r for _, r in vm_entries(res.get("vm"), "B10", kind="gst_scale")]
+
+
+def b10_rs_dropped(p):
+    rs = p.get("rdmasrc") or {}
+    return sum(rs.get(k, 0) for k in ("devices-drops", "devices-drops-leaky", "devices-gaps"))
+
+
+def b10_tx(p, key):
+    return sum(t.get(key, 0) for t in p.get("sent", []) if isinstance(t, dict))
+
+
+def b10_expected(p, fps):
+    return p["cameras"] * fps * p["wall_s"]
+
+
+def b10_kept_up(p, fps):
+    """Whether the frames counted, with those lost, are the cameras' rate
+    (5 % slack: frames on their way when the span ends; "lost" covers the
+    whole run, a little more than the span, which errs towards kept up).
+    Frames neither counted nor lost were still on their way, in a backlog:
+    a receiver or senders behind the cameras, whose CPU per frame is not a
+    steady cost, and no ratio is drawn from it."""
+    return b10_ok(p) and p["samples"] + p.get("lost", 0) >= 0.95 * b10_expected(p, fps)
+
+
+def b10_flatness(points, fps):
+    """(CPU per frame at the most cameras / at the fewest, fewest, most,
+    the points that didn't keep up); None without two good points."""
+    good = [p for p in points if b10_ok(p) and p.get("cpu_us_per_frame")]
+    if len(good) < 2:
+        return None
+    lo = min(good, key=lambda p: p["cameras"])
+    hi = max(good, key=lambda p: p["cameras"])
+    behind = [p for p in (lo, hi) if not b10_kept_up(p, fps)]
+    return hi["cpu_us_per_frame"] / lo["cpu_us_per_frame"], lo["cameras"], hi["cameras"], behind
+
+
+def plot_b10(res, path):
+    fps = res["video"]["fps"]
+    series = [("host, shm", "tab:blue", "o-", res.get("host", []))]
+    if res.get("host_fixed_share"):
+        series.append((f"host, shm, device-blocks={res.get('fixed_share')}", "tab:green", "^-",
+                       res["host_fixed_share"]))
+    vm = b10_vm_points(res)
+    if vm:
+        series.append(("VM, verbs (EMULATED)", "tab:orange", "s--", vm))
+    behind_label = "not keeping up"
+    if not any(b10_ok(p) for _, _, _, pts in series for p in pts):
+        return False
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.4))
+    for label, color, style, pts in series:
+        pts = [p for p in pts if b10_ok(p)]
+        xs = [p["cameras"] for p in pts]
+        axes[0].plot(xs, [p.get("lost", 0) for p in pts], style, color=color, label=label)
+        base = pts[0].get("cpu_us_per_frame") if pts else None
+        axes[1].plot(xs, [ratio(p.get("cpu_us_per_frame"), base) for p in pts], style,
+                     color=color, label=label)
+        axes[2].plot(xs, [p["p99_us"] / 1e3 for p in pts], style, color=color, label=label)
+        # Points that fell behind the cameras: hollow, their figures are a
+        # backlog's.
+        for p in pts:
+            if b10_kept_up(p, fps):
+                continue
+            for ax, y in ((axes[0], p.get("lost", 0)),
+                          (axes[1], ratio(p.get("cpu_us_per_frame"), base)),
+                          (axes[2], p["p99_us"] / 1e3)):
+                ax.plot([p["cameras"]], [y], style[0], color="white", markeredgecolor=color,
+                        label=behind_label if ax is axes[1] else None)
+            behind_label = None
+    axes[0].set_ylabel("frames lost")
+    axes[0].set_ylim(bottom=-0.5)
+    axes[1].axhline(1.3, color=COLORS["bound"], ls=":", label="target (1.3x)")
+    axes[1].set_ylabel("receiver CPU per frame\n(x its value at the fewest cameras)")
+    axes[1].set_ylim(bottom=0)
+    axes[2].set_yscale("log")
+    axes[2].set_ylabel("p99 capture -> appsink (ms)")
+    for ax in axes:
+        ax.set_xlabel("cameras into one rdmasrc")
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        ax.grid(alpha=0.3)
+    axes[1].legend(fontsize=7)
+    # The caveat goes on the image too: a plot gets copied without its text.
+    if res.get("_caveat"):
+        fig.suptitle(res["_caveat"], fontsize=9, color="tab:red")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return True
+
+
+def b10_table(points, out, fps):
+    out.append("| senders x cameras | cameras | frames counted | lost | cameras unseen | "
+               "rdmasink drops | dropped by rdmasrc | copied by rdmasrc | receiver CPU % | "
+               "CPU per frame us | vs fewest | p50 us | p99 us | max us |")
+    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    base = next((p.get("cpu_us_per_frame") for p in points if b10_ok(p)), None)
+    for p in points:
+        label = f"{p.get('senders', '?')} x {p['cameras'] // max(p.get('senders', 1), 1)}" \
+            if "cameras" in p else "?"
+        if not b10_ok(p):
+            why = str(p.get("error") or p.get("errors") or "no frames")[:80]
+            out.append(f"| {label} | {p.get('cameras', '?')} | failed: {why} "
+                       "| | | | | | | | | | | |")
+            continue
+        rs = p.get("rdmasrc") or {}
+        out.append(f"| {label} | {p['cameras']} | {p['samples']} / ~"
+                   f"{int(p['cameras'] * fps * p['wall_s'])} | {p.get('lost', 0)} | "
+                   f"{p.get('cameras_unseen', 0)} | {b10_tx(p, 'rdmasink_drops')} | "
+                   f"{b10_rs_dropped(p)} | {rs.get('copies', 0)} | {fmt(p['cpu_percent'])} | "
+                   f"{fmt(p['cpu_us_per_frame'])} | {fr(ratio(p['cpu_us_per_frame'], base))} | "
+                   f"{fmt(p['p50_us'])} | {fmt(p['p99_us'])} | {fmt(p['max_us'])} |")
+    out.append("")
+
+
+def b10_fit(points, fps):
+    """Least squares of the receiver's CPU (s per s) against frames/s over
+    the points that kept up: (fixed share of a core, CPU s per frame, n),
+    or None.  The fixed part (its waits between frames, the bus, the
+    listener) is spread over more frames as cameras are added; the slope
+    is what a frame costs, which is what must stay flat."""
+    pts = [p for p in points if b10_kept_up(p, fps) and p.get("wall_s")]
+    if len(pts) < 2:
+        return None
+    xs = [p["samples"] / p["wall_s"] for p in pts]
+    ys = [p["cpu_s"] / p["wall_s"] for p in pts]
+    mx, my = statistics.mean(xs), statistics.mean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if not sxx:
+        return None
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    return my - b * mx, b, len(pts)
+
+
+def b10_fit_note(points, fps, out):
+    f = b10_fit(points, fps)
+    if f:
+        out.append(f"Receiver CPU against frames/s, least squares over the {f[2]} points that "
+                   f"kept up: **{f[0] * 100:.1f} % of a core fixed + {f[1] * 1e6:.0f} us a "
+                   "frame**. CPU per frame = fixed / (frames/s) + that slope: the fixed part "
+                   "is spread over more frames as cameras are added; a slope that grows is a "
+                   "cost that grows with the cameras.\n")
+
+
+def b10_behind_note(points, fps, out):
+    behind = [p for p in points if b10_ok(p) and not b10_kept_up(p, fps)]
+    if behind:
+        out.append("**Not keeping up** at " + ", ".join(f"{p['cameras']}" for p in behind) +
+                   " cameras: the frames counted and lost fall short of what the cameras "
+                   "made (\"frames counted\" against cameras x fps x seconds), so the "
+                   "receiver or the senders were falling behind there; their latency is a "
+                   "backlog's and their CPU per frame is not a steady cost.\n")
+
+
+def b10_targets(results):
+    res = (results or {}).get("B10")
+    if not res or "error" in res or "skipped" in res:
+        return []
+    c = caveat(results, "B10")
+    where = "host shm" + (f" ({c})" if c else "")
+    host = [p for p in res.get("host", []) if "cameras" in p]
+    rows = []
+    if host:
+        bad = [p for p in host if not b10_ok(p)]
+        lost = [(p["cameras"], p.get("lost", 0) + (p.get("cameras_unseen") or 0))
+                for p in host if b10_ok(p)]
+        ok = None if bad or not lost else all(n == 0 for _, n in lost)
+        rows.append(("B10: frames lost, 12 to 96 cameras (8 senders x 12)", "0",
+                     ", ".join(f"{n} cameras: {x}" for n, x in lost) +
+                     (f"; {len(bad)} point(s) failed" if bad else ""), verdict(ok), where))
+    fps = res["video"]["fps"]
+    fl = b10_flatness(host, fps)
+    txt = f"{fr(fl[0])} ({fl[2]} / {fl[1]} cameras)" if fl else "not measured"
+    v = verdict(None if not fl or fl[2] != 96 or fl[1] != 12 else fl[0] <= 1.3)
+    if fl and fl[3]:
+        txt += "; " + ", ".join(f"at {p['cameras']} cameras {p['samples']} of "
+                                f"~{b10_expected(p, fps):.0f} frames arrived, "
+                                f"{p.get('lost', 0)} lost"
+                                for p in fl[3])
+        v = "n/a (not keeping up: no steady cost to compare)"
+    rows.append(("B10: receiver CPU per frame, 96 cameras / 12", "<= 1.3", txt, v, where))
+    if c:  # a caveated run decides nothing
+        rows = [(t, w, m, f"{v} (provisional)", wh) for t, w, m, v, wh in rows]
+    return rows
+
+
+def section_b10(results, out, figdir):
+    res = results.get("B10")
+    out.append("## B10. Many senders into one receiver\n")
+    if not res or "error" in res or "skipped" in res:
+        why = (res or {}).get("error") or (res or {}).get("skipped") or "part not run"
+        out.append(f"**Not measured in this run**: {why}.\n")
+        return
+    c = caveat(results, "B10")
+    if c:
+        out.append(f"**{c[0].upper() + c[1:]}.** The figures below prove that the part runs "
+                   "end to end; they are not the result.\n")
+    v = res["video"]
+    n = res["cameras_per_sender"]
+    out.append(
+        f"Issue #21, item 4. 1, 2, 4 and 8 sender processes of {n} live cameras each "
+        f"(`videotestsrc is-live=true pattern=solid-color`, {v['width']}x{v['height']}@"
+        f"{v['fps']} {v['format']}, {video_size(v):,} bytes a frame) into **one** `rdmasrc` "
+        "over `transport=shm` on this host: one connection (lane) per sender process, the "
+        "k-th sending devices k x 12 .. k x 12 + 11, which is how several camera-ingest "
+        "processes feed one analytics process. Both ends are `tests/bench/gst-latency` (as "
+        "in B9; `tests/bench/scale.py` starts them): receiver `rdmasrc ! appsink sync=false` "
+        "per pad, default properties but `block-size` (one frame), `max-senders` (raised "
+        "only above its default 8) and `stats-interval=0`; each lane keeps its default 32 "
+        "blocks and each camera the automatic `device-blocks` share (below, beside the "
+        "twin that holds it at 2). The "
+        f"senders start {res.get('start_gap_s', 0.3)} s apart; each point counts "
+        f"{res['seconds']} s after a warm-up that covers the last sender's start.\n")
+    out.append(
+        "* **Frames lost**: every frame carries its camera's frame number (written by the "
+        "sender's probe beside the capture time); per camera, the numbers missing between "
+        "its first and last frame received over the whole run, whoever dropped them (the "
+        "sender waiting for a free block, rdmasrc over a camera's share, the transport). "
+        "Frames a sender dropped before its connection was up, before the camera's first "
+        "frame arrived, are not in it (rdmasink's counter has them). "
+        "\"cameras unseen\" had no frame at all. `rdmasink drops` and `dropped by rdmasrc` "
+        "are the elements' own counters (drops + drops-leaky + gaps), for where.\n"
+        "* **Receiver CPU per frame**: getrusage of the receiving process (rdmasrc's "
+        "threads, its pad tasks, the appsinks) over the counted span, over the frames "
+        "counted; \"vs fewest\": over its value with one sender.\n"
+        "* **Latency**: capture (the sender's probe) to the appsink callback, nearest-rank "
+        "p50/p99 over every frame counted, all cameras together.\n")
+    out.append("Re-run only this part, then re-render:\n")
+    out.append("    tests/bench/run.py --only B10           # host (~2 min) + its own VM boot")
+    out.append("    tests/bench/run.py --only B10 --no-vm   # host only\n")
+    trows = b10_targets(results)
+    if trows:
+        out.append("### Targets (issue #21)\n")
+        out.append("| target | wanted | measured | verdict | where |")
+        out.append("|---|---|---|---|---|")
+        for t in trows:
+            out.append("| " + " | ".join(t) + " |")
+        out.append("")
+    res = dict(res, _caveat=c)
+    if plot_b10(res, os.path.join(figdir, "b10_scale.png")):
+        out.append("![B10 lost, CPU per frame and p99 against cameras](bench/b10_scale.png)\n")
+    out.append("### Host, shm back end\n")
+    out.append("rdmasrc's properties as a user gets them (the targets are these):\n")
+    b10_table(res.get("host", []), out, v["fps"])
+    b10_behind_note(res.get("host", []), v["fps"], out)
+    b10_fit_note(res.get("host", []), v["fps"], out)
+    fl = b10_flatness(res.get("host", []), v["fps"])
+    if fl and not fl[3] and abs(fl[0] - 1) > 0.3:
+        out.append(f"CPU per frame is **not flat** here: {fr(fl[0])}x from {fl[1]} to "
+                   f"{fl[2]} cameras. Why: see B10 in the analysis.\n")
+    fixed = res.get("host_fixed_share")
+    if fixed:
+        share = res.get("fixed_share")
+        out.append(
+            f"The same points with `device-blocks={share}`, each run beside its default "
+            "twin (the two alternate which goes first). The automatic share divides three "
+            "quarters of one lane's blocks (24 of the default 32) among all the element's "
+            "pads, whatever lane they are on: 2 blocks a camera with 12 cameras, 1 from 24 "
+            "on, although each sender has a lane of 32 blocks of its own. A camera with one "
+            "block can't have a frame queued while the one before is still downstream: "
+            "rdmasrc copies or drops it (\"copied by rdmasrc\", \"dropped by rdmasrc\"). "
+            f"With the share held at {share} the receiver's own scaling shows apart from its "
+            "default's:\n")
+        b10_table(fixed, out, v["fps"])
+        b10_behind_note(fixed, v["fps"], out)
+        b10_fit_note(fixed, v["fps"], out)
+    out.append("### Verbs in the Soft-RoCE VM (EMULATED CPU: ratios only)\n")
+    vm = res.get("vm") or {}
+    vpts = b10_vm_points(res)
+    if not vpts:
+        why = vm.get("skipped") or vm.get("error") or "no results"
+        out.append(f"Not measured in this run ({why}).\n")
+        return
+    g = vm.get("guest") or {}
+    vv = res.get("vm_video") or v
+    out.append(
+        f"The same at reduced size: {res.get('vm_cameras_per_sender')} cameras a sender "
+        f"at {vv['width']}x{vv['height']}@{vv['fps']} {vv['format']} (3 to 24 cameras), "
+        "`transport=verbs` on rxe0 talking to itself, in one boot of the "
+        f"VM ({vm.get('accel', 'tcg').upper()}, {g.get('nproc', '?')} vCPUs; "
+        f"{vm.get('wall_s', 0):.0f} s in all). Soft-RoCE copies every byte on the guest's "
+        "CPU, the same CPU the receiver's is measured on: the ratios to the one-sender "
+        "point are the figure, not the microseconds.\n")
+    b10_table(vpts, out, vv["fps"])
+    b10_behind_note(vpts, vv["fps"], out)
+
+
 # ------------------------------------------------------------- targets
 
 
@@ -1428,6 +1729,7 @@ def targets(results):
                                f"{v:.0f}" for k, v in vals),
                      verdict(max(v for _, v in vals) <= 2000), "callgrind, host shm"))
     rows += b9_targets(results.get("B9"))
+    rows += b10_targets(results)
     return rows
 
 
@@ -1449,6 +1751,7 @@ def header(results, out):
     out.append("    tests/bench/run.py --no-vm    # host (shm) parts only")
     out.append("    tests/bench/run.py --only B4  # re-measure some parts, keep the rest")
     out.append("    tests/bench/run.py --only B9 --no-vm  # the latency part, host only")
+    out.append("    tests/bench/run.py --only B10 # many senders into one receiver")
     out.append("    tests/bench/run.py --render   # rebuild this file from results.json\n")
     out.append("Every figure is measured in the same run as its baseline and shown as a "
                "ratio next to the absolute value; the machine is shared and noisy, so "
@@ -1503,6 +1806,22 @@ def header(results, out):
     out.append("")
 
 
+# Where run.py --caveat's sentence goes for the parts whose section doesn't
+# place it itself (B10 does, and marks its verdicts provisional).
+CAVEAT_HEADINGS = {"B56": ["## B5.", "## B6."], "B2X": ["### Sensitivity"],
+                   "VM": ["### Verbs", "### VM"]}
+
+
+def mark_caveats(results, out):
+    for part, c in (results.get("caveats") or {}).items():
+        if not c or part == "B10":
+            continue
+        heads = CAVEAT_HEADINGS.get(part, [f"## {part}."])
+        for i in range(len(out) - 1, -1, -1):
+            if any(out[i].startswith(h) for h in heads):
+                out.insert(i + 1, f"**{c[0].upper() + c[1:]}.**\n")
+
+
 def render(results, out_path):
     figdir = os.path.join(os.path.dirname(out_path), "bench")
     os.makedirs(figdir, exist_ok=True)
@@ -1524,6 +1843,8 @@ def render(results, out_path):
     section_b7(results.get("B7"), out, figdir)
     section_b8(results.get("B8"), out, figdir)
     section_b9(results.get("B9"), out, figdir)
+    section_b10(results, out, figdir)
+    mark_caveats(results, out)
     analysis = os.path.join(HERE, "analysis.md")
     if os.path.exists(analysis):
         with open(analysis) as f:

@@ -18,6 +18,10 @@ Job kinds:
    "rate": R (0 = flat out), "blocks": N, "read_ahead": K,
    "rx_args": [...] (more receiver options, e.g. --poll-mode)}
   {"kind": "sbr_bench", "args": [...]}      (tests/bench/sbr-bench)
+  {"kind": "gst_scale", "senders": K, "cameras": N, "video": {...},
+   "seconds": S, "warmup": W, "start_gap": G}
+      B10: K gst-latency senders of N cameras into one rdmasrc over verbs
+      (tests/bench/scale.py; the plugin comes through GST_PLUGIN_PATH)
 """
 import json
 import math
@@ -147,6 +151,20 @@ def job_sbr_bench(j, bench):
     return json.loads(out.stdout)
 
 
+def job_gst_scale(j, perf):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import scale
+    # sbr-perf is build/tools/sbr-perf; gst-latency is in the same build.
+    build = os.path.dirname(os.path.dirname(os.path.abspath(perf)))
+    tool = os.path.join(build, "tests/bench/gst-latency")
+    res = scale.run_point(tool, j["senders"], j["cameras"], j["video"], j["seconds"],
+                          j["warmup"], next_port(), dict(os.environ), backend="verbs",
+                          address=ADDR, start_gap=j.get("start_gap", 0.3))
+    if "error" in res:
+        raise RuntimeError(f"gst-latency: {res['error']}")
+    return res
+
+
 def guest_info():
     info = {"kernel": platform.release(), "nproc": os.cpu_count()}
     try:
@@ -186,6 +204,8 @@ def main():
                 entry["result"] = job_sbr_perf(j, perf)
             elif j["kind"] == "sbr_bench":
                 entry["result"] = job_sbr_bench(j, bench)
+            elif j["kind"] == "gst_scale":
+                entry["result"] = job_gst_scale(j, perf)
             else:
                 entry["error"] = "unknown job kind"
         except Exception as e:  # recorded, never fatal: it's a benchmark
@@ -197,7 +217,7 @@ def main():
         with open(tmp, "w") as f:
             json.dump(doc, f, indent=1)
         os.replace(tmp, out_path)
-        print(f"vm: {j['kind']} {j.get('mechanism', '')} {j.get('size', '')} "
+        print(f"vm: {j['kind']} {j.get('mechanism', '')} {j.get('size', j.get('senders', ''))} "
               f"{'ERROR ' + entry['error'] if 'error' in entry else 'ok'} ({entry['wall_s']} s)",
               flush=True)
 
