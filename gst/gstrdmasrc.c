@@ -454,10 +454,9 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_DEVICE_ID] = g_param_spec_int(
       "device-id", "Device ID",
-      "The one camera this rdmasrc receives: pad src_<N> from the start "
-      "(`rdmasrc device-id=3 ! ...`), one pipeline per camera, every "
-      "rdmasrc of the process on the same port sharing one receiver.  -1 = "
-      "every device no other rdmasrc on the port asked for, one pad each",
+      "The one camera this rdmasrc receives, on pad src_<N> from the start "
+      "(rdmasrcs of a process on one port share a receiver).  -1: every "
+      "device no other rdmasrc on the port asked for",
       -1, SBR_MAX_DEVICES - 1, DEFAULT_DEVICE_ID,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   g_object_class_install_properties(gobject_class, N_PROPERTIES, properties);
@@ -593,6 +592,7 @@ static void gst_rdma_src_set_property(GObject *object, guint prop_id,
 
     GST_OBJECT_LOCK(self);
     self->over_budget = g_value_get_enum(value);
+    self->over_budget_set = TRUE; /* wins over a stream's liveness */
     g_snprintf(name, sizeof name, "src_%d", self->device_id);
     GST_OBJECT_UNLOCK(self);
     /* One camera: its pad, made when device-id was set (maybe before
@@ -636,10 +636,6 @@ static void gst_rdma_src_set_property(GObject *object, guint prop_id,
     break;
   case PROP_MAX_QUEUED:
     self->max_queued = g_value_get_uint(value);
-    break;
-  case PROP_OVER_BUDGET:
-    self->over_budget = g_value_get_enum(value);
-    self->over_budget_set = TRUE;
     break;
   case PROP_MAX_SENDERS:
     self->max_senders = g_value_get_uint(value);
