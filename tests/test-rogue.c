@@ -47,6 +47,13 @@ static bool iwarp; /* the device completes WRITEs locally (verbs-device.h) */
 static const struct sbr__queue_caps rogue_caps = {
     .max_send_wr = 8, .max_recv_wr = 1, .max_inline = 64};
 
+/* Memory a READ lands in: iWARP places a READ's response like a WRITE
+ * and wants REMOTE_WRITE on its sink (siw doesn't check; hardware does). */
+static int read_sink_access(void)
+{
+  return SBR__ACCESS_LOCAL_WRITE | (iwarp ? SBR__ACCESS_REMOTE_WRITE : 0);
+}
+
 static uint64_t now_ns(void)
 {
   struct timespec ts;
@@ -263,8 +270,7 @@ static void rogue_connect(struct world *w, struct rogue *g)
   g->buf = aligned_alloc(4096, BLOCK_SIZE);
   ASSERT(g->buf);
   memset(g->buf, 0, BLOCK_SIZE);
-  ASSERT_OK(
-      ops->reg_mr(g->c, g->buf, BLOCK_SIZE, SBR__ACCESS_LOCAL_WRITE, &g->mr));
+  ASSERT_OK(ops->reg_mr(g->c, g->buf, BLOCK_SIZE, read_sink_access(), &g->mr));
 }
 
 static void rogue_close(struct rogue *g)
@@ -291,6 +297,7 @@ static enum sbr__wc_status rogue_post(struct rogue *g, struct sbr__wr *wrs,
    * verbs-device.h).  So there, a READ of the rogue's own status byte
    * goes behind WRITEs: it fails if, and only if, one was refused. */
   int total = n;
+  bool refused = false;
   if (iwarp && writes) {
     struct sbr__wr probe = {.wr_id = ++g->wr_id,
                             .opcode = SBR__OP_READ,
@@ -300,8 +307,11 @@ static enum sbr__wc_status rogue_post(struct rogue *g, struct sbr__wr *wrs,
                             .remote_addr = g->lane.status_addr,
                             .rkey = g->lane.status_rkey,
                             .signaled = true};
-    ASSERT_OK(ops->post_send(g->c, &probe, 1));
-    total++;
+    /* Refused to post: the QP is in error, the refusal came first. */
+    if (ops->post_send(g->c, &probe, 1) == 0)
+      total++;
+    else
+      refused = true;
   }
   enum sbr__wc_status worst = SBR__WC_SUCCESS;
   uint64_t t0 = now_ns();
@@ -321,7 +331,9 @@ static enum sbr__wc_status rogue_post(struct rogue *g, struct sbr__wr *wrs,
                total);
   }
   /* iWARP: what the refusal flushed, IB and RoCE fail outright. */
-  return iwarp && worst == SBR__WC_FLUSH ? SBR__WC_ERROR : worst;
+  if (refused || (iwarp && worst == SBR__WC_FLUSH))
+    return SBR__WC_ERROR;
+  return worst;
 }
 
 static struct sbr__wr rogue_write(struct rogue *g, uint64_t raddr,
