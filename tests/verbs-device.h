@@ -8,8 +8,8 @@
  *   - iWARP completes an RDMA WRITE once the data is handed to the
  *     transport (TCP): a WRITE the peer refuses (bad key, out of bounds)
  *     completes with success, and the peer then ends the connection with a
- *     TERMINATE (RFC 5040, 8.2), which moves the QP to error, so the next
- *     work request fails instead.  InfiniBand and RoCE complete the WRITE
+ *     Terminate message (RFC 5040), which moves the QP to error, so the
+ *     next work request fails instead.  InfiniBand and RoCE complete the WRITE
  *     itself in error (its ACK is a NAK).  Tests that expect a refused
  *     WRITE post a READ of the lane's own status behind it over iWARP.
  *   - iWARP has no RDMA WRITE with immediate data (rdma-core's siw
