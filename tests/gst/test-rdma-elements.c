@@ -495,15 +495,17 @@ static void check_twelve(GstElement *rx_bin, GstElement **tx_bins, Collector *c,
   s = stats_named(rx_bin, "r");
   fail_unless_equals_int(u64(s, "lanes-opened"), 1);
   /* Keys: shm has neither windows nor a NIC (the field is absent, not 0);
-   * rxe binds type-2 windows and counts no remote access errors. */
+   * rxe binds type-2 windows, siw has none (MR keys); neither counts
+   * remote access errors. */
   {
     gboolean shm = g_strcmp0(transport, "shm") == 0;
     const gchar *dev = g_getenv("SBR_RDMA_DEV");
 
     gboolean rxe = dev && g_str_has_prefix(dev, "rxe");
+    gboolean siw = dev && g_str_has_prefix(dev, "siw");
 
-    if (shm || rxe) {
-      fail_unless_equals_int(u64(s, "lanes-windowed"), shm ? 0 : 1);
+    if (shm || rxe || siw) {
+      fail_unless_equals_int(u64(s, "lanes-windowed"), rxe ? 1 : 0);
       fail_if(gst_structure_has_field(s, "nic-remote-access-errors"),
               "%" GST_PTR_FORMAT, s);
     }
@@ -1547,6 +1549,25 @@ GST_START_TEST(test_sliding_window_copies_so_streams_never_stall)
   collector_clear(&c);
 }
 GST_END_TEST;
+
+/* Is the device the verbs tests run on iWARP?  sysfs node_type 4 is an
+ * RNIC (siw in the VM): no RDMA WRITE with immediate data, which the
+ * sliding-window mechanism needs (tests/verbs-device.h). */
+static gboolean device_is_iwarp(void)
+{
+  const gchar *dev = g_getenv("SBR_RDMA_DEV");
+  gchar *path, *text = NULL;
+  gboolean iwarp;
+
+  if (g_strcmp0(transport, "verbs") != 0 || !dev)
+    return FALSE;
+  path = g_strdup_printf("/sys/class/infiniband/%s/node_type", dev);
+  iwarp = g_file_get_contents(path, &text, NULL, NULL) &&
+          g_str_has_prefix(text, "4:");
+  g_free(text);
+  g_free(path);
+  return iwarp;
+}
 
 /* Status READs the connection of sink "tx<device>" in bin has completed. */
 static guint64 sync_reads_of(GstElement *bin, guint device)
@@ -2688,7 +2709,17 @@ static Suite *rdma_elements_suite(void)
   tcase_add_test(tc, test_max_frame_size_rejects_larger_frames);
   tcase_add_test(tc, test_caps_renegotiation_reaches_its_pad);
   tcase_add_test(tc, test_per_device_eos);
-  tcase_add_test(tc, test_sliding_window_copies_so_streams_never_stall);
+  if (!device_is_iwarp()) {
+    tcase_add_test(tc, test_sliding_window_copies_so_streams_never_stall);
+  } else if (g_strcmp0(g_getenv("GST_CHECKS"),
+                       "test_sliding_window_copies_so_streams_never_stall") ==
+             0) {
+    /* Alone (meson runs one test per GST_CHECKS): a skip, not 0 checks
+     * passed. */
+    g_printerr("SKIP: iWARP has no RDMA WRITE with immediate data, which "
+               "the sliding-window mechanism needs\n");
+    exit(77);
+  }
   tcase_add_test(tc, test_held_buffers_and_max_held);
   tcase_add_test(tc, test_timestamps_meta_and_latency);
   tcase_add_test(tc, test_unlock_interrupts_a_full_sender);

@@ -5,7 +5,8 @@
 # host's root filesystem (read-only 9p + tmpfs overlay).  run-in-vm.sh
 # copies this file into the per-run control directory, which is mounted
 # at /run/sbr, together with:
-#   job.sh   sets sbr_cwd and the command's argv (`set -- ...`)
+#   job.sh   sets sbr_cwd, sbr_family (rxe or siw) and the command's argv
+#            (`set -- ...`)
 #   env.sh   `export NAME='value'` lines for the command's environment
 # and this script writes back:
 #   ready    once the RDMA device is usable (the host times the boot on it)
@@ -51,8 +52,13 @@ mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /dev/shm
 echo softroce >/proc/sys/kernel/hostname
 
 sbr_cwd=
+sbr_family=rxe
 # shellcheck source=/dev/null
 . "$ctl/job.sh"
+case $sbr_family in
+rxe | siw) ;;
+*) fail "unknown NIC family '$sbr_family'" ;;
+esac
 
 # The host's working directory, read-write at the same path, so build
 # trees made on the host run unchanged and results land on the host.
@@ -64,17 +70,25 @@ mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=mmap \
 
 ip link set lo up || fail "cannot bring lo up"
 
-# The initramfs loaded these already; modprobe is a harmless fallback.
-modprobe -a ib_uverbs rdma_ucm rdma_rxe veth 2>/dev/null || true
+# The initramfs loaded these already; modprobe is a harmless fallback
+# (not for siw, built out of tree: the initramfs is its only way in).
+if [ "$sbr_family" = rxe ]; then
+	modprobe -a ib_uverbs rdma_ucm rdma_rxe veth 2>/dev/null || true
+else
+	modprobe -a ib_uverbs rdma_ucm veth 2>/dev/null || true
+	[ -d /sys/module/siw ] || fail "the siw module is not loaded (see the console above)"
+fi
 
-# rxe needs a netdev with carrier; a veth pair gives one without any real
-# NIC.  MTU 9000 lets RoCE use active_mtu 4096 (1500 would give 1024).
+# rxe and siw need a netdev with carrier; a veth pair gives one without
+# any real NIC.  MTU 9000 lets RoCE use active_mtu 4096 (1500 would give
+# 1024).
 ip link add veth0 mtu 9000 type veth peer name veth1 mtu 9000 ||
 	fail "cannot create the veth pair"
 ip addr add 10.77.0.1/24 dev veth0
 ip link set veth1 up
 ip link set veth0 up
-rdma link add rxe0 type rxe netdev veth0 || fail "rdma link add rxe0 failed"
+rdma link add "${sbr_family}0" type "$sbr_family" netdev veth0 ||
+	fail "rdma link add ${sbr_family}0 failed"
 
 # A second device on the veth's other end, for tests whose RoCE packets
 # must cross a netdev (tc/netem faults): rxe loops traffic between a
@@ -83,6 +97,8 @@ rdma link add rxe0 type rxe netdev veth0 || fail "rdma link add rxe0 failed"
 # lo (the local table comes first) and rxe drops what arrives on lo; with
 # it, locally sent packets between them leave by the veth, and
 # accept_local lets each end take packets from a local source address.
+# siw's TCP connections between the two addresses take the same routes,
+# so netem on a veth end sees them too.
 ip addr add 10.77.0.2/24 dev veth1
 for c in all veth0 veth1; do
 	echo 1 >"/proc/sys/net/ipv4/conf/$c/accept_local"
@@ -94,9 +110,10 @@ ip route add 10.77.0.2 dev veth0 table 100
 ip route add 10.77.0.1 dev veth1 table 101
 ip rule add pref 100 lookup local
 ip rule del pref 0
-rdma link add rxe1 type rxe netdev veth1 || fail "rdma link add rxe1 failed"
+rdma link add "${sbr_family}1" type "$sbr_family" netdev veth1 ||
+	fail "rdma link add ${sbr_family}1 failed"
 
-for dev in rxe0 rxe1; do
+for dev in "${sbr_family}0" "${sbr_family}1"; do
 	state=/sys/class/infiniband/$dev/ports/1/state
 	i=0
 	until grep -q ACTIVE "$state" 2>/dev/null; do

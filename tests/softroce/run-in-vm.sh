@@ -1,12 +1,13 @@
 #!/bin/bash
 # SPDX-License-Identifier: LGPL-2.1-or-later
 #
-# Run a command inside a throw-away VM that has a Soft-RoCE (rxe) device,
-# so the project's RDMA code can be tested with real verbs on machines
-# without an RDMA NIC (and with kernels without RDMA support at all).
+# Run a command inside a throw-away VM that has a Soft-RoCE (rxe) or a
+# soft-iWARP (siw) device, so the project's RDMA code can be tested with
+# real verbs on machines without an RDMA NIC (and with kernels without
+# RDMA support at all).
 #
-#   tests/softroce/run-in-vm.sh [--timeout SECONDS] [--cpus N] [--mem MB] \
-#       -- COMMAND [ARGS...]
+#   tests/softroce/run-in-vm.sh [--family rxe|siw] [--timeout SECONDS] \
+#       [--cpus N] [--mem MB] -- COMMAND [ARGS...]
 #
 # COMMAND is exec'ed with its ARGS as given (no shell in between: use
 # `sh -c '...'` for pipelines and the like), in the guest, in the same
@@ -15,13 +16,24 @@
 # with a RAM overlay for writes, so binaries built here run unchanged.
 # Passed through: PATH, LD_LIBRARY_PATH, HOME and every SBR_*, GST_*, G_*
 # variable; also exported: SBR_RDMA_ADDR=10.77.0.1 SBR_RDMA_DEV=rxe0
-# SBR_RDMA_SRC_ADDR=10.77.0.2 SBR_RDMA_SRC_NETDEV=veth1.
+# SBR_RDMA_SRC_ADDR=10.77.0.2 SBR_RDMA_SRC_NETDEV=veth1 (siw0 for
+# --family siw; the rest is the same, so tests run unchanged).
 # In the guest, rxe0 (on veth0, MTU 9000, 10.77.0.1) is ACTIVE, lo is up
 # and `ulimit -l` is unlimited.  Talk to yourself: server and client
 # processes both use 10.77.0.1.  A second device, rxe1 on veth1
 # (10.77.0.2), is there for tests whose packets must cross a netdev (tc
 # and netem faults): a client that binds 10.77.0.2 reaches 10.77.0.1 over
 # the veth pair; rxe0 talking to itself never leaves the driver.
+#
+# --family (or SBR_VM_FAMILY) chooses the NIC family, one per boot, on
+# both veth ends (rdma_cm resolves an address to one device: never rxe and
+# siw on one netdev):
+#   rxe   Soft-RoCE (default): RoCE v2, type-2 memory windows.
+#   siw   soft-iWARP: siw0 and siw1 instead of rxe0 and rxe1; iWARP over
+#         the kernel's TCP, no memory windows.  Debian's kernel has no
+#         siw.ko, so the first run builds one from linux-source-X.Y
+#         against linux-headers-KVER (build-siw.sh installs them; about a
+#         minute) and caches it beside the kernel.
 #
 # The command's stdout and stderr are streamed here; the script exits
 # with the command's exit status, 124 if the timeout (default 1200 s,
@@ -30,9 +42,11 @@
 #
 # Environment:
 #   SBR_VM_ACCEL=kvm|tcg   override the accelerator choice
-#   SBR_VM_CACHE=DIR       where the extracted kernel and the initramfs
-#                          are kept (default $XDG_CACHE_HOME/sbr-softroce,
-#                          i.e. ~/.cache/sbr-softroce)
+#   SBR_VM_FAMILY=rxe|siw  the default of --family
+#   SBR_VM_CACHE=DIR       where the extracted kernel, the initramfs and
+#                          siw.ko are kept, per kernel version (default
+#                          $XDG_CACHE_HOME/sbr-softroce, i.e.
+#                          ~/.cache/sbr-softroce)
 #   SBR_VM_KVER=VERSION    guest kernel (default: newest in /boot whose
 #                          modules include rdma_rxe)
 #   SBR_VM_DEBUG=1         show the guest console and qemu's messages
@@ -42,7 +56,7 @@
 # the host root shared over 9p, set up rxe there (guest-init.sh), run the
 # command, power off.  The guest's stdout and stderr travel separately, so
 # their relative order is not kept (each is line-accurate).  Debian only
-# (apt-get, linux-image-amd64 ships rdma_rxe).
+# (apt-get, linux-image-amd64 ships rdma_rxe, linux-source-X.Y siw).
 
 set -eu
 
@@ -54,7 +68,7 @@ msg() {
 }
 
 usage() {
-	sed -n '/^#   tests/,/^#       --/s/^# \{0,3\}//p' "${BASH_SOURCE[0]}" >&2
+	sed -n '/^#   tests/,/^#       \[--/s/^# \{0,3\}//p' "${BASH_SOURCE[0]}" >&2
 	exit 2
 }
 
@@ -72,8 +86,11 @@ die() {
 timeout=1200
 cpus=2
 mem=2048
+family=${SBR_VM_FAMILY:-rxe}
 while [ $# -gt 0 ]; do
 	case $1 in
+	--family) [ $# -ge 2 ] || die_usage "$1 needs a value"; family=$2; shift 2 ;;
+	--family=*) family=${1#*=}; shift ;;
 	--timeout) [ $# -ge 2 ] || die_usage "$1 needs a value"; timeout=$2; shift 2 ;;
 	--timeout=*) timeout=${1#*=}; shift ;;
 	--cpus) [ $# -ge 2 ] || die_usage "$1 needs a value"; cpus=$2; shift 2 ;;
@@ -89,6 +106,10 @@ done
 for v in "$timeout" "$cpus" "$mem"; do
 	case $v in '' | *[!0-9]* | 0) die_usage "not a positive integer: '$v'" ;; esac
 done
+case $family in
+rxe | siw) ;;
+*) die_usage "--family (SBR_VM_FAMILY) must be rxe or siw, not '$family'" ;;
+esac
 
 cwd=$(pwd -P)
 # The working directory is mounted over its own path in the guest; doing
@@ -232,10 +253,40 @@ if [ ! -s "$kernel" ]; then
 	build_tmp=
 fi
 
+# soft-iWARP: Debian's kernel has none, so it is built here once per
+# kernel (build-siw.sh) and kept beside the kernel, with the same stamp.
+siw_ko=
+if [ "$family" = siw ]; then
+	siw_ko=$cache/siw-$kstamp.ko
+	if [ ! -s "$siw_ko" ]; then
+		make_tmp
+		"$here/build-siw.sh" "$kver" "$build_tmp/siw.ko" ||
+			die "could not build the soft-iWARP driver (siw.ko) for $kver (see above); --family rxe needs none"
+		mv -f "$build_tmp/siw.ko" "$siw_ko"
+		for f in "$cache"/siw-*.ko; do
+			[ "$f" = "$siw_ko" ] || rm -f "$f"
+		done
+		rm -rf "$build_tmp"
+		build_tmp=
+	fi
+fi
+
 # Modules needed before the real root is mounted (virtio, 9p, overlay)
 # plus the RDMA ones (loading them here is quicker than modprobe over 9p).
 modules=(virtio_pci virtio_console 9pnet_virtio 9p overlay crc32_generic
-	crc32_pclmul veth ib_uverbs rdma_ucm rdma_rxe)
+	crc32_pclmul veth ib_uverbs rdma_ucm)
+case $family in
+rxe) modules+=(rdma_rxe) ;;
+siw)
+	# What siw.ko depends on (ib_core, libcrc32c), from its own modinfo;
+	# libcrc32c's soft dependencies (the crc32c implementations it asks
+	# the crypto API for) come with it from modprobe --show-depends: the
+	# initramfs has no modprobe for the kernel to call.
+	deps=$(modinfo -F depends "$siw_ko") || die "modinfo $siw_ko failed"
+	IFS=, read -r -a siw_deps <<<"$deps"
+	modules+=(libcrc32c "${siw_deps[@]}")
+	;;
+esac
 
 # The initramfs name carries a hash of everything it is made of, so a
 # change to initramfs-init.sh or to the module list rebuilds it.
@@ -243,10 +294,11 @@ initrd_key=$({
 	echo "recipe 1 $kstamp"
 	echo "${modules[*]}"
 	cat "$here/initramfs-init.sh"
+	[ -z "$siw_ko" ] || sha256sum <"$siw_ko"
 } | sha256sum | cut -c1-16)
-initrd=$cache/initramfs-$initrd_key.cpio
+initrd=$cache/initramfs-$family-$initrd_key.cpio
 if [ ! -s "$initrd" ]; then
-	msg "building the initramfs for $kver"
+	msg "building the initramfs for $kver ($family)"
 	make_tmp
 	root=$build_tmp/root
 	mkdir -p "$root"/{bin,dev,proc,sys,modules}
@@ -270,14 +322,20 @@ if [ ! -s "$initrd" ]; then
 		esac
 		echo "$name" >>"$root/modules/order"
 	done <"$build_tmp/paths"
+	if [ -n "$siw_ko" ]; then
+		cp "$siw_ko" "$root/modules/siw.ko"
+		echo siw.ko >>"$root/modules/order"
+	fi
 	# Uncompressed: unpacking a few MB is cheaper than inflating them on an
 	# emulated CPU.
 	(cd "$root" && find . | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) >"$build_tmp/initrd" ||
 		die "cpio failed"
 	mv -f "$build_tmp/initrd" "$initrd"
-	# Drop initramfs files of older recipes (never this one: a concurrent
-	# run may have just built it and be about to boot it).
-	for f in "$cache"/initramfs-*.cpio; do
+	# Drop initramfs files of older recipes of this family, and those
+	# named before there were families (never this one: a concurrent run
+	# may have just built it and be about to boot it; nor the other
+	# family's, which a concurrent run may be booting).
+	for f in "$cache"/initramfs-"$family"-*.cpio "$cache"/initramfs-[0-9a-f]*.cpio; do
 		[ "$f" = "$initrd" ] || rm -f "$f"
 	done
 	rm -rf "$build_tmp"
@@ -298,6 +356,7 @@ shq() {
 
 {
 	printf 'sbr_cwd=%s\n' "$(shq "$cwd")"
+	printf 'sbr_family=%s\n' "$family"
 	printf 'set --'
 	for a in "$@"; do printf ' %s' "$(shq "$a")"; done
 	printf '\n'
@@ -310,7 +369,7 @@ shq() {
 			printf 'export %s=%s\n' "$name" "$(shq "${!name}")" ;;
 		esac
 	done < <(compgen -e)
-	echo "export SBR_RDMA_ADDR=10.77.0.1 SBR_RDMA_DEV=rxe0"
+	echo "export SBR_RDMA_ADDR=10.77.0.1 SBR_RDMA_DEV=${family}0"
 	echo "export SBR_RDMA_SRC_ADDR=10.77.0.2 SBR_RDMA_SRC_NETDEV=veth1"
 } >"$ctl/env.sh"
 
@@ -393,7 +452,7 @@ fi
 
 report_ready() {
 	ready=$((($(now_us) - start) / 100000))
-	msg "VM ready in $((ready / 10)).$((ready % 10)) s ($accel)"
+	msg "VM ready in $((ready / 10)).$((ready % 10)) s ($accel, $family)"
 }
 
 # Watchdog loop.  bash reaps its children (disowned too) as soon as they

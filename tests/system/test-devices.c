@@ -33,6 +33,9 @@
 
 #include "sbr.h"
 #include "test.h"
+#ifdef SBR_HAVE_VERBS
+#include "verbs-device.h"
+#endif
 
 #define DEVICES 12
 #define HOLD_MS 300
@@ -551,6 +554,13 @@ int main(int argc, char **argv)
   }
   if (getenv("SBR_RDMA_ADDR"))
     opt.addr = getenv("SBR_RDMA_ADDR");
+#ifdef SBR_HAVE_VERBS
+  /* The sliding window sends WRITE with immediate data. */
+  if (opt.backend == SBR_BACKEND_VERBS &&
+      opt.mechanism == SBR_MECH_SLIDING_WINDOW && test_verbs_is_iwarp())
+    test_verbs_skip("iWARP has no RDMA WRITE with immediate data, which the "
+                    "sliding-window mechanism needs");
+#endif
   opt.port = (uint16_t)(30000 + getpid() % 20000);
   sbr_set_log_handler(test_log_to_stderr, NULL);
   setvbuf(stderr, NULL, _IOLBF, 0);

@@ -30,6 +30,7 @@
 #include "transport/nic-counters.h"
 #ifdef SBR_HAVE_VERBS
 #include "transport/verbs/verbs-keys.h"
+#include "verbs-device.h"
 #endif
 
 #define BLOCKS 16
@@ -42,8 +43,16 @@
 static enum sbr_backend backend = SBR_BACKEND_SHM;
 static const char *addr = "127.0.0.1";
 static const struct sbr__transport_ops *ops;
+static bool iwarp; /* the device completes WRITEs locally (verbs-device.h) */
 static const struct sbr__queue_caps rogue_caps = {
     .max_send_wr = 8, .max_recv_wr = 1, .max_inline = 64};
+
+/* Memory a READ lands in: iWARP places a READ's response like a WRITE
+ * and wants REMOTE_WRITE on its sink (siw doesn't check; hardware does). */
+static int read_sink_access(void)
+{
+  return SBR__ACCESS_LOCAL_WRITE | (iwarp ? SBR__ACCESS_REMOTE_WRITE : 0);
+}
 
 static uint64_t now_ns(void)
 {
@@ -261,8 +270,7 @@ static void rogue_connect(struct world *w, struct rogue *g)
   g->buf = aligned_alloc(4096, BLOCK_SIZE);
   ASSERT(g->buf);
   memset(g->buf, 0, BLOCK_SIZE);
-  ASSERT_OK(
-      ops->reg_mr(g->c, g->buf, BLOCK_SIZE, SBR__ACCESS_LOCAL_WRITE, &g->mr));
+  ASSERT_OK(ops->reg_mr(g->c, g->buf, BLOCK_SIZE, read_sink_access(), &g->mr));
 }
 
 static void rogue_close(struct rogue *g)
@@ -277,23 +285,54 @@ static void rogue_close(struct rogue *g)
 static enum sbr__wc_status rogue_post(struct rogue *g, struct sbr__wr *wrs,
                                       int n)
 {
+  bool writes = false;
   for (int i = 0; i < n; i++) {
     wrs[i].wr_id = ++g->wr_id;
     wrs[i].signaled = true;
+    writes |= wrs[i].opcode == SBR__OP_WRITE;
   }
   ASSERT_OK(ops->post_send(g->c, wrs, n));
+  /* iWARP completes a WRITE once it is sent; the receiver's NIC answers
+   * a request it refuses by ending the connection (a TERMINATE,
+   * verbs-device.h).  So there, a READ of the rogue's own status byte
+   * goes behind WRITEs: it fails if, and only if, one was refused. */
+  int total = n;
+  bool refused = false;
+  if (iwarp && writes) {
+    struct sbr__wr probe = {.wr_id = ++g->wr_id,
+                            .opcode = SBR__OP_READ,
+                            .local_addr = g->buf + BLOCK_SIZE - 1,
+                            .length = 1,
+                            .lkey = g->mr->lkey,
+                            .remote_addr = g->lane.status_addr,
+                            .rkey = g->lane.status_rkey,
+                            .signaled = true};
+    /* Refused to post: the QP is in error, the refusal came first. */
+    if (ops->post_send(g->c, &probe, 1) == 0)
+      total++;
+    else
+      refused = true;
+  }
   enum sbr__wc_status worst = SBR__WC_SUCCESS;
   uint64_t t0 = now_ns();
-  for (int got = 0; got < n;) {
+  for (int got = 0; got < total;) {
     struct sbr__wc wc[8];
     int k = ops->poll_cq(g->c, wc, 8);
+    /* iWARP: the connection ended before the flushed requests reached
+     * the CQ (poll_cq says so once it is empty). */
+    if (iwarp && k == -ENOTCONN)
+      return SBR__WC_ERROR;
     ASSERT_MSG(k >= 0, "rogue poll_cq: %d", k);
     for (int i = 0; i < k; i++)
       if (worst == SBR__WC_SUCCESS && wc[i].status != SBR__WC_SUCCESS)
         worst = wc[i].status;
     got += k;
-    ASSERT_MSG(ms_since(t0) < HANG_MS, "rogue: %d of %d completions", got, n);
+    ASSERT_MSG(ms_since(t0) < HANG_MS, "rogue: %d of %d completions", got,
+               total);
   }
+  /* iWARP: what the refusal flushed, IB and RoCE fail outright. */
+  if (refused || (iwarp && worst == SBR__WC_FLUSH))
+    return SBR__WC_ERROR;
   return worst;
 }
 
@@ -955,6 +994,11 @@ static bool rogue_qp_dead(struct rogue *g)
  * receiver delivers nothing of it, rejects nothing, and goes on. */
 static void read_of_blocks_fails(void)
 {
+#ifdef SBR_HAVE_VERBS
+  if (backend == SBR_BACKEND_VERBS && test_verbs_is_siw())
+    test_verbs_skip("siw serves READs of memory registered without "
+                    "REMOTE_READ (verbs-device.h)");
+#endif
   struct world w;
   world_start(&w);
   struct rogue g;
@@ -970,14 +1014,33 @@ static void read_of_blocks_fails(void)
   for (unsigned i = 0; i < 256; i++)
     ASSERT_EQ(g.buf[i], 0x5a); /* nothing came back */
   ASSERT(rogue_qp_dead(&g));
-  /* Nor with the status rkey (it names another region). */
   rogue_close(&g);
+  struct sbr_receiver_stats s;
+  stats(&w, &s);
+  ASSERT_EQ(s.rejected, 0);
+  ASSERT_EQ(atomic_load(&w.c.rogue), 0);
+  world_finish(&w);
+}
+
+/* Nor with the status rkey: it names another region.  (A test of its own
+ * so that it runs over siw too, which checks keys and bounds on a READ,
+ * not rights.) */
+static void read_of_blocks_with_status_key_fails(void)
+{
+  struct world w;
+  world_start(&w);
+  struct rogue g;
   rogue_connect(&w, &g);
-  rd.local_addr = g.buf;
-  rd.lkey = g.mr->lkey;
-  rd.remote_addr = g.lane.blocks_addr;
-  rd.rkey = g.lane.status_rkey;
+  memset(g.buf, 0x5a, BLOCK_SIZE);
+  struct sbr__wr rd = {.opcode = SBR__OP_READ,
+                       .local_addr = g.buf,
+                       .length = 256,
+                       .lkey = g.mr->lkey,
+                       .remote_addr = g.lane.blocks_addr,
+                       .rkey = g.lane.status_rkey};
   ASSERT_EQ(rogue_post(&g, &rd, 1), SBR__WC_ERROR);
+  for (unsigned i = 0; i < 256; i++)
+    ASSERT_EQ(g.buf[i], 0x5a); /* nothing came back */
   ASSERT(rogue_qp_dead(&g));
   rogue_close(&g);
   struct sbr_receiver_stats s;
@@ -1143,14 +1206,15 @@ static bool device_has_windows(void)
   return yes;
 }
 
-/* Where the device binds type-2 windows (rxe does), every lane's keys are
- * windows (lanes_windowed), and the whole rogue's repertoire above runs
- * on them; the keys of one lane fail on another's QP. */
+/* Where the device binds type-2 windows (rxe does; siw has none: skipped
+ * there), every lane's keys are windows (lanes_windowed), and the whole
+ * rogue's repertoire above runs on them; the keys of one lane fail on
+ * another's QP. */
 static void lanes_use_memory_windows(void)
 {
-  bool expect = device_has_windows();
-  fprintf(stderr, "  the device %s type-2 memory windows\n",
-          expect ? "has" : "has no");
+  if (!device_has_windows())
+    test_verbs_skip("the device has no type-2 memory windows to test (MR "
+                    "keys: mr_fallback_without_windows)");
   struct world w;
   world_start(&w);
   struct rogue g;
@@ -1159,7 +1223,7 @@ static void lanes_use_memory_windows(void)
   WAIT_STAT(&w, lanes_opened, 2);
   struct sbr_receiver_stats s;
   stats(&w, &s);
-  ASSERT_EQ(s.lanes_windowed, expect ? 2 : 0);
+  ASSERT_EQ(s.lanes_windowed, 2);
   /* The window grants what the MR used to: WRITE and READ of the status,
    * WRITE of the blocks, and the block is delivered. */
   rogue_put(&g, 0, rogue_valid_block(&g, ROGUE_DEV, 0, 700), SBR__STATUS_DATA);
@@ -1213,6 +1277,9 @@ static void mr_fallback_without_windows(void)
  * later lane: one retry, not a receiver no sender can join. */
 static void failed_windows_fall_back_to_mrs(void)
 {
+  if (!device_has_windows())
+    test_verbs_skip("the device has no type-2 memory windows, so no bind to "
+                    "fail");
   struct world w;
   world_start(&w);
   struct sbr_receiver_stats s;
@@ -1389,6 +1456,9 @@ static const struct table_entry all_tests[] = {
       status_other_than_one_delivers_nothing},
      false},
     {{"read_of_blocks_fails", read_of_blocks_fails}, false},
+    {{"read_of_blocks_with_status_key_fails",
+      read_of_blocks_with_status_key_fails},
+     false},
     {{"write_outside_lane_fails", write_outside_lane_fails}, false},
     {{"write_with_other_lanes_keys_fails", write_with_other_lanes_keys_fails},
      false},
@@ -1429,6 +1499,10 @@ int main(int argc, char **argv)
   }
   if (backend == SBR_BACKEND_VERBS && getenv("SBR_RDMA_ADDR"))
     addr = getenv("SBR_RDMA_ADDR");
+#ifdef SBR_HAVE_VERBS
+  if (backend == SBR_BACKEND_VERBS)
+    iwarp = test_verbs_is_iwarp();
+#endif
   ops = sbr__transport_get(backend);
   if (!ops) {
     fprintf(stderr, "back end %s is not built in\n", argv[1]);

@@ -30,6 +30,9 @@
 
 #include "test.h"
 #include "transport/transport.h"
+#ifdef SBR_HAVE_VERBS
+#include "verbs-device.h"
+#endif
 
 #define BLOCKS 8
 #define BLOCK_SIZE 4096
@@ -45,12 +48,20 @@ static const struct sbr__queue_caps caps = {
 
 static const struct sbr__transport_ops *ops; /* back end under test */
 static bool is_shm;                          /* shm-only tests run */
+static bool iwarp;                           /* over iWARP (verbs-device.h) */
 static const char *rdma_addr = "127.0.0.1";  /* listen and connect here */
 static uint16_t port_base;                   /* this run's ports start here */
 static unsigned port_seq;                    /* next port offset */
 static pid_t children[2];                    /* killed if main fails */
 
 /* ------------------------------------------------------------ plumbing */
+
+/* Memory a READ lands in: iWARP places a READ's response like a WRITE
+ * and wants REMOTE_WRITE on its sink (siw doesn't check; hardware does). */
+static int read_sink_access(void)
+{
+  return SBR__ACCESS_LOCAL_WRITE | (iwarp ? SBR__ACCESS_REMOTE_WRITE : 0);
+}
 
 static uint64_t now_ns(void)
 {
@@ -371,7 +382,7 @@ static void tx_connect(struct tx_end *tx, const struct link *lk,
   tx->buf = aligned_alloc(4096, len);
   ASSERT(tx->buf);
   memset(tx->buf, 0, len);
-  ASSERT_OK(ops->reg_mr(tx->c, tx->buf, len, SBR__ACCESS_LOCAL_WRITE, &tx->mr));
+  ASSERT_OK(ops->reg_mr(tx->c, tx->buf, len, read_sink_access(), &tx->mr));
 }
 
 static void tx_close(struct tx_end *tx)
@@ -713,6 +724,11 @@ static void read_of_blocks_region_fails_tx(const struct link *lk)
 
 static void test_read_of_blocks_region_fails(void)
 {
+#ifdef SBR_HAVE_VERBS
+  if (!is_shm && test_verbs_is_siw())
+    test_verbs_skip("siw serves READs of memory registered without "
+                    "REMOTE_READ (verbs-device.h)");
+#endif
   run_pair(idle_lane_rx, read_of_blocks_region_fails_tx, false);
 }
 
@@ -755,6 +771,31 @@ static void bad_write_tx(const struct link *lk)
     struct sbr__wc wc;
     poll_exactly(tx.c, &wc, 1, "the bad WRITE");
     ASSERT_EQ(wc.wr_id, 4);
+    if (iwarp && wc.status == SBR__WC_SUCCESS) {
+      /* iWARP completed the WRITE once sent; the receiver's refusal ends
+       * the connection, so a READ of the lane's status behind it fails
+       * (verbs-device.h).  It succeeds if the WRITE was placed. */
+      struct sbr__wr rd = {.wr_id = 5,
+                           .opcode = SBR__OP_READ,
+                           .local_addr = tx.buf + BLOCKS * BLOCK_SIZE - 1,
+                           .length = 1,
+                           .lkey = tx.mr->lkey,
+                           .remote_addr = tx.lane.status_addr,
+                           .rkey = tx.lane.status_rkey,
+                           .signaled = true};
+      int r = ops->post_send(tx.c, &rd, 1);
+      uint64_t t0 = now_ns();
+      while (r == 0 && (r = ops->poll_cq(tx.c, &wc, 1)) == 0) {
+        ASSERT_MSG(ms_since(t0) < STEP_MS, "no completion for the READ");
+        usleep(50);
+      }
+      /* A post refused (the QP is in error already) or the connection
+       * gone before the READ's flush reached the CQ: refused as well. */
+      if (r < 0)
+        wc.status = SBR__WC_ERROR;
+      else
+        ASSERT_EQ(wc.wr_id, 5);
+    }
     ASSERT_MSG(wc.status != SBR__WC_SUCCESS, "%s succeeded",
                bad == BAD_BOUNDS ? "WRITE across the end of the blocks region"
                                  : "WRITE with a wrong rkey");
@@ -865,6 +906,10 @@ static void write_imm_and_ack_tx(const struct link *lk)
 
 static void test_write_imm_and_ack(void)
 {
+#ifdef SBR_HAVE_VERBS
+  if (iwarp)
+    test_verbs_skip("iWARP has no RDMA WRITE with immediate data");
+#endif
   run_pair(write_imm_and_ack_rx, write_imm_and_ack_tx, false);
 }
 
@@ -1485,6 +1530,9 @@ int main(int argc, char **argv)
   is_shm = backend == SBR_BACKEND_SHM;
   if (!is_shm && getenv("SBR_RDMA_ADDR"))
     rdma_addr = getenv("SBR_RDMA_ADDR");
+#ifdef SBR_HAVE_VERBS
+  iwarp = !is_shm && test_verbs_is_iwarp();
+#endif
   port_base = (uint16_t)(17000 + (getpid() % 1000) * 32);
   signal(SIGPIPE, SIG_IGN); /* a dead peer shows as a failed write */
   atexit(kill_children);
