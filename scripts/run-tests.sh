@@ -3,22 +3,33 @@
 #
 # The one test command (README "Testing", and what .ci/run calls):
 #   1. installs missing dependencies and checks the C formatting,
-#   2. builds with warnings as errors and runs the unit, shm, element
-#      (gst) and samples suites, then installs into a temporary prefix
-#      and uses what was installed (tests/install/),
-#   3. builds with ASan + UBSan and runs the unit, shm and element suites,
-#   4. builds with ThreadSanitizer and runs the unit and shm suites,
-#   5. builds the libFuzzer targets (clang) and runs each for a fixed
+#   2. builds with warnings as errors, with ASan + UBSan and with
+#      ThreadSanitizer,
+#   3. builds the libFuzzer targets (clang) and runs each for a fixed
 #      number of runs, replaying every saved crash first (tests/fuzz/),
-#   6. boots the Soft-RoCE VM and runs the verbs suite on real verbs,
-#   7. boots the VM again with soft-iWARP (siw) and runs the verbs suite
-#      over iWARP (tests skip, saying why, only what siw can't do),
-#   8. runs the README's demo (12 cameras over Soft-RoCE into a mosaic),
+#   4. installs into a temporary prefix and uses what was installed
+#      (tests/install/),
+#   5. runs the unit, shm, element (gst) and samples suites; the unit, shm
+#      and element suites under ASan + UBSan; the unit and shm suites
+#      under ThreadSanitizer,
+#   6. meanwhile, in the background: boots the Soft-RoCE VM and runs the
+#      verbs suite on real verbs, runs the README's demo (12 cameras over
+#      Soft-RoCE into a mosaic), then boots the VM with soft-iWARP (siw)
+#      and runs the verbs suite over iWARP (tests skip, saying why, only
+#      what siw can't do),
 # then prints "N passed, M failed" and exits non-zero if anything failed.
 #
-# Environment: SBR_SKIP_VM=1 skips steps 6-8 (counted as failed, not passed,
-# so a run without the VM can never look green); SBR_SKIP_ASAN=1 skips 3,
-# SBR_SKIP_TSAN=1 skips 4, SBR_SKIP_FUZZ=1 skips 5.
+# Why two phases: the builds and the fuzz runs keep both cores busy, so
+# they come first, alone.  The host suites then mostly wait (sleeps,
+# timeouts, other processes: about 15 % of a core), and the emulated VM
+# is the one big consumer of CPU, so the two run side by side, the VM at
+# a lower priority (nice 10) so the host tests' wake-ups are not delayed
+# behind it.  The VMs run one after the other, never two at once.
+#
+# Environment: SBR_SKIP_VM=1 skips step 6 (counted as failed, not passed,
+# so a run without the VM can never look green); SBR_SKIP_ASAN=1 skips the
+# ASan build and suites, SBR_SKIP_TSAN=1 the TSan ones, SBR_SKIP_FUZZ=1
+# step 3; SBR_SERIAL=1 runs step 6 after step 5 instead of beside it.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -75,78 +86,38 @@ else
   step_failed "format: clang-format would change the files above"
 fi
 
+# --- phase 1: what keeps both cores busy --------------------------------
+
 note "build (werror)"
+build_ok=0
 if { [ -d build-ci ] || meson setup build-ci -Dwerror=true >/dev/null; } &&
   ninja -C build-ci; then
-  note "unit + shm + element + samples tests"
-  meson test -C build-ci --suite unit --suite shm --suite gst --suite samples \
-    --print-errorlogs
-  tally build-ci/meson-logs/testlog.json "host (unit, shm, gst, samples)"
+  build_ok=1
 else
   step_failed "build failed"
 fi
 
-note "install into a prefix (tests/install/check-install.sh)"
-install_log=$(mktemp)
-tests/install/check-install.sh | tee "$install_log"
-n_ok=$(grep -c '^install: ok' "$install_log")
-n_bad=$(grep -c '^install: FAILED' "$install_log")
-passed=$((passed + n_ok))
-failed=$((failed + n_bad))
-[ "$n_ok" -gt 0 ] || [ "$n_bad" -gt 0 ] || step_failed "install: check-install.sh checked nothing"
-summary+=("install: $n_ok checks passed, $n_bad failed")
-rm -f "$install_log"
-
+asan_ok=0
 if [ "${SBR_SKIP_ASAN:-0}" != 1 ]; then
   note "build (ASan + UBSan)"
   if { [ -d build-asan ] ||
     meson setup build-asan -Db_sanitize=address,undefined \
       -Db_lundef=false >/dev/null; } &&
     ninja -C build-asan; then
-    note "unit + shm tests under sanitizers"
-    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-      UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-      meson test -C build-asan --suite unit --suite shm --print-errorlogs
-    tally build-asan/meson-logs/testlog.json "sanitizers (unit, shm)"
-    # The elements too (per-pad threads, state cycles): the plugin is
-    # loaded into the sanitized test binary, so the registry is scanned in
-    # process (gst-plugin-scanner isn't sanitized).  Leak checking stays
-    # off here: GStreamer keeps process-wide caches it never frees.
-    note "element tests under sanitizers"
-    # Some tests run gst-launch-1.0 as a user would; it loads the
-    # sanitized plugin into an unsanitized program, so ASan's runtime must
-    # be preloaded to come first (it is the same runtime the test binaries
-    # link).
-    GST_REGISTRY_FORK=no ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
-      UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-      LD_PRELOAD="$(gcc -print-file-name=libasan.so)" \
-      meson test -C build-asan --suite gst --print-errorlogs
-    tally build-asan/meson-logs/testlog.json "sanitizers (gst elements)"
+    asan_ok=1
   else
     step_failed "sanitizer build failed"
   fi
 fi
 
+tsan_ok=0
 if [ "${SBR_SKIP_TSAN:-0}" != 1 ]; then
-  # The library's threads (sender engine, shm NIC thread, receiver, releases
-  # from any thread).  The element suite is not run under TSan: GLib's
-  # GMutex/GCond are futex-based and invisible to it (tests/fuzz/README.md,
-  # "ThreadSanitizer").  What it can't see either: the shm segment is mapped
-  # twice (receiver and sender mapping, even within one test process), and
-  # TSan tracks addresses, not pages, so accesses through the two mappings
-  # are never compared.
   note "build (ThreadSanitizer)"
   if { [ -d build-tsan ] ||
     meson setup build-tsan -Db_sanitize=thread -Db_lundef=false \
       -Dplugin=disabled -Dsamples=disabled >/dev/null; } &&
     ninja -C build-tsan; then
-    note "unit + shm tests under ThreadSanitizer"
-    # --no-suite timing: devices-shm-hold asserts a timing TSan's slowdown
-    # breaks (tests/meson.build).
-    TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-      meson test -C build-tsan --suite unit --suite shm --no-suite timing \
-      --print-errorlogs
-    tally build-tsan/meson-logs/testlog.json "ThreadSanitizer (unit, shm)"
+    tsan_ok=1
   else
     step_failed "ThreadSanitizer build failed"
   fi
@@ -169,45 +140,133 @@ if [ "${SBR_SKIP_FUZZ:-0}" != 1 ]; then
   rm -f "$fuzz_log"
 fi
 
-if [ "${SBR_SKIP_VM:-0}" != 1 ]; then
-  note "verbs tests in the Soft-RoCE VM"
-  rm -f build-ci/meson-logs/testlog.json
+note "install into a prefix (tests/install/check-install.sh)"
+install_log=$(mktemp)
+tests/install/check-install.sh | tee "$install_log"
+n_ok=$(grep -c '^install: ok' "$install_log")
+n_bad=$(grep -c '^install: FAILED' "$install_log")
+passed=$((passed + n_ok))
+failed=$((failed + n_bad))
+[ "$n_ok" -gt 0 ] || [ "$n_bad" -gt 0 ] || step_failed "install: check-install.sh checked nothing"
+summary+=("install: $n_ok checks passed, $n_bad failed")
+rm -f "$install_log"
+
+# --- phase 2: the VM in the background, the host suites meanwhile --------
+
+# Runs the VM steps one after the other, each into its own log and status
+# file under $vm_out, for vm_report to tally.
+vm_out=$(mktemp -d)
+vm_steps() {
+  # The verbs suite over Soft-RoCE.  Its own log name, so the host suites
+  # running meanwhile in the same build never read or overwrite it.
+  rm -f build-ci/meson-logs/verbs-rxe.json
   tests/softroce/run-in-vm.sh -- meson test -C build-ci --suite verbs \
-    --print-errorlogs --no-rebuild
-  tally build-ci/meson-logs/testlog.json "Soft-RoCE VM (verbs)"
-else
-  step_failed "verbs suite not run (SBR_SKIP_VM=1)"
-fi
-
-if [ "${SBR_SKIP_VM:-0}" != 1 ]; then
-  # The same suite over iWARP: the first run on a machine builds siw.ko
-  # (Debian's kernel has none; about a minute, then cached).  Its own log
-  # name, so its tally never reads the rxe step's results.  One VM after
-  # the other, not both at once: on two cores, the element tests that
-  # bound lateness and drops failed over rxe and over siw alike while
-  # other VMs kept the load at 15-20 (2026-11-26).
-  note "verbs tests in the soft-iWARP VM"
-  rm -f build-ci/meson-logs/verbs-siw.json
-  tests/softroce/run-in-vm.sh --family siw -- meson test -C build-ci \
-    --suite verbs --print-errorlogs --no-rebuild --logbase verbs-siw
-  tally build-ci/meson-logs/verbs-siw.json "soft-iWARP VM (verbs)"
-else
-  step_failed "verbs suite over soft-iWARP not run (SBR_SKIP_VM=1)"
-fi
-
-if [ "${SBR_SKIP_VM:-0}" != 1 ]; then
+    --print-errorlogs --no-rebuild --logbase verbs-rxe >"$vm_out/rxe.log" 2>&1
   # The README's demo, as a user runs it: 12 cameras over Soft-RoCE into a
   # mosaic; it fails when a frame is lost or either side fails.
-  note "demo (12 cameras over Soft-RoCE)"
   rm -rf demo-out
-  if scripts/demo.sh --seconds 3 && [ -s demo-out/mosaic.avi ] &&
-    [ -s demo-out/stats.txt ]; then
+  if scripts/demo.sh --seconds 3 >"$vm_out/demo.log" 2>&1 &&
+    [ -s demo-out/mosaic.avi ] && [ -s demo-out/stats.txt ]; then
+    echo 0 >"$vm_out/demo.rc"
+  else
+    echo 1 >"$vm_out/demo.rc"
+  fi
+  # The same suite over iWARP: the first run on a machine builds siw.ko
+  # (Debian's kernel has none; about a minute, then cached).
+  rm -f build-ci/meson-logs/verbs-siw.json
+  tests/softroce/run-in-vm.sh --family siw -- meson test -C build-ci \
+    --suite verbs --print-errorlogs --no-rebuild --logbase verbs-siw \
+    >"$vm_out/siw.log" 2>&1
+}
+
+vm_report() {
+  note "verbs tests in the Soft-RoCE VM"
+  cat "$vm_out/rxe.log"
+  tally build-ci/meson-logs/verbs-rxe.json "Soft-RoCE VM (verbs)"
+  note "demo (12 cameras over Soft-RoCE)"
+  cat "$vm_out/demo.log"
+  if [ "$(cat "$vm_out/demo.rc" 2>/dev/null)" = 0 ]; then
     passed=$((passed + 1))
     summary+=("demo: mosaic.avi and stats.txt made; $(tail -n 1 demo-out/stats.txt)")
   else
     step_failed "demo: scripts/demo.sh failed (see above)"
   fi
+  note "verbs tests in the soft-iWARP VM"
+  cat "$vm_out/siw.log"
+  tally build-ci/meson-logs/verbs-siw.json "soft-iWARP VM (verbs)"
+}
+
+vm_pid=
+if [ "${SBR_SKIP_VM:-0}" = 1 ]; then
+  step_failed "verbs suites and demo not run (SBR_SKIP_VM=1)"
+elif [ "$build_ok" != 1 ]; then
+  step_failed "verbs suites and demo not run: the build failed"
+elif [ "${SBR_SERIAL:-0}" != 1 ]; then
+  note "VM steps started in the background (reported at the end)"
+  # renice: the subshell and every process it starts (qemu) yield to
+  # the host suites.
+  (
+    renice -n 10 -p "$BASHPID" >/dev/null
+    vm_steps
+  ) &
+  vm_pid=$!
 fi
+
+if [ "$build_ok" = 1 ]; then
+  note "unit + shm + element + samples tests"
+  meson test -C build-ci --suite unit --suite shm --suite gst --suite samples \
+    --print-errorlogs
+  tally build-ci/meson-logs/testlog.json "host (unit, shm, gst, samples)"
+fi
+
+if [ "$asan_ok" = 1 ]; then
+  note "unit + shm tests under sanitizers"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    meson test -C build-asan --suite unit --suite shm --print-errorlogs
+  tally build-asan/meson-logs/testlog.json "sanitizers (unit, shm)"
+  # The elements too (per-pad threads, state cycles): the plugin is
+  # loaded into the sanitized test binary, so the registry is scanned in
+  # process (gst-plugin-scanner isn't sanitized).  Leak checking stays
+  # off here: GStreamer keeps process-wide caches it never frees.
+  note "element tests under sanitizers"
+  # Some tests run gst-launch-1.0 as a user would; it loads the
+  # sanitized plugin into an unsanitized program, so ASan's runtime must
+  # be preloaded to come first (it is the same runtime the test binaries
+  # link).
+  GST_REGISTRY_FORK=no ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    LD_PRELOAD="$(gcc -print-file-name=libasan.so)" \
+    meson test -C build-asan --suite gst --print-errorlogs
+  tally build-asan/meson-logs/testlog.json "sanitizers (gst elements)"
+fi
+
+if [ "$tsan_ok" = 1 ]; then
+  # The library's threads (sender engine, shm NIC thread, receiver, releases
+  # from any thread).  The element suite is not run under TSan: GLib's
+  # GMutex/GCond are futex-based and invisible to it (tests/fuzz/README.md,
+  # "ThreadSanitizer").  What it can't see either: the shm segment is mapped
+  # twice (receiver and sender mapping, even within one test process), and
+  # TSan tracks addresses, not pages, so accesses through the two mappings
+  # are never compared.
+  note "unit + shm tests under ThreadSanitizer"
+  # --no-suite timing: devices-shm-hold asserts a timing TSan's slowdown
+  # breaks (tests/meson.build).
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    meson test -C build-tsan --suite unit --suite shm --no-suite timing \
+    --print-errorlogs
+  tally build-tsan/meson-logs/testlog.json "ThreadSanitizer (unit, shm)"
+fi
+
+if [ -n "$vm_pid" ]; then
+  note "waiting for the VM steps"
+  wait "$vm_pid"
+  vm_report
+elif [ "${SBR_SKIP_VM:-0}" != 1 ] && [ "$build_ok" = 1 ]; then
+  vm_steps
+  vm_report
+fi
+rm -rf "$vm_out"
 
 note "summary"
 for line in "${summary[@]}"; do echo "  $line"; done
