@@ -627,6 +627,156 @@ static int resolve_host(const char *host, uint16_t port,
   return ret;
 }
 
+/* Step 1 of connect: the sender's own event channel and its one cm_id.
+ * poll_cq later looks for DISCONNECTED on the channel without blocking.
+ * On failure conn_free undoes whichever exists. */
+static int connect_create_id(struct sbr__conn *c, const char *hostport,
+                             char *errbuf, size_t errlen)
+{
+  int ret = open_channel(hostport, &c->channel, errbuf, errlen);
+  if (ret)
+    return ret;
+  if (rdma_create_id(c->channel, &c->id, c, RDMA_PS_TCP)) {
+    ret = neg_errno(ENOMEM);
+    sbr__errf(errbuf, errlen, "rdma_cm: rdma_create_id failed: %s",
+              strerror(-ret));
+    return ret;
+  }
+  return 0;
+}
+
+/* Step 2: the peer's address and a route to it, which also picks the
+ * device (c->id->verbs).  A source address binds the connection to the
+ * device that has it. */
+static int connect_resolve(struct sbr__conn *c, const char *host, uint16_t port,
+                           const char *source, const char *hostport,
+                           uint64_t deadline, int timeout_ms, char *errbuf,
+                           size_t errlen)
+{
+  struct rdma_cm_event *e;
+  struct sockaddr_storage dst;
+  int ret = resolve_host(host, port, &dst, hostport, errbuf, errlen);
+  if (ret)
+    return ret;
+
+  struct sockaddr_storage src;
+  if (source) {
+    ret = resolve_host(source, 0, &src, source, errbuf, errlen);
+    if (ret)
+      return -EINVAL;
+  }
+
+  /* rdma_cm's own resolution timeout ends with our deadline (at least
+   * 1 ms: 0 would mean its default); either way the wait below ends. */
+  if (rdma_resolve_addr(c->id, source ? (struct sockaddr *)&src : NULL,
+                        (struct sockaddr *)&dst, ms_left(deadline) + 1)) {
+    ret = neg_errno(EHOSTUNREACH);
+    sbr__errf(errbuf, errlen, "rdma_cm: cannot reach %s: rdma_resolve_addr: %s",
+              hostport, strerror(-ret));
+    return ret;
+  }
+  ret = wait_cm_event(c, deadline, timeout_ms, RDMA_CM_EVENT_ADDR_RESOLVED,
+                      hostport, &e, errbuf, errlen);
+  if (ret)
+    return ret;
+  rdma_ack_cm_event(e);
+
+  if (rdma_resolve_route(c->id, ms_left(deadline) + 1)) {
+    ret = neg_errno(EHOSTUNREACH);
+    sbr__errf(errbuf, errlen,
+              "rdma_cm: cannot reach %s: rdma_resolve_route: %s", hostport,
+              strerror(-ret));
+    return ret;
+  }
+  ret = wait_cm_event(c, deadline, timeout_ms, RDMA_CM_EVENT_ROUTE_RESOLVED,
+                      hostport, &e, errbuf, errlen);
+  if (ret)
+    return ret;
+  rdma_ack_cm_event(e);
+  return 0;
+}
+
+/* Step 4: rdma_connect with the private data and wait for ESTABLISHED.
+ * Success: *out is the event, to be acked by the caller once it has read
+ * the accept's private data. */
+static int connect_establish(struct sbr__conn *c, const uint8_t *priv,
+                             size_t priv_len, const char *hostport,
+                             uint64_t deadline, int timeout_ms,
+                             struct rdma_cm_event **out, char *errbuf,
+                             size_t errlen)
+{
+  /* The sender READs the status array: ask for READ credits (initiator
+   * depth), clipped to what the device allows or rdma_connect says EINVAL.
+   * responder_resources: the receiver issues no READs today; one slot keeps
+   * that possible and costs one responder resource. */
+  struct ibv_device_attr dev;
+  int ret;
+  if (ibv_query_device(c->id->verbs, &dev)) {
+    ret = neg_errno(EIO);
+    sbr__errf(errbuf, errlen, "verbs: ibv_query_device failed: %s",
+              strerror(-ret));
+    return ret;
+  }
+  struct rdma_conn_param param = {
+      .private_data = priv,
+      .private_data_len = (uint8_t)priv_len,
+      .initiator_depth = (uint8_t)(dev.max_qp_init_rd_atom < VERBS_READ_DEPTH
+                                       ? dev.max_qp_init_rd_atom
+                                       : VERBS_READ_DEPTH),
+      .responder_resources = dev.max_qp_rd_atom < 1 ? 0 : 1,
+      /* 7 = the maximum transport retries; rnr 7 = retry forever: the
+       * sliding-window receiver may be briefly out of receives. */
+      .retry_count = 7,
+      .rnr_retry_count = 7,
+  };
+  if (rdma_connect(c->id, &param)) {
+    ret = neg_errno(ECONNABORTED);
+    sbr__errf(errbuf, errlen, "rdma_cm: cannot reach %s: rdma_connect: %s",
+              hostport, strerror(-ret));
+    return ret;
+  }
+  return wait_cm_event(c, deadline, timeout_ms, RDMA_CM_EVENT_ESTABLISHED,
+                       hostport, out, errbuf, errlen);
+}
+
+/* Step 5: the lane from the ESTABLISHED event's private data (acked here:
+ * the data lives in the event), checked against what was asked for. */
+static int connect_read_lane(struct rdma_cm_event *e, const uint8_t *priv,
+                             size_t priv_len, const char *hostport,
+                             struct sbr__lane_desc *lane, char *errbuf,
+                             size_t errlen)
+{
+  size_t got = e->param.conn.private_data_len;
+  int ret = sbr__accept_priv_decode(e->param.conn.private_data, got, lane);
+  int peer_version = sbr__priv_version(e->param.conn.private_data, got);
+  rdma_ack_cm_event(e);
+  if (ret == -EPROTONOSUPPORT) {
+    sbr__errf(errbuf, errlen,
+              "rdma_cm: %s speaks sbr protocol version %d, this sender %d",
+              hostport, peer_version, SBR__PRIV_VERSION);
+    return ret;
+  }
+  if (ret) {
+    sbr__errf(errbuf, errlen,
+              "rdma_cm: %s accepted with an unusable lane description (%zu "
+              "bytes of private data): not an sbr receiver, or another "
+              "version?",
+              hostport, got);
+    return ret;
+  }
+  uint8_t want_mech;
+  uint32_t hint_size, hint_count;
+  if (sbr__connect_priv_decode(priv, priv_len, &want_mech, &hint_size,
+                               &hint_count) == 0 &&
+      lane->mechanism != want_mech) {
+    sbr__errf(errbuf, errlen,
+              "rdma_cm: %s answered with mechanism %u, %u was asked for",
+              hostport, lane->mechanism, want_mech);
+    return -EPROTO;
+  }
+  return 0;
+}
+
 static int verbs_connect(const char *host, uint16_t port, const char *source,
                          const uint8_t *priv, size_t priv_len,
                          const struct sbr__queue_caps *caps,
@@ -660,128 +810,23 @@ static int verbs_connect(const char *host, uint16_t port, const char *source,
   }
   snprintf(c->peer, sizeof c->peer, "%s", hostport);
 
-  /* poll_cq later looks for DISCONNECTED on it without blocking. */
-  ret = open_channel(hostport, &c->channel, errbuf, errlen);
+  ret = connect_create_id(c, hostport, errbuf, errlen);
   if (ret)
     goto out_free_conn;
-  if (rdma_create_id(c->channel, &c->id, c, RDMA_PS_TCP)) {
-    ret = neg_errno(ENOMEM);
-    sbr__errf(errbuf, errlen, "rdma_cm: rdma_create_id failed: %s",
-              strerror(-ret));
-    goto out_free_conn;
-  }
-
-  struct sockaddr_storage dst;
-  ret = resolve_host(host, port, &dst, hostport, errbuf, errlen);
+  ret = connect_resolve(c, host, port, source, hostport, deadline, timeout_ms,
+                        errbuf, errlen);
   if (ret)
     goto out_free_conn;
-
-  /* A source address binds the connection to the device that has it. */
-  struct sockaddr_storage src;
-  if (source) {
-    ret = resolve_host(source, 0, &src, source, errbuf, errlen);
-    if (ret) {
-      ret = -EINVAL;
-      goto out_free_conn;
-    }
-  }
-
-  /* rdma_cm's own resolution timeout ends with our deadline (at least
-   * 1 ms: 0 would mean its default); either way the wait below ends. */
-  if (rdma_resolve_addr(c->id, source ? (struct sockaddr *)&src : NULL,
-                        (struct sockaddr *)&dst, ms_left(deadline) + 1)) {
-    ret = neg_errno(EHOSTUNREACH);
-    sbr__errf(errbuf, errlen, "rdma_cm: cannot reach %s: rdma_resolve_addr: %s",
-              hostport, strerror(-ret));
-    goto out_free_conn;
-  }
-  ret = wait_cm_event(c, deadline, timeout_ms, RDMA_CM_EVENT_ADDR_RESOLVED,
-                      hostport, &e, errbuf, errlen);
-  if (ret)
-    goto out_free_conn;
-  rdma_ack_cm_event(e);
-
-  if (rdma_resolve_route(c->id, ms_left(deadline) + 1)) {
-    ret = neg_errno(EHOSTUNREACH);
-    sbr__errf(errbuf, errlen,
-              "rdma_cm: cannot reach %s: rdma_resolve_route: %s", hostport,
-              strerror(-ret));
-    goto out_free_conn;
-  }
-  ret = wait_cm_event(c, deadline, timeout_ms, RDMA_CM_EVENT_ROUTE_RESOLVED,
-                      hostport, &e, errbuf, errlen);
-  if (ret)
-    goto out_free_conn;
-  rdma_ack_cm_event(e);
-
   ret = conn_create_queues(c, caps, errbuf, errlen);
   if (ret)
     goto out_free_conn;
-
-  /* The sender READs the status array: ask for READ credits (initiator
-   * depth), clipped to what the device allows or rdma_connect says EINVAL.
-   * responder_resources: the receiver issues no READs today; one slot keeps
-   * that possible and costs one responder resource. */
-  struct ibv_device_attr dev;
-  if (ibv_query_device(c->id->verbs, &dev)) {
-    ret = neg_errno(EIO);
-    sbr__errf(errbuf, errlen, "verbs: ibv_query_device failed: %s",
-              strerror(-ret));
-    goto out_free_conn;
-  }
-  struct rdma_conn_param param = {
-      .private_data = priv,
-      .private_data_len = (uint8_t)priv_len,
-      .initiator_depth = (uint8_t)(dev.max_qp_init_rd_atom < VERBS_READ_DEPTH
-                                       ? dev.max_qp_init_rd_atom
-                                       : VERBS_READ_DEPTH),
-      .responder_resources = dev.max_qp_rd_atom < 1 ? 0 : 1,
-      /* 7 = the maximum transport retries; rnr 7 = retry forever: the
-       * sliding-window receiver may be briefly out of receives. */
-      .retry_count = 7,
-      .rnr_retry_count = 7,
-  };
-  if (rdma_connect(c->id, &param)) {
-    ret = neg_errno(ECONNABORTED);
-    sbr__errf(errbuf, errlen, "rdma_cm: cannot reach %s: rdma_connect: %s",
-              hostport, strerror(-ret));
-    goto out_free_conn;
-  }
-  ret = wait_cm_event(c, deadline, timeout_ms, RDMA_CM_EVENT_ESTABLISHED,
-                      hostport, &e, errbuf, errlen);
+  ret = connect_establish(c, priv, priv_len, hostport, deadline, timeout_ms, &e,
+                          errbuf, errlen);
   if (ret)
     goto out_free_conn;
-
-  /* The private data lives in the event: decode before the ack. */
-  size_t got = e->param.conn.private_data_len;
-  ret = sbr__accept_priv_decode(e->param.conn.private_data, got, lane);
-  int peer_version = sbr__priv_version(e->param.conn.private_data, got);
-  rdma_ack_cm_event(e);
-  if (ret == -EPROTONOSUPPORT) {
-    sbr__errf(errbuf, errlen,
-              "rdma_cm: %s speaks sbr protocol version %d, this sender %d",
-              hostport, peer_version, SBR__PRIV_VERSION);
+  ret = connect_read_lane(e, priv, priv_len, hostport, lane, errbuf, errlen);
+  if (ret)
     goto out_disconnect;
-  }
-  if (ret) {
-    sbr__errf(errbuf, errlen,
-              "rdma_cm: %s accepted with an unusable lane description (%zu "
-              "bytes of private data): not an sbr receiver, or another "
-              "version?",
-              hostport, got);
-    goto out_disconnect;
-  }
-  uint8_t want_mech;
-  uint32_t hint_size, hint_count;
-  if (sbr__connect_priv_decode(priv, priv_len, &want_mech, &hint_size,
-                               &hint_count) == 0 &&
-      lane->mechanism != want_mech) {
-    ret = -EPROTO;
-    sbr__errf(errbuf, errlen,
-              "rdma_cm: %s answered with mechanism %u, %u was asked for",
-              hostport, lane->mechanism, want_mech);
-    goto out_disconnect;
-  }
 
   c->next_cm_check_ms = now_ms() + VERBS_CM_CHECK_MS;
   SBR_DEBUG("verbs: connected to %s on %s (qp %u, lane %u: %u blocks of %u "
@@ -792,6 +837,8 @@ static int verbs_connect(const char *host, uint16_t port, const char *source,
   *out = c;
   return 0;
 
+  /* conn_free undoes every step that was done (its order is written above
+   * it); an established connection is told first that we are leaving. */
 out_disconnect:
   rdma_disconnect(c->id);
 out_free_conn:
