@@ -157,6 +157,10 @@ enum sbr_refusal {
   /* Too many connection attempts this second (max_connects_per_s, 0);
    * retrying later may work. */
   SBR_REFUSAL_BUSY = 8,
+  /* The receiver may not lock (pin) the memory a lane needs: its
+   * RLIMIT_MEMLOCK in KiB, the lane's need in KiB.  Not retryable: only
+   * raising the receiver's limit helps. */
+  SBR_REFUSAL_MEMLOCK = 9,
 };
 /* Room for every reason's count in sbr_receiver_stats. */
 #define SBR_REFUSAL_SLOTS 16
@@ -301,6 +305,8 @@ void sbr_sender_config_init(struct sbr_sender_config *cfg);
  *   -EACCES           the receiver refused: this sender is not allowed
  *   -EPROTO           the receiver did not understand the request, or
  *                     answered with a lane this sender can't use
+ *   -ENOMEM           (also) the receiver refused: its RLIMIT_MEMLOCK is
+ *                     below what a lane needs
  *   -ENODEV           no RDMA device (rdma_cm not there, or none can reach
  *                     that address)
  *   -ENETUNREACH      no route to that address
