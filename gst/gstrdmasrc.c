@@ -178,6 +178,7 @@ enum {
   PROP_ALLOWED_SENDERS,
   PROP_MAX_CONNECTS_PER_SECOND,
   PROP_MAX_FRAME_SIZE,
+  PROP_PROBE_AFTER,
   PROP_LATENCY,
   PROP_TIMEOUT,
   PROP_DEVICE_LOST_EOS,
@@ -203,6 +204,8 @@ enum {
 #define DEFAULT_MAX_CONNECTS_PER_SECOND 50
 /* libsbr's default: every 4K format up to 8 bytes a pixel. */
 #define DEFAULT_MAX_FRAME_SIZE (64u << 20)
+/* libsbr's default: a second of silence, then a probe. */
+#define DEFAULT_PROBE_AFTER 1000
 #define DEFAULT_LATENCY (-1)
 #define DEFAULT_TIMEOUT 0
 #define DEFAULT_DEVICE_LOST_EOS FALSE
@@ -351,6 +354,16 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
       "for 8K RGB and the like",
       1, G_MAXUINT, DEFAULT_MAX_FRAME_SIZE,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_PROBE_AFTER] = g_param_spec_uint(
+      "probe-after", "Probe after (ms)",
+      "A sender's lane nothing arrived in for this long is probed (verbs, "
+      "status-byte: a zero-length RDMA WRITE its NIC must answer).  A "
+      "sender that died without a word (power loss, a cut cable) is so "
+      "found about 1 s later: its lane closes and rdmasrc-device-lost is "
+      "posted for its devices; a new sender from the same address takes a "
+      "quiet lane's devices over at once.  0 = never probe",
+      0, G_MAXUINT, DEFAULT_PROBE_AFTER,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_LATENCY] = g_param_spec_int(
       "latency", "Latency",
       "Minimum latency reported in milliseconds (-1 = measured: twice the "
@@ -436,6 +449,7 @@ static void gst_rdma_src_init(GstRdmaSrc *self)
   self->allowed_senders = DEFAULT_ALLOWED_SENDERS;
   self->max_connects_per_second = DEFAULT_MAX_CONNECTS_PER_SECOND;
   self->max_frame_size = DEFAULT_MAX_FRAME_SIZE;
+  self->probe_after = DEFAULT_PROBE_AFTER;
   self->latency = DEFAULT_LATENCY;
   self->timeout = DEFAULT_TIMEOUT;
   self->device_lost_eos = DEFAULT_DEVICE_LOST_EOS;
@@ -532,6 +546,9 @@ static void gst_rdma_src_set_property(GObject *object, guint prop_id,
   case PROP_MAX_FRAME_SIZE:
     self->max_frame_size = g_value_get_uint(value);
     break;
+  case PROP_PROBE_AFTER:
+    self->probe_after = g_value_get_uint(value);
+    break;
   case PROP_MAX_CONNECTS_PER_SECOND:
     self->max_connects_per_second = g_value_get_uint(value);
     break;
@@ -607,6 +624,9 @@ static void gst_rdma_src_get_property(GObject *object, guint prop_id,
     break;
   case PROP_MAX_FRAME_SIZE:
     g_value_set_uint(value, self->max_frame_size);
+    break;
+  case PROP_PROBE_AFTER:
+    g_value_set_uint(value, self->probe_after);
     break;
   case PROP_MAX_CONNECTS_PER_SECOND:
     g_value_set_uint(value, self->max_connects_per_second);
@@ -709,6 +729,7 @@ static gboolean gst_rdma_src_open(GstRdmaSrc *self)
   allowed = g_strdup(self->allowed_senders);
   cfg.max_connects_per_s = self->max_connects_per_second;
   cfg.max_frame_size = self->max_frame_size;
+  cfg.probe_after_ms = self->probe_after;
   cfg.backend = gst_rdma_transport_to_sbr(self->transport);
   cfg.mechanism = gst_rdma_mechanism_to_sbr(self->mechanism);
   cfg.port = (uint16_t)self->port;

@@ -489,6 +489,23 @@ struct sbr_receiver_config {
    * at most max_frame_size per device per lane.  Default 64 MiB (every
    * 4K format up to 8 bytes a pixel); 0 = the default. */
   uint32_t max_frame_size;
+  /* Liveness of a quiet lane (verbs, status-byte: a sender may die
+   * without a word -- power loss, a cable cut -- and this receiver posts
+   * nothing that would notice).  A lane nothing landed in for this long
+   * is probed with a zero-length RDMA WRITE; when the NIC gives up
+   * retrying it, the lane closes as if the sender had left.  A new lane
+   * from the same peer address also closes a quiet lane of that address
+   * at once (a rebooted sender takes its devices back).  Default 1000;
+   * 0 = never probe. */
+  uint32_t probe_after_ms;
+  /* The QP's local ACK timeout exponent (verbs): each try waits 4.096 us
+   * x 2^ack_timeout, and the NIC tries 7 times (the retry count, 6, which
+   * the sender asks for) before it gives up.  Default 15: 134 ms a try,
+   * so a dead sender's lane closes about probe_after_ms + 0.9 s after its
+   * last block.
+   * 0 = rdma_cm's own (on RoCE, from the path's packet lifetime: seconds
+   * a try). */
+  uint8_t ack_timeout;
 };
 void sbr_receiver_config_init(struct sbr_receiver_config *cfg);
 
@@ -599,6 +616,10 @@ struct sbr_receiver_stats {
    * lane's QP (verbs, a device that has them); the others' are memory
    * regions (docs/protocol.md, "Threat model"). */
   uint64_t lanes_windowed;
+  /* Lanes closed because their sender stopped answering (a probe of a
+   * quiet lane failed, probe_after_ms) or a new lane from the same
+   * address replaced a quiet one. */
+  uint64_t lanes_silent_closed;
   uint64_t blocks_held;    /* currently held by the application */
   uint64_t recv_wr_posted; /* all lanes; 0 for status-byte (the point) */
   uint64_t frames_copied;  /* frames reassembled by copying */

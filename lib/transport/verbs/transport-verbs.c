@@ -96,6 +96,19 @@
 /* Used when the caller passes no connect timeout: never wait forever. */
 #define VERBS_DEFAULT_TIMEOUT_MS 5000
 
+/* Transport retries of an RC QP before a WR fails with retry exceeded
+ * (the receiver's QP takes the sender's REQ value).  6, not the maximum
+ * 7: rxe takes 7 for "retry forever" (rxe_comp.c), so a probe of a dead
+ * sender's lane (receiver.c) would never fail there; on hardware 6
+ * retries of a 134 ms ACK timeout still outlast any congestion. */
+#define VERBS_RETRY_COUNT 6
+/* The sender's ACK timeout exponent: 4.096 us x 2^15 = 134 ms a try, so
+ * its QP fails about 0.9 s into a silence (rdma_cm's default on RoCE,
+ * from the path's packet lifetime, is seconds a try).  It matters most when the
+ * receiver closed the lane while the link was dead (its probe, receiver.c): the
+ * DREQ was lost, and only the sender's own retries tell it to reconnect once
+ * the link is back. */
+#define VERBS_SENDER_ACK_TIMEOUT 15
 /* Send WRs a lane with windows needs before its engine posts any: the
  * two binds. */
 #define VERBS_WINDOW_WRS 2
@@ -792,6 +805,12 @@ static int connect_create_id(struct sbr__conn *c, const char *hostport,
               strerror(-ret));
     return ret;
   }
+  /* Applied when rdma_cm takes the QP to RTS; a kernel without the
+   * option keeps its default. */
+  uint8_t timeout = VERBS_SENDER_ACK_TIMEOUT;
+  if (rdma_set_option(c->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
+                      &timeout, sizeof timeout))
+    SBR_DEBUG("verbs: %s: ACK timeout not set: %s", hostport, strerror(errno));
   return 0;
 }
 
@@ -874,9 +893,10 @@ static int connect_establish(struct sbr__conn *c, const uint8_t *priv,
                                        ? dev.max_qp_init_rd_atom
                                        : VERBS_READ_DEPTH),
       .responder_resources = dev.max_qp_rd_atom < 1 ? 0 : 1,
-      /* 7 = the maximum transport retries; rnr 7 = retry forever: the
-       * sliding-window receiver may be briefly out of receives. */
-      .retry_count = 7,
+      /* Transport retries (both QPs: the receiver's takes the REQ's);
+       * rnr 7 = retry forever: the sliding-window receiver may be
+       * briefly out of receives. */
+      .retry_count = VERBS_RETRY_COUNT,
       .rnr_retry_count = 7,
   };
   if (rdma_connect(c->id, &param)) {
@@ -1395,6 +1415,14 @@ static int verbs_accept(struct sbr__listener *l, struct sbr__conn_request *req,
     reject_id(id, SBR_REFUSAL_MEMLOCK, limit_kib, need_kib);
     goto out_free_conn;
   }
+  /* The ACK timeout of the lane's QP, which rdma_cm applies when it
+   * (or sbr__verbs_qp_to_rts, for windows) takes the QP to RTS: how fast
+   * a probe of a quiet lane finds a dead sender (receiver.c). */
+  if (caps->ack_timeout &&
+      rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
+                      (void *)&caps->ack_timeout, sizeof caps->ack_timeout))
+    SBR_DEBUG("verbs: %s: %s: ACK timeout %u not set: %s", l->name, c->peer,
+              caps->ack_timeout, strerror(errno));
   /* Type-2 windows where the device binds them (verbs-keys.h).  If they
    * fail, this lane is set up again with MR keys, and so is every later
    * one: the sender is not refused for the device's shortcoming. */
@@ -1418,7 +1446,7 @@ static int verbs_accept(struct sbr__listener *l, struct sbr__conn_request *req,
        * device (librdmacm computes this for RDMA_MAX_RESP_RES). */
       .responder_resources = RDMA_MAX_RESP_RES,
       .initiator_depth = 0, /* the receiver never READs */
-      .retry_count = 7,
+      .retry_count = VERBS_RETRY_COUNT,
       .rnr_retry_count = 7,
   };
   /* Before rdma_accept: events for this id may arrive right after it. */
@@ -1944,6 +1972,7 @@ static int verbs_test_fail(struct sbr__conn *c)
 
 const struct sbr__transport_ops sbr__transport_verbs = {
     .name = "verbs",
+    .peer_can_vanish = true,
     .connect = verbs_connect,
     .listen = verbs_listen,
     .get_event = verbs_get_event,
