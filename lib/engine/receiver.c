@@ -439,8 +439,13 @@ static void lane_open(struct sbr_receiver *r, struct sbr__conn_request *req)
   int ret = r->ops->accept(r->listener, req, &caps, &lane->desc, &lane->conn,
                            &lane->mem);
   if (ret < 0) {
-    /* The back end has refused the peer already, saying so. */
-    sbr__refusal_set(&why, SBR_REFUSAL_RESOURCES, (uint32_t)-ret, 0);
+    /* The back end has refused the peer already, saying so: with its
+     * own reason if it gave one (verbs: RLIMIT_MEMLOCK), else as out
+     * of resources. */
+    if (req->refusal.reason)
+      why = req->refusal;
+    else
+      sbr__refusal_set(&why, SBR_REFUSAL_RESOURCES, (uint32_t)-ret, 0);
     lane_refuse(r, req, &why, true);
     goto out_destroy;
   }

@@ -364,8 +364,9 @@ struct sbr__transport_ops {
    * rule 8), fill in addrs/rkeys of *lane (block_size, block_count, epoch,
    * lane_id, mechanism, pause_offset set by the caller),
    * and accept with the encoded lane as private data.  Posts no receives.
-   * When it fails, it has refused the peer already (SBR_REFUSAL_RESOURCES,
-   * with the errno it returns). */
+   * When it fails, it has refused the peer already: with req->refusal
+   * when it set a reason there (verbs: SBR_REFUSAL_MEMLOCK), else with
+   * SBR_REFUSAL_RESOURCES and the errno it returns. */
   int (*accept)(struct sbr__listener *l, struct sbr__conn_request *req,
                 const struct sbr__queue_caps *caps, struct sbr__lane_desc *lane,
                 struct sbr__conn **out, struct sbr__lane_mem *mem);

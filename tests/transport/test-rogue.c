@@ -1333,6 +1333,7 @@ static void memlock_below_a_lane_is_refused_for_good(void)
   struct sbr_receiver_stats st;
   sbr_receiver_get_stats(r, &st);
   ASSERT_EQ(st.refused, 1);
+  ASSERT_EQ(st.refused_by_reason[SBR_REFUSAL_MEMLOCK], 1);
   ASSERT_EQ(st.lanes_opened, 0);
   sbr_receiver_free(r);
 }

@@ -1412,6 +1412,8 @@ static int verbs_accept(struct sbr__listener *l, struct sbr__conn_request *req,
 
   ret = lane_check_memlock(l, c, lane, &limit_kib, &need_kib);
   if (ret) {
+    /* The engine counts and reports it under this reason too. */
+    sbr__refusal_set(&req->refusal, SBR_REFUSAL_MEMLOCK, limit_kib, need_kib);
     reject_id(id, SBR_REFUSAL_MEMLOCK, limit_kib, need_kib);
     goto out_free_conn;
   }
