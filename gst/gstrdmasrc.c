@@ -360,8 +360,9 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
       "status-byte: a zero-length RDMA WRITE its NIC must answer).  A "
       "sender that died without a word (power loss, a cut cable) is so "
       "found about 1 s later: its lane closes and rdmasrc-device-lost is "
-      "posted for its devices; a new sender from the same address takes a "
-      "quiet lane's devices over at once.  0 = never probe",
+      "posted for its devices; a new sender from the same address takes "
+      "the devices of a lane whose probe goes unanswered at once.  "
+      "0 = never probe",
       0, G_MAXUINT, DEFAULT_PROBE_AFTER,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_LATENCY] = g_param_spec_int(

@@ -494,8 +494,10 @@ struct sbr_receiver_config {
    * nothing that would notice).  A lane nothing landed in for this long
    * is probed with a zero-length RDMA WRITE; when the NIC gives up
    * retrying it, the lane closes as if the sender had left.  A new lane
-   * from the same peer address also closes a quiet lane of that address
-   * at once (a rebooted sender takes its devices back).  Default 1000;
+   * from the same peer address also closes at once a lane of that
+   * address whose probe has gone unanswered for 250 ms (a rebooted sender
+   * takes its devices back; an idle sender on the same host answers its
+   * probe and keeps its lane).  Default 1000;
    * 0 = never probe. */
   uint32_t probe_after_ms;
   /* The QP's local ACK timeout exponent (verbs): each try waits 4.096 us

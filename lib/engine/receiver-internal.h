@@ -84,6 +84,7 @@ struct sbr__lane {
    * answered, and whether a probe is in flight (receiver.c). */
   uint64_t heard_ns;
   bool probing;
+  uint64_t probe_ns; /* when the probe in flight was posted */
   /* The sender's address (AF_UNSPEC where the back end has none): a new
    * lane from it replaces a quiet one. */
   struct sockaddr_storage peer_addr;

@@ -35,6 +35,10 @@
  * 134 ms: a dead sender's lane closes about 2 s after its last block. */
 #define DEFAULT_PROBE_AFTER_MS 1000
 #define DEFAULT_ACK_TIMEOUT 15
+/* A probe a live sender's NIC has not answered in this long has lost a
+ * try at least (the ACK timeout is 134 ms): its lane may be replaced by
+ * a new one from the same address. */
+#define PROBE_UNANSWERED_NS 250000000u
 /* The probe's wr_id: the status-byte receiver posts nothing else. */
 #define PROBE_WR_ID UINT64_MAX
 /* With no sender at all, wait for one in slices this long (ms): the bound
@@ -554,9 +558,10 @@ static void lane_check_alive(struct sbr_receiver *r, struct sbr__lane *lane,
   struct sbr__wr wr = {
       .wr_id = PROBE_WR_ID, .opcode = SBR__OP_WRITE, .signaled = true};
   int ret = r->ops->post_send(lane->conn, &wr, 1);
-  if (ret == 0)
+  if (ret == 0) {
     lane->probing = true;
-  else if (ret != -ENOTCONN)
+    lane->probe_ns = now;
+  } else if (ret != -ENOTCONN)
     SBR_WARN("receiver: lane %u: probe not posted: %d", lane->id, ret);
 }
 
@@ -577,8 +582,10 @@ static bool same_host(const struct sockaddr_storage *a,
 }
 
 /* A sender that comes back (rebooted, its link healed) connects from the
- * address of its quiet old lane before any probe of it has failed: that
- * lane closes now, so its devices are free for the new one. */
+ * address of its quiet old lane before the probe of it has failed: that
+ * lane closes now, so its devices are free for the new one.  Only a lane
+ * whose probe is going unanswered: one host may run several senders,
+ * and an idle or paused one answers its probe at once. */
 static void lane_replace_quiet(struct sbr_receiver *r,
                                const struct sbr__conn_request *req)
 {
@@ -586,8 +593,9 @@ static void lane_replace_quiet(struct sbr_receiver *r,
     return;
   uint64_t now = sbr__now_ns();
   for (struct sbr__lane *l = r->lanes; l; l = l->next)
-    if (!l->disconnected && same_host(&l->peer_addr, &req->peer_addr) &&
-        now - l->heard_ns >= (uint64_t)r->cfg.probe_after_ms * 1000000u)
+    if (!l->disconnected && l->probing &&
+        now - l->probe_ns >= PROBE_UNANSWERED_NS &&
+        same_host(&l->peer_addr, &req->peer_addr))
       lane_silent(r, l, "quiet, and its address connected again");
 }
 
