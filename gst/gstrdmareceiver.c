@@ -123,6 +123,7 @@ static const gchar *config_difference(const GstRdmaReceiverConfig *a,
   UINT_SETTING(max_senders, "max-senders");
   UINT_SETTING(max_connects_per_second, "max-connects-per-second");
   UINT_SETTING(max_frame_size, "max-frame-size");
+  UINT_SETTING(probe_after, "probe-after");
   UINT_SETTING(max_held, "max-held");
   if (a->poll_mode != b->poll_mode) {
     *va = g_strdup_printf("%d", a->poll_mode);
@@ -337,6 +338,7 @@ static GstRdmaReceiver *receiver_new(const GstRdmaReceiverConfig *cfg,
   sc.allowed_senders = r->allowed;
   sc.max_connects_per_s = cfg->max_connects_per_second;
   sc.max_frame_size = cfg->max_frame_size;
+  sc.probe_after_ms = cfg->probe_after;
   sc.on_refusal = on_refusal;
   sc.refusal_user_data = r;
   ret = sbr_receiver_new(&sc, &r->sbr, errbuf, sizeof errbuf);

@@ -50,6 +50,7 @@ typedef struct {
   const gchar *allowed_senders; /* NULL or "": anyone */
   guint max_connects_per_second;
   guint max_frame_size;
+  guint probe_after; /* ms of silence before a lane is probed, 0 = never */
   GstRdmaPollMode poll_mode;
   guint max_held;
 } GstRdmaReceiverConfig;

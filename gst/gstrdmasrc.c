@@ -273,6 +273,7 @@ enum {
   PROP_ALLOWED_SENDERS,
   PROP_MAX_CONNECTS_PER_SECOND,
   PROP_MAX_FRAME_SIZE,
+  PROP_PROBE_AFTER,
   PROP_LATENCY,
   PROP_TIMEOUT,
   PROP_DEVICE_LOST_EOS,
@@ -299,6 +300,8 @@ enum {
 #define DEFAULT_MAX_CONNECTS_PER_SECOND 50
 /* libsbr's default: every 4K format up to 8 bytes a pixel. */
 #define DEFAULT_MAX_FRAME_SIZE (64u << 20)
+/* libsbr's default: a second of silence, then a probe. */
+#define DEFAULT_PROBE_AFTER 1000
 #define DEFAULT_LATENCY (-1)
 #define DEFAULT_TIMEOUT 0
 #define DEFAULT_DEVICE_LOST_EOS FALSE
@@ -424,6 +427,17 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
       "one is rejected (the default takes 4K up to 8 bytes a pixel)",
       1, G_MAXUINT, DEFAULT_MAX_FRAME_SIZE,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_PROBE_AFTER] = g_param_spec_uint(
+      "probe-after", "Probe after (ms)",
+      "A sender's lane nothing arrived in for this long is probed (verbs, "
+      "status-byte: a zero-length RDMA WRITE its NIC must answer).  A "
+      "sender that died without a word (power loss, a cut cable) is so "
+      "found about 1 s later: its lane closes and rdmasrc-device-lost is "
+      "posted for its devices; a new sender from the same address takes "
+      "the devices of a lane whose probe goes unanswered at once.  "
+      "0 = never probe",
+      0, G_MAXUINT, DEFAULT_PROBE_AFTER,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_LATENCY] = g_param_spec_int(
       "latency", "Latency",
       "Minimum latency reported in milliseconds (-1 = measured from the "
@@ -504,6 +518,7 @@ static void gst_rdma_src_init(GstRdmaSrc *self)
   self->allowed_senders = DEFAULT_ALLOWED_SENDERS;
   self->max_connects_per_second = DEFAULT_MAX_CONNECTS_PER_SECOND;
   self->max_frame_size = DEFAULT_MAX_FRAME_SIZE;
+  self->probe_after = DEFAULT_PROBE_AFTER;
   self->latency = DEFAULT_LATENCY;
   self->timeout = DEFAULT_TIMEOUT;
   self->device_lost_eos = DEFAULT_DEVICE_LOST_EOS;
@@ -649,6 +664,9 @@ static void gst_rdma_src_set_property(GObject *object, guint prop_id,
   case PROP_MAX_FRAME_SIZE:
     self->max_frame_size = g_value_get_uint(value);
     break;
+  case PROP_PROBE_AFTER:
+    self->probe_after = g_value_get_uint(value);
+    break;
   case PROP_MAX_CONNECTS_PER_SECOND:
     self->max_connects_per_second = g_value_get_uint(value);
     break;
@@ -733,6 +751,9 @@ static void gst_rdma_src_get_property(GObject *object, guint prop_id,
     break;
   case PROP_MAX_FRAME_SIZE:
     g_value_set_uint(value, self->max_frame_size);
+    break;
+  case PROP_PROBE_AFTER:
+    g_value_set_uint(value, self->probe_after);
     break;
   case PROP_MAX_CONNECTS_PER_SECOND:
     g_value_set_uint(value, self->max_connects_per_second);
@@ -863,6 +884,7 @@ static gboolean gst_rdma_src_open(GstRdmaSrc *self)
   cfg.allowed_senders = allowed;
   cfg.max_connects_per_second = self->max_connects_per_second;
   cfg.max_frame_size = self->max_frame_size;
+  cfg.probe_after = self->probe_after;
   cfg.poll_mode = self->poll_mode;
   cfg.max_held = self->max_held;
   self->member.device = self->device_id;

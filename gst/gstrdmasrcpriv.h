@@ -44,6 +44,7 @@ struct _GstRdmaSrc {
   gchar *allowed_senders; /* NULL: anyone */
   guint max_connects_per_second;
   guint max_frame_size; /* bytes; larger frames are rejected */
+  guint probe_after;    /* ms of a quiet lane before it is probed; 0 off */
   gint latency;
   guint timeout;
   gboolean device_lost_eos;

@@ -161,6 +161,10 @@ enum sbr_refusal {
   /* Too many connection attempts this second (max_connects_per_s, 0);
    * retrying later may work. */
   SBR_REFUSAL_BUSY = 8,
+  /* The receiver may not lock (pin) the memory a lane needs: its
+   * RLIMIT_MEMLOCK in KiB, the lane's need in KiB.  Not retryable: only
+   * raising the receiver's limit helps. */
+  SBR_REFUSAL_MEMLOCK = 9,
 };
 /* Room for every reason's count in sbr_receiver_stats. */
 #define SBR_REFUSAL_SLOTS 16
@@ -311,6 +315,8 @@ void sbr_sender_config_init(struct sbr_sender_config *cfg);
  *   -EACCES           the receiver refused: this sender is not allowed
  *   -EPROTO           the receiver did not understand the request, or
  *                     answered with a lane this sender can't use
+ *   -ENOMEM           (also) the receiver refused: its RLIMIT_MEMLOCK is
+ *                     below what a lane needs
  *   -ENODEV           no RDMA device (rdma_cm not there, or none can reach
  *                     that address)
  *   -ENETUNREACH      no route to that address
@@ -504,6 +510,25 @@ struct sbr_receiver_config {
    * at most max_frame_size per device per lane.  Default 64 MiB (every
    * 4K format up to 8 bytes a pixel); 0 = the default. */
   uint32_t max_frame_size;
+  /* Liveness of a quiet lane (verbs, status-byte: a sender may die
+   * without a word -- power loss, a cable cut -- and this receiver posts
+   * nothing that would notice).  A lane nothing landed in for this long
+   * is probed with a zero-length RDMA WRITE; when the NIC gives up
+   * retrying it, the lane closes as if the sender had left.  A new lane
+   * from the same peer address also closes at once a lane of that
+   * address whose probe has gone unanswered for 250 ms (a rebooted sender
+   * takes its devices back; an idle sender on the same host answers its
+   * probe and keeps its lane).  Default 1000;
+   * 0 = never probe. */
+  uint32_t probe_after_ms;
+  /* The QP's local ACK timeout exponent (verbs): each try waits 4.096 us
+   * x 2^ack_timeout, and the NIC tries 7 times (the retry count, 6, which
+   * the sender asks for) before it gives up.  Default 15: 134 ms a try,
+   * so a dead sender's lane closes about probe_after_ms + 0.9 s after its
+   * last block.
+   * 0 = rdma_cm's own (on RoCE, from the path's packet lifetime: seconds
+   * a try). */
+  uint8_t ack_timeout;
 };
 void sbr_receiver_config_init(struct sbr_receiver_config *cfg);
 
@@ -614,6 +639,10 @@ struct sbr_receiver_stats {
    * lane's QP (verbs, a device that has them); the others' are memory
    * regions (docs/protocol.md, "Threat model"). */
   uint64_t lanes_windowed;
+  /* Lanes closed because their sender stopped answering (a probe of a
+   * quiet lane failed, probe_after_ms) or a new lane from the same
+   * address replaced a quiet one. */
+  uint64_t lanes_silent_closed;
   uint64_t blocks_held;    /* currently held by the application */
   uint64_t recv_wr_posted; /* all lanes; 0 for status-byte (the point) */
   uint64_t frames_copied;  /* frames reassembled by copying */

@@ -86,6 +86,14 @@ struct sbr__lane {
   pthread_mutex_t lock; /* engine's release vs scan */
   atomic_bool closed;   /* lane closed: release = no-op */
   bool disconnected;    /* sender gone; deliver what landed */
+  /* Liveness (receiver thread): when a block last landed or a probe was
+   * answered, and whether a probe is in flight (receiver.c). */
+  uint64_t heard_ns;
+  bool probing;
+  uint64_t probe_ns; /* when the probe in flight was posted */
+  /* The sender's address (AF_UNSPEC where the back end has none): a new
+   * lane from it replaces a quiet one. */
+  struct sockaddr_storage peer_addr;
   bool final_scan_done; /* after disconnect: what landed is taken in */
   uint64_t scan_gen;    /* completed scans */
   uint64_t next_seq;    /* next block sequence to deliver */

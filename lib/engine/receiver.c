@@ -19,6 +19,7 @@
  * is dropped, never delivered out of order.
  */
 #include <errno.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,17 @@
 #define DEFAULT_MAX_LANES 8
 /* While serving senders, look for connects/disconnects this often. */
 #define EVENT_CHECK_NS 10000000u
+/* Liveness of a quiet lane (sbr.h, probe_after_ms and ack_timeout): a
+ * second of silence, then a probe the NIC gives up on after 7 tries of
+ * 134 ms: a dead sender's lane closes about 2 s after its last block. */
+#define DEFAULT_PROBE_AFTER_MS 1000
+#define DEFAULT_ACK_TIMEOUT 15
+/* A probe a live sender's NIC has not answered in this long has lost a
+ * try at least (the ACK timeout is 134 ms): its lane may be replaced by
+ * a new one from the same address. */
+#define PROBE_UNANSWERED_NS 250000000u
+/* The probe's wr_id: the status-byte receiver posts nothing else. */
+#define PROBE_WR_ID UINT64_MAX
 /* With no sender at all, wait for one in slices this long (ms): the bound
  * on how late a wakeup or timeout is noticed while idle. */
 #define IDLE_LISTEN_MS 10
@@ -60,6 +72,8 @@ void sbr_receiver_config_init(struct sbr_receiver_config *cfg)
   cfg->max_lanes = DEFAULT_MAX_LANES;
   cfg->max_connects_per_s = DEFAULT_MAX_CONNECTS_PER_S;
   cfg->max_frame_size = DEFAULT_MAX_FRAME_SIZE;
+  cfg->probe_after_ms = DEFAULT_PROBE_AFTER_MS;
+  cfg->ack_timeout = DEFAULT_ACK_TIMEOUT;
   memset(cfg->device_mask, 0xff, sizeof cfg->device_mask);
   cfg->poll_mode = SBR_POLL_ADAPTIVE;
   sbr__backoff_config_fill(&cfg->backoff);
@@ -405,6 +419,8 @@ static void lane_open(struct sbr_receiver *r, struct sbr__conn_request *req)
   lane->rx = r;
   lane->id = r->next_lane_id++;
   snprintf(lane->peer, sizeof lane->peer, "%s", req->peer);
+  lane->peer_addr = req->peer_addr;
+  lane->heard_ns = sbr__now_ns();
   lane->engine = r->engine;
   pthread_mutex_init(&lane->lock, NULL);
   /* Epochs start at 1 and never repeat on one receiver, so a block a
@@ -418,8 +434,12 @@ static void lane_open(struct sbr_receiver *r, struct sbr__conn_request *req)
       .pause_offset = sbr__pause_offset_for(r->cfg.block_count),
       .refused_offset = sbr__refused_offset_for(r->cfg.block_count),
   };
-  struct sbr__queue_caps caps = {
-      .max_send_wr = 1, .max_recv_wr = 0, .max_inline = 64};
+  /* One send slot: the liveness probe (the status-byte engine posts
+   * nothing else). */
+  struct sbr__queue_caps caps = {.max_send_wr = 1,
+                                 .max_recv_wr = 0,
+                                 .max_inline = 64,
+                                 .ack_timeout = r->cfg.ack_timeout};
   if (r->cfg.mechanism == SBR_MECH_SLIDING_WINDOW) {
     caps.max_send_wr = r->cfg.block_count + 4;
     caps.max_recv_wr = r->cfg.block_count + 4;
@@ -427,8 +447,13 @@ static void lane_open(struct sbr_receiver *r, struct sbr__conn_request *req)
   int ret = r->ops->accept(r->listener, req, &caps, &lane->desc, &lane->conn,
                            &lane->mem);
   if (ret < 0) {
-    /* The back end has refused the peer already, saying so. */
-    sbr__refusal_set(&why, SBR_REFUSAL_RESOURCES, (uint32_t)-ret, 0);
+    /* The back end has refused the peer already, saying so: with its
+     * own reason if it gave one (verbs: RLIMIT_MEMLOCK), else as out
+     * of resources. */
+    if (req->refusal.reason)
+      why = req->refusal;
+    else
+      sbr__refusal_set(&why, SBR_REFUSAL_RESOURCES, (uint32_t)-ret, 0);
     lane_refuse(r, req, &why, true);
     goto out_destroy;
   }
@@ -487,6 +512,97 @@ static void lane_disconnected(struct sbr__lane *lane)
   lane->disconnected = true;
 }
 
+/* Whether quiet lanes are probed: only where a peer can vanish unheard
+ * (verbs), and only under the status-byte engine, which posts nothing
+ * else on the lane's QP and polls nothing (the sliding-window engine's
+ * ACK thread owns its CQ). */
+static bool probes_lanes(const struct sbr_receiver *r)
+{
+  return r->ops->peer_can_vanish && r->cfg.probe_after_ms &&
+         r->cfg.mechanism == SBR_MECH_STATUS_BYTE;
+}
+
+/* The sender stopped answering: the lane ends as if it had left. */
+static void lane_silent(struct sbr_receiver *r, struct sbr__lane *lane,
+                        const char *why)
+{
+  SBR_WARN("receiver: lane %u for %s: %s; closing it", lane->id, lane->peer,
+           why);
+  pthread_mutex_lock(&r->stats_lock);
+  r->stats.lanes_silent_closed++;
+  pthread_mutex_unlock(&r->stats_lock);
+  lane_disconnected(lane);
+}
+
+/* A lane nothing landed in for probe_after_ms gets one signaled
+ * zero-length RDMA WRITE (no rkey needed: IBTA C9-88).  The sender's NIC
+ * answers it whatever its process is doing; when no ACK comes, the NIC
+ * retries (ack_timeout, the sender's retry count) and completes it in
+ * error, and the lane closes.  Receiver thread. */
+static void lane_check_alive(struct sbr_receiver *r, struct sbr__lane *lane,
+                             uint64_t now)
+{
+  if (lane->probing) {
+    struct sbr__wc wc;
+    int n = r->ops->poll_cq(lane->conn, &wc, 1);
+    if (n == 0)
+      return;
+    lane->probing = false;
+    if (n > 0 && wc.status == SBR__WC_SUCCESS) {
+      lane->heard_ns = now;
+      return;
+    }
+    lane_silent(r, lane,
+                n < 0 ? "its connection failed while probed"
+                      : "it did not answer a probe (the NIC gave up)");
+    return;
+  }
+  if (now - lane->heard_ns < (uint64_t)r->cfg.probe_after_ms * 1000000u)
+    return;
+  struct sbr__wr wr = {
+      .wr_id = PROBE_WR_ID, .opcode = SBR__OP_WRITE, .signaled = true};
+  int ret = r->ops->post_send(lane->conn, &wr, 1);
+  if (ret == 0) {
+    lane->probing = true;
+    lane->probe_ns = now;
+  } else if (ret != -ENOTCONN)
+    SBR_WARN("receiver: lane %u: probe not posted: %d", lane->id, ret);
+}
+
+static bool same_host(const struct sockaddr_storage *a,
+                      const struct sockaddr_storage *b)
+{
+  if (a->ss_family != b->ss_family)
+    return false;
+  if (a->ss_family == AF_INET)
+    return !memcmp(&((const struct sockaddr_in *)a)->sin_addr,
+                   &((const struct sockaddr_in *)b)->sin_addr,
+                   sizeof(struct in_addr));
+  if (a->ss_family == AF_INET6)
+    return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                   &((const struct sockaddr_in6 *)b)->sin6_addr,
+                   sizeof(struct in6_addr));
+  return false; /* AF_UNSPEC: no address to compare */
+}
+
+/* A sender that comes back (rebooted, its link healed) connects from the
+ * address of its quiet old lane before the probe of it has failed: that
+ * lane closes now, so its devices are free for the new one.  Only a lane
+ * whose probe is going unanswered: one host may run several senders,
+ * and an idle or paused one answers its probe at once. */
+static void lane_replace_quiet(struct sbr_receiver *r,
+                               const struct sbr__conn_request *req)
+{
+  if (!probes_lanes(r))
+    return;
+  uint64_t now = sbr__now_ns();
+  for (struct sbr__lane *l = r->lanes; l; l = l->next)
+    if (!l->disconnected && l->probing &&
+        now - l->probe_ns >= PROBE_UNANSWERED_NS &&
+        same_host(&l->peer_addr, &req->peer_addr))
+      lane_silent(r, l, "quiet, and its address connected again");
+}
+
 /* Connects and disconnects.  The first look may wait wait_ms: a receiver
  * with no sender sleeps in the listener's poll instead of spinning.  At
  * most MAX_EVENTS_PER_CHECK at a time: the rest wait in the back end's
@@ -508,6 +624,7 @@ static void handle_events(struct sbr_receiver *r, int wait_ms)
         request_screened_out(r, &ev.req, &why)) {
       lane_refuse(r, &ev.req, &why, false);
     } else if (ev.type == SBR__EV_CONNECT_REQUEST) {
+      lane_replace_quiet(r, &ev.req);
       lane_open(r, &ev.req);
     } else if (ev.type == SBR__EV_BAD_REQUEST) {
       lane_refuse(r, &ev.req, &ev.req.refusal, false);
@@ -674,6 +791,7 @@ void sbr__lane_arrived(struct sbr__lane *lane, uint32_t index)
 {
   struct sbr_receiver *r = lane->rx;
   struct sbr_block *b = &lane->blocks[index];
+  lane->heard_ns = r->scan_ns; /* its sender's NIC is alive: no probe */
   if (block_state(b) != SBR__RECV_FREE)
     return;
   const uint8_t *mem = lane->mem.blocks + (size_t)index * lane->desc.block_size;
@@ -1001,6 +1119,8 @@ static int receiver_next(sbr_receiver *r, int timeout_ms, sbr_block **out,
       }
       if (quiet)
         l->scan_gen++; /* a complete scan, nothing skipped mid-release */
+      if (probes_lanes(r))
+        lane_check_alive(r, l, now);
     }
     r->after_sleep = false;
     for (struct sbr__lane *l = r->lanes; l; l = l->next) {

@@ -253,6 +253,7 @@ static const char *const refusal_names[] = {
     [SBR_REFUSAL_LANES_FULL] = "lanes-full",
     [SBR_REFUSAL_RESOURCES] = "receiver-resources",
     [SBR_REFUSAL_BUSY] = "busy",
+    [SBR_REFUSAL_MEMLOCK] = "receiver-memlock",
 };
 
 const char *sbr_refusal_name(enum sbr_refusal reason)
@@ -325,6 +326,13 @@ void sbr_refusal_describe(enum sbr_refusal reason, uint32_t receiver_value,
     snprintf(buf, len, "the receiver could not set up a lane: %s",
              receiver_value ? strerror((int)receiver_value) : "no resources");
     break;
+  case SBR_REFUSAL_MEMLOCK:
+    snprintf(buf, len,
+             "the receiver may lock %u KiB of memory (RLIMIT_MEMLOCK) and a "
+             "lane needs %u KiB: raise its limit (ulimit -l, systemd "
+             "LimitMEMLOCK=, a container's IPC_LOCK capability)",
+             receiver_value, sender_value);
+    break;
   case SBR_REFUSAL_NONE:
   default:
     snprintf(buf, len,
@@ -387,6 +395,8 @@ int sbr__refusal_errno(const struct sbr__refusal *r)
     return -EBUSY;
   case SBR_REFUSAL_RESOURCES:
     return -ECONNREFUSED;
+  case SBR_REFUSAL_MEMLOCK:
+    return -ENOMEM;
   default:
     /* A newer receiver's reason: its flag says whether to retry; one that
      * won't heal is most likely something this older sender lacks. */

@@ -327,10 +327,19 @@ struct sbr__queue_caps {
   uint32_t max_send_wr;
   uint32_t max_recv_wr;
   uint32_t max_inline; /* bytes the engine may post inline */
+  /* verbs: the QP's local ACK timeout exponent (sbr_receiver_config's
+   * ack_timeout); 0 = the back end's default.  Ignored elsewhere. */
+  uint8_t ack_timeout;
 };
 
 struct sbr__transport_ops {
   const char *name;
+  /* A peer may die without a word reaching us (verbs: power loss, a cut
+   * cable; no DREQ).  The status-byte receiver then probes a quiet lane
+   * with a signaled zero-length WRITE through post_send and polls its
+   * completion with poll_cq (receiver.c).  shm: false (a dead process's
+   * socket closes). */
+  bool peer_can_vanish;
 
   /* Sender: resolve, connect with the private data, wait until established
    * or timeout_ms passes; fill lane from the accept private data.  source:
@@ -355,8 +364,9 @@ struct sbr__transport_ops {
    * rule 8), fill in addrs/rkeys of *lane (block_size, block_count, epoch,
    * lane_id, mechanism, pause_offset set by the caller),
    * and accept with the encoded lane as private data.  Posts no receives.
-   * When it fails, it has refused the peer already (SBR_REFUSAL_RESOURCES,
-   * with the errno it returns). */
+   * When it fails, it has refused the peer already: with req->refusal
+   * when it set a reason there (verbs: SBR_REFUSAL_MEMLOCK), else with
+   * SBR_REFUSAL_RESOURCES and the errno it returns. */
   int (*accept)(struct sbr__listener *l, struct sbr__conn_request *req,
                 const struct sbr__queue_caps *caps, struct sbr__lane_desc *lane,
                 struct sbr__conn **out, struct sbr__lane_mem *mem);

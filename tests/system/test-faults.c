@@ -14,7 +14,16 @@
  *   link_dead_2s               verbs: netem loss 100 % both ways, 2 s
  *   netem_loss_delay_10s       verbs: netem loss 1 % and delay 5 ms both
  *                              ways, 10 s
- * The last two need root and a second RDMA device on the other end of a
+ *   sender_dies_silently       verbs: the sender's link dead (netem loss
+ *                              100 % both ways), then the sender
+ *                              SIGKILLed: no DREQ ever arrives, so only
+ *                              the receiver's probe of the quiet lane can
+ *                              close it (issue 18); the link heals and a
+ *                              new sender from the same address streams
+ *   sender_returns_from_same_address  verbs: the same, but the sender
+ *                              comes back before the probe fails: its new
+ *                              lane replaces the quiet one at once
+ * The last three need root and a second RDMA device on the other end of a
  * veth pair: the sender binds SBR_RDMA_SRC_ADDR (on SBR_RDMA_SRC_NETDEV),
  * the receiver listens on SBR_RDMA_ADDR (on SBR_RDMA_NETDEV, default
  * veth0), and netem goes on both netdevs; the Soft-RoCE VM has that
@@ -67,6 +76,11 @@
 #define FRAME_NS 40000000ull /* pts step: pts / FRAME_NS = frame number */
 #define MS 1000000ull
 #define RESUME_BOUND_MS 10000 /* generous: catches a hang, times nothing */
+/* A silent sender's lane closes after probe_after_ms (1 s) of quiet plus
+ * the NIC's retries (7 x 134 ms): about 2 s, printed.  Asserted only
+ * against this, which a lane left to the CM's DREQ retries (lost to the
+ * dead link) overruns by far. */
+#define SILENT_BOUND_MS 8000
 
 static enum sbr_backend backend;
 static const char *source;     /* the sender binds it (link cases) */
@@ -78,6 +92,8 @@ static uint16_t port;
 static unsigned fps;          /* per device */
 static uint32_t max_size;     /* frame sizes 64 .. max_size, one block */
 static unsigned wait_timeout; /* sender backpressure WAIT, ms */
+/* The receiver's ack_timeout; 0 = the library's default. */
+static uint8_t rx_ack_timeout;
 
 /* ------------------------------------------------------ shared counters */
 
@@ -329,6 +345,8 @@ static int receiver_main(void)
   cfg.backend = backend;
   cfg.address = addr;
   cfg.port = port;
+  if (rx_ack_timeout)
+    cfg.ack_timeout = rx_ack_timeout;
   cfg.block_count = LANE_BLOCKS;
   cfg.block_size = BLOCK_SIZE;
   sbr_receiver *r;
@@ -563,6 +581,8 @@ enum fault {
   F_RX_BLOCK,
   F_LINK_DEAD,
   F_NETEM,
+  F_TX_SILENT,
+  F_TX_RETURNS,
 };
 
 struct outcome {
@@ -629,6 +649,55 @@ static void run_case(enum fault fault, struct outcome o)
     sleep_ms(2000);
     netem_off();
     break;
+  case F_TX_SILENT: {
+    uint64_t closed = atomic_load(&sh->rx_lanes_closed);
+    netem_on("loss 100%");
+    kill_and_reap(tx_pid);
+    t0 = now_ns();
+    uint64_t give_up = t0 + SILENT_BOUND_MS * MS;
+    while (atomic_load(&sh->rx_lanes_closed) == closed) {
+      ASSERT_MSG(now_ns() < give_up,
+                 "the silent sender's lane is still open %d ms after it died "
+                 "behind a dead link",
+                 SILENT_BOUND_MS);
+      check_alive(rx_pid, "receiver");
+      sleep_ms(5);
+    }
+    fprintf(stderr,
+            "FAULT %s: the lane closed %.2f s after the sender died behind a "
+            "dead link (no DREQ; receiver stats published every 50 ms)\n",
+            o.name, (double)(now_ns() - t0) / 1e9);
+    netem_off();
+    tx_pid = spawn_sender(++gen);
+    break;
+  }
+  case F_TX_RETURNS: {
+    /* The sender dies behind a dead link and "reboots": after more than
+     * probe_after_ms of quiet, but long before the probe could fail
+     * (ack_timeout 20 here: 4.3 s a try), a new sender from the same
+     * address connects.  Its lane must replace the quiet one at once. */
+    uint64_t closed = atomic_load(&sh->rx_lanes_closed);
+    netem_on("loss 100%");
+    kill_and_reap(tx_pid);
+    sleep_ms(1500);
+    netem_off();
+    t0 = now_ns();
+    tx_pid = spawn_sender(++gen);
+    uint64_t give_up = t0 + SILENT_BOUND_MS * MS;
+    while (atomic_load(&sh->rx_lanes_closed) == closed) {
+      ASSERT_MSG(now_ns() < give_up,
+                 "the quiet lane is still open %d ms after its sender came "
+                 "back from the same address",
+                 SILENT_BOUND_MS);
+      check_alive(rx_pid, "receiver");
+      sleep_ms(5);
+    }
+    fprintf(stderr,
+            "FAULT %s: the quiet lane closed %.2f s after its sender came "
+            "back (its probe would have taken ~30 s)\n",
+            o.name, (double)(now_ns() - t0) / 1e9);
+    break;
+  }
   case F_NETEM:
     netem_on("loss 1% delay 5ms");
     t0 = now_ns();
@@ -821,6 +890,27 @@ static void netem_loss_delay_10s(void)
   run_case(F_NETEM, (struct outcome){"netem_loss_delay_10s", 0, true, true});
 }
 
+/* A sender that dies without a word (power loss, kernel panic, a cable
+ * cut longer than the CM's DREQ retries): its lane closes on the
+ * receiver's probe, and the same address streams again once the link
+ * heals.  Its queued blocks are gone, as with any killed sender. */
+static void sender_dies_silently(void)
+{
+  link_available();
+  run_case(F_TX_SILENT,
+           (struct outcome){"sender_dies_silently", SEND_BLOCKS, false, false});
+}
+
+/* A sender that comes back from the same address takes its devices over
+ * from its quiet old lane at once, without waiting for the probe. */
+static void sender_returns_from_same_address(void)
+{
+  link_available();
+  rx_ack_timeout = 20;
+  run_case(F_TX_RETURNS, (struct outcome){"sender_returns_from_same_address",
+                                          SEND_BLOCKS, false, false});
+}
+
 /* Rows marked VERBS_ONLY fault a network link; shm has none. */
 #define ANY false
 #define VERBS_ONLY true
@@ -834,6 +924,9 @@ static const struct {
     {{"receiver_blocked_5s", receiver_blocked_5s}, ANY},
     {{"link_dead_2s", link_dead_2s}, VERBS_ONLY},
     {{"netem_loss_delay_10s", netem_loss_delay_10s}, VERBS_ONLY},
+    {{"sender_dies_silently", sender_dies_silently}, VERBS_ONLY},
+    {{"sender_returns_from_same_address", sender_returns_from_same_address},
+     VERBS_ONLY},
 };
 #define N_TESTS (sizeof all_tests / sizeof all_tests[0])
 

@@ -29,6 +29,10 @@
 #include "transport/transport.h"
 #include "transport/nic-counters.h"
 #ifdef SBR_HAVE_VERBS
+#include <linux/capability.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+
 #include "transport/verbs/verbs-keys.h"
 #include "verbs-device.h"
 #endif
@@ -1271,41 +1275,130 @@ static void mr_fallback_without_windows(void)
   sbr__verbs_windows_disabled = false;
 }
 
-/* A windowed accept that fails (here: the device refuses a bind) refuses
- * that sender as out of resources, which it may retry (rdmasink does,
- * until its connect-timeout); the retry gets MR keys, and so does every
- * later lane: one retry, not a receiver no sender can join. */
-static void failed_windows_fall_back_to_mrs(void)
+/* A windowed accept whose bind fails (refused, or never completing as
+ * on an iWARP-like device): the lane is set up again with MR keys in the
+ * same accept, so the sender connects at its first try, and every later
+ * lane of the listener gets MR keys without trying windows again. */
+static void windows_fail_then_mrs(bool time_out)
 {
   if (!device_has_windows())
     test_verbs_skip("the device has no type-2 memory windows, so no bind to "
                     "fail");
   struct world w;
   world_start(&w);
+  /* The sender may see ESTABLISHED before the receiver counts its lane. */
+  WAIT_STAT(&w, lanes_opened, 1);
   struct sbr_receiver_stats s;
   stats(&w, &s);
   uint64_t windowed = s.lanes_windowed, refused = s.refused;
+  ASSERT_EQ(windowed, 1); /* the honest sender's lane: windows */
 
-  sbr__verbs_window_binds_to_fail = 1;
+  if (time_out)
+    sbr__verbs_window_binds_to_time_out = 1;
+  else
+    sbr__verbs_window_binds_to_fail = 1;
   struct sbr_sender_config sc;
   fixture_sender_config(&sc, w.port);
   sc.backend = backend;
   sc.host = addr;
   sc.send_blocks = 4;
-  sbr_sender *second = NULL;
+  sbr_sender *second = NULL, *third = NULL;
   char err[256];
   int ret = sbr_sender_new(&sc, &second, err, sizeof err);
-  ASSERT_MSG(ret == -ECONNREFUSED, "first try: %d %s", ret, err);
-  ASSERT_MSG(strstr(err, "could not set up a lane"), "%s", err);
+  ASSERT_MSG(ret == 0, "first try: %d %s", ret, err);
   ASSERT_EQ(sbr__verbs_window_binds_to_fail, 0);
-  ret = sbr_sender_new(&sc, &second, err, sizeof err);
-  ASSERT_MSG(ret == 0, "the retry: %d %s", ret, err);
-  w.rogue_lanes++; /* a lane beside the honest one, as a rogue's */
+  ASSERT_EQ(sbr__verbs_window_binds_to_time_out, 0);
+  /* Windows are not tried again on this listener: a third lane binds
+   * nothing and gets MR keys too. */
+  ret = sbr_sender_new(&sc, &third, err, sizeof err);
+  ASSERT_MSG(ret == 0, "third: %d %s", ret, err);
+  w.rogue_lanes += 2; /* lanes beside the honest one, as a rogue's */
   sbr_sender_free(second);
+  sbr_sender_free(third);
   stats(&w, &s);
-  ASSERT_EQ(s.lanes_windowed, windowed); /* the retry's lane: MR keys */
-  ASSERT_MSG(s.refused > refused, "the failed accept wasn't counted");
+  ASSERT_EQ(s.lanes_windowed, windowed); /* both new lanes: MR keys */
+  ASSERT_EQ(s.refused, refused);         /* nobody was refused */
   world_finish(&w);
+}
+
+static void failed_windows_fall_back_to_mrs(void)
+{
+  windows_fail_then_mrs(false);
+}
+
+static void timed_out_bind_falls_back_to_mrs(void)
+{
+  windows_fail_then_mrs(true);
+}
+
+/* SBR_VERBS_WINDOWS=0 (verbs-caps.h) turns windows off on a device that
+ * has them: every lane gets MR keys. */
+static void windows_off_by_configuration(void)
+{
+  if (!device_has_windows()) {
+    fprintf(stderr, "  the device has no type-2 windows: nothing to turn "
+                    "off\n");
+    exit(77); /* skipped */
+  }
+  setenv("SBR_VERBS_WINDOWS", "0", 1);
+  struct world w;
+  world_start(&w);
+  WAIT_STAT(&w, lanes_opened, 1);
+  struct sbr_receiver_stats s;
+  stats(&w, &s);
+  ASSERT_EQ(s.lanes_windowed, 0);
+  world_finish(&w);
+}
+
+/* Drops CAP_IPC_LOCK from this process, as a non-root user has none: the
+ * VM runs the tests as root, whom RLIMIT_MEMLOCK doesn't bind. */
+static void drop_ipc_lock(void)
+{
+  struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct d[2];
+  ASSERT(syscall(SYS_capget, &h, d) == 0);
+  d[0].effective &= ~(1u << CAP_IPC_LOCK);
+  d[0].permitted &= ~(1u << CAP_IPC_LOCK);
+  d[0].inheritable &= ~(1u << CAP_IPC_LOCK);
+  ASSERT(syscall(SYS_capset, &h, d) == 0);
+}
+
+/* A receiver whose RLIMIT_MEMLOCK (here 8 MiB, the usual default) is below
+ * one lane (16 x 1 MiB) refuses each sender at once and for good, and
+ * both ends say which limit and how to raise it: no retry loop until the
+ * sender's connect timeout. */
+static void memlock_below_a_lane_is_refused_for_good(void)
+{
+  drop_ipc_lock();
+  struct rlimit lim = {8u << 20, 8u << 20};
+  ASSERT(setrlimit(RLIMIT_MEMLOCK, &lim) == 0);
+  uint16_t port = fixture_port();
+  struct sbr_receiver_config rc;
+  fixture_receiver_config(&rc, port, 16, 1u << 20);
+  rc.backend = backend;
+  rc.address = addr;
+  sbr_receiver *r = fixture_receiver_new(&rc);
+  struct sbr_sender_config sc;
+  fixture_sender_config(&sc, port);
+  sc.backend = backend;
+  sc.host = addr;
+  sc.send_blocks = 2;
+  sc.connect_timeout_ms = 10000;
+  sbr_sender *s = NULL;
+  char err[512] = "";
+  int ret = fixture_connect(r, &sc, &s, err, sizeof err);
+  ASSERT_MSG(ret == -ENOMEM, "refused with %d (%s)", ret, err);
+  ASSERT(s == NULL);
+  ASSERT_MSG(strstr(err, "RLIMIT_MEMLOCK") && strstr(err, "8192 KiB") &&
+                 strstr(err, "ulimit -l") && strstr(err, "LimitMEMLOCK=") &&
+                 strstr(err, "IPC_LOCK"),
+             "%s", err);
+  struct sbr_receiver_stats st;
+  sbr_receiver_get_stats(r, &st);
+  ASSERT_EQ(st.refused, 1);
+  ASSERT_EQ(st.refused_by_reason[SBR_REFUSAL_MEMLOCK], 1);
+  ASSERT_EQ(st.lanes_opened, 0);
+  sbr_receiver_free(r);
 }
 
 /* The first RDMA device's name. */
@@ -1469,6 +1562,13 @@ static const struct table_entry all_tests[] = {
     {{"lanes_use_memory_windows", lanes_use_memory_windows}, VERBS_ONLY},
     {{"mr_fallback_without_windows", mr_fallback_without_windows}, VERBS_ONLY},
     {{"failed_windows_fall_back_to_mrs", failed_windows_fall_back_to_mrs},
+     VERBS_ONLY},
+    {{"timed_out_bind_falls_back_to_mrs", timed_out_bind_falls_back_to_mrs},
+     VERBS_ONLY},
+    {{"windows_off_by_configuration", windows_off_by_configuration},
+     VERBS_ONLY},
+    {{"memlock_below_a_lane_is_refused_for_good",
+      memlock_below_a_lane_is_refused_for_good},
      VERBS_ONLY},
     {{"nic_remote_access_errors_counted", nic_remote_access_errors_counted},
      VERBS_ONLY},

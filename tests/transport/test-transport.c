@@ -32,6 +32,7 @@
 #include "transport/transport.h"
 #ifdef SBR_HAVE_VERBS
 #include "verbs-device.h"
+#include "transport/verbs/verbs-caps.h"
 #endif
 
 #define BLOCKS 8
@@ -1480,11 +1481,34 @@ static void test_wait_cq_sleeps_until_a_completion(void)
   run_pair(idle_lane_rx, wait_cq_sleeps_until_a_completion_tx, false);
 }
 
+/* 1b. A device with no inline room (here forced by configuration, with
+ * windows off too: what rdmasink meets on a NIC without inline data): the
+ * status byte still lands after the data, from the value it had at post
+ * time (tx_post_block_and_status overwrites it right after the post).
+ * Over verbs the WR really went through a bounce slot; over shm the
+ * variables mean nothing and the test is test 1 again. */
+static void inline_forced_to_zero_tx(const struct link *lk)
+{
+  write_then_inline_status_tx(lk);
+#ifdef SBR_HAVE_VERBS
+  if (!is_shm)
+    ASSERT_MSG(atomic_load(&sbr__verbs_bounced) >= 1,
+               "the status WRITE was posted inline, not from a bounce slot");
+#endif
+}
+static void test_inline_forced_to_zero(void)
+{
+  setenv("SBR_VERBS_MAX_INLINE", "0", 1);
+  setenv("SBR_VERBS_WINDOWS", "0", 1);
+  run_pair(write_then_inline_status_rx, inline_forced_to_zero_tx, false);
+}
+
 static const struct {
   struct test_entry t;
   bool shm_only; /* needs fault injection */
 } all_tests[] = {
     {{"write_then_inline_status", test_write_then_inline_status}, false},
+    {{"inline_forced_to_zero", test_inline_forced_to_zero}, false},
     {{"read_status_array", test_read_status_array}, false},
     {{"pause_bitmap_read_with_status", test_pause_bitmap_read_with_status},
      false},

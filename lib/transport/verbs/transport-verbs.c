@@ -70,6 +70,7 @@
 #include "util/clock.h"
 #include "util/log.h"
 #include "transport/transport.h"
+#include "transport/verbs/verbs-caps.h"
 #include "transport/verbs/verbs-keys.h"
 
 /* rdma_cm carries at most this much private data from the active side. */
@@ -85,13 +86,29 @@
 #define VERBS_POLL_BATCH 16
 /* The sender looks at its event channel at most this often while idle. */
 #define VERBS_CM_CHECK_MS 10
-/* Lane memory alignment: page-aligned starts pin and translate the fewest
- * pages, and keep each block as aligned as its size allows. */
-#define VERBS_PAGE 4096
+/* Bytes of one bounce slot: an "inline" WR copied at post time where the
+ * QP got less inline room than the engine posts (engines post at most
+ * 64 inline bytes, transport.h's caps). */
+#define VERBS_BOUNCE_SLOT 64
+/* Devices whose window probe a wildcard listener remembers. */
+#define VERBS_PROBED_DEVICES 8
 #define VERBS_LISTEN_BACKLOG 16
 /* Used when the caller passes no connect timeout: never wait forever. */
 #define VERBS_DEFAULT_TIMEOUT_MS 5000
 
+/* Transport retries of an RC QP before a WR fails with retry exceeded
+ * (the receiver's QP takes the sender's REQ value).  6, not the maximum
+ * 7: rxe takes 7 for "retry forever" (rxe_comp.c), so a probe of a dead
+ * sender's lane (receiver.c) would never fail there; on hardware 6
+ * retries of a 134 ms ACK timeout still outlast any congestion. */
+#define VERBS_RETRY_COUNT 6
+/* The sender's ACK timeout exponent: 4.096 us x 2^15 = 134 ms a try, so
+ * its QP fails about 0.9 s into a silence (rdma_cm's default on RoCE,
+ * from the path's packet lifetime, is seconds a try).  It matters most when the
+ * receiver closed the lane while the link was dead (its probe, receiver.c): the
+ * DREQ was lost, and only the sender's own retries tell it to reconnect once
+ * the link is back. */
+#define VERBS_SENDER_ACK_TIMEOUT 15
 /* Send WRs a lane with windows needs before its engine posts any: the
  * two binds. */
 #define VERBS_WINDOW_WRS 2
@@ -107,7 +124,11 @@ struct sbr__listener {
   struct rdma_cm_id *id;              /* listening id; NULL once closed */
   atomic_int refs;                    /* 1 (listener) + 1 per accepted conn */
   atomic_bool no_windows; /* a windowed accept failed: MRs from then on */
-  char name[80];          /* "addr:port", for logs */
+  /* Devices whose type-2 windows were probed (allocate, free), and the
+   * answer: once per device, on the receiver's thread only. */
+  struct ibv_context *probed[VERBS_PROBED_DEVICES];
+  bool probed_ok[VERBS_PROBED_DEVICES];
+  char name[80]; /* "addr:port", for logs */
 };
 
 /* A send WR in flight.  A send completion names only its wr_id, and verbs
@@ -139,18 +160,23 @@ struct sbr__conn {
   struct ibv_mr *status_mr;           /* receiver: status, REMOTE_READ|WRITE */
   struct ibv_mw *blocks_mw;           /* receiver, windows: grants the blocks */
   struct ibv_mw *status_mw;           /* receiver, windows: grants status */
-  uint8_t *blocks;                    /* receiver: lane blocks (heap, paged) */
-  uint8_t *status;                    /* receiver: status bytes (heap, paged) */
+  uint8_t *blocks;                    /* receiver: lane blocks (mmap) */
+  uint8_t *status;                    /* receiver: status bytes (mmap) */
+  size_t blocks_len;                  /* receiver: bytes mapped at blocks */
+  size_t status_len;                  /* receiver: bytes mapped at status */
   uint32_t max_inline;                /* inline bytes the QP really got */
-  struct verbs_sent *sent;            /* send WRs in flight, a ring */
-  uint32_t sent_cap;                  /* ring size = the QP's max_send_wr */
-  uint32_t sent_head;                 /* oldest WR in flight */
-  uint32_t sent_count;                /* WRs in flight */
-  atomic_bool disconnected;           /* rdma_cm said the peer left */
-  atomic_bool closing;                /* close() began: stop reporting it */
-  _Atomic uint64_t posted_recv;       /* receive WRs ever posted */
-  uint64_t next_cm_check_ms;          /* sender: next look at the channel */
-  char peer[96];                      /* "host:port", for logs */
+  uint8_t *bounce;   /* inline short: a VERBS_BOUNCE_SLOT per sent slot */
+  size_t bounce_len; /* bytes mapped at bounce */
+  struct ibv_mr *bounce_mr;     /* bounce, local access only */
+  struct verbs_sent *sent;      /* send WRs in flight, a ring */
+  uint32_t sent_cap;            /* ring size = the QP's max_send_wr */
+  uint32_t sent_head;           /* oldest WR in flight */
+  uint32_t sent_count;          /* WRs in flight */
+  atomic_bool disconnected;     /* rdma_cm said the peer left */
+  atomic_bool closing;          /* close() began: stop reporting it */
+  _Atomic uint64_t posted_recv; /* receive WRs ever posted */
+  uint64_t next_cm_check_ms;    /* sender: next look at the channel */
+  char peer[96];                /* "host:port", for logs */
 };
 
 /* ------------------------------------------------------------- helpers */
@@ -264,26 +290,128 @@ static void listener_unref(struct sbr__listener *l)
   free(l);
 }
 
+/* A windowed lane of l failed (the device refused a bind or took too long
+ * over one, or an older librdmacm refused rdma_accept on an id without a
+ * QP, verbs-keys.h): every later lane of this listener gets MR keys.  A
+ * bind that times out counts too: iWARP-like devices never complete a
+ * bind before the accept, and one slow bind already cost the receiver's
+ * thread VERBS_WINDOW_BIND_MS; "slow" isn't worth a second try. */
+static void windows_failed(struct sbr__listener *l)
+{
+  atomic_store(&l->no_windows, true);
+}
+
+/* Whether a lane of l on the device ctx gets windows: not once a windowed
+ * lane of l failed, not where configuration says so, and only where the
+ * device advertises type-2 windows (never on iWARP, verbs-caps.h) and two
+ * can really be allocated: bnxt_re's kernel advertises windows its
+ * provider can't allocate.  That probe runs once per device (at listen
+ * when the listener is bound to a device's address). */
+static bool listener_windows(struct sbr__listener *l, struct ibv_context *ctx)
+{
+  if (atomic_load(&l->no_windows) || sbr__verbs_config()->windows_off)
+    return false;
+  int i;
+  for (i = 0; i < VERBS_PROBED_DEVICES && l->probed[i]; i++)
+    if (l->probed[i] == ctx)
+      return l->probed_ok[i];
+  bool ok = sbr__verbs_windows_supported(ctx) && sbr__verbs_windows_probe(ctx);
+  SBR_DEBUG("verbs: %s: %s: lane keys are %s", l->name,
+            ibv_get_device_name(ctx->device),
+            ok ? "type-2 memory windows" : "memory regions");
+  if (i < VERBS_PROBED_DEVICES) {
+    l->probed[i] = ctx;
+    l->probed_ok[i] = ok;
+  }
+  return ok;
+}
+
 /* ------------------------------------------------- conn setup/teardown */
 
-/* PD, two CQs, RC QP and the in-flight ring on c->id (which must have
- * id->verbs: address resolved or a connect request).  On failure none of them
- * is left. */
+/* The bounce slots for "inline" WRs the QP can't take inline: one per
+ * send-queue slot, so a slot is reused only after its WR completed. */
+static int conn_create_bounce(struct sbr__conn *c, char *errbuf, size_t errlen)
+{
+  c->bounce_len = (size_t)c->sent_cap * VERBS_BOUNCE_SLOT;
+  c->bounce = sbr__verbs_map(c->bounce_len);
+  if (!c->bounce) {
+    sbr__errf(errbuf, errlen, "verbs: out of memory");
+    return -ENOMEM;
+  }
+  c->bounce_mr =
+      ibv_reg_mr(c->pd, c->bounce, c->bounce_len, IBV_ACCESS_LOCAL_WRITE);
+  if (!c->bounce_mr) {
+    int ret = neg_errno(ENOMEM);
+    sbr__errf(errbuf, errlen, "verbs: registering %zu bounce bytes: %s",
+              c->bounce_len, strerror(-ret));
+    sbr__verbs_unmap(c->bounce, c->bounce_len);
+    c->bounce = NULL;
+    return ret;
+  }
+  return 0;
+}
+
+/* rdma_create_qp with the most inline room the device takes, up to
+ * want_inline: a device with less (X722: 48) or none refuses the QP
+ * outright, so each refusal steps the size down, to 0 at worst.  attr's
+ * cap says what the QP got. */
+static int conn_create_qp(struct sbr__conn *c, struct ibv_qp_init_attr *attr,
+                          uint32_t want_inline)
+{
+  uint32_t inl = want_inline;
+  for (;;) {
+    attr->cap.max_inline_data = inl;
+    if (rdma_create_qp(c->id, c->pd, attr) == 0)
+      return 0;
+    int ret = neg_errno(EINVAL);
+    if (inl == 0 || (ret != -EINVAL && ret != -ENOMEM))
+      return ret;
+    inl = sbr__verbs_inline_after(inl);
+  }
+}
+
+/* PD, two CQs, RC QP, the in-flight ring and, where the QP's inline room
+ * is short, the bounce slots on c->id (which must have id->verbs: address
+ * resolved or a connect request).  Queue depths are clamped to the
+ * device.  On failure none of them is left. */
 static int conn_create_queues(struct sbr__conn *c,
                               const struct sbr__queue_caps *caps, char *errbuf,
                               size_t errlen)
 {
-  /* A QP needs at least one slot per queue even where the engine posts
-   * nothing (the status-byte receiver posts no receives at all). */
-  uint32_t send_wr = caps->max_send_wr ? caps->max_send_wr : 1;
-  uint32_t recv_wr = caps->max_recv_wr ? caps->max_recv_wr : 1;
   int ret;
 
-  if (send_wr > (1u << 20) || recv_wr > (1u << 20)) {
-    sbr__errf(errbuf, errlen, "verbs: queue sizes %u/%u are too large", send_wr,
-              recv_wr);
+  if (caps->max_send_wr > (1u << 20) || caps->max_recv_wr > (1u << 20)) {
+    sbr__errf(errbuf, errlen, "verbs: queue sizes %u/%u are too large",
+              caps->max_send_wr, caps->max_recv_wr);
     return -EINVAL;
   }
+  if (caps->max_inline > VERBS_BOUNCE_SLOT) {
+    sbr__errf(errbuf, errlen, "verbs: %u inline bytes asked for (at most %d)",
+              caps->max_inline, VERBS_BOUNCE_SLOT);
+    return -EINVAL;
+  }
+  struct ibv_device_attr dev;
+  if (ibv_query_device(c->id->verbs, &dev)) {
+    ret = neg_errno(EIO);
+    sbr__errf(errbuf, errlen, "verbs: ibv_query_device failed: %s",
+              strerror(-ret));
+    return ret;
+  }
+  /* Every WR that can complete has a CQ slot, so neither CQ can overrun
+   * while the engine keeps within its caps.  A device with smaller
+   * queues gets smaller ones rather than no QP at all (every device
+   * listed in docs/hardware.md takes thousands); an engine that then
+   * posts more than fits gets -ENOMEM from post_send, after this
+   * warning said why. */
+  struct sbr__verbs_queues q;
+  sbr__verbs_size_queues(caps->max_send_wr, caps->max_recv_wr, VERBS_CQ_SLACK,
+                         dev.max_qp_wr, dev.max_cqe, &q);
+  if (q.clamped)
+    SBR_WARN("verbs: %s: %s takes queues of %d WRs and CQs of %d entries: "
+             "send/receive queues of %u/%u instead of %u/%u",
+             c->peer, ibv_get_device_name(c->id->verbs->device), dev.max_qp_wr,
+             dev.max_cqe, q.send_wr, q.recv_wr, caps->max_send_wr,
+             caps->max_recv_wr);
 
   c->pd = ibv_alloc_pd(c->id->verbs);
   if (!c->pd) {
@@ -293,15 +421,11 @@ static int conn_create_queues(struct sbr__conn *c,
     return ret;
   }
 
-  /* Every WR that can complete has a CQ slot, so neither CQ can overrun
-   * while the engine keeps within its caps.  Two CQs: a completion's CQ
-   * says which queue it came from even when its opcode is undefined
-   * (error and flush completions). */
-  int send_cqe = (int)(send_wr + VERBS_CQ_SLACK);
-  int recv_cqe = (int)(recv_wr + VERBS_CQ_SLACK);
-  /* The sender's threads sleep on a completion channel when they have
-   * nothing to do but wait for a completion (wait_cq); it is non-blocking
-   * so wait_cq can drain it after poll(). */
+  /* Two CQs: a completion's CQ says which queue it came from even when
+   * its opcode is undefined (error and flush completions).  The sender's
+   * threads sleep on a completion channel when they have nothing to do
+   * but wait for a completion (wait_cq); it is non-blocking so wait_cq
+   * can drain it after poll(). */
   if (c->channel) {
     c->comp = ibv_create_comp_channel(c->id->verbs);
     if (!c->comp || set_nonblocking(c->comp->fd) < 0) {
@@ -319,17 +443,17 @@ static int conn_create_queues(struct sbr__conn *c,
     }
     c->kick_ready = true;
   }
-  c->send_cq = ibv_create_cq(c->id->verbs, send_cqe, NULL, c->comp, 0);
+  c->send_cq = ibv_create_cq(c->id->verbs, q.send_cqe, NULL, c->comp, 0);
   if (!c->send_cq) {
     ret = neg_errno(ENOMEM);
-    sbr__errf(errbuf, errlen, "verbs: ibv_create_cq(%d) failed: %s", send_cqe,
+    sbr__errf(errbuf, errlen, "verbs: ibv_create_cq(%d) failed: %s", q.send_cqe,
               strerror(-ret));
     goto out_destroy_comp;
   }
-  c->recv_cq = ibv_create_cq(c->id->verbs, recv_cqe, NULL, c->comp, 0);
+  c->recv_cq = ibv_create_cq(c->id->verbs, q.recv_cqe, NULL, c->comp, 0);
   if (!c->recv_cq) {
     ret = neg_errno(ENOMEM);
-    sbr__errf(errbuf, errlen, "verbs: ibv_create_cq(%d) failed: %s", recv_cqe,
+    sbr__errf(errbuf, errlen, "verbs: ibv_create_cq(%d) failed: %s", q.recv_cqe,
               strerror(-ret));
     goto out_destroy_send_cq;
   }
@@ -340,23 +464,26 @@ static int conn_create_queues(struct sbr__conn *c,
       .qp_type = IBV_QPT_RC,
       .cap =
           {
-              .max_send_wr = send_wr,
-              .max_recv_wr = recv_wr,
+              .max_send_wr = q.send_wr,
+              .max_recv_wr = q.recv_wr,
               .max_send_sge = 1,
               .max_recv_sge = 1,
-              .max_inline_data = caps->max_inline,
           },
       /* Selective signalling: the engine decides which WRs complete. */
       .sq_sig_all = 0,
   };
-  if (rdma_create_qp(c->id, c->pd, &attr)) {
-    ret = neg_errno(EINVAL);
+  uint32_t want_inline = caps->max_inline;
+  int cfg_inline = sbr__verbs_config()->max_inline;
+  if (cfg_inline >= 0 && want_inline > (uint32_t)cfg_inline)
+    want_inline = (uint32_t)cfg_inline;
+  ret = conn_create_qp(c, &attr, want_inline);
+  if (ret) {
     /* EINVAL is also what a connect request says once its sender has
      * given up on it (rdma_cm cannot set up a QP for a dead request). */
     sbr__errf(errbuf, errlen,
-              "verbs: rdma_create_qp (send %u, recv %u, inline %u) on %s "
-              "failed: %s%s",
-              send_wr, recv_wr, caps->max_inline,
+              "verbs: rdma_create_qp (send %u, recv %u, inline %u down to 0) "
+              "on %s failed: %s%s",
+              q.send_wr, q.recv_wr, want_inline,
               ibv_get_device_name(c->id->verbs->device), strerror(-ret),
               ret == -EINVAL ? " (sizes beyond the device, or the peer "
                                "already gave up?)"
@@ -364,8 +491,12 @@ static int conn_create_queues(struct sbr__conn *c,
     goto out_destroy_recv_cq;
   }
   c->qp_created = true;
-  /* The provider may round up; it never gives less than asked. */
+  /* The provider may round up (rxe: 0 becomes 16); it never gives less
+   * than asked.  A configured cap holds even so: it stands for a device
+   * that has no more. */
   c->max_inline = attr.cap.max_inline_data;
+  if (c->max_inline > want_inline)
+    c->max_inline = want_inline;
   c->sent_cap = attr.cap.max_send_wr;
   c->sent = calloc(c->sent_cap, sizeof *c->sent);
   if (!c->sent) {
@@ -373,8 +504,20 @@ static int conn_create_queues(struct sbr__conn *c,
     sbr__errf(errbuf, errlen, "verbs: out of memory");
     goto out_destroy_qp;
   }
+  if (c->max_inline < caps->max_inline) {
+    SBR_INFO("verbs: %s: the QP takes %u inline bytes, the engine posts up "
+             "to %u: longer ones are copied into registered memory at post "
+             "time",
+             c->peer, c->max_inline, caps->max_inline);
+    ret = conn_create_bounce(c, errbuf, errlen);
+    if (ret)
+      goto out_free_sent;
+  }
   return 0;
 
+out_free_sent:
+  free(c->sent);
+  c->sent = NULL;
 out_destroy_qp:
   rdma_destroy_qp(c->id);
   c->qp_created = false;
@@ -396,20 +539,18 @@ out_destroy_comp:
   return ret;
 }
 
-/* Frees whatever part of c exists.  Order, each step skipped when its setup
- * never happened:
+/* Frees every verbs object of c and the memory registered with them,
+ * whatever part exists, and leaves c as calloc made it in those fields
+ * (the id, its channel and the listener stay).  Order, each step skipped
+ * when its setup never happened:
  *   0. Memory windows first: before the QP and the MRs they are bound to.
  *   1. QP before CQs: a CQ cannot be destroyed while a QP reports to it.
- *   2. CQs, then the lane MRs, then the PD: a PD cannot go while a QP or MR
- *      uses it.
- *   3. Lane memory after its MRs: the HCA may write it until deregistered.
- *   4. The cm_id after its QP (rdma_destroy_id leaves the QP alone).  It also
- *      discards the id's events not yet read.
- *   5. Sender: its event channel, after its only id.  Receiver: drop the
- *      reference on the listener's channel; the last one closes it.
+ *   2. CQs, then the MRs (lane, bounce), then the PD: a PD cannot go while
+ *      a QP or MR uses it.
+ *   3. Memory after its MRs: the HCA may write it until deregistered.
  * MRs made with reg_mr belong to the caller, who deregisters them before
  * close; if one is left, the PD is leaked rather than freed under it. */
-static void conn_free(struct sbr__conn *c)
+static void conn_free_verbs(struct sbr__conn *c)
 {
   int ret;
 
@@ -428,23 +569,29 @@ static void conn_free(struct sbr__conn *c)
     if (ret)
       SBR_WARN("verbs: %s: ibv_dealloc_mw failed: %s", c->peer, strerror(ret));
   }
+  c->blocks_mw = c->status_mw = NULL;
   if (c->qp_created)
     rdma_destroy_qp(c->id);
+  c->qp_created = false;
   struct ibv_cq *cqs[2] = {c->send_cq, c->recv_cq};
   for (int i = 0; i < 2; i++) {
     ret = cqs[i] ? ibv_destroy_cq(cqs[i]) : 0;
     if (ret)
       SBR_WARN("verbs: %s: ibv_destroy_cq failed: %s", c->peer, strerror(ret));
   }
+  c->send_cq = c->recv_cq = NULL;
   /* After its CQs; every event wait_cq took was acknowledged at once. */
   if (c->comp)
     ibv_destroy_comp_channel(c->comp);
+  c->comp = NULL;
   if (c->kick_ready)
     close(c->kick_fd);
-  if (c->blocks_mr)
-    ibv_dereg_mr(c->blocks_mr);
-  if (c->status_mr)
-    ibv_dereg_mr(c->status_mr);
+  c->kick_ready = false;
+  struct ibv_mr *mrs[3] = {c->blocks_mr, c->status_mr, c->bounce_mr};
+  for (int i = 0; i < 3; i++)
+    if (mrs[i])
+      ibv_dereg_mr(mrs[i]);
+  c->blocks_mr = c->status_mr = c->bounce_mr = NULL;
   if (c->pd) {
     ret = ibv_dealloc_pd(c->pd);
     if (ret)
@@ -452,9 +599,25 @@ static void conn_free(struct sbr__conn *c)
                "registered?)",
                c->peer, strerror(ret));
   }
-  free(c->blocks);
-  free(c->status);
+  c->pd = NULL;
+  sbr__verbs_unmap(c->blocks, c->blocks_len);
+  sbr__verbs_unmap(c->status, c->status_len);
+  sbr__verbs_unmap(c->bounce, c->bounce_len);
+  c->blocks = c->status = c->bounce = NULL;
   free(c->sent);
+  c->sent = NULL;
+  c->sent_cap = c->sent_head = c->sent_count = 0;
+}
+
+/* Frees whatever part of c exists: its verbs objects (conn_free_verbs),
+ * then
+ *   4. the cm_id after its QP (rdma_destroy_id leaves the QP alone).  It
+ *      also discards the id's events not yet read.
+ *   5. Sender: its event channel, after its only id.  Receiver: drop the
+ *      reference on the listener's channel; the last one closes it. */
+static void conn_free(struct sbr__conn *c)
+{
+  conn_free_verbs(c);
   if (c->id)
     rdma_destroy_id(c->id);
   if (c->channel)
@@ -627,6 +790,163 @@ static int resolve_host(const char *host, uint16_t port,
   return ret;
 }
 
+/* Step 1 of connect: the sender's own event channel and its one cm_id.
+ * poll_cq later looks for DISCONNECTED on the channel without blocking.
+ * On failure conn_free undoes whichever exists. */
+static int connect_create_id(struct sbr__conn *c, const char *hostport,
+                             char *errbuf, size_t errlen)
+{
+  int ret = open_channel(hostport, &c->channel, errbuf, errlen);
+  if (ret)
+    return ret;
+  if (rdma_create_id(c->channel, &c->id, c, RDMA_PS_TCP)) {
+    ret = neg_errno(ENOMEM);
+    sbr__errf(errbuf, errlen, "rdma_cm: rdma_create_id failed: %s",
+              strerror(-ret));
+    return ret;
+  }
+  /* Applied when rdma_cm takes the QP to RTS; a kernel without the
+   * option keeps its default. */
+  uint8_t timeout = VERBS_SENDER_ACK_TIMEOUT;
+  if (rdma_set_option(c->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
+                      &timeout, sizeof timeout))
+    SBR_DEBUG("verbs: %s: ACK timeout not set: %s", hostport, strerror(errno));
+  return 0;
+}
+
+/* Step 2: the peer's address and a route to it, which also picks the
+ * device (c->id->verbs).  A source address binds the connection to the
+ * device that has it. */
+static int connect_resolve(struct sbr__conn *c, const char *host, uint16_t port,
+                           const char *source, const char *hostport,
+                           uint64_t deadline, int timeout_ms, char *errbuf,
+                           size_t errlen)
+{
+  struct rdma_cm_event *e;
+  struct sockaddr_storage dst;
+  int ret = resolve_host(host, port, &dst, hostport, errbuf, errlen);
+  if (ret)
+    return ret;
+
+  struct sockaddr_storage src;
+  if (source) {
+    ret = resolve_host(source, 0, &src, source, errbuf, errlen);
+    if (ret)
+      return -EINVAL;
+  }
+
+  /* rdma_cm's own resolution timeout ends with our deadline (at least
+   * 1 ms: 0 would mean its default); either way the wait below ends. */
+  if (rdma_resolve_addr(c->id, source ? (struct sockaddr *)&src : NULL,
+                        (struct sockaddr *)&dst, ms_left(deadline) + 1)) {
+    ret = neg_errno(EHOSTUNREACH);
+    sbr__errf(errbuf, errlen, "rdma_cm: cannot reach %s: rdma_resolve_addr: %s",
+              hostport, strerror(-ret));
+    return ret;
+  }
+  ret = wait_cm_event(c, deadline, timeout_ms, RDMA_CM_EVENT_ADDR_RESOLVED,
+                      hostport, &e, errbuf, errlen);
+  if (ret)
+    return ret;
+  rdma_ack_cm_event(e);
+
+  if (rdma_resolve_route(c->id, ms_left(deadline) + 1)) {
+    ret = neg_errno(EHOSTUNREACH);
+    sbr__errf(errbuf, errlen,
+              "rdma_cm: cannot reach %s: rdma_resolve_route: %s", hostport,
+              strerror(-ret));
+    return ret;
+  }
+  ret = wait_cm_event(c, deadline, timeout_ms, RDMA_CM_EVENT_ROUTE_RESOLVED,
+                      hostport, &e, errbuf, errlen);
+  if (ret)
+    return ret;
+  rdma_ack_cm_event(e);
+  return 0;
+}
+
+/* Step 4: rdma_connect with the private data and wait for ESTABLISHED.
+ * Success: *out is the event, to be acked by the caller once it has read
+ * the accept's private data. */
+static int connect_establish(struct sbr__conn *c, const uint8_t *priv,
+                             size_t priv_len, const char *hostport,
+                             uint64_t deadline, int timeout_ms,
+                             struct rdma_cm_event **out, char *errbuf,
+                             size_t errlen)
+{
+  /* The sender READs the status array: ask for READ credits (initiator
+   * depth), clipped to what the device allows or rdma_connect says EINVAL.
+   * responder_resources: the receiver issues no READs today; one slot keeps
+   * that possible and costs one responder resource. */
+  struct ibv_device_attr dev;
+  int ret;
+  if (ibv_query_device(c->id->verbs, &dev)) {
+    ret = neg_errno(EIO);
+    sbr__errf(errbuf, errlen, "verbs: ibv_query_device failed: %s",
+              strerror(-ret));
+    return ret;
+  }
+  struct rdma_conn_param param = {
+      .private_data = priv,
+      .private_data_len = (uint8_t)priv_len,
+      .initiator_depth = (uint8_t)(dev.max_qp_init_rd_atom < VERBS_READ_DEPTH
+                                       ? dev.max_qp_init_rd_atom
+                                       : VERBS_READ_DEPTH),
+      .responder_resources = dev.max_qp_rd_atom < 1 ? 0 : 1,
+      /* Transport retries (both QPs: the receiver's takes the REQ's);
+       * rnr 7 = retry forever: the sliding-window receiver may be
+       * briefly out of receives. */
+      .retry_count = VERBS_RETRY_COUNT,
+      .rnr_retry_count = 7,
+  };
+  if (rdma_connect(c->id, &param)) {
+    ret = neg_errno(ECONNABORTED);
+    sbr__errf(errbuf, errlen, "rdma_cm: cannot reach %s: rdma_connect: %s",
+              hostport, strerror(-ret));
+    return ret;
+  }
+  return wait_cm_event(c, deadline, timeout_ms, RDMA_CM_EVENT_ESTABLISHED,
+                       hostport, out, errbuf, errlen);
+}
+
+/* Step 5: the lane from the ESTABLISHED event's private data (acked here:
+ * the data lives in the event), checked against what was asked for. */
+static int connect_read_lane(struct rdma_cm_event *e, const uint8_t *priv,
+                             size_t priv_len, const char *hostport,
+                             struct sbr__lane_desc *lane, char *errbuf,
+                             size_t errlen)
+{
+  size_t got = e->param.conn.private_data_len;
+  int ret = sbr__accept_priv_decode(e->param.conn.private_data, got, lane);
+  int peer_version = sbr__priv_version(e->param.conn.private_data, got);
+  rdma_ack_cm_event(e);
+  if (ret == -EPROTONOSUPPORT) {
+    sbr__errf(errbuf, errlen,
+              "rdma_cm: %s speaks sbr protocol version %d, this sender %d",
+              hostport, peer_version, SBR__PRIV_VERSION);
+    return ret;
+  }
+  if (ret) {
+    sbr__errf(errbuf, errlen,
+              "rdma_cm: %s accepted with an unusable lane description (%zu "
+              "bytes of private data): not an sbr receiver, or another "
+              "version?",
+              hostport, got);
+    return ret;
+  }
+  uint8_t want_mech;
+  uint32_t hint_size, hint_count;
+  if (sbr__connect_priv_decode(priv, priv_len, &want_mech, &hint_size,
+                               &hint_count) == 0 &&
+      lane->mechanism != want_mech) {
+    sbr__errf(errbuf, errlen,
+              "rdma_cm: %s answered with mechanism %u, %u was asked for",
+              hostport, lane->mechanism, want_mech);
+    return -EPROTO;
+  }
+  return 0;
+}
+
 static int verbs_connect(const char *host, uint16_t port, const char *source,
                          const uint8_t *priv, size_t priv_len,
                          const struct sbr__queue_caps *caps,
@@ -653,6 +973,8 @@ static int verbs_connect(const char *host, uint16_t port, const char *source,
     timeout_ms = VERBS_DEFAULT_TIMEOUT_MS;
   uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
 
+  /* Before this process registers anything (ibv_fork_init's rule). */
+  sbr__verbs_fork_setup();
   struct sbr__conn *c = calloc(1, sizeof *c);
   if (!c) {
     sbr__errf(errbuf, errlen, "verbs: out of memory");
@@ -660,128 +982,23 @@ static int verbs_connect(const char *host, uint16_t port, const char *source,
   }
   snprintf(c->peer, sizeof c->peer, "%s", hostport);
 
-  /* poll_cq later looks for DISCONNECTED on it without blocking. */
-  ret = open_channel(hostport, &c->channel, errbuf, errlen);
+  ret = connect_create_id(c, hostport, errbuf, errlen);
   if (ret)
     goto out_free_conn;
-  if (rdma_create_id(c->channel, &c->id, c, RDMA_PS_TCP)) {
-    ret = neg_errno(ENOMEM);
-    sbr__errf(errbuf, errlen, "rdma_cm: rdma_create_id failed: %s",
-              strerror(-ret));
-    goto out_free_conn;
-  }
-
-  struct sockaddr_storage dst;
-  ret = resolve_host(host, port, &dst, hostport, errbuf, errlen);
+  ret = connect_resolve(c, host, port, source, hostport, deadline, timeout_ms,
+                        errbuf, errlen);
   if (ret)
     goto out_free_conn;
-
-  /* A source address binds the connection to the device that has it. */
-  struct sockaddr_storage src;
-  if (source) {
-    ret = resolve_host(source, 0, &src, source, errbuf, errlen);
-    if (ret) {
-      ret = -EINVAL;
-      goto out_free_conn;
-    }
-  }
-
-  /* rdma_cm's own resolution timeout ends with our deadline (at least
-   * 1 ms: 0 would mean its default); either way the wait below ends. */
-  if (rdma_resolve_addr(c->id, source ? (struct sockaddr *)&src : NULL,
-                        (struct sockaddr *)&dst, ms_left(deadline) + 1)) {
-    ret = neg_errno(EHOSTUNREACH);
-    sbr__errf(errbuf, errlen, "rdma_cm: cannot reach %s: rdma_resolve_addr: %s",
-              hostport, strerror(-ret));
-    goto out_free_conn;
-  }
-  ret = wait_cm_event(c, deadline, timeout_ms, RDMA_CM_EVENT_ADDR_RESOLVED,
-                      hostport, &e, errbuf, errlen);
-  if (ret)
-    goto out_free_conn;
-  rdma_ack_cm_event(e);
-
-  if (rdma_resolve_route(c->id, ms_left(deadline) + 1)) {
-    ret = neg_errno(EHOSTUNREACH);
-    sbr__errf(errbuf, errlen,
-              "rdma_cm: cannot reach %s: rdma_resolve_route: %s", hostport,
-              strerror(-ret));
-    goto out_free_conn;
-  }
-  ret = wait_cm_event(c, deadline, timeout_ms, RDMA_CM_EVENT_ROUTE_RESOLVED,
-                      hostport, &e, errbuf, errlen);
-  if (ret)
-    goto out_free_conn;
-  rdma_ack_cm_event(e);
-
   ret = conn_create_queues(c, caps, errbuf, errlen);
   if (ret)
     goto out_free_conn;
-
-  /* The sender READs the status array: ask for READ credits (initiator
-   * depth), clipped to what the device allows or rdma_connect says EINVAL.
-   * responder_resources: the receiver issues no READs today; one slot keeps
-   * that possible and costs one responder resource. */
-  struct ibv_device_attr dev;
-  if (ibv_query_device(c->id->verbs, &dev)) {
-    ret = neg_errno(EIO);
-    sbr__errf(errbuf, errlen, "verbs: ibv_query_device failed: %s",
-              strerror(-ret));
-    goto out_free_conn;
-  }
-  struct rdma_conn_param param = {
-      .private_data = priv,
-      .private_data_len = (uint8_t)priv_len,
-      .initiator_depth = (uint8_t)(dev.max_qp_init_rd_atom < VERBS_READ_DEPTH
-                                       ? dev.max_qp_init_rd_atom
-                                       : VERBS_READ_DEPTH),
-      .responder_resources = dev.max_qp_rd_atom < 1 ? 0 : 1,
-      /* 7 = the maximum transport retries; rnr 7 = retry forever: the
-       * sliding-window receiver may be briefly out of receives. */
-      .retry_count = 7,
-      .rnr_retry_count = 7,
-  };
-  if (rdma_connect(c->id, &param)) {
-    ret = neg_errno(ECONNABORTED);
-    sbr__errf(errbuf, errlen, "rdma_cm: cannot reach %s: rdma_connect: %s",
-              hostport, strerror(-ret));
-    goto out_free_conn;
-  }
-  ret = wait_cm_event(c, deadline, timeout_ms, RDMA_CM_EVENT_ESTABLISHED,
-                      hostport, &e, errbuf, errlen);
+  ret = connect_establish(c, priv, priv_len, hostport, deadline, timeout_ms, &e,
+                          errbuf, errlen);
   if (ret)
     goto out_free_conn;
-
-  /* The private data lives in the event: decode before the ack. */
-  size_t got = e->param.conn.private_data_len;
-  ret = sbr__accept_priv_decode(e->param.conn.private_data, got, lane);
-  int peer_version = sbr__priv_version(e->param.conn.private_data, got);
-  rdma_ack_cm_event(e);
-  if (ret == -EPROTONOSUPPORT) {
-    sbr__errf(errbuf, errlen,
-              "rdma_cm: %s speaks sbr protocol version %d, this sender %d",
-              hostport, peer_version, SBR__PRIV_VERSION);
+  ret = connect_read_lane(e, priv, priv_len, hostport, lane, errbuf, errlen);
+  if (ret)
     goto out_disconnect;
-  }
-  if (ret) {
-    sbr__errf(errbuf, errlen,
-              "rdma_cm: %s accepted with an unusable lane description (%zu "
-              "bytes of private data): not an sbr receiver, or another "
-              "version?",
-              hostport, got);
-    goto out_disconnect;
-  }
-  uint8_t want_mech;
-  uint32_t hint_size, hint_count;
-  if (sbr__connect_priv_decode(priv, priv_len, &want_mech, &hint_size,
-                               &hint_count) == 0 &&
-      lane->mechanism != want_mech) {
-    ret = -EPROTO;
-    sbr__errf(errbuf, errlen,
-              "rdma_cm: %s answered with mechanism %u, %u was asked for",
-              hostport, lane->mechanism, want_mech);
-    goto out_disconnect;
-  }
 
   c->next_cm_check_ms = now_ms() + VERBS_CM_CHECK_MS;
   SBR_DEBUG("verbs: connected to %s on %s (qp %u, lane %u: %u blocks of %u "
@@ -792,6 +1009,8 @@ static int verbs_connect(const char *host, uint16_t port, const char *source,
   *out = c;
   return 0;
 
+  /* conn_free undoes every step that was done (its order is written above
+   * it); an established connection is told first that we are leaving. */
 out_disconnect:
   rdma_disconnect(c->id);
 out_free_conn:
@@ -810,6 +1029,8 @@ static int verbs_listen(const char *addr, uint16_t port,
   if (!addr || !*addr)
     addr = "0.0.0.0";
 
+  /* Before this process registers anything (ibv_fork_init's rule). */
+  sbr__verbs_fork_setup();
   struct sbr__listener *l = calloc(1, sizeof *l);
   if (!l) {
     sbr__errf(errbuf, errlen, "verbs: out of memory");
@@ -862,6 +1083,11 @@ static int verbs_listen(const char *addr, uint16_t port,
               strerror(-ret));
     goto out_destroy_id;
   }
+  /* Bound to one device's address: probe its windows now, not while
+   * the first sender waits.  A wildcard listener probes each device at
+   * its first lane there. */
+  if (l->id->verbs)
+    listener_windows(l, l->id->verbs);
   SBR_DEBUG("verbs: listening on %s", l->name);
   *out = l;
   return 0;
@@ -982,7 +1208,18 @@ static int verbs_get_event(struct sbr__listener *l, int timeout_ms,
   return ret;
 }
 
-/* The lane's two allocations and their MRs.  On failure none is left. */
+/* Bytes a lane's two regions pin; 0 when the geometry overflows. */
+static uint64_t lane_pinned_bytes(const struct sbr__lane_desc *lane)
+{
+  size_t blocks_len = (size_t)lane->block_count * lane->block_size;
+  if (lane->block_count == 0 ||
+      blocks_len / lane->block_count != lane->block_size)
+    return 0;
+  return sbr__verbs_pinned_bytes(blocks_len) +
+         sbr__verbs_pinned_bytes(sbr__lane_status_len(lane));
+}
+
+/* The lane's two mappings and their MRs.  On failure none is left. */
 static int conn_alloc_lane(struct sbr__conn *c,
                            const struct sbr__lane_desc *lane, bool windows)
 {
@@ -992,27 +1229,25 @@ static int conn_alloc_lane(struct sbr__conn *c,
       blocks_len / lane->block_count != lane->block_size)
     return -EINVAL;
 
-  void *p;
-  ret = posix_memalign(&p, VERBS_PAGE, blocks_len);
-  if (ret)
-    return -ret;
-  c->blocks = p;
-  /* The receiver only looks at a block whose status is 1; zeroing keeps
-   * the first look at a fresh lane deterministic (and the pages are
-   * touched by the registration anyway). */
-  memset(c->blocks, 0, blocks_len);
+  /* From mmap, not the heap: page-aligned, so registration pins and the
+   * NIC translates the fewest pages, and sharing no page with anything
+   * else, so fork support's madvise(DONTFORK) hides only the lane from a
+   * child.  Zeroed: the receiver only looks at a block whose status is
+   * 1, and a fresh lane's first look is deterministic. */
+  c->blocks = sbr__verbs_map(blocks_len);
+  if (!c->blocks)
+    return neg_errno(ENOMEM);
+  c->blocks_len = blocks_len;
 
   /* Status bytes, padding, pause and refused bitmaps: one region the
-   * sender READs. */
+   * sender READs; zero = every block empty, nothing paused or refused. */
   size_t status_len = sbr__lane_status_len(lane);
-  ret = posix_memalign(&p, VERBS_PAGE, status_len);
-  if (ret) {
-    ret = -ret;
-    goto out_free_blocks;
+  c->status = sbr__verbs_map(status_len);
+  if (!c->status) {
+    ret = neg_errno(ENOMEM);
+    goto out_unmap_blocks;
   }
-  c->status = p;
-  memset(c->status, 0, status_len); /* every block empty, nothing paused
-                                       or refused */
+  c->status_len = status_len;
 
   /* Rule 8: no REMOTE_READ on the blocks.  Rule 1: no relaxed ordering.
    * REMOTE_WRITE needs LOCAL_WRITE in verbs.  With windows the MRs grant
@@ -1023,7 +1258,7 @@ static int conn_alloc_lane(struct sbr__conn *c,
                          : IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   if (!c->blocks_mr) {
     ret = neg_errno(ENOMEM);
-    goto out_free_status;
+    goto out_unmap_status;
   }
   /* The sender READs the status array (and the bitmaps after it) to
    * synchronise and WRITEs status bytes after blocks.  It never WRITEs
@@ -1042,11 +1277,11 @@ static int conn_alloc_lane(struct sbr__conn *c,
 out_dereg_blocks:
   ibv_dereg_mr(c->blocks_mr);
   c->blocks_mr = NULL;
-out_free_status:
-  free(c->status);
+out_unmap_status:
+  sbr__verbs_unmap(c->status, status_len);
   c->status = NULL;
-out_free_blocks:
-  free(c->blocks);
+out_unmap_blocks:
+  sbr__verbs_unmap(c->blocks, blocks_len);
   c->blocks = NULL;
   return ret;
 }
@@ -1071,26 +1306,81 @@ static int conn_bind_windows(struct sbr__conn *c, struct sbr__lane_desc *lane)
       &c->status_mw, &lane->status_rkey);
 }
 
-/* Refuses a request with reason and the receiver's value (the id stays the
+/* Refuses a request with reason and its two values (the id stays the
  * caller's to destroy). */
 static void reject_id(struct rdma_cm_id *id, enum sbr_refusal reason,
-                      uint32_t receiver_value)
+                      uint32_t receiver_value, uint32_t sender_value)
 {
   struct sbr__refusal why;
   uint8_t priv[SBR__REJECT_PRIV_SIZE];
-  sbr__refusal_set(&why, reason, receiver_value, 0);
+  sbr__refusal_set(&why, reason, receiver_value, sender_value);
   sbr__reject_priv_encode(priv, &why);
   rdma_reject(id, priv, sizeof priv);
 }
 
-/* A windowed accept failed (the device refused a bind, or an older
- * librdmacm refused rdma_accept on an id without a QP, verbs-keys.h): the
- * request is refused as out of resources, which the sender retries, and
- * every later lane of this listener gets MR keys, so a device or library
- * that can't do windows costs one retry, not every sender. */
-static void windows_failed(struct sbr__listener *l)
+/* Refuses a lane the host can't pin at once, and for good (not as
+ * "resources", which a sender retries until its timeout): 0 when the
+ * lane fits under RLIMIT_MEMLOCK. */
+static int lane_check_memlock(struct sbr__listener *l, struct sbr__conn *c,
+                              const struct sbr__lane_desc *lane,
+                              uint32_t *limit_kib, uint32_t *need_kib)
 {
-  atomic_store(&l->no_windows, true);
+  struct sbr__verbs_memlock m;
+  char msg[512];
+  if (sbr__verbs_memlock_read(&m) < 0)
+    return 0; /* can't tell: let the registration say */
+  uint64_t need = lane_pinned_bytes(lane);
+  if (sbr__verbs_memlock_check(&m, need, "a lane", msg, sizeof msg) == 0)
+    return 0;
+  SBR_ERROR("verbs: %s: cannot accept %s: %s", l->name, c->peer, msg);
+  *limit_kib =
+      (uint32_t)(m.limit / 1024 > UINT32_MAX ? UINT32_MAX : m.limit / 1024);
+  *need_kib = (uint32_t)(need / 1024 > UINT32_MAX ? UINT32_MAX : need / 1024);
+  return -ENOMEM;
+}
+
+/* Queues, lane memory and keys of a lane: windows bound to its QP, or its
+ * MRs' keys.  *windows_broke says a failure came from the windows (the
+ * caller then tries again without).  On failure conn_free_verbs undoes
+ * what exists. */
+static int conn_setup_lane(struct sbr__listener *l, struct sbr__conn *c,
+                           const struct sbr__queue_caps *caps,
+                           struct sbr__lane_desc *lane, bool windows,
+                           bool *windows_broke)
+{
+  char errbuf[256] = "";
+  int ret;
+  *windows_broke = false;
+  /* The binds are two send WRs on the lane's QP before anything else is
+   * posted. */
+  struct sbr__queue_caps qcaps = *caps;
+  if (windows && qcaps.max_send_wr < VERBS_WINDOW_WRS)
+    qcaps.max_send_wr = VERBS_WINDOW_WRS;
+  ret = conn_create_queues(c, &qcaps, errbuf, sizeof errbuf);
+  if (ret) {
+    SBR_WARN("verbs: %s: cannot accept %s: %s", l->name, c->peer, errbuf);
+    return ret;
+  }
+  ret = conn_alloc_lane(c, lane, windows);
+  if (ret) {
+    SBR_WARN("verbs: %s: cannot accept %s: lane of %u x %u bytes: %s", l->name,
+             c->peer, lane->block_count, lane->block_size, strerror(-ret));
+    return ret;
+  }
+  lane->blocks_addr = (uintptr_t)c->blocks;
+  lane->status_addr = (uintptr_t)c->status;
+  if (!windows) {
+    lane->blocks_rkey = c->blocks_mr->rkey;
+    lane->status_rkey = c->status_mr->rkey;
+    return 0;
+  }
+  ret = conn_bind_windows(c, lane);
+  if (ret) {
+    SBR_WARN("verbs: %s: %s: memory windows: %s; memory regions from now on",
+             l->name, c->peer, strerror(-ret));
+    *windows_broke = true;
+  }
+  return ret;
 }
 
 static int verbs_accept(struct sbr__listener *l, struct sbr__conn_request *req,
@@ -1098,7 +1388,8 @@ static int verbs_accept(struct sbr__listener *l, struct sbr__conn_request *req,
                         struct sbr__lane_desc *lane, struct sbr__conn **out,
                         struct sbr__lane_mem *mem)
 {
-  char errbuf[256] = "";
+  uint32_t limit_kib = 0, need_kib = 0;
+  bool broke;
   int ret;
   if (!l || !req || !req->impl || !caps || !lane || !out || !mem)
     return -EINVAL;
@@ -1110,7 +1401,7 @@ static int verbs_accept(struct sbr__listener *l, struct sbr__conn_request *req,
 
   struct sbr__conn *c = calloc(1, sizeof *c);
   if (!c) {
-    reject_id(id, SBR_REFUSAL_RESOURCES, ENOMEM);
+    reject_id(id, SBR_REFUSAL_RESOURCES, ENOMEM, 0);
     rdma_destroy_id(id);
     return -ENOMEM;
   }
@@ -1119,46 +1410,34 @@ static int verbs_accept(struct sbr__listener *l, struct sbr__conn_request *req,
   atomic_fetch_add(&l->refs, 1);
   snprintf(c->peer, sizeof c->peer, "%s", req->peer);
 
-  /* Type-2 windows where the device binds them (verbs-keys.h); the binds
-   * are two send WRs on the lane's QP before anything else is posted. */
-  bool windows =
-      !atomic_load(&l->no_windows) && sbr__verbs_windows_supported(id->verbs);
-  struct sbr__queue_caps qcaps = *caps;
-  if (windows && qcaps.max_send_wr < VERBS_WINDOW_WRS)
-    qcaps.max_send_wr = VERBS_WINDOW_WRS;
-  ret = conn_create_queues(c, &qcaps, errbuf, sizeof errbuf);
+  ret = lane_check_memlock(l, c, lane, &limit_kib, &need_kib);
   if (ret) {
-    SBR_WARN("verbs: %s: cannot accept %s: %s", l->name, c->peer, errbuf);
+    /* The engine counts and reports it under this reason too. */
+    sbr__refusal_set(&req->refusal, SBR_REFUSAL_MEMLOCK, limit_kib, need_kib);
+    reject_id(id, SBR_REFUSAL_MEMLOCK, limit_kib, need_kib);
+    goto out_free_conn;
+  }
+  /* The ACK timeout of the lane's QP, which rdma_cm applies when it
+   * (or sbr__verbs_qp_to_rts, for windows) takes the QP to RTS: how fast
+   * a probe of a quiet lane finds a dead sender (receiver.c). */
+  if (caps->ack_timeout &&
+      rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
+                      (void *)&caps->ack_timeout, sizeof caps->ack_timeout))
+    SBR_DEBUG("verbs: %s: %s: ACK timeout %u not set: %s", l->name, c->peer,
+              caps->ack_timeout, strerror(errno));
+  /* Type-2 windows where the device binds them (verbs-keys.h).  If they
+   * fail, this lane is set up again with MR keys, and so is every later
+   * one: the sender is not refused for the device's shortcoming. */
+  bool windows = listener_windows(l, id->verbs);
+  ret = conn_setup_lane(l, c, caps, lane, windows, &broke);
+  if (ret && broke) {
+    windows_failed(l);
+    conn_free_verbs(c);
+    windows = false;
+    ret = conn_setup_lane(l, c, caps, lane, windows, &broke);
+  }
+  if (ret)
     goto out_reject;
-  }
-  ret = conn_alloc_lane(c, lane, windows);
-  if (ret) {
-    SBR_WARN("verbs: %s: cannot accept %s: lane of %u x %u bytes: %s%s",
-             l->name, c->peer, lane->block_count, lane->block_size,
-             strerror(-ret),
-             ret == -ENOMEM ? " (RLIMIT_MEMLOCK too small? ulimit -l)" : "");
-    goto out_reject;
-  }
-  lane->blocks_addr = (uintptr_t)c->blocks;
-  lane->status_addr = (uintptr_t)c->status;
-  if (windows) {
-    ret = conn_bind_windows(c, lane);
-    if (ret) {
-      /* A bind that timed out says the NIC was slow, not that it can't
-       * do windows: that one request is refused and nothing changes. */
-      bool cannot = ret != -ETIMEDOUT;
-      SBR_WARN("verbs: %s: cannot accept %s: memory windows: %s%s", l->name,
-               c->peer, strerror(-ret),
-               cannot ? "; memory regions from now on (the sender retries)"
-                      : "");
-      if (cannot)
-        windows_failed(l);
-      goto out_reject;
-    }
-  } else {
-    lane->blocks_rkey = c->blocks_mr->rkey;
-    lane->status_rkey = c->status_mr->rkey;
-  }
 
   uint8_t priv[SBR__ACCEPT_PRIV_SIZE];
   sbr__accept_priv_encode(priv, lane);
@@ -1169,7 +1448,7 @@ static int verbs_accept(struct sbr__listener *l, struct sbr__conn_request *req,
        * device (librdmacm computes this for RDMA_MAX_RESP_RES). */
       .responder_resources = RDMA_MAX_RESP_RES,
       .initiator_depth = 0, /* the receiver never READs */
-      .retry_count = 7,
+      .retry_count = VERBS_RETRY_COUNT,
       .rnr_retry_count = 7,
   };
   /* Before rdma_accept: events for this id may arrive right after it. */
@@ -1177,6 +1456,8 @@ static int verbs_accept(struct sbr__listener *l, struct sbr__conn_request *req,
   if (windows ? sbr__verbs_accept_ready(id, &param) : rdma_accept(id, &param)) {
     ret = neg_errno(ECONNABORTED);
     id->context = NULL;
+    /* Refused as out of resources, which the sender retries: the id
+     * can't be accepted a second time. */
     SBR_WARN("verbs: %s: rdma_accept of %s failed: %s%s", l->name, c->peer,
              strerror(-ret),
              windows ? "; memory regions from now on (the sender retries)"
@@ -1199,7 +1480,8 @@ static int verbs_accept(struct sbr__listener *l, struct sbr__conn_request *req,
   return 0;
 
 out_reject:
-  reject_id(id, SBR_REFUSAL_RESOURCES, (uint32_t)-ret);
+  reject_id(id, SBR_REFUSAL_RESOURCES, (uint32_t)-ret, 0);
+out_free_conn:
   atomic_store(&c->closing, true);
   conn_free(c);
   return ret;
@@ -1238,16 +1520,20 @@ static void verbs_close_listener(struct sbr__listener *l)
 static int verbs_reg_mr(struct sbr__conn *c, void *addr, size_t len, int access,
                         struct sbr__mr **out)
 {
-  if (!c || !c->pd || !addr || !len || !out)
+  if (!c || !c->pd || !c->id || !c->id->verbs || !addr || !len || !out)
     return -EINVAL;
-  /* LOCAL_WRITE always: it grants the peer nothing, lets READ responses
-   * and receives land in the buffer, and verbs demands it with
-   * REMOTE_WRITE.  Never relaxed ordering (rule 1). */
-  int flags = IBV_ACCESS_LOCAL_WRITE;
-  if (access & SBR__ACCESS_REMOTE_WRITE)
-    flags |= IBV_ACCESS_REMOTE_WRITE;
-  if (access & SBR__ACCESS_REMOTE_READ)
-    flags |= IBV_ACCESS_REMOTE_READ;
+  /* Per transport (verbs-caps.h): iWARP's READ sinks need REMOTE_WRITE. */
+  int flags =
+      sbr__verbs_mr_access(access, c->id->verbs->device->transport_type);
+  /* Say what the limit is before the kernel says only ENOMEM. */
+  struct sbr__verbs_memlock lim;
+  char msg[512];
+  if (sbr__verbs_memlock_read(&lim) == 0 &&
+      sbr__verbs_memlock_check(&lim, sbr__verbs_pinned_bytes(len),
+                               "registering this buffer", msg, sizeof msg)) {
+    SBR_ERROR("verbs: %s: %s", c->peer, msg);
+    return -ENOMEM;
+  }
 
   struct sbr__mr *m = calloc(1, sizeof *m);
   if (!m)
@@ -1284,7 +1570,8 @@ static void verbs_dereg_mr(struct sbr__mr *m)
  * the QP would refuse anyway, so that a chain is checked whole before any
  * of it is posted. */
 static int build_send_wr(const struct sbr__conn *c, const struct sbr__wr *w,
-                         struct ibv_send_wr *wr, struct ibv_sge *sge)
+                         uint32_t slot, struct ibv_send_wr *wr,
+                         struct ibv_sge *sge)
 {
   memset(wr, 0, sizeof *wr);
   wr->wr_id = w->wr_id;
@@ -1297,8 +1584,20 @@ static int build_send_wr(const struct sbr__conn *c, const struct sbr__wr *w,
   }
   if (w->signaled)
     wr->send_flags |= IBV_SEND_SIGNALED;
-  if (w->inline_data) {
-    if (w->opcode == SBR__OP_READ || w->length > c->max_inline)
+  if (w->inline_data && w->length > c->max_inline) {
+    /* The QP got less inline room than the engine posts: copy now, as
+     * inline would, into this send-queue slot's bounce slot, which is
+     * free again only once this WR has completed (the ring above). */
+    if (w->opcode == SBR__OP_READ || !c->bounce ||
+        w->length > VERBS_BOUNCE_SLOT)
+      return -EINVAL;
+    uint8_t *copy = c->bounce + (size_t)slot * VERBS_BOUNCE_SLOT;
+    memcpy(copy, w->local_addr, w->length);
+    sge->addr = (uintptr_t)copy;
+    sge->lkey = c->bounce_mr->lkey;
+    atomic_fetch_add_explicit(&sbr__verbs_bounced, 1, memory_order_relaxed);
+  } else if (w->inline_data) {
+    if (w->opcode == SBR__OP_READ)
       return -EINVAL;
     wr->send_flags |= IBV_SEND_INLINE;
   }
@@ -1391,7 +1690,8 @@ static int verbs_post_send(struct sbr__conn *c, const struct sbr__wr *wrs,
   }
 
   for (int i = 0; i < n; i++) {
-    ret = build_send_wr(c, &wrs[i], &wr[i], &sge[i]);
+    uint32_t slot = (c->sent_head + c->sent_count + (uint32_t)i) % c->sent_cap;
+    ret = build_send_wr(c, &wrs[i], slot, &wr[i], &sge[i]);
     if (ret)
       goto out_free;
     wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
@@ -1674,6 +1974,7 @@ static int verbs_test_fail(struct sbr__conn *c)
 
 const struct sbr__transport_ops sbr__transport_verbs = {
     .name = "verbs",
+    .peer_can_vanish = true,
     .connect = verbs_connect,
     .listen = verbs_listen,
     .get_event = verbs_get_event,

@@ -8,19 +8,44 @@
 #include <time.h>
 
 #include "util/log.h"
+#include "transport/verbs/verbs-caps.h"
 #include "transport/verbs/verbs-keys.h"
 
 bool sbr__verbs_windows_disabled;
 int sbr__verbs_window_binds_to_fail;
+int sbr__verbs_window_binds_to_time_out;
 
 bool sbr__verbs_windows_supported(struct ibv_context *ctx)
 {
   struct ibv_device_attr attr;
   if (sbr__verbs_windows_disabled || !ctx || ibv_query_device(ctx, &attr))
     return false;
-  return (attr.device_cap_flags &
-          (IBV_DEVICE_MEM_WINDOW_TYPE_2A | IBV_DEVICE_MEM_WINDOW_TYPE_2B)) &&
-         attr.max_mw >= 2;
+  return sbr__verbs_windows_usable(ctx->device->transport_type,
+                                   attr.device_cap_flags, attr.max_mw);
+}
+
+bool sbr__verbs_windows_probe(struct ibv_context *ctx)
+{
+  /* Two windows, as a lane needs; freed at once.  A PD of its own, so the
+   * probe touches nothing of a lane. */
+  struct ibv_pd *pd = ibv_alloc_pd(ctx);
+  if (!pd)
+    return false;
+  struct ibv_mw *mw[2] = {NULL, NULL};
+  bool ok = true;
+  for (int i = 0; i < 2 && ok; i++) {
+    mw[i] = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+    ok = mw[i] != NULL;
+  }
+  if (!ok)
+    SBR_INFO("verbs: %s advertises type-2 memory windows but cannot "
+             "allocate one (%s): memory regions instead",
+             ibv_get_device_name(ctx->device), strerror(errno));
+  for (int i = 0; i < 2; i++)
+    if (mw[i])
+      ibv_dealloc_mw(mw[i]);
+  ibv_dealloc_pd(pd);
+  return ok;
 }
 
 int sbr__verbs_window_mr_access(void)
@@ -91,6 +116,10 @@ int sbr__verbs_bind_window(struct ibv_qp *qp, struct ibv_cq *send_cq,
   if (sbr__verbs_window_binds_to_fail > 0) {
     sbr__verbs_window_binds_to_fail--;
     return -EOPNOTSUPP;
+  }
+  if (sbr__verbs_window_binds_to_time_out > 0) {
+    sbr__verbs_window_binds_to_time_out--;
+    return -ETIMEDOUT; /* nothing allocated: *mw stays NULL */
   }
   struct ibv_mw *mw = ibv_alloc_mw(mr->pd, IBV_MW_TYPE_2);
   if (!mw)

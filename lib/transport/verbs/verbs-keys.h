@@ -42,10 +42,16 @@ extern bool sbr__verbs_windows_disabled;
 /* Tests only: the next this many binds fail as if the device refused them
  * (the listener's fall back to MRs after a failed windowed accept). */
 extern int sbr__verbs_window_binds_to_fail;
+/* Tests only: the next this many binds time out (never complete). */
+extern int sbr__verbs_window_binds_to_time_out;
 
 /* Does the device bind type-2 memory windows (IBV_DEVICE_MEM_WINDOW_TYPE_2A
- * or _2B; we bind whole MRs, which either allows) and have two to spare? */
+ * or _2B; we bind whole MRs, which either allows) and have two to spare,
+ * and is it not iWARP (sbr__verbs_windows_usable)? */
 bool sbr__verbs_windows_supported(struct ibv_context *ctx);
+/* Can two type-2 windows really be allocated on it (some providers
+ * advertise what they can't allocate)?  Allocates and frees them. */
+bool sbr__verbs_windows_probe(struct ibv_context *ctx);
 
 /* Access flags for a lane MR whose remote access a window grants: local
  * write and MW bind, no remote access on the MR itself. */
