@@ -111,7 +111,11 @@ static void *producer_thread(void *arg)
 }
 
 /* n devices x frames from concurrent producers; every frame verified and
- * every device's frames in order. */
+ * every device's frames in order.  The producers WAIT for free blocks, as
+ * long as RUN_DEVICES_WAIT_MS: none may be dropped, and on a loaded host
+ * the receiving test thread can be off its CPU for longer than the 1 s
+ * default (seen: a send gave up with -EAGAIN). */
+#define RUN_DEVICES_WAIT_MS 10000
 static void run_devices(sbr_receiver *r, sbr_sender *s, unsigned n,
                         unsigned frames, size_t len)
 {
@@ -143,6 +147,7 @@ static void devices_arrive_in_order(void)
   sbr_receiver *r = new_receiver(port, 16, 8 * KIB, SBR_MECH_STATUS_BYTE);
   struct sbr_sender_config sc;
   fixture_sender_config(&sc, port);
+  sc.wait_timeout_ms = RUN_DEVICES_WAIT_MS;
   sbr_sender *s = fixture_sender(r, &sc);
   run_devices(r, s, 4, 300, 3000);
   for (unsigned d = 0; d < 4; d++) {
@@ -736,6 +741,7 @@ static void sliding_window_delivers_devices_in_order(void)
   struct sbr_sender_config sc;
   fixture_sender_config(&sc, port);
   sc.mechanism = SBR_MECH_SLIDING_WINDOW;
+  sc.wait_timeout_ms = RUN_DEVICES_WAIT_MS;
   sbr_sender *s = fixture_sender(r, &sc);
   run_devices(r, s, 3, 200, 20000); /* 3 fragments each */
   struct sbr_sender_stats ss;
