@@ -594,35 +594,47 @@ static guint64 sink_dropped(GstElement *sink)
   return dropped;
 }
 
-/* One second of rendering after a pause: frames keep coming, none late,
- * and capture-to-render latency is back near where it was. */
+/* Seconds after a pause in which rendering must get back on time. */
+#define ON_TIME_WITHIN 5
+
+/* Rendering after a pause is back to its level: within ON_TIME_WITHIN
+ * seconds comes a whole second with frames coming (15 of 25), none late
+ * but one, and capture-to-render latency near where it was.  A pause
+ * that leaked into the timestamps spoils every second after it (+2 s of
+ * latency, or nearly every frame dropped as late); a thread of this
+ * process starved of CPU on a loaded shared host spoils a second now and
+ * then (2 frames late in a second was seen), so the first good second
+ * counts, not the first second. */
 static void expect_on_time(GstElement *sink, gint64 before_us,
                            const gchar *what)
 {
-  guint64 dropped0;
-  guint rendered0;
-  gint64 now_us;
+  guint64 dropped0, dropped = 0;
+  guint rendered0, rendered = 0;
+  gint64 now_us = 0;
 
-  g_usleep(G_USEC_PER_SEC); /* back to its level within 1 s */
-  dropped0 = sink_dropped(sink);
-  g_mutex_lock(&latency.lock);
-  rendered0 = latency.rendered;
-  g_mutex_unlock(&latency.lock);
-  g_usleep(G_USEC_PER_SEC);
-  g_mutex_lock(&latency.lock);
-  now_us = latency.last_latency_us;
-  fail_unless(latency.rendered - rendered0 >= 15,
-              "after %s: %u rendered in 1 s", what,
-              latency.rendered - rendered0);
-  g_mutex_unlock(&latency.lock);
-  fail_unless(sink_dropped(sink) - dropped0 <= 1,
-              "after %s: %" G_GUINT64_FORMAT " dropped as late", what,
-              sink_dropped(sink) - dropped0);
-  /* A pause that leaked into the timestamps adds its 2 s. */
-  fail_unless(now_us < before_us + 500000,
-              "after %s: latency %" G_GINT64_FORMAT
-              " us, before %" G_GINT64_FORMAT " us",
-              what, now_us, before_us);
+  g_usleep(G_USEC_PER_SEC); /* the pause's own aftermath */
+  for (guint second = 0; second < ON_TIME_WITHIN; second++) {
+    dropped0 = sink_dropped(sink);
+    g_mutex_lock(&latency.lock);
+    rendered0 = latency.rendered;
+    g_mutex_unlock(&latency.lock);
+    g_usleep(G_USEC_PER_SEC);
+    g_mutex_lock(&latency.lock);
+    now_us = latency.last_latency_us;
+    rendered = latency.rendered - rendered0;
+    g_mutex_unlock(&latency.lock);
+    dropped = sink_dropped(sink) - dropped0;
+    /* A pause that leaked into the timestamps adds its 2 s. */
+    if (rendered >= 15 && dropped <= 1 && now_us < before_us + 500000)
+      return;
+    GST_INFO("after %s, second %u: %u rendered, %" G_GUINT64_FORMAT
+             " dropped as late, latency %" G_GINT64_FORMAT " us",
+             what, second, rendered, dropped, now_us);
+  }
+  fail("after %s, no second of %u on time; the last: %u rendered, "
+       "%" G_GUINT64_FORMAT " dropped as late, latency %" G_GINT64_FORMAT
+       " us, before %" G_GINT64_FORMAT " us",
+       what, ON_TIME_WITHIN, rendered, dropped, now_us, before_us);
 }
 
 /* rdmasrc ! fakesink sync=true max-lateness=20 ms, one live camera: after
