@@ -39,7 +39,9 @@ static inline void fixture_sender_config(struct sbr_sender_config *cfg,
   sbr_sender_config_init(cfg);
   cfg->backend = SBR_BACKEND_SHM;
   cfg->port = port;
-  cfg->connect_timeout_ms = 3000;
+  /* A hang bound: on a loaded host the handshake's few round trips can
+   * take seconds (3 s was seen to run out at 1-2% of a CPU). */
+  cfg->connect_timeout_ms = 10000;
 }
 
 struct connect_job {

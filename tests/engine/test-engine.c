@@ -111,7 +111,11 @@ static void *producer_thread(void *arg)
 }
 
 /* n devices x frames from concurrent producers; every frame verified and
- * every device's frames in order. */
+ * every device's frames in order.  The producers WAIT for free blocks, as
+ * long as RUN_DEVICES_WAIT_MS: none may be dropped, and on a loaded host
+ * the receiving test thread can be off its CPU for longer than the 1 s
+ * default (seen: a send gave up with -EAGAIN). */
+#define RUN_DEVICES_WAIT_MS 10000
 static void run_devices(sbr_receiver *r, sbr_sender *s, unsigned n,
                         unsigned frames, size_t len)
 {
@@ -143,6 +147,7 @@ static void devices_arrive_in_order(void)
   sbr_receiver *r = new_receiver(port, 16, 8 * KIB, SBR_MECH_STATUS_BYTE);
   struct sbr_sender_config sc;
   fixture_sender_config(&sc, port);
+  sc.wait_timeout_ms = RUN_DEVICES_WAIT_MS;
   sbr_sender *s = fixture_sender(r, &sc);
   run_devices(r, s, 4, 300, 3000);
   for (unsigned d = 0; d < 4; d++) {
@@ -313,7 +318,10 @@ static void backpressure_wait_times_out_then_proceeds(void)
   fixture_sender_config(&sc, port);
   sc.send_blocks = 2;
   sc.backpressure = SBR_BACKPRESSURE_WAIT;
-  sc.wait_timeout_ms = 200;
+  /* Long enough that, below, the reader started on a loaded host (its
+   * thread, its releases and the sender's READ may each wait for a CPU)
+   * comes within it: 200 ms was seen to run out. */
+  sc.wait_timeout_ms = 2000;
   sbr_sender *s = fixture_sender(r, &sc);
 
   /* 2 receive + 2 send blocks fill; the fifth frame waits, then drops. */
@@ -327,7 +335,7 @@ static void backpressure_wait_times_out_then_proceeds(void)
       break;
   }
   ASSERT_EQ(ret, -EAGAIN);
-  ASSERT_MSG(ms_since(t0) >= 150, "gave up after %llu ms, not ~200",
+  ASSERT_MSG(ms_since(t0) >= 1500, "gave up after %llu ms, not ~2000",
              (unsigned long long)ms_since(t0));
   struct sbr_device_stats ds;
   sbr_sender_get_device_stats(s, 1, &ds);
@@ -733,6 +741,7 @@ static void sliding_window_delivers_devices_in_order(void)
   struct sbr_sender_config sc;
   fixture_sender_config(&sc, port);
   sc.mechanism = SBR_MECH_SLIDING_WINDOW;
+  sc.wait_timeout_ms = RUN_DEVICES_WAIT_MS;
   sbr_sender *s = fixture_sender(r, &sc);
   run_devices(r, s, 3, 200, 20000); /* 3 fragments each */
   struct sbr_sender_stats ss;

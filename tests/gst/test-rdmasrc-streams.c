@@ -226,16 +226,26 @@ static gboolean emulated_cpu(void)
 
 #define RUN_FRAMES 10
 
+/* A lane of 128 small blocks (the cameras' frames are 3 KiB): 8 blocks a
+ * device for twelve, not the default 2.  A device's share is how long its
+ * pad's thread may be starved of CPU before the live policy drops; 2
+ * frames (80 ms) is too little on a shared 2-core host running 24 live
+ * threads beside other work, where a fast pad was seen to lose 7 of 10
+ * and 12 of 75 frames.  What head-of-line blocking costs (most frames) is
+ * as visible with 8 as with 2. */
+#define LOADED_HOST_LANE "blocks=128 block-size=16384"
+
 /* The issue's launch line: rdmasrc r.src_0 ! fakesink r.src_1 ! fakesink
- * ..., no queues.  Every sink must preroll, get every frame and EOS. */
-static void sinks_without_queues(guint n, guint runs)
+ * ..., no queues, rdmasrc's props.  Every sink must preroll, get every
+ * frame and EOS. */
+static void sinks_without_queues(guint n, guint runs, const gchar *props)
 {
   for (guint run = 0; run < runs; run++) {
     guint port = test_port();
     GstElement *rx, *tx;
     GstStructure *s;
 
-    rx = receiver_new(port, n, "");
+    rx = receiver_new(port, n, props);
     set_state(rx, GST_STATE_PLAYING);
     tx = cameras_new(port, n, RUN_FRAMES, "");
     set_state(tx, GST_STATE_PLAYING);
@@ -268,21 +278,22 @@ static void sinks_without_queues(guint n, guint runs)
 
 GST_START_TEST(test_sinks_without_queues_one_pad)
 {
-  sinks_without_queues(1, repeat);
+  sinks_without_queues(1, repeat, "");
 }
 
 GST_END_TEST;
 
 GST_START_TEST(test_sinks_without_queues_three_pads)
 {
-  sinks_without_queues(3, repeat);
+  sinks_without_queues(3, repeat, "");
 }
 
 GST_END_TEST;
 
 GST_START_TEST(test_sinks_without_queues_twelve_pads)
 {
-  sinks_without_queues(12, repeat);
+  /* The default lane gives each of twelve 2 blocks: see LOADED_HOST_LANE. */
+  sinks_without_queues(12, repeat, LOADED_HOST_LANE);
 }
 
 GST_END_TEST;
@@ -309,7 +320,8 @@ GST_START_TEST(test_slow_consumer_does_not_slow_the_others)
   counts_reset();
   g_string_append_printf(desc,
                          "rdmasrc name=r transport=%s address=%s port=%u "
-                         "stats-interval=0 r.src_0 ! identity "
+                         "stats-interval=0 " LOADED_HOST_LANE
+                         " r.src_0 ! identity "
                          "sleep-time=200000 ! fakesink name=s0 "
                          "signal-handoffs=true",
                          transport, rdma_addr, port);
@@ -362,7 +374,7 @@ GST_START_TEST(test_slow_consumer_does_not_slow_the_others)
   budget = uint_field(s, "device-blocks");
   /* The slow pad: about a third of its frames got through by now, the
    * rest beyond its share was dropped and counted, never queued past it. */
-  fail_unless_equals_int(budget, 2); /* 24 usable blocks, 12 devices */
+  fail_unless_equals_int(budget, 8); /* 96 usable blocks, 12 devices */
   fail_unless(frames_of(0) < SLOW_FRAMES);
   fail_unless(u64(slow, "drops-leaky") > 0, "%" GST_PTR_FORMAT, slow);
   fail_unless(uint_field(slow, "queued") <= budget);
@@ -582,35 +594,47 @@ static guint64 sink_dropped(GstElement *sink)
   return dropped;
 }
 
-/* One second of rendering after a pause: frames keep coming, none late,
- * and capture-to-render latency is back near where it was. */
+/* Seconds after a pause in which rendering must get back on time. */
+#define ON_TIME_WITHIN 5
+
+/* Rendering after a pause is back to its level: within ON_TIME_WITHIN
+ * seconds comes a whole second with frames coming (15 of 25), none late
+ * but one, and capture-to-render latency near where it was.  A pause
+ * that leaked into the timestamps spoils every second after it (+2 s of
+ * latency, or nearly every frame dropped as late); a thread of this
+ * process starved of CPU on a loaded shared host spoils a second now and
+ * then (2 frames late in a second was seen), so the first good second
+ * counts, not the first second. */
 static void expect_on_time(GstElement *sink, gint64 before_us,
                            const gchar *what)
 {
-  guint64 dropped0;
-  guint rendered0;
-  gint64 now_us;
+  guint64 dropped0, dropped = 0;
+  guint rendered0, rendered = 0;
+  gint64 now_us = 0;
 
-  g_usleep(G_USEC_PER_SEC); /* back to its level within 1 s */
-  dropped0 = sink_dropped(sink);
-  g_mutex_lock(&latency.lock);
-  rendered0 = latency.rendered;
-  g_mutex_unlock(&latency.lock);
-  g_usleep(G_USEC_PER_SEC);
-  g_mutex_lock(&latency.lock);
-  now_us = latency.last_latency_us;
-  fail_unless(latency.rendered - rendered0 >= 15,
-              "after %s: %u rendered in 1 s", what,
-              latency.rendered - rendered0);
-  g_mutex_unlock(&latency.lock);
-  fail_unless(sink_dropped(sink) - dropped0 <= 1,
-              "after %s: %" G_GUINT64_FORMAT " dropped as late", what,
-              sink_dropped(sink) - dropped0);
-  /* A pause that leaked into the timestamps adds its 2 s. */
-  fail_unless(now_us < before_us + 500000,
-              "after %s: latency %" G_GINT64_FORMAT
-              " us, before %" G_GINT64_FORMAT " us",
-              what, now_us, before_us);
+  g_usleep(G_USEC_PER_SEC); /* the pause's own aftermath */
+  for (guint second = 0; second < ON_TIME_WITHIN; second++) {
+    dropped0 = sink_dropped(sink);
+    g_mutex_lock(&latency.lock);
+    rendered0 = latency.rendered;
+    g_mutex_unlock(&latency.lock);
+    g_usleep(G_USEC_PER_SEC);
+    g_mutex_lock(&latency.lock);
+    now_us = latency.last_latency_us;
+    rendered = latency.rendered - rendered0;
+    g_mutex_unlock(&latency.lock);
+    dropped = sink_dropped(sink) - dropped0;
+    /* A pause that leaked into the timestamps adds its 2 s. */
+    if (rendered >= 15 && dropped <= 1 && now_us < before_us + 500000)
+      return;
+    GST_INFO("after %s, second %u: %u rendered, %" G_GUINT64_FORMAT
+             " dropped as late, latency %" G_GINT64_FORMAT " us",
+             what, second, rendered, dropped, now_us);
+  }
+  fail("after %s, no second of %u on time; the last: %u rendered, "
+       "%" G_GUINT64_FORMAT " dropped as late, latency %" G_GINT64_FORMAT
+       " us, before %" G_GINT64_FORMAT " us",
+       what, ON_TIME_WITHIN, rendered, dropped, now_us, before_us);
 }
 
 /* rdmasrc ! fakesink sync=true max-lateness=20 ms, one live camera: after
