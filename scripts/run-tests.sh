@@ -20,7 +20,8 @@
 # then prints "N passed, M failed" and exits non-zero if anything failed.
 #
 # Why two phases: the builds and the fuzz runs keep both cores busy, so
-# they come first, alone.  The host suites then mostly wait (sleeps,
+# they come first, alone, and so do the tests of suite 'timing' (lateness
+# against a real-time clock), each right after its build.  The host suites then mostly wait (sleeps,
 # timeouts, other processes: about 15 % of a core), and the emulated VM
 # is the one big consumer of CPU, so the two run side by side, the VM at
 # a lower priority (nice 10) so the host tests' wake-ups are not delayed
@@ -93,6 +94,12 @@ build_ok=0
 if { [ -d build-ci ] || meson setup build-ci -Dwerror=true >/dev/null; } &&
   ninja -C build-ci; then
   build_ok=1
+  # Tests that measure lateness against a real-time clock (a sink's QoS,
+  # late drops) or assert a timing: alone, on a machine doing nothing
+  # else, before the VM starts; phase 2 runs everything else.
+  note "timing tests, alone"
+  meson test -C build-ci --suite timing --print-errorlogs --logbase timing
+  tally build-ci/meson-logs/timing.json "host, alone (timing)"
 else
   step_failed "build failed"
 fi
@@ -105,6 +112,13 @@ if [ "${SBR_SKIP_ASAN:-0}" != 1 ]; then
       -Db_lundef=false >/dev/null; } &&
     ninja -C build-asan; then
     asan_ok=1
+    note "timing tests under sanitizers, alone"
+    GST_REGISTRY_FORK=no ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+      UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+      LD_PRELOAD="$(gcc -print-file-name=libasan.so)" \
+      meson test -C build-asan --suite timing --print-errorlogs \
+      --logbase timing
+    tally build-asan/meson-logs/timing.json "sanitizers, alone (timing)"
   else
     step_failed "sanitizer build failed"
   fi
@@ -215,7 +229,7 @@ fi
 if [ "$build_ok" = 1 ]; then
   note "unit + shm + element + samples tests"
   meson test -C build-ci --suite unit --suite shm --suite gst --suite samples \
-    --print-errorlogs
+    --no-suite timing --print-errorlogs
   tally build-ci/meson-logs/testlog.json "host (unit, shm, gst, samples)"
 fi
 
@@ -223,7 +237,8 @@ if [ "$asan_ok" = 1 ]; then
   note "unit + shm tests under sanitizers"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    meson test -C build-asan --suite unit --suite shm --print-errorlogs
+    meson test -C build-asan --suite unit --suite shm --no-suite timing \
+      --print-errorlogs
   tally build-asan/meson-logs/testlog.json "sanitizers (unit, shm)"
   # The elements too (per-pad threads, state cycles): the plugin is
   # loaded into the sanitized test binary, so the registry is scanned in
@@ -237,7 +252,7 @@ if [ "$asan_ok" = 1 ]; then
   GST_REGISTRY_FORK=no ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     LD_PRELOAD="$(gcc -print-file-name=libasan.so)" \
-    meson test -C build-asan --suite gst --print-errorlogs
+    meson test -C build-asan --suite gst --no-suite timing --print-errorlogs
   tally build-asan/meson-logs/testlog.json "sanitizers (gst elements)"
 fi
 
