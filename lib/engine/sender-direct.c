@@ -52,7 +52,8 @@
  * acquires from costs nothing. */
 #define DIRECT_WANT_NS (1000ull * 1000u * 1000u)
 
-static void view_unref_locked(struct sbr_sender *s, struct sbr__direct_view *v)
+void sbr__direct_view_unref_locked(struct sbr_sender *s,
+                                   struct sbr__direct_view *v)
 {
   if (--v->refs > 0)
     return;
@@ -139,7 +140,7 @@ void sbr__direct_disconnect(struct sbr_sender *s)
   if (d->view) {
     struct sbr__direct_view *v = d->view;
     d->view = NULL;
-    view_unref_locked(s, v);
+    sbr__direct_view_unref_locked(s, v);
   }
   /* The pool's receive blocks and the held ones belong to the closed lane:
    * its blocks that are still reserved are copied at submit. */
@@ -241,7 +242,7 @@ void sbr__direct_detach_locked(struct sbr_sender *s, struct sbr_send_block *b,
   }
   b->direct_view = NULL;
   b->direct_mem = NULL;
-  view_unref_locked(s, v);
+  sbr__direct_view_unref_locked(s, v);
 }
 
 void sbr__direct_submit_locked(struct sbr_sender *s, struct sbr_send_block *b,
@@ -259,7 +260,7 @@ void sbr__direct_submit_locked(struct sbr_sender *s, struct sbr_send_block *b,
   pthread_mutex_unlock(&s->lock);
   memcpy(b->mem + SBR__HEADER_SIZE, src, payload_len);
   pthread_mutex_lock(&s->lock);
-  view_unref_locked(s, v);
+  sbr__direct_view_unref_locked(s, v);
 }
 
 void sbr__direct_posting_locked(struct sbr_sender *s, struct sbr_send_block *b)
