@@ -394,7 +394,9 @@ void sbr_sender_abandon(sbr_sender *s, sbr_send_block *b);
  * receiver's lane, which the receiver owns once the block is posted and
  * hands back to this sender for other frames: the payload is copied into
  * the block's own registered memory first (counted in kept_copies) and
- * sent from there; sbr_send_block_payload points there from then on.
+ * sent from there; sbr_send_block_payload points there from then on.  The
+ * receive block it lay in stays reserved and unwritten until release, so
+ * a pointer taken before the submit still reads the frame.
  * 0, or -ENOTCONN (dropped and counted, b done and the caller's); -EBUSY:
  * its previous WRITE hasn't completed (sbr_sender_wait_block); -EINVAL:
  * as sbr_sender_submit, or a block released or not the caller's. */

@@ -49,6 +49,12 @@ struct sbr_send_block {
    * and released while in flight: free at completion.  (s->lock) */
   bool keep;
   bool release_pending;
+  /* Kept after direct placement: the receive block its frame was written
+   * into stays reserved, unwritten, until the block is freed, so a
+   * pointer into it taken before the submit still reads the frame
+   * (sbr__direct_keep_locked).  NULL: none.  (s->lock) */
+  struct sbr__direct_view *kept_view;
+  uint32_t kept_index;
 };
 
 /* A posting engine: one per mechanism. */
@@ -250,6 +256,12 @@ void sbr__direct_free(struct sbr_sender *s);
 /* acquire, under s->lock, with b just taken: make b a receive block of
  * the lane if one is (or soon will be) reserved; else b stays a copy. */
 void sbr__direct_reserve_locked(struct sbr_sender *s, struct sbr_send_block *b);
+/* sbr_sender_submit_keep of a block placed directly (s->lock held, may
+ * drop it meanwhile): copies payload_len bytes of its frame from the lane
+ * into the block's own memory, which it is sent from, and keeps its
+ * receive block reserved until the block is freed. */
+void sbr__direct_keep_locked(struct sbr_sender *s, struct sbr_send_block *b,
+                             size_t payload_len);
 /* Drops a reference to a view; the last unmaps it. */
 void sbr__direct_view_unref_locked(struct sbr_sender *s,
                                    struct sbr__direct_view *v);

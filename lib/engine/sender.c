@@ -984,23 +984,8 @@ int sbr_sender_submit_keep(sbr_sender *s, sbr_send_block *b,
     pthread_mutex_unlock(&s->lock);
     return -EINVAL;
   }
-  if (b->direct_view) {
-    /* Placed in the lane directly: once posted, that receive block is the
-     * receiver's, then the sender's for another frame, so the caller
-     * couldn't keep reading it.  The frame moves into the block's own
-     * registered memory (where sbr_send_block_payload points from now
-     * on) and goes as a copy; its receive block, never written, goes
-     * back to the pool. */
-    struct sbr__direct_view *v = b->direct_view;
-    const uint8_t *src = b->direct_mem + SBR__HEADER_SIZE;
-    v->refs++; /* mapped while we read it, whatever happens meanwhile */
-    pthread_mutex_unlock(&s->lock);
-    memcpy(b->mem + SBR__HEADER_SIZE, src, payload_len);
-    pthread_mutex_lock(&s->lock);
-    sbr__direct_detach_locked(s, b, true);
-    sbr__direct_view_unref_locked(s, v);
-    s->stats.kept_copies++;
-  }
+  /* Placed in the lane directly: sent as a copy (sender-direct.c). */
+  sbr__direct_keep_locked(s, b, payload_len);
   if (m.device != b->owner) {
     /* Sent for another device than it was taken for (one memory rendered
      * by two sinks): it now counts in that device's share. */

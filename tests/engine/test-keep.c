@@ -228,8 +228,10 @@ static void reconnect_leaves_kept_block_done(void)
 
 /* Over shm a block placed directly lies in the receiver's lane, which
  * carries other frames once this one is consumed: kept, its frame is
- * copied into the block's own memory (counted once) and stays intact
- * there while twenty frames pass through the lane, and goes again. */
+ * copied into the block's own memory (counted once) and sent from there;
+ * both it and the receive block it was written into (a pointer taken
+ * before the submit) stay that frame while twenty frames pass through
+ * the lane, and it goes again. */
 static void kept_direct_block_is_copied_out_of_the_lane(void)
 {
   uint16_t port = fixture_port();
@@ -255,6 +257,9 @@ static void kept_direct_block_is_copied_out_of_the_lane(void)
   }
   ASSERT_OK(sbr_sender_wait_block(s, a, 5000));
   assert_payload(a, 1);
+  for (size_t i = 0; i < LEN; i++)
+    ASSERT_MSG(in_lane[i] == fixture_byte(0, 1, i),
+               "the kept frame's receive block was written: byte %zu", i);
   submit_keep(s, a, 1);
   receive_frame(r, 0, 1);
   ASSERT_OK(sbr_sender_wait_block(s, a, 5000));
