@@ -254,7 +254,7 @@ void sbr__direct_detach_locked(struct sbr_sender *s, struct sbr_send_block *b,
     }
   }
   b->direct_view = NULL;
-  b->direct_mem = NULL;
+  __atomic_store_n(&b->direct_mem, NULL, __ATOMIC_RELEASE);
   sbr__direct_view_unref_locked(s, v);
 }
 
@@ -280,7 +280,7 @@ void sbr__direct_keep_locked(struct sbr_sender *s, struct sbr_send_block *b,
   b->kept_view = v;
   b->kept_index = b->direct_index;
   b->direct_view = NULL;
-  b->direct_mem = NULL;
+  __atomic_store_n(&b->direct_mem, NULL, __ATOMIC_RELEASE);
   s->stats.kept_copies++;
 }
 
@@ -294,7 +294,7 @@ void sbr__direct_submit_locked(struct sbr_sender *s, struct sbr_send_block *b,
    * one.  The old view stays mapped until we are done reading it. */
   const uint8_t *src = b->direct_mem + SBR__HEADER_SIZE;
   b->direct_view = NULL;
-  b->direct_mem = NULL;
+  __atomic_store_n(&b->direct_mem, NULL, __ATOMIC_RELEASE);
   s->stats.direct_fallbacks++;
   pthread_mutex_unlock(&s->lock);
   memcpy(b->mem + SBR__HEADER_SIZE, src, payload_len);

@@ -805,7 +805,12 @@ void *sbr_send_block_payload(sbr_send_block *b, size_t *capacity)
 {
   if (capacity)
     *capacity = b->capacity;
-  return sbr__send_block_wire(b) + SBR__HEADER_SIZE;
+  /* Without s->lock: a kept block's owner may map it on one thread while
+   * another submits it, which moves a directly placed payload into the
+   * block's own memory (both hold the frame then).  The stores that
+   * clear direct_mem are atomic too. */
+  uint8_t *direct = __atomic_load_n(&b->direct_mem, __ATOMIC_ACQUIRE);
+  return (direct ? direct : b->mem) + SBR__HEADER_SIZE;
 }
 
 /* Blocks were queued: the sender thread posts them now, whether it sleeps
