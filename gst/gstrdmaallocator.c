@@ -11,6 +11,9 @@ GST_DEBUG_CATEGORY_STATIC(gst_rdma_allocator_debug);
 /* Send block payloads start 64 bytes into page-aligned, 64-byte-multiple
  * blocks: any alignment up to 64 holds. */
 #define PAYLOAD_ALIGN_MASK 63
+/* A map for writing waits for the kept block's WRITE this long at most: a
+ * WRITE completes or its connection fails well within it. */
+#define MAP_WRITE_WAIT_MS 10000
 
 typedef struct {
   GstMemory mem;
@@ -21,6 +24,8 @@ typedef struct {
   gint dropped;            /* atomic, heap: backpressure refused a block and
                               counted the drop; cleared when rendered */
   gint claimed;            /* atomic: submitted; the block is the library's */
+  gint kept;               /* atomic: submitted to be kept (submit_keep): the
+                              block is ours until the memory is freed */
 } GstRdmaMemory;
 
 struct _GstRdmaAllocator {
@@ -36,10 +41,12 @@ static GstRdmaMemory *memory_new(GstRdmaAllocator *self, gsize maxsize,
 {
   GstRdmaMemory *m = g_new0(GstRdmaMemory, 1);
 
-  /* NO_SHARE: a sub-memory would point into a block that rendering hands to
-   * the library; sharing copies instead (mem_copy). */
-  gst_memory_init(GST_MEMORY_CAST(m), GST_MEMORY_FLAG_NO_SHARE,
-                  GST_ALLOCATOR_CAST(self), NULL, maxsize, align, 0, size);
+  /* Shareable as a whole: a buffer copy (imagefreeze, videorate, a tee's
+   * branches) refers to the same memory, which keeps its block until the
+   * last reference goes (sbr_sender_submit_keep).  A part of it can't be
+   * shared (rdma_mem_share returns NULL), so GStreamer copies that. */
+  gst_memory_init(GST_MEMORY_CAST(m), 0, GST_ALLOCATOR_CAST(self), NULL,
+                  maxsize, align, 0, size);
   m->conn = gst_rdma_connection_ref(self->conn);
   return m;
 }
@@ -124,8 +131,9 @@ static void gst_rdma_allocator_free(GstAllocator *allocator, GstMemory *mem)
 
   (void)allocator;
   if (m->block && !g_atomic_int_get(&m->claimed)) {
-    /* Never rendered: the block goes back to the free list unsent. */
-    sbr_sender_abandon(gst_rdma_connection_get_sender(m->conn), m->block);
+    /* Kept: back to the sender now, or when its WRITE completes; never
+     * rendered: back unsent (sbr_sender_release abandons it). */
+    sbr_sender_release(gst_rdma_connection_get_sender(m->conn), m->block);
   }
   g_free(m->heap);
   gst_rdma_connection_unref(m->conn);
@@ -135,16 +143,31 @@ static void gst_rdma_allocator_free(GstAllocator *allocator, GstMemory *mem)
 static gpointer rdma_mem_map(GstMemory *mem, gsize maxsize, GstMapFlags flags)
 {
   GstRdmaMemory *m = (GstRdmaMemory *)mem;
+  int ret;
 
   (void)maxsize;
-  (void)flags;
-  /* A memory is submitted only when nobody else can reach it (see
-   * gst_rdma_buffer_claim), so this never happens to a correct caller;
-   * should it, the block may carry another frame already: refuse rather
-   * than show its bytes. */
-  if (m->block && g_atomic_int_get(&m->claimed))
+  if (!m->block)
+    return m->data;
+  /* A memory is submitted without being kept only when nobody else can
+   * reach it (see gst_rdma_buffer_claim), so this never happens to a
+   * correct caller; should it, the block may carry another frame already:
+   * refuse rather than show its bytes. */
+  if (g_atomic_int_get(&m->claimed))
     return NULL;
-  return m->data;
+  if ((flags & GST_MAP_WRITE) && g_atomic_int_get(&m->kept)) {
+    /* The NIC may still be reading the frame rendered last: writing now
+     * would send a torn one. */
+    ret = sbr_sender_wait_block(gst_rdma_connection_get_sender(m->conn),
+                                m->block, MAP_WRITE_WAIT_MS);
+    if (ret < 0) {
+      GST_WARNING("send block still in flight after %d ms: not writable",
+                  MAP_WRITE_WAIT_MS);
+      return NULL;
+    }
+  }
+  /* Not m->data: a kept block placed in the receiver's lane moved into
+   * its own memory when it was submitted (sbr_sender_submit_keep). */
+  return sbr_send_block_payload(m->block, NULL);
 }
 
 static void rdma_mem_unmap(GstMemory *mem)
@@ -175,7 +198,9 @@ static GstMemory *rdma_mem_copy(GstMemory *mem, gssize offset, gssize size)
 
 static GstMemory *rdma_mem_share(GstMemory *mem, gssize offset, gssize size)
 {
-  /* GST_MEMORY_FLAG_NO_SHARE makes GStreamer copy instead of calling this. */
+  /* A sub-memory would need the block's payload, which moves when a block
+   * placed in the receiver's lane is kept; NULL makes GStreamer copy the
+   * part instead (a whole memory is shared by reference). */
   (void)mem;
   (void)offset;
   (void)size;
@@ -270,11 +295,13 @@ GstBufferPool *gst_rdma_buffer_pool_new(void)
 /* ------------------------------------------------------------ claim */
 
 /* Can anyone but the caller's render reach this memory once render has
- * returned?  Only basesink holds the buffer (the application, a tee, a
- * videorate, imagefreeze or a last-sample would hold another reference),
- * only the buffer holds the memory, and the buffer is then freed: it
- * comes from no pool, or from ours, which never recycles.  A buffer of a
- * pool of upstream's own would go back into rotation with the memory in
+ * returned?  If not, it is submitted without being kept: the same cost
+ * over verbs, and over shm a block placed in the receiver's lane is not
+ * copied out of it (sbr_sender_submit_keep).  Only basesink holds the buffer
+ * (the application, a tee, a videorate, imagefreeze or a last-sample would hold
+ * another reference), only the buffer holds the memory, and the buffer is then
+ * freed: it comes from no pool, or from ours, which never recycles.  A buffer
+ * of a pool of upstream's own would go back into rotation with the memory in
  * it, so it is copied. */
 static gboolean only_render_holds(GstBuffer *buffer, GstMemory *mem)
 {
@@ -309,14 +336,18 @@ GstRdmaMemoryKind gst_rdma_buffer_claim(GstBuffer *buffer,
   /* A block of another connection's sender, or a memory someone resized to
    * start past the payload start, can't be submitted as it is. */
   sender = gst_rdma_connection_get_sender(conn);
-  if (m->conn != conn || mem->offset != 0 || !sender ||
-      sbr_sender_block_from_payload(sender, m->data) != m->block)
+  if (m->conn != conn || mem->offset != 0 || !sender)
     return GST_RDMA_MEMORY_FOREIGN;
-  /* Someone may read it after render: copy it, it keeps its block. */
-  if (!only_render_holds(buffer, mem))
-    return GST_RDMA_MEMORY_FOREIGN;
-  if (!g_atomic_int_compare_and_exchange(&m->claimed, 0, 1))
+  if (g_atomic_int_get(&m->claimed))
     return GST_RDMA_MEMORY_FOREIGN; /* submitted before: can't be */
   *block = m->block;
-  return GST_RDMA_MEMORY_BLOCK;
+  /* Nobody can read it after render: it goes back at its completion,
+   * and over shm a block placed in the lane goes without any copy. */
+  if (!g_atomic_int_get(&m->kept) && only_render_holds(buffer, mem) &&
+      g_atomic_int_compare_and_exchange(&m->claimed, 0, 1))
+    return GST_RDMA_MEMORY_BLOCK;
+  /* Someone may read it after render, or render it again: the block stays
+   * the memory's until it is freed. */
+  g_atomic_int_set(&m->kept, 1);
+  return GST_RDMA_MEMORY_KEPT;
 }

@@ -6,21 +6,21 @@
  * buffer pool rdmasink proposes with it.
  *
  * rdmasink offers both in propose_allocation.  A memory is one send block
- * taken with sbr_sender_acquire.  The memory contract (issue 19): a
- * GstMemory stays readable, and its bytes stay its frame, as long as
- * anyone holds it; render never changes a buffer or memory it doesn't own.
- * libsbr takes a submitted block back when its WRITE completed, whatever
- * the memory, so render submits the block without a copy only when nobody
- * can reach the memory after render returns: basesink holds the buffer's
- * only reference, the buffer the memory's only one, and the buffer comes
- * from no pool or from the pool below, which never recycles.  Otherwise
- * (the application keeps the buffer, a tee, videorate or imagefreeze
- * pushes it again, a pool of upstream's own would recycle it) the frame is
- * copied and the memory keeps its block; a memory freed without having
- * been submitted abandons its block.  Giving the block back only when the
- * memory is freed and its WRITE completed, so any buffer could go without
- * a copy, needs libsbr to keep a submitted block for its caller
- * (docs/design.md, "The memory contract").
+ * taken with sbr_sender_acquire.  The memory contract (issue 19,
+ * docs/design.md "The memory contract"): a GstMemory stays readable, and
+ * its bytes stay its frame, as long as anyone holds it; render never
+ * changes a buffer or memory it doesn't own.  So the block goes back to
+ * the sender only when the memory is freed and its WRITE has completed:
+ * render submits it with sbr_sender_submit_keep, the memory's free
+ * function releases it (sbr_sender_release), and a second render, or a
+ * map for writing, first waits for the previous WRITE
+ * (sbr_sender_wait_block).  When render alone can reach the memory
+ * (basesink holds the buffer's only reference, the buffer the memory's
+ * only one, and the buffer comes from no pool or from the pool below,
+ * which never recycles) it submits the block plainly, to be taken back at
+ * completion: over shm a block placed in the receiver's lane then goes
+ * without a copy, where keeping it would copy it out of the lane.  A
+ * memory freed without having been submitted abandons its block.
  *
  * When no block can back a request the allocator still returns memory, from
  * the heap, so upstream never fails to allocate:
@@ -58,6 +58,8 @@ typedef enum {
   GST_RDMA_MEMORY_BLOCK,   /* a claimed send block: submit it */
   GST_RDMA_MEMORY_DROPPED, /* backpressure refused a block: already counted */
   GST_RDMA_MEMORY_HEAP,    /* ours but no block: copy it */
+  GST_RDMA_MEMORY_KEPT,    /* a send block someone else may read or render
+                              again: wait for its last WRITE, submit it kept */
 } GstRdmaMemoryKind;
 
 /* The pool rdmasink proposes: a plain GstBufferPool (configured by
@@ -69,11 +71,15 @@ G_DECLARE_FINAL_TYPE(GstRdmaBufferPool, gst_rdma_buffer_pool, GST,
 GstBufferPool *gst_rdma_buffer_pool_new(void);
 
 /* For render: classifies a buffer for conn's sender, changing neither the
- * buffer nor its memory.  BLOCK (a buffer of exactly one of our block
+ * buffer nor its flags.  BLOCK (a buffer of exactly one of our block
  * memories that only render can reach, see above) claims the block
  * (*block set; only one caller ever gets it): the caller must submit the
- * block or abandon it.  DROPPED: heap memory whose block backpressure
- * refused, rendered for the first time.  HEAP and FOREIGN are copied. */
+ * block or abandon it.  KEPT (any other buffer of exactly one of our
+ * block memories): *block set, the memory keeps it; the caller waits for
+ * its previous WRITE and submits it with sbr_sender_submit_keep, or
+ * copies the buffer when that fails.  DROPPED: heap memory whose block
+ * backpressure refused, rendered for the first time.  HEAP and FOREIGN
+ * are copied. */
 GstRdmaMemoryKind gst_rdma_buffer_claim(GstBuffer *buffer,
                                         GstRdmaConnection *conn,
                                         sbr_send_block **block);

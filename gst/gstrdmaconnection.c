@@ -583,8 +583,10 @@ void gst_rdma_connection_fill_stats(GstRdmaConnection *conn, GstStructure *s)
       "connection-drops", G_TYPE_UINT64, (guint64)st.drops, "wr-posted",
       G_TYPE_UINT64, (guint64)st.wr_posted, "acks", G_TYPE_UINT64,
       (guint64)st.acks, NULL);
-  /* Direct placement (shm): frames written in place, and those copied. */
+  /* Direct placement (shm): frames written in place, those copied, and
+   * kept ones copied out of the lane. */
   gst_structure_set(s, "direct-blocks", G_TYPE_UINT64,
                     (guint64)st.direct_blocks, "direct-fallbacks",
-                    G_TYPE_UINT64, (guint64)st.direct_fallbacks, NULL);
+                    G_TYPE_UINT64, (guint64)st.direct_fallbacks, "kept-copies",
+                    G_TYPE_UINT64, (guint64)st.kept_copies, NULL);
 }

@@ -39,13 +39,15 @@
  * send blocks, and for video a buffer pool over it, so an upstream element
  * that allocates from them (videotestsrc, videoconvert, most elements that
  * take the downstream pool) renders straight into the memory the NIC
- * reads; such a buffer is submitted without a copy when nobody but the
- * sink holds it.  A buffer someone else keeps (the application, a tee,
- * videorate or imagefreeze pushing it again, an enabled last-sample) is
- * copied, and so is any other buffer: once into send blocks, fragmented
- * when larger than one block.  Either way a buffer stays readable and
- * unchanged for whoever holds it, and render changes no flag of it.  The
- * stats count both paths (zero-copy-buffers, copied-buffers).
+ * reads; such a buffer is submitted without a copy, also when someone
+ * else keeps it (the application, a tee, videorate or imagefreeze pushing
+ * it again, an enabled last-sample): its send block stays its own until
+ * the memory is freed and its WRITE completed, and a second render waits
+ * for the first WRITE.  Any other buffer is copied: once into send
+ * blocks, fragmented when larger than one block.  Either way a buffer
+ * stays readable and unchanged for whoever holds it, and render changes
+ * no flag of it.  The stats count both paths (zero-copy-buffers,
+ * copied-buffers).
  *
  * rdmasink takes any media type in system memory only: caps with a memory
  * feature (`video/x-raw(memory:VAMemory)`, `memory:DMABuf`,
@@ -112,7 +114,9 @@
  * no-free-waits, connection-blocks, connection-bytes, connection-drops,
  * wr-posted, acks (sliding-window), direct-blocks (shm: blocks the camera
  * wrote straight into the receiver's lane), direct-fallbacks (shm: buffers
- * of the sink's allocator copied into the lane after all).
+ * of the sink's allocator copied into the lane after all), kept-copies
+ * (shm: buffers of the sink's allocator that someone else held, copied
+ * out of the receiver's lane into their own send block at render).
  *
  * ## Example launch lines
  * |[
@@ -177,6 +181,9 @@ enum {
  * not backpressure. */
 #define MAX_WAIT_TIMEOUT 60000
 #define EOS_FLUSH_TIMEOUT_MS 2000
+/* Render waits this long at most for the previous WRITE of a buffer
+ * rendered again before it copies the buffer instead. */
+#define KEPT_WAIT_MS 1000
 
 GST_DEBUG_CATEGORY_STATIC(gst_rdma_sink_debug);
 #define GST_CAT_DEFAULT gst_rdma_sink_debug
@@ -1085,10 +1092,10 @@ static gboolean gst_rdma_sink_propose_allocation(GstBaseSink *bsink,
   gst_query_add_allocation_param(query, allocator, &params);
   /* And a pool of ours for video (elements that take the downstream pool,
    * videotestsrc, videoconvert, then allocate from it): its buffers are
-   * never recycled, so render may submit theirs without a copy.  A pool
-   * needs the buffer size, which only video caps give; for other caps
-   * upstream makes its own pool over the allocator, whose buffers are
-   * copied (gstrdmaallocator.h). */
+   * never recycled, so an idle buffer pins no send block.  A pool needs
+   * the buffer size, which only video caps give; for other caps upstream
+   * makes its own pool over the allocator, whose buffers keep their
+   * blocks while it recycles them (gstrdmaallocator.h). */
   gst_query_parse_allocation(query, &caps, NULL);
   if (caps && gst_video_info_from_caps(&info, caps)) {
     GstBufferPool *pool = gst_rdma_buffer_pool_new();
@@ -1246,6 +1253,24 @@ static GstFlowReturn gst_rdma_sink_render_once(GstRdmaSink *self,
       GST_OBJECT_UNLOCK(self);
     }
     break;
+  case GST_RDMA_MEMORY_KEPT:
+    /* Rendered again (videorate, imagefreeze), the previous WRITE may still
+     * read the block: wait for it, bounded, and copy if it doesn't come
+     * (a stalled link) or another sink submitted it meanwhile (a tee). */
+    ret = sbr_sender_wait_block(sender, block, KEPT_WAIT_MS);
+    if (ret == 0)
+      ret = sbr_sender_submit_keep(sender, block, &meta, size);
+    if (ret == 0) {
+      GST_OBJECT_LOCK(self);
+      self->zero_copy_buffers++;
+      GST_OBJECT_UNLOCK(self);
+      break;
+    }
+    if (ret != -ETIMEDOUT && ret != -EBUSY && ret != -EINVAL)
+      break; /* -ENOTCONN: the frame is counted, the block still ours */
+    GST_DEBUG_OBJECT(self, "kept block can't go again now (%s): copied",
+                     g_strerror(-ret));
+    goto copy;
   case GST_RDMA_MEMORY_DROPPED: {
     struct sbr_device_stats ds;
 
@@ -1259,6 +1284,7 @@ static GstFlowReturn gst_rdma_sink_render_once(GstRdmaSink *self,
   case GST_RDMA_MEMORY_HEAP:
   case GST_RDMA_MEMORY_FOREIGN:
   default:
+  copy:
     if (!gst_buffer_map(buf, &map, GST_MAP_READ)) {
       /* Foreign memory that fails to map (our own never does: a memory is
        * submitted only when nobody can render it again). */

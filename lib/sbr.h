@@ -52,10 +52,15 @@
  *
  * Memory
  *   A send block belongs to the caller between acquire and submit/abandon,
- *   then to the library.  A received block's payload stays valid and
- *   untouched by the sender until it is released; a receiver and its lanes
- *   stay allocated until the last block is released, even after
- *   sbr_receiver_free.
+ *   then to the library.  One submitted with sbr_sender_submit_keep stays
+ *   the caller's: its payload stays readable and unchanged (the library
+ *   only reads it) until the caller gives it back with sbr_sender_release,
+ *   which frees it at once if its WRITE completed, else at completion; the
+ *   caller may submit it again, or write into it, only once
+ *   sbr_sender_wait_block says that WRITE completed.  A received block's
+ * payload stays valid and untouched by the sender until it is released; a
+ * receiver and its lanes stay allocated until the last block is released, even
+ * after sbr_receiver_free.
  *
  * Errors
  *   Functions return 0 or a negative errno.  The library never prints and
@@ -382,6 +387,39 @@ int sbr_sender_submit(sbr_sender *s, sbr_send_block *b,
                       const struct sbr_block_meta *meta, size_t payload_len);
 void sbr_sender_abandon(sbr_sender *s, sbr_send_block *b);
 
+/* Submits b as sbr_sender_submit does, but b stays the caller's: a buffer
+ * an application keeps and reads after sending it, or sends twice (a
+ * GStreamer memory, docs/design.md "The memory contract").  When its WRITE
+ * completes the block is done, not free: it still counts in its device's
+ * share of the send blocks until sbr_sender_release.  A reconnect that
+ * loses it (counted dropped, as any block) leaves it done too.
+ * b: acquired (sbr_sender_acquire), or kept and done.  A separate call
+ * rather than a flag, because who owns the block on return differs: the
+ * name says so where it is called.
+ * Over shm with direct placement the acquired payload lies in the
+ * receiver's lane, which the receiver owns once the block is posted and
+ * hands back to this sender for other frames: the payload is copied into
+ * the block's own registered memory first (counted in kept_copies) and
+ * sent from there; sbr_send_block_payload points there from then on.  The
+ * receive block it lay in stays reserved and unwritten until release, so
+ * a pointer taken before the submit still reads the frame.
+ * 0, or -ENOTCONN (dropped and counted, b done and the caller's); -EBUSY:
+ * its previous WRITE hasn't completed (sbr_sender_wait_block); -EINVAL:
+ * as sbr_sender_submit, or a block released or not the caller's. */
+int sbr_sender_submit_keep(sbr_sender *s, sbr_send_block *b,
+                           const struct sbr_block_meta *meta,
+                           size_t payload_len);
+/* Waits until the WRITE of a kept block completed (or its connection
+ * went), after which the caller may write into it or submit it again.
+ * timeout_ms -1 waits for good.  0 (also for a block not in flight), or
+ * -ETIMEDOUT. */
+int sbr_sender_wait_block(sbr_sender *s, sbr_send_block *b, int timeout_ms);
+/* Gives a kept block back: free at once when done, at its completion when
+ * still in flight (the caller must not touch it after this call either
+ * way).  An acquired block never submitted is abandoned.  Every kept block
+ * must be released before sbr_sender_free. */
+void sbr_sender_release(sbr_sender *s, sbr_send_block *b);
+
 /* Copying send of a whole frame: fragments over as many blocks as needed
  * (FIRST/LAST flags, frame_offset/frame_size set).  A frame is sent whole or
  * not at all (-EAGAIN, counted once as a drop; -EADDRINUSE as acquire). */
@@ -454,6 +492,10 @@ struct sbr_sender_stats {
                                 after all: no reserved receive block in
                                 time, or reserved in a lane that closed
                                 before the submit */
+  uint64_t kept_copies;      /* shm: blocks placed directly and then
+                                submitted to be kept (submit_keep), whose
+                                payload was copied out of the lane into
+                                their own memory first */
 };
 
 int sbr_sender_get_stats(sbr_sender *s, struct sbr_sender_stats *out);

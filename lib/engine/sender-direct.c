@@ -52,7 +52,8 @@
  * acquires from costs nothing. */
 #define DIRECT_WANT_NS (1000ull * 1000u * 1000u)
 
-static void view_unref_locked(struct sbr_sender *s, struct sbr__direct_view *v)
+void sbr__direct_view_unref_locked(struct sbr_sender *s,
+                                   struct sbr__direct_view *v)
 {
   if (--v->refs > 0)
     return;
@@ -139,7 +140,7 @@ void sbr__direct_disconnect(struct sbr_sender *s)
   if (d->view) {
     struct sbr__direct_view *v = d->view;
     d->view = NULL;
-    view_unref_locked(s, v);
+    sbr__direct_view_unref_locked(s, v);
   }
   /* The pool's receive blocks and the held ones belong to the closed lane:
    * its blocks that are still reserved are copied at submit. */
@@ -226,6 +227,19 @@ void sbr__direct_detach_locked(struct sbr_sender *s, struct sbr_send_block *b,
                                bool abandoned)
 {
   struct sbr__direct *d = &s->direct;
+  struct sbr__direct_view *kv = b->kept_view;
+  if (kv) {
+    /* Kept, now freed: its receive block, reserved and never written, is
+     * free for the pool again (if its lane is still ours). */
+    if (kv == d->view) {
+      d->held--;
+      d->pool[d->n_pool++] = b->kept_index;
+      if (d->waiters)
+        pthread_cond_signal(&d->cond);
+    }
+    b->kept_view = NULL;
+    sbr__direct_view_unref_locked(s, kv);
+  }
   struct sbr__direct_view *v = b->direct_view;
   if (!v)
     return;
@@ -240,8 +254,34 @@ void sbr__direct_detach_locked(struct sbr_sender *s, struct sbr_send_block *b,
     }
   }
   b->direct_view = NULL;
-  b->direct_mem = NULL;
-  view_unref_locked(s, v);
+  __atomic_store_n(&b->direct_mem, NULL, __ATOMIC_RELEASE);
+  sbr__direct_view_unref_locked(s, v);
+}
+
+void sbr__direct_keep_locked(struct sbr_sender *s, struct sbr_send_block *b,
+                             size_t payload_len)
+{
+  struct sbr__direct_view *v = b->direct_view;
+  if (!v)
+    return;
+  /* Once posted, a receive block is the receiver's, then carries this
+   * sender's next frames: the caller, who keeps reading the frame, would
+   * see them.  So the frame goes as a copy from the block's own memory,
+   * and the receive block it lies in stays reserved (still counted in
+   * held, READs leave it alone) until the block is freed: a pointer the
+   * caller took into it before the submit stays valid and unchanged, and
+   * the view stays mapped (the block's reference moves to kept_view). */
+  const uint8_t *src = b->direct_mem + SBR__HEADER_SIZE;
+  pthread_mutex_unlock(&s->lock);
+  memcpy(b->mem + SBR__HEADER_SIZE, src, payload_len);
+  pthread_mutex_lock(&s->lock);
+  /* A lane that closed meanwhile gets nothing back at the free
+   * (sbr__direct_detach_locked compares views). */
+  b->kept_view = v;
+  b->kept_index = b->direct_index;
+  b->direct_view = NULL;
+  __atomic_store_n(&b->direct_mem, NULL, __ATOMIC_RELEASE);
+  s->stats.kept_copies++;
 }
 
 void sbr__direct_submit_locked(struct sbr_sender *s, struct sbr_send_block *b,
@@ -254,12 +294,12 @@ void sbr__direct_submit_locked(struct sbr_sender *s, struct sbr_send_block *b,
    * one.  The old view stays mapped until we are done reading it. */
   const uint8_t *src = b->direct_mem + SBR__HEADER_SIZE;
   b->direct_view = NULL;
-  b->direct_mem = NULL;
+  __atomic_store_n(&b->direct_mem, NULL, __ATOMIC_RELEASE);
   s->stats.direct_fallbacks++;
   pthread_mutex_unlock(&s->lock);
   memcpy(b->mem + SBR__HEADER_SIZE, src, payload_len);
   pthread_mutex_lock(&s->lock);
-  view_unref_locked(s, v);
+  sbr__direct_view_unref_locked(s, v);
 }
 
 void sbr__direct_posting_locked(struct sbr_sender *s, struct sbr_send_block *b)

@@ -24,6 +24,10 @@ enum sbr__send_state {
   SBR__SEND_FILLING, /* a producer has it */
   SBR__SEND_QUEUED,  /* submitted, waiting for the sender thread */
   SBR__SEND_POSTED,  /* posted; reusable after its completion (rule 6) */
+  /* Kept (sbr_sender_submit_keep): its WRITE completed, or its connection
+   * went; the caller's until sbr_sender_release, still in its device's
+   * share (dev_held). */
+  SBR__SEND_DONE,
 };
 
 struct sbr_send_block {
@@ -41,6 +45,16 @@ struct sbr_send_block {
   struct sbr__header header;   /* as encoded at submit */
   uint32_t wire_len;           /* header + payload + trailer */
   struct sbr_send_block *next; /* free list / queue link */
+  /* Submitted with sbr_sender_submit_keep: DONE, not free, at completion;
+   * and released while in flight: free at completion.  (s->lock) */
+  bool keep;
+  bool release_pending;
+  /* Kept after direct placement: the receive block its frame was written
+   * into stays reserved, unwritten, until the block is freed, so a
+   * pointer into it taken before the submit still reads the frame
+   * (sbr__direct_keep_locked).  NULL: none.  (s->lock) */
+  struct sbr__direct_view *kept_view;
+  uint32_t kept_index;
 };
 
 /* A posting engine: one per mechanism. */
@@ -203,7 +217,8 @@ void sbr__sender_refused_seen(struct sbr_sender *s, const uint8_t *bitmap);
  * refused device turned away within the last second?  Then the engine
  * keeps READing every pause_poll_us, even with nothing to send. */
 bool sbr__sender_pause_waiting(struct sbr_sender *s);
-/* Completions covered these blocks (by index): back on the free list. */
+/* Completions covered these blocks (by index): back on the free list, or
+ * DONE for kept ones the caller hasn't released. */
 void sbr__sender_blocks_done(struct sbr_sender *s, const uint32_t *index,
                              uint32_t n);
 /* Counts posted blocks, the WRs that carried them and the status WRITEs
@@ -241,6 +256,15 @@ void sbr__direct_free(struct sbr_sender *s);
 /* acquire, under s->lock, with b just taken: make b a receive block of
  * the lane if one is (or soon will be) reserved; else b stays a copy. */
 void sbr__direct_reserve_locked(struct sbr_sender *s, struct sbr_send_block *b);
+/* sbr_sender_submit_keep of a block placed directly (s->lock held, may
+ * drop it meanwhile): copies payload_len bytes of its frame from the lane
+ * into the block's own memory, which it is sent from, and keeps its
+ * receive block reserved until the block is freed. */
+void sbr__direct_keep_locked(struct sbr_sender *s, struct sbr_send_block *b,
+                             size_t payload_len);
+/* Drops a reference to a view; the last unmaps it. */
+void sbr__direct_view_unref_locked(struct sbr_sender *s,
+                                   struct sbr__direct_view *v);
 /* b leaves its view (completed, dropped, or abandoned: then, unused and
  * still valid, its receive block goes back to the pool).  s->lock. */
 void sbr__direct_detach_locked(struct sbr_sender *s, struct sbr_send_block *b,

@@ -112,9 +112,26 @@ static void push_free_locked(struct sbr_sender *s, struct sbr_send_block *b)
   if (b->state != SBR__SEND_FREE)
     s->dev_held[b->owner]--;
   b->state = SBR__SEND_FREE;
+  b->keep = false;
+  b->release_pending = false;
   b->next = s->free_list;
   s->free_list = b;
   s->n_free++;
+}
+
+/* A submitted block is done with (its WRITE completed, or its connection
+ * went): back on the free list, or DONE and still the caller's when it
+ * was kept and not released.  The caller wakes free waiters. */
+static bool settle_locked(struct sbr_sender *s, struct sbr_send_block *b)
+{
+  if (b->keep && !b->release_pending) {
+    b->state = SBR__SEND_DONE;
+    /* sbr_sender_wait_block waits on idle_cond. */
+    pthread_cond_broadcast(&s->idle_cond);
+    return false;
+  }
+  push_free_locked(s, b);
+  return true;
 }
 
 /* A producer waiting for free send blocks (wait_free_locked), on its own
@@ -401,7 +418,9 @@ static void fail_connection(struct sbr_sender *s, int err)
     struct sbr_send_block *b = &s->blocks[i];
     if (b->state == SBR__SEND_POSTED || b->state == SBR__SEND_QUEUED) {
       count_drop_locked(s, b);
-      push_free_locked(s, b);
+      /* A kept block stays the caller's (DONE): its memory may still be
+       * read, and is released by its owner. */
+      settle_locked(s, b);
     }
   }
   sbr__queue_init(&s->queue, s->queue.fifo);
@@ -786,7 +805,12 @@ void *sbr_send_block_payload(sbr_send_block *b, size_t *capacity)
 {
   if (capacity)
     *capacity = b->capacity;
-  return sbr__send_block_wire(b) + SBR__HEADER_SIZE;
+  /* Without s->lock: a kept block's owner may map it on one thread while
+   * another submits it, which moves a directly placed payload into the
+   * block's own memory (both hold the frame then).  The stores that
+   * clear direct_mem are atomic too. */
+  uint8_t *direct = __atomic_load_n(&b->direct_mem, __ATOMIC_ACQUIRE);
+  return (direct ? direct : b->mem) + SBR__HEADER_SIZE;
 }
 
 /* Blocks were queued: the sender thread posts them now, whether it sleeps
@@ -884,12 +908,13 @@ static void enqueue_locked(struct sbr_sender *s, struct sbr_send_block *b,
   s->n_queued++;
 }
 
-int sbr_sender_submit(sbr_sender *s, sbr_send_block *b,
-                      const struct sbr_block_meta *meta, size_t payload_len)
+/* Checks and fixes up meta for a block of payload_len: 0 or -EINVAL. */
+static int submit_meta(const struct sbr_sender *s,
+                       const struct sbr_block_meta *meta, size_t payload_len,
+                       struct sbr_block_meta *out)
 {
   if (payload_len > sbr__block_capacity(s->block_size) ||
-      b->state != SBR__SEND_FILLING || meta->kind < SBR_KIND_DATA ||
-      meta->kind > SBR_KIND_EOS)
+      meta->kind < SBR_KIND_DATA || meta->kind > SBR_KIND_EOS)
     return -EINVAL;
   struct sbr_block_meta m = *meta;
   if (m.kind == SBR_KIND_DATA && (m.flags & SBR_FLAG_FIRST) &&
@@ -904,19 +929,27 @@ int sbr_sender_submit(sbr_sender *s, sbr_send_block *b,
        ((m.flags & SBR_FLAG_LAST) &&
         m.frame_offset + payload_len != m.frame_size)))
     return -EINVAL;
-  pthread_mutex_lock(&s->lock);
-  sbr__direct_submit_locked(s, b, payload_len);
+  *out = m;
+  return 0;
+}
+
+/* Queues b (s->lock held, b checked) and posts it here or wakes the
+ * sender thread; releases s->lock.  Not connected: the frame is counted
+ * dropped, b settled (free, or DONE when kept), -ENOTCONN. */
+static int submit_unlock(struct sbr_sender *s, struct sbr_send_block *b,
+                         const struct sbr_block_meta *m, size_t payload_len)
+{
   if (!s->connected) {
-    count_drop_locked(
-        s,
-        &(struct sbr_send_block){
-            .header = {.kind = m.kind, .device = m.device, .flags = m.flags}});
-    push_free_locked(s, b);
-    wake_free_waiters_locked(s);
+    count_drop_locked(s,
+                      &(struct sbr_send_block){.header = {.kind = m->kind,
+                                                          .device = m->device,
+                                                          .flags = m->flags}});
+    if (settle_locked(s, b))
+      wake_free_waiters_locked(s);
     pthread_mutex_unlock(&s->lock);
     return -ENOTCONN;
   }
-  enqueue_locked(s, b, &m, (uint32_t)payload_len);
+  enqueue_locked(s, b, m, (uint32_t)payload_len);
   bool post_here = producer_may_post_locked(s, 1);
   if (!post_here)
     sbr__sender_wake_locked(s);
@@ -924,6 +957,96 @@ int sbr_sender_submit(sbr_sender *s, sbr_send_block *b,
   if (post_here)
     post_queued(s, 1);
   return 0;
+}
+
+int sbr_sender_submit(sbr_sender *s, sbr_send_block *b,
+                      const struct sbr_block_meta *meta, size_t payload_len)
+{
+  struct sbr_block_meta m;
+  if (submit_meta(s, meta, payload_len, &m) < 0 ||
+      b->state != SBR__SEND_FILLING)
+    return -EINVAL;
+  pthread_mutex_lock(&s->lock);
+  sbr__direct_submit_locked(s, b, payload_len);
+  return submit_unlock(s, b, &m, payload_len);
+}
+
+int sbr_sender_submit_keep(sbr_sender *s, sbr_send_block *b,
+                           const struct sbr_block_meta *meta,
+                           size_t payload_len)
+{
+  struct sbr_block_meta m;
+  if (submit_meta(s, meta, payload_len, &m) < 0)
+    return -EINVAL;
+  pthread_mutex_lock(&s->lock);
+  if (b->state == SBR__SEND_QUEUED || b->state == SBR__SEND_POSTED) {
+    /* Its previous WRITE may still read it (sbr_sender_wait_block). */
+    pthread_mutex_unlock(&s->lock);
+    return -EBUSY;
+  }
+  if ((b->state != SBR__SEND_FILLING && b->state != SBR__SEND_DONE) ||
+      b->release_pending) {
+    pthread_mutex_unlock(&s->lock);
+    return -EINVAL;
+  }
+  /* Placed in the lane directly: sent as a copy (sender-direct.c). */
+  sbr__direct_keep_locked(s, b, payload_len);
+  if (m.device != b->owner) {
+    /* Sent for another device than it was taken for (one memory rendered
+     * by two sinks): it now counts in that device's share. */
+    s->dev_held[b->owner]--;
+    s->dev_held[m.device]++;
+    b->owner = m.device;
+  }
+  b->keep = true;
+  return submit_unlock(s, b, &m, payload_len);
+}
+
+int sbr_sender_wait_block(sbr_sender *s, sbr_send_block *b, int timeout_ms)
+{
+  struct timespec deadline;
+  deadline_after_ms(&deadline, timeout_ms < 0 ? 0 : timeout_ms);
+  int ret = 0;
+  pthread_mutex_lock(&s->lock);
+  /* A completion or a lost connection settles it, and broadcasts. */
+  while (b->state == SBR__SEND_QUEUED || b->state == SBR__SEND_POSTED) {
+    if (timeout_ms < 0) {
+      pthread_cond_wait(&s->idle_cond, &s->lock);
+    } else if (pthread_cond_timedwait(&s->idle_cond, &s->lock, &deadline) ==
+               ETIMEDOUT) {
+      if (b->state == SBR__SEND_QUEUED || b->state == SBR__SEND_POSTED)
+        ret = -ETIMEDOUT;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&s->lock);
+  return ret;
+}
+
+void sbr_sender_release(sbr_sender *s, sbr_send_block *b)
+{
+  pthread_mutex_lock(&s->lock);
+  switch (b->state) {
+  case SBR__SEND_DONE:
+    push_free_locked(s, b);
+    wake_free_waiters_locked(s);
+    break;
+  case SBR__SEND_QUEUED:
+  case SBR__SEND_POSTED:
+    if (b->keep)
+      b->release_pending = true; /* free at its completion */
+    break;
+  case SBR__SEND_FILLING:
+    /* Never submitted: as sbr_sender_abandon. */
+    sbr__direct_detach_locked(s, b, true);
+    push_free_locked(s, b);
+    wake_free_waiters_locked(s);
+    break;
+  case SBR__SEND_FREE:
+  default:
+    break;
+  }
+  pthread_mutex_unlock(&s->lock);
 }
 
 void sbr_sender_abandon(sbr_sender *s, sbr_send_block *b)
@@ -1218,8 +1341,7 @@ void sbr__sender_blocks_done(struct sbr_sender *s, const uint32_t *index,
     struct sbr_send_block *b = &s->blocks[index[k]];
     if (b->state == SBR__SEND_POSTED) {
       s->n_posted--;
-      push_free_locked(s, b);
-      freed++;
+      freed += settle_locked(s, b);
     }
   }
   if (freed)
