@@ -140,7 +140,6 @@ static gboolean gst_rdma_src_check_pauses(GstRdmaSrc *self)
     return FALSE;
   for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
     GstRdmaSrcDevice *dev = self->devices[d];
-
     guint budget;
 
     if (!dev || !dev->pause_set)
@@ -293,7 +292,8 @@ static gboolean gst_rdma_src_owner_check(GstRdmaSrc *self,
   }
   /* A new owner is a new lane: the device's share is that lane's now.
    * Every frame comes here, mostly from the lane it is counted on: that
-   * needs no lock (this thread alone counts it on a lane). */
+   * check needs no lock, as only this thread puts a device on a lane
+   * (leaving takes it off, which at worst sends us to the lock). */
   if (!dev->lane_counted || dev->counted_lane != dev->owner_lane) {
     GST_OBJECT_LOCK(self);
     gst_rdma_src_device_recount(self, dev);
