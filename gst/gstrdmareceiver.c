@@ -46,10 +46,12 @@ struct _GstRdmaReceiver {
   GPtrArray *members; /* GstRdmaReceiverMember *, not owned */
   GstRdmaReceiverMember *route[SBR_MAX_DEVICES]; /* device-id=N */
   GstRdmaReceiverMember *catch_all;              /* device-id=-1 */
-  guint generation;                              /* members changed */
-  gboolean broken;   /* receiving failed: no new member */
-  gboolean orphaned; /* the last member left on the receive thread: it
-                        frees the receiver when it returns */
+  GHashTable *lane_devices; /* lane id -> devices of every member it owns
+                               (the automatic share); absent: none */
+  guint generation;         /* members changed */
+  gboolean broken;          /* receiving failed: no new member */
+  gboolean orphaned;        /* the last member left on the receive thread: it
+                               frees the receiver when it returns */
 
   /* Receive thread only. */
   GPtrArray *snapshot; /* the members as of snap_generation, referenced */
@@ -293,6 +295,7 @@ static void receiver_free(GstRdmaReceiver *r)
     g_free(r->caps[d]);
   g_ptr_array_unref(r->snapshot);
   g_ptr_array_unref(r->members);
+  g_hash_table_unref(r->lane_devices);
   g_cond_clear(&r->cond);
   g_mutex_clear(&r->lock);
   g_free(r->key);
@@ -323,6 +326,7 @@ static GstRdmaReceiver *receiver_new(const GstRdmaReceiverConfig *cfg,
   g_mutex_init(&r->lock);
   g_cond_init(&r->cond);
   r->members = g_ptr_array_new();
+  r->lane_devices = g_hash_table_new(NULL, NULL);
   r->snapshot = g_ptr_array_new();
   r->held = g_atomic_rc_box_new0(GstRdmaHeldCounter);
 
@@ -528,6 +532,25 @@ GstRdmaHeldCounter *gst_rdma_receiver_get_held(GstRdmaReceiver *r)
 guint gst_rdma_receiver_add_pads(GstRdmaReceiver *r, gint delta)
 {
   return (guint)(g_atomic_int_add(&r->n_pads, delta) + delta);
+}
+
+guint gst_rdma_receiver_add_lane_devices(GstRdmaReceiver *r, guint32 lane,
+                                         gint delta)
+{
+  gpointer key = GUINT_TO_POINTER(lane);
+  gint n;
+
+  g_mutex_lock(&r->lock);
+  n = GPOINTER_TO_INT(g_hash_table_lookup(r->lane_devices, key)) + delta;
+  g_warn_if_fail(n >= 0);
+  /* Lane ids are never reused: a closed lane's entry goes with its last
+   * device, so the table stays as small as the lanes open. */
+  if (n > 0)
+    g_hash_table_insert(r->lane_devices, key, GINT_TO_POINTER(n));
+  else
+    g_hash_table_remove(r->lane_devices, key);
+  g_mutex_unlock(&r->lock);
+  return (guint)MAX(n, 0);
 }
 
 gboolean gst_rdma_receiver_device_taken(GstRdmaReceiver *r,

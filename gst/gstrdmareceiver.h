@@ -108,9 +108,15 @@ sbr_receiver *gst_rdma_receiver_get_sbr(GstRdmaReceiver *receiver);
 /* Blocks of every member out downstream, against max-held (the lane is
  * shared, so is its bound): the receiver's counter, not referenced. */
 GstRdmaHeldCounter *gst_rdma_receiver_get_held(GstRdmaReceiver *receiver);
-/* Devices of every member that divide the lane (the automatic
- * device-blocks share): add delta, return the sum. */
+/* Devices of every member with a share (their camera came), whatever
+ * their lane: what a device that has no lane yet divides (the least it
+ * could get on any lane): add delta, return the sum. */
 guint gst_rdma_receiver_add_pads(GstRdmaReceiver *receiver, gint delta);
+/* Devices of every member owned by lane (one sender connection), which
+ * divide that lane's blocks (the automatic device-blocks share): add
+ * delta (0 to read), return the sum. */
+guint gst_rdma_receiver_add_lane_devices(GstRdmaReceiver *receiver,
+                                         guint32 lane, gint delta);
 /* Is device routed to another member than this one? */
 gboolean gst_rdma_receiver_device_taken(GstRdmaReceiver *receiver,
                                         GstRdmaReceiverMember *member,

@@ -115,11 +115,17 @@
  * remote accesses shows as nic-remote-access-errors where it keeps one
  * (docs/protocol.md, "Threat model").
  *
- * A device's share of the lane: every device may have at most
+ * A device's share of its lane: every device may have at most
  * #GstRdmaSrc:device-blocks receive blocks out (queued here or held
  * downstream) and that many frames queued; by default three quarters of
- * the lane shared by the devices with pads (2 blocks each for twelve
- * cameras on the default 32-block lane).  When a frame would take a
+ * its sender's lane (each sender connection has #GstRdmaSrc:blocks of its
+ * own) shared by the devices with pads on that lane, those of every
+ * rdmasrc sharing the receiver (2 blocks each for twelve cameras of one
+ * sender on the default 32-block lane, whatever other senders send).  A
+ * device no lane owns yet, or whose sender left, is counted on none and
+ * has the least it could get, three quarters of a lane over every device
+ * with a share; a sender that reconnects has a new lane, which its
+ * devices share from their first frame on it.  When a frame would take a
  * device over its share, its pad's "over-budget" property decides (the
  * element's #GstRdmaSrc:over-budget is the default for new pads; on a
  * launch line, `rdmasrc src_3::over-budget=copy` sets one pad):
@@ -205,9 +211,10 @@
  * validation), blocks-held (by buffers now), frames-copied (reassembled by
  * copy), recv-wr-posted (sliding-window only), copies (frames copied: over
  * a share or max-held), held (lane blocks out), no-caps-drops (frames of a
- * device without a stream), pushed, device-blocks (each device's share
- * now), unclaimed-drops (frames of devices no rdmasrc sharing the receiver
- * asked for), receiver-members (rdmasrcs of the process sharing it).
+ * device without a stream), pushed, device-blocks (the smallest share of
+ * a device now; each device's is in its own structure), unclaimed-drops (frames
+ * of devices no rdmasrc sharing the receiver asked for), receiver-members
+ * (rdmasrcs of the process sharing it).
  *
  * Per device: device-id, frames, blocks, bytes, drops and gaps (lost on
  * the way), rejected, refused (another sender's frames of it), losses
@@ -216,7 +223,8 @@
  * downstream), held-downstream, pushed, copies (over its share),
  * drops-leaky (queued frames dropped for room: drop-oldest),
  * drops-not-playing, drops-ended (after EOS), paused (its sender told to
- * stop), pauses, paused-time (ns), eos, over-budget (the pad's policy).
+ * stop), pauses, paused-time (ns), eos, over-budget (the pad's policy),
+ * device-blocks (its share of its lane now).
  *
  * ## Example launch lines
  * |[
@@ -285,10 +293,10 @@ enum {
 };
 
 #define DEFAULT_ADDRESS "0.0.0.0"
-/* Twelve cameras with two blocks each (one a sink keeps as its last
- * sample, one on its way) and a quarter of the lane left for the sender:
- * the automatic device-blocks shares three quarters of the lane among the
- * devices that have pads. */
+/* Twelve cameras of a sender with two blocks each (one a sink keeps as its
+ * last sample, one on its way) and a quarter of the lane left for the
+ * sender: the automatic device-blocks shares three quarters of each lane
+ * among the devices with pads on it. */
 #define DEFAULT_BLOCKS 32
 #define DEFAULT_BLOCK_SIZE (1u << 20)
 #define DEFAULT_MAX_HELD 65536
@@ -387,7 +395,7 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
       "device-blocks", "Device blocks",
       "Each device's share of its lane, in blocks out and frames queued, "
       "beyond which its pad's over-budget policy applies (0 = three quarters "
-      "of the lane shared by the devices with pads)",
+      "of its sender's lane over the devices with pads on it)",
       0, 65536, DEFAULT_DEVICE_BLOCKS,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_OVER_BUDGET] = g_param_spec_enum(
@@ -796,7 +804,11 @@ static GstStructure *gst_rdma_src_get_stats(GstElement *element)
   counters.copies = self->copies;
   counters.no_caps_drops = self->no_caps_drops;
   counters.held = self->held ? (guint)g_atomic_int_get(&self->held->count) : 0;
-  counters.device_blocks = self->shared ? gst_rdma_src_budget(self) : 0;
+  counters.device_blocks = self->shared ? gst_rdma_src_least_budget(self) : 0;
+  for (guint d = 0; d < SBR_MAX_DEVICES; d++)
+    counters.shares[d] = self->shared && self->devices[d]
+                             ? gst_rdma_src_budget(self, self->devices[d])
+                             : 0;
   counters.unclaimed_drops =
       self->shared ? gst_rdma_receiver_unclaimed_drops(self->shared) : 0;
   counters.receiver_members =
@@ -986,6 +998,8 @@ static void gst_rdma_src_leave(GstRdmaSrc *self)
   /* Together: a pad counted from now on is counted in n_pads alone. */
   GST_OBJECT_LOCK(self);
   shared = self->shared;
+  if (shared)
+    gst_rdma_src_uncount_lanes(self);
   self->shared = NULL;
   n_pads = self->n_pads;
   GST_OBJECT_UNLOCK(self);

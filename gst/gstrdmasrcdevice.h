@@ -26,12 +26,16 @@ typedef struct {
   GstRdmaTimeMap time_map; /* see rdmasrc's SECTION, "Timestamps" */
   gint rebase_seen;        /* the element's rebase count it has applied */
   GstClockTime frame_duration;
-  gboolean pause_set;   /* we told its sender to stop */
-  gint released;        /* atomic: its pad was released (1), and
-                           release_pad is done with it (2): the receive
-                           thread takes it out of the table */
-  gboolean shares_lane; /* counted in the automatic device-blocks share:
-                           its camera has come (a requested pad waits) */
+  gboolean pause_set;    /* we told its sender to stop */
+  gint released;         /* atomic: its pad was released (1), and
+                            release_pad is done with it (2): the receive
+                            thread takes it out of the table */
+  gboolean shares_lane;  /* counted in the automatic device-blocks share:
+                            its camera has come (a requested pad waits) */
+  gboolean lane_counted; /* (object lock) counted among counted_lane's
+                            devices on the shared receiver: it shares and
+                            a lane owns it (gst_rdma_src_device_recount) */
+  guint32 counted_lane;
 
   /* Ownership: one sender connection at a time. */
   gboolean owned;

@@ -18,18 +18,75 @@
 
 #define GST_CAT_DEFAULT gst_rdma_src_debug
 
-/* Each device's share of its lane now (device-blocks): what the
- * pads with a camera divide, unless device-blocks sets it. */
-guint gst_rdma_src_budget(GstRdmaSrc *self)
+/* A device's share of its lane now (device-blocks), object lock held:
+ * what the devices on its lane divide, unless device-blocks sets it.  Each
+ * sender connection has a lane of `blocks` blocks of its own, so the
+ * devices of other lanes take nothing from it; every rdmasrc on the
+ * shared receiver counts its devices on the lane (the lane is theirs
+ * too).  A device no lane owns yet (its camera hasn't come, or its
+ * sender left and none took it over) gets what it would get if every
+ * device with a share were on one lane: the least it could get on any,
+ * so neither a latency nor a stat promises room it may not have. */
+guint gst_rdma_src_budget(GstRdmaSrc *self, GstRdmaSrcDevice *dev)
 {
-  guint n_pads;
+  guint n;
 
   if (self->device_blocks_now > 0)
     return self->device_blocks_now;
-  /* The lane is shared with every rdmasrc on the receiver: so is it. */
-  n_pads =
-      self->shared ? gst_rdma_receiver_add_pads(self->shared, 0) : self->n_pads;
-  return MAX(1u, self->usable_blocks / MAX(1u, n_pads));
+  if (dev && dev->lane_counted)
+    n = gst_rdma_receiver_add_lane_devices(self->shared, dev->counted_lane, 0);
+  else
+    n = self->shared ? gst_rdma_receiver_add_pads(self->shared, 0)
+                     : self->n_pads;
+  return MAX(1u, self->usable_blocks / MAX(1u, n));
+}
+
+/* Object lock held: the smallest share of our devices now (the stats'
+ * element-wide device-blocks), or a new device's when there is none. */
+guint gst_rdma_src_least_budget(GstRdmaSrc *self)
+{
+  guint least = G_MAXUINT;
+
+  for (guint d = 0; d < SBR_MAX_DEVICES; d++)
+    if (self->devices[d])
+      least = MIN(least, gst_rdma_src_budget(self, self->devices[d]));
+  return least != G_MAXUINT ? least : gst_rdma_src_budget(self, NULL);
+}
+
+/* Object lock held: dev counts among the devices of the lane that owns it
+ * while it has a share and we are on the receiver; a new owner (its
+ * sender reconnected: a new lane) moves it, a lane gone or a pad retired
+ * takes it out. */
+void gst_rdma_src_device_recount(GstRdmaSrc *self, GstRdmaSrcDevice *dev)
+{
+  gboolean on = self->shared && dev->shares_lane && dev->owned &&
+                !g_atomic_int_get(&dev->released);
+
+  if (dev->lane_counted && (!on || dev->counted_lane != dev->owner_lane)) {
+    /* Set while counted: gst_rdma_src_uncount_lanes clears both at once. */
+    g_assert(self->shared);
+    gst_rdma_receiver_add_lane_devices(self->shared, dev->counted_lane, -1);
+    dev->lane_counted = FALSE;
+  }
+  if (on && !dev->lane_counted) {
+    dev->counted_lane = dev->owner_lane;
+    dev->lane_counted = TRUE;
+    gst_rdma_receiver_add_lane_devices(self->shared, dev->counted_lane, 1);
+  }
+}
+
+/* Object lock held, leaving the shared receiver: our devices leave the
+ * lanes' counts (the others' shares grow back). */
+void gst_rdma_src_uncount_lanes(GstRdmaSrc *self)
+{
+  for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
+    GstRdmaSrcDevice *dev = self->devices[d];
+
+    if (dev && dev->lane_counted) {
+      gst_rdma_receiver_add_lane_devices(self->shared, dev->counted_lane, -1);
+      dev->lane_counted = FALSE;
+    }
+  }
 }
 
 /* What a device's pad adds to the latency.  min: the latency property if
@@ -55,7 +112,7 @@ static void gst_rdma_src_device_latency(GstRdmaSrc *self, GstRdmaSrcDevice *dev,
   GST_OBJECT_LOCK(self);
   if (self->latency >= 0)
     *min = (GstClockTime)self->latency * GST_MSECOND;
-  frames = drops ? gst_rdma_src_budget(self) : self->max_queued_now;
+  frames = drops ? gst_rdma_src_budget(self, dev) : self->max_queued_now;
   if (GST_CLOCK_TIME_IS_VALID(dev->frame_duration) && frames > 0)
     *max = *min + frames * dev->frame_duration;
   GST_OBJECT_UNLOCK(self);
@@ -225,6 +282,7 @@ static void gst_rdma_src_retire(GstRdmaSrc *self, GstRdmaSrcDevice *dev)
     sbr_receiver_refuse_device(self->receiver, SBR_LANE_ALL,
                                (uint8_t)dev->device, FALSE);
   GST_OBJECT_LOCK(self);
+  gst_rdma_src_device_recount(self, dev); /* released: out of its lane's */
   self->devices[dev->device] = NULL;
   if (dev->shares_lane) {
     self->n_pads--;

@@ -87,8 +87,9 @@ struct _GstRdmaSrc {
   guint max_held_now;      /* max_held as started, clamped */
   guint device_blocks_now; /* device_blocks as started; 0 = automatic */
   guint usable_blocks;     /* what the automatic share divides */
-  guint n_pads;            /* our devices sharing the lane (shares_lane);
-                              the share divides every member's */
+  guint n_pads;            /* our devices with a share (shares_lane); a
+                              device with no lane yet divides every
+                              member's (gst_rdma_src_budget) */
   guint n_paused;          /* receive thread: devices with pause_set */
   guint max_queued_now;
   gboolean can_pause; /* the mechanism carries pause flags */
@@ -114,8 +115,16 @@ void gst_rdma_src_failed(GstElement *element, gint err);
 void gst_rdma_src_leaving(GstElement *element);
 
 /* gstrdmasrcpadtable.c */
-/* Each device's share of its lane now (device-blocks). */
-guint gst_rdma_src_budget(GstRdmaSrc *self);
+/* Object lock held: dev's share of its lane now (device-blocks); dev
+ * NULL: a device's that no lane owns yet. */
+guint gst_rdma_src_budget(GstRdmaSrc *self, GstRdmaSrcDevice *dev);
+/* Object lock held: the smallest share of our devices now. */
+guint gst_rdma_src_least_budget(GstRdmaSrc *self);
+/* Object lock held: dev counted on the lane that owns it, or on none,
+ * after its ownership, share or release changed. */
+void gst_rdma_src_device_recount(GstRdmaSrc *self, GstRdmaSrcDevice *dev);
+/* Object lock held, leaving the shared receiver: no device counted. */
+void gst_rdma_src_uncount_lanes(GstRdmaSrc *self);
 /* The element's LATENCY answer: live, the largest minimum of its pads,
  * the smallest maximum (see gst_rdma_src_device_latency). */
 void gst_rdma_src_answer_latency(GstRdmaSrc *self, GstQuery *query);

@@ -56,15 +56,17 @@ static void gst_rdma_src_handle_caps(GstRdmaSrc *self, guint device,
     gst_caps_unref(caps);
     return;
   }
+  GST_OBJECT_LOCK(self);
   if (!dev->shares_lane) {
     /* A requested pad's camera came: from now on it has a share. */
-    GST_OBJECT_LOCK(self);
     dev->shares_lane = TRUE;
     self->n_pads++;
     if (self->shared)
       gst_rdma_receiver_add_pads(self->shared, 1);
-    GST_OBJECT_UNLOCK(self);
   }
+  /* Its lane (claimed above, or by the frame's owner check) counts it. */
+  gst_rdma_src_device_recount(self, dev);
+  GST_OBJECT_UNLOCK(self);
   if (added) {
     /* The pad was made with these caps. */
   } else if (new_stream || gst_rdma_src_pad_is_eos(dev->pad)) {
@@ -138,10 +140,14 @@ static gboolean gst_rdma_src_check_pauses(GstRdmaSrc *self)
     return FALSE;
   for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
     GstRdmaSrcDevice *dev = self->devices[d];
+    guint budget;
 
     if (!dev || !dev->pause_set)
       continue;
-    if (gst_rdma_src_pad_usage(dev->pad) <= gst_rdma_src_budget(self) / 2 ||
+    GST_OBJECT_LOCK(self);
+    budget = gst_rdma_src_budget(self, dev);
+    GST_OBJECT_UNLOCK(self);
+    if (gst_rdma_src_pad_usage(dev->pad) <= budget / 2 ||
         gst_rdma_src_pad_get_policy(dev->pad) != GST_RDMA_OVER_BUDGET_PAUSE)
       gst_rdma_src_set_device_paused(self, dev, FALSE);
     else
@@ -156,7 +162,7 @@ static void gst_rdma_src_handle_data(GstRdmaSrc *self, struct sbr_frame *frame)
   GstRdmaSrcDevice *dev = self->devices[frame->info.device];
   struct sbr_block_info info = frame->info;
   gboolean over = FALSE, copy = FALSE;
-  guint lane_blocks;
+  guint lane_blocks, budget;
   GstClockTime now;
   GstBuffer *buf;
 
@@ -179,8 +185,11 @@ static void gst_rdma_src_handle_data(GstRdmaSrc *self, struct sbr_frame *frame)
 
   /* Every frame, also one the library already copied (the lane was nearly
    * full: a slow consumer), meets the share and the queue bound. */
-  copy = gst_rdma_src_pad_admit(dev->pad, frame->n_blocks,
-                                gst_rdma_src_budget(self), self->max_queued_now,
+  GST_OBJECT_LOCK(self);
+  budget = gst_rdma_src_budget(self, dev);
+  GST_OBJECT_UNLOCK(self);
+  copy = gst_rdma_src_pad_admit(dev->pad, frame->n_blocks, budget,
+                                self->max_queued_now,
                                 &over) == GST_RDMA_ADMIT_COPY &&
          frame->n_blocks > 0;
   if (over && self->can_pause &&
@@ -281,6 +290,15 @@ static gboolean gst_rdma_src_owner_check(GstRdmaSrc *self,
     }
     return FALSE;
   }
+  /* A new owner is a new lane: the device's share is that lane's now.
+   * Every frame comes here, mostly from the lane it is counted on: that
+   * check needs no lock, as only this thread puts a device on a lane
+   * (leaving takes it off, which at worst sends us to the lock). */
+  if (!dev->lane_counted || dev->counted_lane != dev->owner_lane) {
+    GST_OBJECT_LOCK(self);
+    gst_rdma_src_device_recount(self, dev);
+    GST_OBJECT_UNLOCK(self);
+  }
   if (takeover || (!dev->owned && dev->refused_caps))
     GST_INFO_OBJECT(self, "device %u: taken over by lane %u", dev->device,
                     lane);
@@ -340,9 +358,14 @@ static void gst_rdma_src_check_lives(GstRdmaSrc *self)
 
     if (!dev)
       continue;
-    if (gst_rdma_src_device_check_lane(dev, GST_ELEMENT(self),
-                                       self->receiver) &&
-        self->device_lost_eos_now)
+    gboolean lost =
+        gst_rdma_src_device_check_lane(dev, GST_ELEMENT(self), self->receiver);
+
+    /* A lane gone (the device is nobody's) no longer counts it. */
+    GST_OBJECT_LOCK(self);
+    gst_rdma_src_device_recount(self, dev);
+    GST_OBJECT_UNLOCK(self);
+    if (lost && self->device_lost_eos_now)
       gst_rdma_src_device_eos(self, dev);
     gst_rdma_src_device_check_idle(dev, GST_ELEMENT(self), self->timeout_now,
                                    now);

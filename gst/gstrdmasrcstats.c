@@ -35,7 +35,7 @@ GParamSpec *gst_rdma_src_stats_param_spec(void)
 /* One device's structure: the receiver's counters of it, its ownership,
  * then the pad's queue, share and drops by reason. */
 static GstStructure *device_stats_new(sbr_receiver *receiver,
-                                      GstRdmaSrcDevice *dev)
+                                      GstRdmaSrcDevice *dev, guint share)
 {
   struct sbr_device_stats ds;
   GstStructure *s;
@@ -50,6 +50,8 @@ static GstStructure *device_stats_new(sbr_receiver *receiver,
       dev->refused, "losses", G_TYPE_UINT64, dev->losses, "owner",
       G_TYPE_STRING, dev->owned ? dev->owner_peer : "", NULL);
   gst_rdma_src_pad_add_stats(dev->pad, s);
+  /* Per device: each has its own lane's share (gst_rdma_src_budget). */
+  gst_structure_set(s, "device-blocks", G_TYPE_UINT, share, NULL);
   return s;
 }
 
@@ -70,7 +72,8 @@ GstStructure *gst_rdma_src_stats_new(sbr_receiver *receiver,
 
       if (!devices[d])
         continue;
-      per_device[d] = device_stats_new(receiver, devices[d]);
+      per_device[d] =
+          device_stats_new(receiver, devices[d], counters->shares[d]);
       gst_structure_get_uint64(per_device[d], "pushed", &dev_pushed);
       pushed += dev_pushed;
     }

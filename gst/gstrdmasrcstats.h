@@ -27,13 +27,16 @@ G_BEGIN_DECLS
 
 /* What rdmasrc counts itself, element-wide. */
 typedef struct {
-  guint64 copies;          /* frames copied: over a share or max-held */
-  guint64 no_caps_drops;   /* frames of a device without a stream */
-  guint held;              /* lane blocks out (queued or downstream) */
-  guint device_blocks;     /* each device's share now; 0 when stopped */
-  guint64 unclaimed_drops; /* the shared receiver's: frames of devices no
-                              rdmasrc on it asked for */
-  guint receiver_members;  /* rdmasrcs sharing the receiver; 0 stopped */
+  guint64 copies;                /* frames copied: over a share or max-held */
+  guint64 no_caps_drops;         /* frames of a device without a stream */
+  guint held;                    /* lane blocks out (queued or downstream) */
+  guint device_blocks;           /* the smallest device's share now (each has
+                                    its lane's); 0 when stopped */
+  guint shares[SBR_MAX_DEVICES]; /* each device's share now (its
+                                    device-blocks) */
+  guint64 unclaimed_drops;       /* the shared receiver's: frames of devices no
+                                    rdmasrc on it asked for */
+  guint receiver_members;        /* rdmasrcs sharing the receiver; 0 stopped */
 } GstRdmaSrcCounters;
 
 /* The "stats" property, its blurb naming every field built below. */
