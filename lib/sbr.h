@@ -161,6 +161,10 @@ enum sbr_refusal {
   /* Too many connection attempts this second (max_connects_per_s, 0);
    * retrying later may work. */
   SBR_REFUSAL_BUSY = 8,
+  /* The receiver's RDMA device can't run the requested mechanism: an
+   * iWARP device has no RDMA WRITE with immediate, which sliding-window
+   * needs.  The mechanism (enum sbr_mechanism), 0. */
+  SBR_REFUSAL_DEVICE = 9,
 };
 /* Room for every reason's count in sbr_receiver_stats. */
 #define SBR_REFUSAL_SLOTS 16

@@ -881,6 +881,8 @@ static void handle_request(struct sbr__listener *l, struct rdma_cm_event *e,
     memcpy(&req->peer_addr, sa,
            sa->sa_family == AF_INET ? sizeof(struct sockaddr_in)
                                     : sizeof(struct sockaddr_in6));
+  req->no_write_imm =
+      id->verbs && id->verbs->device->transport_type == IBV_TRANSPORT_IWARP;
   int dec = sbr__connect_priv_decode(priv, len, &req->mechanism,
                                      &req->block_size, &req->block_count);
   if (dec == 0) {
@@ -1638,6 +1640,13 @@ static uint64_t verbs_posted_recv_count(struct sbr__conn *c)
   return c ? atomic_load(&c->posted_recv) : 0;
 }
 
+/* iWARP (RFC 5040) has no WRITE with immediate; providers refuse it. */
+static bool verbs_has_write_imm(struct sbr__conn *c)
+{
+  return !c || !c->id || !c->id->verbs ||
+         c->id->verbs->device->transport_type != IBV_TRANSPORT_IWARP;
+}
+
 /* Test only: the QP goes to ERR as after a fatal NIC or link error; its
  * outstanding WRs flush and the engine sees the connection fail. */
 static int verbs_test_fail(struct sbr__conn *c)
@@ -1669,5 +1678,6 @@ const struct sbr__transport_ops sbr__transport_verbs = {
     .disconnect = verbs_disconnect,
     .close = verbs_close,
     .posted_recv_count = verbs_posted_recv_count,
+    .has_write_imm = verbs_has_write_imm,
     .test_fail = verbs_test_fail,
 };
