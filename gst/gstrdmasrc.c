@@ -201,7 +201,9 @@
  * version, lanes full, ...) and the same by reason, refused-not-allowed
  * (not on allowed-senders), refused-busy (over max-connects-per-second),
  * refused-lanes-full, refused-mechanism, refused-version,
- * refused-geometry, refused-malformed-request, refused-receiver-resources;
+ * refused-geometry, refused-malformed-request, refused-receiver-resources,
+ * refused-receiver-memlock (its memlock limit is below a lane),
+ * refused-device (sliding-window asked of an iWARP device);
  * lanes-opened, lanes-closed, lanes-active (sender connections),
  * lanes-windowed (lanes whose keys are type-2 memory windows bound to the
  * lane's QP, not memory regions), nic-remote-access-errors (the RDMA

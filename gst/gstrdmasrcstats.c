@@ -100,7 +100,7 @@ GstStructure *gst_rdma_src_stats_new(sbr_receiver *receiver,
   if (receiver && rs.nic_remote_access_errors != SBR_COUNTER_ABSENT)
     gst_structure_set(s, "nic-remote-access-errors", G_TYPE_UINT64,
                       (guint64)rs.nic_remote_access_errors, NULL);
-  for (guint reason = SBR_REFUSAL_VERSION; reason <= SBR_REFUSAL_BUSY;
+  for (guint reason = SBR_REFUSAL_VERSION; reason <= SBR_REFUSAL_DEVICE;
        reason++) {
     gchar name[48];
 

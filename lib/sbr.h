@@ -170,6 +170,10 @@ enum sbr_refusal {
    * RLIMIT_MEMLOCK in KiB, the lane's need in KiB.  Not retryable: only
    * raising the receiver's limit helps. */
   SBR_REFUSAL_MEMLOCK = 9,
+  /* The receiver's RDMA device can't run the requested mechanism: an
+   * iWARP device has no RDMA WRITE with immediate, which sliding-window
+   * needs.  The mechanism (enum sbr_mechanism), 0. */
+  SBR_REFUSAL_DEVICE = 10,
 };
 /* Room for every reason's count in sbr_receiver_stats. */
 #define SBR_REFUSAL_SLOTS 16

@@ -13,7 +13,8 @@
  *     itself in error (its ACK is a NAK).  Tests that expect a refused
  *     WRITE post a READ of the lane's own status behind it over iWARP.
  *   - iWARP has no RDMA WRITE with immediate data (rdma-core's siw
- *     provider refuses the opcode; the sliding-window mechanism uses it).
+ *     provider refuses the opcode; the sliding-window mechanism uses it, so
+ *     a receiver refuses that mechanism there: refusal "device").
  *   - siw (Linux 6.1) serves a READ from memory registered without
  *     REMOTE_READ: siw_qp_sq_proc_tx() checks a READ response's source
  *     with no permission at all ("w/o checking access").  Hardware refuses

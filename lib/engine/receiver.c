@@ -370,6 +370,13 @@ static bool request_refused(const struct sbr_receiver *r,
                      req->mechanism);
     return true;
   }
+  if (r->cfg.mechanism == SBR_MECH_SLIDING_WINDOW && req->no_write_imm) {
+    /* Its engine's first WRITE with immediate would fail (EINVAL) and end
+     * the lane with no word to the sender, which would reconnect forever.
+     * Not retryable: the device won't change. */
+    sbr__refusal_set(why, SBR_REFUSAL_DEVICE, r->cfg.mechanism, 0);
+    return true;
+  }
   if (r->cfg.mechanism == SBR_MECH_SLIDING_WINDOW) {
     uint32_t can_ack =
         req->block_count ? req->block_count : SBR__SW_DEFAULT_ACK_SLOTS;

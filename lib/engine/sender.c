@@ -329,6 +329,18 @@ static int connect_locked(struct sbr_sender *s, char *errbuf, size_t errlen)
     ret = -EPROTO;
     goto out_close;
   }
+  if (lane.mechanism == SBR_MECH_SLIDING_WINDOW && s->ops->has_write_imm &&
+      !s->ops->has_write_imm(conn)) {
+    /* A receiver that knows refuses this itself (SBR_REFUSAL_DEVICE); an
+     * older one accepts, and the first WRITE with immediate would fail
+     * and reconnect in a loop. */
+    sbr__errf(errbuf, errlen,
+              "this sender's RDMA device is iWARP, which has no RDMA WRITE "
+              "with immediate: the sliding-window mechanism can't run on it "
+              "(use status-byte)");
+    ret = -EPROTONOSUPPORT;
+    goto out_close;
+  }
   if (!s->block_mem) {
     ret = alloc_blocks(s, lane.block_size);
     if (ret < 0) {

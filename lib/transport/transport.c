@@ -254,6 +254,7 @@ static const char *const refusal_names[] = {
     [SBR_REFUSAL_RESOURCES] = "receiver-resources",
     [SBR_REFUSAL_BUSY] = "busy",
     [SBR_REFUSAL_MEMLOCK] = "receiver-memlock",
+    [SBR_REFUSAL_DEVICE] = "device",
 };
 
 const char *sbr_refusal_name(enum sbr_refusal reason)
@@ -294,6 +295,13 @@ void sbr_refusal_describe(enum sbr_refusal reason, uint32_t receiver_value,
     snprintf(buf, len, "the receiver runs the %s mechanism, the sender %s",
              mech_text(receiver_value, a, sizeof a),
              mech_text(sender_value, b, sizeof b));
+    break;
+  case SBR_REFUSAL_DEVICE:
+    snprintf(buf, len,
+             "the receiver's RDMA device is iWARP, which has no RDMA WRITE "
+             "with immediate: the %s mechanism can't run on it (use "
+             "status-byte)",
+             mech_text(receiver_value, a, sizeof a));
     break;
   case SBR_REFUSAL_GEOMETRY:
     snprintf(buf, len,
@@ -385,6 +393,7 @@ int sbr__refusal_errno(const struct sbr__refusal *r)
   case SBR_REFUSAL_VERSION:
   case SBR_REFUSAL_MECHANISM:
   case SBR_REFUSAL_GEOMETRY:
+  case SBR_REFUSAL_DEVICE:
     return -EPROTONOSUPPORT;
   case SBR_REFUSAL_MALFORMED:
     return -EPROTO;

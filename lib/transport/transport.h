@@ -295,6 +295,7 @@ struct sbr__conn_request {
   uint8_t mechanism;    /* from the connect private data */
   uint32_t block_size;  /* hint from the sender, 0 = none */
   uint32_t block_count; /* hint from the sender, 0 = none */
+  bool no_write_imm;    /* the device has no WRITE with immediate (iWARP) */
   char peer[64];        /* "ip:port" or "shm:pid" for logs */
   /* The peer's address for the access list; ss_family AF_UNSPEC (left
    * zeroed) for a back end without one (shm: a process on this host). */
@@ -442,6 +443,9 @@ struct sbr__transport_ops {
   /* How many receive WRs were ever posted on this conn (for the test that
    * proves the status-byte receiver posts none). */
   uint64_t (*posted_recv_count)(struct sbr__conn *c);
+  /* Optional (NULL: it has): false when the connection's device has no
+   * RDMA WRITE with immediate (iWARP), which sliding-window posts. */
+  bool (*has_write_imm)(struct sbr__conn *c);
   /* Test only (sbr__sender_test_fail_qp): put the connection in error as
    * a NIC fault would; every WR not yet executed completes in error or is
    * flushed.  verbs: the QP goes to ERR; shm: the next WR the NIC thread

@@ -27,6 +27,7 @@
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -516,6 +517,95 @@ static int run(const char *scenario)
   return 0;
 }
 
+#ifdef SBR_HAVE_VERBS
+/* ----------------------------------------------- iWARP: sliding window */
+
+struct refused_connect {
+  int ret;
+  char err[256];
+  atomic_bool done;
+};
+
+static void *refused_connect_thread(void *arg)
+{
+  struct refused_connect *j = arg;
+  struct sbr_sender_config cfg;
+  sbr_sender_config_init(&cfg);
+  cfg.backend = opt.backend;
+  cfg.mechanism = opt.mechanism;
+  cfg.host = opt.addr;
+  cfg.port = opt.port;
+  cfg.connect_timeout_ms = 20000;
+  sbr_sender *s = NULL;
+  j->ret = sbr_sender_new(&cfg, &s, j->err, sizeof j->err);
+  if (s)
+    sbr_sender_free(s);
+  atomic_store(&j->done, true);
+  return NULL;
+}
+
+static void count_refusal(void *data, const char *peer, enum sbr_refusal reason,
+                          const char *text)
+{
+  (void)peer;
+  fprintf(stderr, "receiver refused: %s\n", text);
+  if (reason == SBR_REFUSAL_DEVICE)
+    atomic_fetch_add((atomic_int *)data, 1);
+}
+
+/* iWARP has no RDMA WRITE with immediate data, which the sliding-window
+ * mechanism posts: the receiver refuses such a lane for good, and the
+ * sender stops at once with the reason, instead of a lane that fails on
+ * its first WRITE and a sender that reconnects until its timeout. */
+static int refused_on_iwarp(void)
+{
+  struct sbr_receiver_config cfg;
+  sbr_receiver_config_init(&cfg);
+  cfg.backend = opt.backend;
+  cfg.mechanism = opt.mechanism;
+  cfg.address = opt.addr;
+  cfg.port = opt.port;
+  cfg.block_size = opt.block_size;
+  cfg.block_count = 16;
+  atomic_int refusals = 0;
+  cfg.on_refusal = count_refusal;
+  cfg.refusal_user_data = &refusals;
+  sbr_receiver *r;
+  char err[256];
+  int ret = sbr_receiver_new(&cfg, &r, err, sizeof err);
+  ASSERT_MSG(ret == 0, "receiver: cannot listen: %d %s", ret, err);
+
+  struct refused_connect j = {0};
+  pthread_t t;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  ASSERT(pthread_create(&t, NULL, refused_connect_thread, &j) == 0);
+  while (!atomic_load(&j.done)) {
+    sbr_block *b;
+    ASSERT_MSG(sbr_receiver_next(r, 5, &b) != 0,
+               "a block arrived from a refused sender");
+  }
+  pthread_join(t, NULL);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  long ms = (long)(t1.tv_sec - t0.tv_sec) * 1000 +
+            (t1.tv_nsec - t0.tv_nsec) / 1000000;
+  fprintf(stderr, "sender: %d after %ld ms: %s\n", j.ret, ms, j.err);
+  ASSERT_MSG(j.ret == -EPROTONOSUPPORT, "sender got %d (%s)", j.ret, j.err);
+  ASSERT_MSG(strstr(j.err, "iWARP") && strstr(j.err, "use status-byte"),
+             "the sender's error does not say why: %s", j.err);
+  /* Refused for good, not retried until the 20 s connect timeout. */
+  ASSERT_MSG(ms < 10000, "the refusal took %ld ms", ms);
+  struct sbr_receiver_stats st;
+  sbr_receiver_get_stats(r, &st);
+  ASSERT_EQ(st.refused_by_reason[SBR_REFUSAL_DEVICE], 1);
+  ASSERT_EQ(st.lanes_opened, 0);
+  ASSERT_EQ(atomic_load(&refusals), 1);
+  sbr_receiver_free(r);
+  fprintf(stderr, "sliding-window over iWARP: refused, as it must be\n");
+  return 0;
+}
+#endif
+
 int main(int argc, char **argv)
 {
   static const struct option longopts[] = {
@@ -555,14 +645,18 @@ int main(int argc, char **argv)
   if (getenv("SBR_RDMA_ADDR"))
     opt.addr = getenv("SBR_RDMA_ADDR");
 #ifdef SBR_HAVE_VERBS
-  /* The sliding window sends WRITE with immediate data. */
-  if (opt.backend == SBR_BACKEND_VERBS &&
-      opt.mechanism == SBR_MECH_SLIDING_WINDOW && test_verbs_is_iwarp())
-    test_verbs_skip("iWARP has no RDMA WRITE with immediate data, which the "
-                    "sliding-window mechanism needs");
+  /* The sliding window sends WRITE with immediate data, which iWARP
+   * lacks: there, every scenario is the refusal. */
+  bool refused = opt.backend == SBR_BACKEND_VERBS &&
+                 opt.mechanism == SBR_MECH_SLIDING_WINDOW &&
+                 test_verbs_is_iwarp();
 #endif
   opt.port = (uint16_t)(30000 + getpid() % 20000);
   sbr_set_log_handler(test_log_to_stderr, NULL);
   setvbuf(stderr, NULL, _IOLBF, 0);
+#ifdef SBR_HAVE_VERBS
+  if (refused)
+    return refused_on_iwarp();
+#endif
   return run(argv[optind]);
 }

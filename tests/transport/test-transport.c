@@ -914,6 +914,55 @@ static void test_write_imm_and_ack(void)
   run_pair(write_imm_and_ack_rx, write_imm_and_ack_tx, false);
 }
 
+/* 5b. A sliding-window sender on an iWARP device, against a receiver that
+ * accepts the lane (one older than SBR_REFUSAL_DEVICE, here the raw back
+ * end): the sender stops at once with the reason instead of posting a
+ * WRITE with immediate the device refuses and reconnecting in a loop. */
+static void sliding_window_on_iwarp_rx(const struct link *lk)
+{
+  struct rx_end rx;
+  rx_listen(&rx, lk);
+  rx_accept(&rx);
+  ASSERT_EQ(rx.lane.mechanism, SBR_MECH_SLIDING_WINDOW);
+  step_wait(lk, 'D', "the sender's verdict");
+  rx_close(&rx);
+}
+
+static void sliding_window_on_iwarp_tx(const struct link *lk)
+{
+  step_wait(lk, 'L', "the listener");
+  struct sbr_sender_config cfg;
+  sbr_sender_config_init(&cfg);
+  cfg.backend = SBR_BACKEND_VERBS;
+  cfg.mechanism = SBR_MECH_SLIDING_WINDOW;
+  cfg.host = rdma_addr;
+  cfg.port = lk->port;
+  cfg.connect_timeout_ms = 20000;
+  sbr_sender *s = NULL;
+  char err[256] = "";
+  uint64_t t0 = now_ns();
+  int ret = sbr_sender_new(&cfg, &s, err, sizeof err);
+  fprintf(stderr, "sender: %d after %.0f ms: %s\n", ret, ms_since(t0), err);
+  ASSERT_MSG(ret == -EPROTONOSUPPORT && !s, "sender got %d (%s)", ret, err);
+  ASSERT_MSG(strstr(err, "iWARP") && strstr(err, "use status-byte"),
+             "the error does not say why: %s", err);
+  /* One attempt, not retries until the 20 s connect timeout. */
+  ASSERT_MSG(ms_since(t0) < 10000, "the sender took %.0f ms", ms_since(t0));
+  step_send(lk, 'D');
+}
+
+static void test_sliding_window_sender_on_iwarp_stops(void)
+{
+  if (!iwarp) {
+#ifdef SBR_HAVE_VERBS
+    test_verbs_skip("needs an iWARP device (the VM's --family siw)");
+#else
+    exit(77);
+#endif
+  }
+  run_pair(sliding_window_on_iwarp_rx, sliding_window_on_iwarp_tx, false);
+}
+
 /* 6. The status-byte receiver's claim: data arrives with no receive posted.
  * The count is then shown to count by posting one. */
 static void receiver_posts_no_receives_rx(const struct link *lk)
@@ -1516,6 +1565,9 @@ static const struct {
     {{"read_of_blocks_region_fails", test_read_of_blocks_region_fails}, false},
     {{"bad_rkey_or_bounds_fails", test_bad_rkey_or_bounds_fails}, false},
     {{"write_imm_and_ack", test_write_imm_and_ack}, false},
+    {{"sliding_window_sender_on_iwarp_stops",
+      test_sliding_window_sender_on_iwarp_stops},
+     false},
     {{"receiver_posts_no_receives", test_receiver_posts_no_receives}, false},
     {{"disconnect_reported", test_disconnect_reported}, false},
     {{"connect_refused_is_clear", test_connect_refused_is_clear}, false},

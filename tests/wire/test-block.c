@@ -409,10 +409,35 @@ static void refusal_sentences_name_the_mismatch(void)
   ASSERT_EQ(strlen(small), sizeof small - 1);
 }
 
+/* Sliding-window asked of an iWARP device: refused for good, with a
+ * sentence that names the cause and the way out, through the wire. */
+static void device_refusal_is_final_and_says_why(void)
+{
+  char text[256];
+  sbr_refusal_describe(SBR_REFUSAL_DEVICE, SBR_MECH_SLIDING_WINDOW, 0, text,
+                       sizeof text);
+  ASSERT_MSG(strstr(text, "iWARP") && strstr(text, "WRITE with immediate") &&
+                 strstr(text, "sliding-window") &&
+                 strstr(text, "use status-byte"),
+             "%s", text);
+  ASSERT(strcmp(sbr_refusal_name(SBR_REFUSAL_DEVICE), "device") == 0);
+  ASSERT(!sbr_refusal_retryable(SBR_REFUSAL_DEVICE));
+  uint8_t priv[SBR__REJECT_PRIV_SIZE];
+  struct sbr__refusal why, got;
+  sbr__refusal_set(&why, SBR_REFUSAL_DEVICE, SBR_MECH_SLIDING_WINDOW, 0);
+  sbr__reject_priv_encode(priv, &why);
+  ASSERT_OK(sbr__reject_priv_decode(priv, sizeof priv, &got));
+  ASSERT_EQ(got.reason, SBR_REFUSAL_DEVICE);
+  ASSERT(!got.retryable);
+  ASSERT_EQ(sbr__refusal_errno(&got), -EPROTONOSUPPORT);
+}
+
 int main(int argc, char **argv)
 {
   static const struct test_entry tests[] = {
       {"round_trip", round_trip},
+      {"device_refusal_is_final_and_says_why",
+       device_refusal_is_final_and_says_why},
       {"payload_too_large_is_not_encoded", payload_too_large_is_not_encoded},
       {"rejects_bad_magic", rejects_bad_magic},
       {"rejects_wrong_version", rejects_wrong_version},

@@ -72,6 +72,7 @@
 #include "transport/transport.h"
 #include "transport/verbs/verbs-caps.h"
 #include "transport/verbs/verbs-keys.h"
+#include "transport/verbs/verbs-sent.h"
 
 /* rdma_cm carries at most this much private data from the active side. */
 #define VERBS_CONNECT_PRIV_MAX 56
@@ -129,19 +130,6 @@ struct sbr__listener {
   struct ibv_context *probed[VERBS_PROBED_DEVICES];
   bool probed_ok[VERBS_PROBED_DEVICES];
   char name[80]; /* "addr:port", for logs */
-};
-
-/* A send WR in flight.  A send completion names only its wr_id, and verbs
- * reports WRITE and WRITE WITH IMMEDIATE alike (IBV_WC_RDMA_WRITE) and
- * leaves wc.opcode undefined on error and flush completions; the ring of
- * these, in post order (an RC send queue completes in order), gives every
- * send completion its exact opcode.  It also mirrors the send queue's
- * occupancy: an unsignaled WR holds its slot until a later signaled one
- * completes, exactly as in the hardware queue. */
-struct verbs_sent {
-  uint64_t wr_id;
-  uint8_t opcode; /* enum sbr__opcode */
-  bool signaled;
 };
 
 /* One control block per connection owns every verbs object of it. */
@@ -1119,6 +1107,8 @@ static void handle_request(struct sbr__listener *l, struct rdma_cm_event *e,
     memcpy(&req->peer_addr, sa,
            sa->sa_family == AF_INET ? sizeof(struct sockaddr_in)
                                     : sizeof(struct sockaddr_in6));
+  req->no_write_imm =
+      id->verbs && id->verbs->device->transport_type == IBV_TRANSPORT_IWARP;
   int dec = sbr__connect_priv_decode(priv, len, &req->mechanism,
                                      &req->block_size, &req->block_count);
   if (dec == 0) {
@@ -1636,28 +1626,17 @@ static void sent_push(struct sbr__conn *c, const struct sbr__wr *w)
   c->sent_count++;
 }
 
-/* Finds the in-flight WR a send completion belongs to and retires it with
- * every WR before it.  A successful completion belongs to a signaled WR;
- * the unsignaled ones before it completed silently.  An error or flush
- * completion belongs to the oldest WR with that wr_id: from the failed WR
- * on, each one gets its own completion.  false (ring untouched) when no
- * WR matches, which would be a bug. */
+/* The ring's rule (verbs-sent.h): a completion retires its WR and the
+ * unsignaled ones before it, never a signaled one still to complete. */
 static bool sent_retire(struct sbr__conn *c, const struct ibv_wc *wc,
                         enum sbr__opcode *opcode)
 {
-  bool success = wc->status == IBV_WC_SUCCESS;
-  uint32_t idx = c->sent_head;
-  for (uint32_t k = 0; k < c->sent_count; k++) {
-    const struct verbs_sent *s = &c->sent[idx];
-    if (s->wr_id == wc->wr_id && (s->signaled || !success)) {
-      *opcode = (enum sbr__opcode)s->opcode;
-      c->sent_head = idx + 1 == c->sent_cap ? 0 : idx + 1;
-      c->sent_count -= k + 1;
-      return true;
-    }
-    idx = idx + 1 == c->sent_cap ? 0 : idx + 1;
-  }
-  return false;
+  uint8_t op;
+  if (!verbs_sent_retire(c->sent, c->sent_cap, &c->sent_head, &c->sent_count,
+                         wc->wr_id, wc->status == IBV_WC_SUCCESS, &op))
+    return false;
+  *opcode = (enum sbr__opcode)op;
+  return true;
 }
 
 static int verbs_post_send(struct sbr__conn *c, const struct sbr__wr *wrs,
@@ -1961,6 +1940,13 @@ static uint64_t verbs_posted_recv_count(struct sbr__conn *c)
   return c ? atomic_load(&c->posted_recv) : 0;
 }
 
+/* iWARP (RFC 5040) has no WRITE with immediate; providers refuse it. */
+static bool verbs_has_write_imm(struct sbr__conn *c)
+{
+  return !c || !c->id || !c->id->verbs ||
+         c->id->verbs->device->transport_type != IBV_TRANSPORT_IWARP;
+}
+
 /* Test only: the QP goes to ERR as after a fatal NIC or link error; its
  * outstanding WRs flush and the engine sees the connection fail. */
 static int verbs_test_fail(struct sbr__conn *c)
@@ -1993,5 +1979,6 @@ const struct sbr__transport_ops sbr__transport_verbs = {
     .disconnect = verbs_disconnect,
     .close = verbs_close,
     .posted_recv_count = verbs_posted_recv_count,
+    .has_write_imm = verbs_has_write_imm,
     .test_fail = verbs_test_fail,
 };
