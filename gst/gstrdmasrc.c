@@ -463,9 +463,15 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
 
   /* The sometimes template first: an unnamed link looks at templates in
    * this order and, finding no pad, waits for one (see above). */
-  gst_element_class_add_static_pad_template(element_class,
-                                            &src_sometimes_template);
-  gst_element_class_add_static_pad_template(element_class, &src_template);
+  /* Made with the pad type, so gst-inspect-1.0 and the documentation list
+   * the pads' own properties (over-budget), as compositor's pads do. */
+  gst_element_class_add_pad_template(
+      element_class, gst_pad_template_new_from_static_pad_template_with_gtype(
+                         &src_sometimes_template, GST_TYPE_RDMA_SRC_PAD));
+  gst_element_class_add_pad_template(
+      element_class, gst_pad_template_new_from_static_pad_template_with_gtype(
+                         &src_template, GST_TYPE_RDMA_SRC_PAD));
+  gst_type_mark_as_plugin_api(GST_TYPE_RDMA_SRC_PAD, 0);
   gst_element_class_set_static_metadata(
       element_class, "RDMA source", "Source/Network",
       "Receives the devices of rdmasinks over one-sided RDMA, one pad per "
