@@ -339,12 +339,6 @@ static void gst_rdma_sink_class_init(GstRdmaSinkClass *klass)
       element_class, "RDMA sink", "Sink/Network",
       "Sends a stream as one device of a shared one-sided RDMA connection",
       "gst-rdma project");
-  /* gst-inspect-1.0 prints every metadata key: show how to use it. */
-  gst_element_class_add_static_metadata(
-      element_class, "example",
-      "gst-launch-1.0 videotestsrc is-live=true ! "
-      "video/x-raw,width=640,height=480 ! rdmasink host=192.168.1.20 "
-      "device-id=3  (same host: transport=shm)");
 
   basesink_class->start = GST_DEBUG_FUNCPTR(gst_rdma_sink_start);
   basesink_class->stop = GST_DEBUG_FUNCPTR(gst_rdma_sink_stop);

@@ -477,13 +477,6 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
       "Receives the devices of rdmasinks over one-sided RDMA, one pad per "
       "device",
       "gst-rdma project");
-  /* gst-inspect-1.0 prints every metadata key: show how to use it. */
-  gst_element_class_add_static_metadata(
-      element_class, "example",
-      "gst-launch-1.0 rdmasrc name=r r.src_3 ! videoconvert ! autovideosink  "
-      "(pad src_N carries the rdmasink with device-id=N; same host: "
-      "transport=shm)");
-
   element_class->change_state = GST_DEBUG_FUNCPTR(gst_rdma_src_change_state);
   element_class->query = GST_DEBUG_FUNCPTR(gst_rdma_src_query);
   element_class->send_event = GST_DEBUG_FUNCPTR(gst_rdma_src_send_event);

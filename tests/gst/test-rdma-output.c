@@ -603,6 +603,32 @@ GST_START_TEST(test_inspect_lists_pad_properties)
 
 GST_END_TEST;
 
+/* Element metadata holds GStreamer's keys only (gst-inspect prints every
+ * key; the example launch lines are in the element documentation). */
+GST_START_TEST(test_metadata_has_standard_keys_only)
+{
+  static const gchar *const standard[] = {
+      GST_ELEMENT_METADATA_LONGNAME,    GST_ELEMENT_METADATA_KLASS,
+      GST_ELEMENT_METADATA_DESCRIPTION, GST_ELEMENT_METADATA_AUTHOR,
+      GST_ELEMENT_METADATA_DOC_URI,     GST_ELEMENT_METADATA_ICON_NAME};
+  static const gchar *const factories[] = {"rdmasink", "rdmasrc"};
+
+  for (guint i = 0; i < G_N_ELEMENTS(factories); i++) {
+    GstElementFactory *f = gst_element_factory_find(factories[i]);
+    gchar **keys;
+
+    fail_unless(f != NULL, "%s", factories[i]);
+    keys = gst_element_factory_get_metadata_keys(f);
+    for (guint k = 0; keys && keys[k]; k++)
+      fail_unless(g_strv_contains(standard, keys[k]), "%s: metadata key \"%s\"",
+                  factories[i], keys[k]);
+    g_strfreev(keys);
+    gst_object_unref(f);
+  }
+}
+
+GST_END_TEST;
+
 static Suite *rdma_output_suite(void)
 {
   Suite *s = suite_create("rdma-output");
@@ -616,6 +642,7 @@ static Suite *rdma_output_suite(void)
   tcase_add_test(tc, test_docs_name_every_stats_field);
   tcase_add_test(tc, test_blurbs_are_short);
   tcase_add_test(tc, test_inspect_lists_pad_properties);
+  tcase_add_test(tc, test_metadata_has_standard_keys_only);
   return s;
 }
 
