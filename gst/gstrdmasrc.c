@@ -107,6 +107,21 @@
  * sliding-window.", details peer, reason, repeats), at most one per sender
  * host and reason every 10 s, and the stats count refused-connections.
  *
+ * Senders coming and going are element messages, on every rdmasrc sharing
+ * the receiver (a sender's lane may carry any of their cameras; each
+ * pipeline has its own bus): "rdmasrc-sender-connected" (peer, lane) when
+ * a sender's connection is accepted, "rdmasrc-sender-left" (peer, lane)
+ * when it closes (the sender stopped, died, or its connection failed),
+ * and "rdmasrc-sender-refused" (peer, reason, description, repeats) with
+ * each refusal warning above, so as often as it (repeats counts the
+ * refusals of that host and reason not posted since; refused-connections
+ * counts them all).  A refused sender never had a lane.  peer is
+ * "ip:port" (verbs) or "shm:pid=N" (shm); lane is the lane of
+ * "rdmasrc-device-lost" and of the stats.  Messages rather than signals:
+ * they come from the receive thread, which must not wait for an
+ * application's handler (the cameras' frames go through it), and reach
+ * applications that have only a bus (gst-launch-1.0 -m, OpenCV, playbin).
+ *
  * A camera whose frames are larger than #GstRdmaSrc:max-frame-size has
  * every block rejected (counted in its rejected): that bounds what one
  * camera of one sender can make the receiver allocate.  Each lane's keys
@@ -477,6 +492,7 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
       "Receives the devices of rdmasinks over one-sided RDMA, one pad per "
       "device",
       "gst-rdma project");
+
   element_class->change_state = GST_DEBUG_FUNCPTR(gst_rdma_src_change_state);
   element_class->query = GST_DEBUG_FUNCPTR(gst_rdma_src_query);
   element_class->send_event = GST_DEBUG_FUNCPTR(gst_rdma_src_send_event);
@@ -825,11 +841,28 @@ static void gst_rdma_src_refused(GstElement *element, const gchar *peer,
   gst_rdma_refusals_warn(self->refusals, element, peer, reason, text);
 }
 
+/* A sender connected or left (receive thread): tell the application, on
+ * every rdmasrc sharing the receiver (see the SECTION). */
+static void gst_rdma_src_sender(GstElement *element, guint lane,
+                                const gchar *peer, gboolean connected)
+{
+  GST_INFO_OBJECT(element, "sender %s on lane %u %s", peer, lane,
+                  connected ? "connected" : "left");
+  gst_element_post_message(
+      element,
+      gst_message_new_element(
+          GST_OBJECT(element),
+          gst_structure_new(
+              connected ? "rdmasrc-sender-connected" : "rdmasrc-sender-left",
+              "peer", G_TYPE_STRING, peer, "lane", G_TYPE_UINT, lane, NULL)));
+}
+
 static const GstRdmaReceiverMemberFuncs member_funcs = {
     .turn = gst_rdma_src_turn,
     .frame = gst_rdma_src_frame,
     .failed = gst_rdma_src_failed,
     .refused = gst_rdma_src_refused,
+    .sender = gst_rdma_src_sender,
     .has_device = gst_rdma_src_has_device,
     .leaving = gst_rdma_src_leaving,
 };
