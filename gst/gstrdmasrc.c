@@ -46,7 +46,10 @@
  * address, port and device-id (no DEVICE: every device), and every query
  * key a property, its value as on a launch line
  * (`gst-play-1.0 "rdma://0.0.0.0:7471/3?transport=shm"`).  With a DEVICE it
- * is the one-camera rdmasrc above.
+ * is the one-camera rdmasrc above.  The #GstRdmaSrc:uri property takes the
+ * same on a launch line (`rdmasrc uri="rdma://0.0.0.0:7471/3?transport=shm"
+ * ! ...`); one that can't be set changes nothing and fails the change to
+ * PAUSED, saying why.
  *
  * Every camera is its own stream.  The receive thread takes the frames of
  * every device from the receiver (sbr_receiver_next_frame, in per-device
@@ -295,6 +298,7 @@ enum {
   PROP_STATS_INTERVAL,
   PROP_POLL_MODE,
   PROP_DEVICE_ID,
+  PROP_URI,
   N_PROPERTIES
 };
 
@@ -474,6 +478,7 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
       "device no other rdmasrc on the port asked for",
       -1, SBR_MAX_DEVICES - 1, DEFAULT_DEVICE_ID,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_URI] = gst_rdma_uri_param_spec();
   g_object_class_install_properties(gobject_class, N_PROPERTIES, properties);
 
   /* The sometimes template first: an unnamed link looks at templates in
@@ -551,6 +556,7 @@ static void gst_rdma_src_finalize(GObject *object)
   gst_flow_combiner_free(self->flow.combiner);
   g_mutex_clear(&self->flow.lock);
   g_mutex_clear(&self->state_lock);
+  g_free(self->uri_error);
   g_free(self->address);
   g_free(self->allowed_senders);
   G_OBJECT_CLASS(parent_class)->finalize(object);
@@ -599,6 +605,17 @@ static void gst_rdma_src_set_property(GObject *object, guint prop_id,
   if (prop_id == PROP_DEVICE_ID) {
     /* Makes or releases pads: not under the object lock. */
     gst_rdma_src_set_device_id(self, g_value_get_int(value));
+    return;
+  }
+  if (prop_id == PROP_URI) {
+    /* The handler sets the other properties, taking the lock itself. */
+    gchar *why = gst_rdma_uri_property_set(GST_URI_HANDLER(self),
+                                           g_value_get_string(value));
+
+    GST_OBJECT_LOCK(self);
+    g_free(self->uri_error);
+    self->uri_error = why;
+    GST_OBJECT_UNLOCK(self);
     return;
   }
   if (prop_id == PROP_OVER_BUDGET) {
@@ -706,6 +723,10 @@ static void gst_rdma_src_get_property(GObject *object, guint prop_id,
   if (prop_id == PROP_STATS) {
     /* Takes the object lock itself. */
     g_value_take_boxed(value, gst_rdma_src_get_stats(GST_ELEMENT(self)));
+    return;
+  }
+  if (prop_id == PROP_URI) {
+    g_value_take_string(value, gst_uri_handler_get_uri(GST_URI_HANDLER(self)));
     return;
   }
   GST_OBJECT_LOCK(self);
@@ -883,6 +904,14 @@ static gboolean gst_rdma_src_open(GstRdmaSrc *self)
   int ret;
 
   GST_OBJECT_LOCK(self);
+  if (self->uri_error) {
+    gchar *why = g_strdup(self->uri_error);
+
+    GST_OBJECT_UNLOCK(self);
+    GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("Bad uri: %s", why), (NULL));
+    g_free(why);
+    return FALSE;
+  }
   address = g_strdup(self->address);
   allowed = g_strdup(self->allowed_senders);
   cfg.transport = self->transport;
