@@ -482,9 +482,9 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
   g_object_class_install_properties(gobject_class, N_PROPERTIES, properties);
 
   /* The sometimes template first: an unnamed link looks at templates in
-   * this order and, finding no pad, waits for one (see above). */
-  /* Made with the pad type, so gst-inspect-1.0 and the documentation list
-   * the pads' own properties (over-budget), as compositor's pads do. */
+   * this order and, finding no pad, waits for one (see above).  Both carry
+   * the pad type, so gst-inspect-1.0 and the documentation list the pads'
+   * own properties (over-budget), as compositor's pads do. */
   gst_element_class_add_pad_template(
       element_class, gst_pad_template_new_from_static_pad_template_with_gtype(
                          &src_sometimes_template, GST_TYPE_RDMA_SRC_PAD));
