@@ -574,6 +574,7 @@ GST_START_TEST(test_inspect_lists_pad_properties)
   gchar *out, *p;
   guint n = 0;
 
+  fail_unless(src != NULL, "no rdmasrc");
   for (guint i = 0; i < G_N_ELEMENTS(templates); i++) {
     GstPadTemplate *t = gst_element_class_get_pad_template(
         GST_ELEMENT_GET_CLASS(src), templates[i]);
