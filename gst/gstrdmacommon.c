@@ -324,4 +324,15 @@ void gst_rdma_refusals_warn(GstRdmaRefusals *refusals, GstElement *element,
       element, GST_MESSAGE_WARNING, GST_RESOURCE_ERROR, code,
       g_strdup_printf("Refused the sender at %s: %s.", peer, text), debug,
       __FILE__, GST_FUNCTION, __LINE__, details);
+  /* The same as an element message, named like rdmasrc's others, for
+   * applications that watch senders come and go rather than warnings. */
+  gst_element_post_message(
+      element,
+      gst_message_new_element(
+          GST_OBJECT(element),
+          gst_structure_new("rdmasrc-sender-refused", "peer", G_TYPE_STRING,
+                            peer, "reason", G_TYPE_STRING,
+                            sbr_refusal_name((enum sbr_refusal)reason),
+                            "description", G_TYPE_STRING, text, "repeats",
+                            G_TYPE_UINT, repeats, NULL)));
 }

@@ -55,7 +55,9 @@ typedef struct _GstRdmaRefusals GstRdmaRefusals;
 GstRdmaRefusals *gst_rdma_refusals_new(void);
 void gst_rdma_refusals_free(GstRdmaRefusals *refusals);
 /* A GST_ELEMENT_WARNING on element: "Refused the sender at PEER: TEXT.",
- * details "peer", "reason" (sbr_refusal_name) and "repeats". */
+ * details "peer", "reason" (sbr_refusal_name) and "repeats"; then the
+ * element message "rdmasrc-sender-refused" with those and "description"
+ * (TEXT). */
 void gst_rdma_refusals_warn(GstRdmaRefusals *refusals, GstElement *element,
                             const gchar *peer, gint reason, const gchar *text);
 

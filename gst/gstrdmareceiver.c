@@ -177,12 +177,35 @@ static void on_refusal(void *data, const char *peer, enum sbr_refusal reason,
 {
   GstRdmaReceiver *r = data;
 
+  /* A member that joined while the thread waited in next_frame is in no
+   * snapshot yet, and would miss what came in that same wait. */
+  resnap(r);
   for (guint i = 0; i < r->snapshot->len; i++) {
     GstRdmaReceiverMember *m = g_ptr_array_index(r->snapshot, i);
 
     g_mutex_lock(&m->lock);
     if (m->alive)
       m->funcs->refused(m->element, peer, reason, text);
+    g_mutex_unlock(&m->lock);
+  }
+}
+
+/* A sender connected or left (receive thread, inside next_frame): every
+ * member hears of it, as of refusals, since one sender's lane carries the
+ * devices of any member. */
+static void on_lane(void *data, uint32_t lane, const char *peer, bool opened)
+{
+  GstRdmaReceiver *r = data;
+
+  /* A member that joined while the thread waited in next_frame is in no
+   * snapshot yet, and would miss what came in that same wait. */
+  resnap(r);
+  for (guint i = 0; i < r->snapshot->len; i++) {
+    GstRdmaReceiverMember *m = g_ptr_array_index(r->snapshot, i);
+
+    g_mutex_lock(&m->lock);
+    if (m->alive)
+      m->funcs->sender(m->element, lane, peer, opened);
     g_mutex_unlock(&m->lock);
   }
 }
@@ -345,6 +368,8 @@ static GstRdmaReceiver *receiver_new(const GstRdmaReceiverConfig *cfg,
   sc.probe_after_ms = cfg->probe_after;
   sc.on_refusal = on_refusal;
   sc.refusal_user_data = r;
+  sc.on_lane = on_lane;
+  sc.lane_user_data = r;
   ret = sbr_receiver_new(&sc, &r->sbr, errbuf, sizeof errbuf);
   if (ret < 0) {
     g_set_error(error, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_OPEN_READ,

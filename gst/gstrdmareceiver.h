@@ -71,6 +71,9 @@ typedef struct {
   void (*failed)(GstElement *member, gint err);
   void (*refused)(GstElement *member, const gchar *peer, gint reason,
                   const gchar *text);
+  /* A sender's lane opened (connected TRUE) or closed: every member. */
+  void (*sender)(GstElement *member, guint lane, const gchar *peer,
+                 gboolean connected);
   gboolean (*has_device)(GstElement *member, guint device);
   void (*leaving)(GstElement *member);
 } GstRdmaReceiverMemberFuncs;

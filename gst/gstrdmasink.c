@@ -82,7 +82,10 @@
  * It takes rdma:// URIs (#GstURIHandler): `rdma://HOST:PORT/DEVICE` sets
  * host, port and device-id, and every query key a property, its value as
  * on a launch line
- * (`rdma://10.0.0.2:7471/3?transport=verbs&backpressure=drop`).
+ * (`rdma://10.0.0.2:7471/3?transport=verbs&backpressure=drop`), also
+ * through the #GstRdmaSink:uri property, as srtsink's, on a launch line
+ * (`rdmasink uri="rdma://10.0.0.2:7471/3?transport=verbs"`).  A uri
+ * that can't be set changes nothing and fails the start, saying why.
  *
  * Connection-wide settings, from the first sink to start:
  * #GstRdmaSink:send-blocks bounds a frame (a frame larger than that many
@@ -165,6 +168,7 @@ enum {
   PROP_READ_AHEAD,
   PROP_STATS,
   PROP_STATS_INTERVAL,
+  PROP_URI,
   N_PROPERTIES
 };
 
@@ -196,6 +200,7 @@ struct _GstRdmaSink {
 
   /* Properties (object lock). */
   gchar *host;
+  gchar *uri_error; /* a uri that could not be set: start fails with it */
   guint port;
   guint device_id;
   GstRdmaTransport transport;
@@ -339,6 +344,7 @@ static void gst_rdma_sink_class_init(GstRdmaSinkClass *klass)
       "fields)");
   properties[PROP_STATS_INTERVAL] =
       gst_rdma_param_spec_stats_interval("rdmasink-stats", NULL);
+  properties[PROP_URI] = gst_rdma_uri_param_spec();
   g_object_class_install_properties(gobject_class, N_PROPERTIES, properties);
 
   gst_element_class_add_static_pad_template(element_class, &sink_template);
@@ -346,12 +352,6 @@ static void gst_rdma_sink_class_init(GstRdmaSinkClass *klass)
       element_class, "RDMA sink", "Sink/Network",
       "Sends a stream as one device of a shared one-sided RDMA connection",
       "gst-rdma project");
-  /* gst-inspect-1.0 prints every metadata key: show how to use it. */
-  gst_element_class_add_static_metadata(
-      element_class, "example",
-      "gst-launch-1.0 videotestsrc is-live=true ! "
-      "video/x-raw,width=640,height=480 ! rdmasink host=192.168.1.20 "
-      "device-id=3  (same host: transport=shm)");
 
   basesink_class->start = GST_DEBUG_FUNCPTR(gst_rdma_sink_start);
   basesink_class->stop = GST_DEBUG_FUNCPTR(gst_rdma_sink_stop);
@@ -394,6 +394,7 @@ static void gst_rdma_sink_finalize(GObject *object)
   GstRdmaSink *self = GST_RDMA_SINK(object);
 
   g_free(self->host);
+  g_free(self->uri_error);
   g_free(self->caps_str);
   G_OBJECT_CLASS(parent_class)->finalize(object);
 }
@@ -403,6 +404,17 @@ static void gst_rdma_sink_set_property(GObject *object, guint prop_id,
 {
   GstRdmaSink *self = GST_RDMA_SINK(object);
 
+  if (prop_id == PROP_URI) {
+    /* The handler sets the other properties, taking the lock itself. */
+    gchar *why = gst_rdma_uri_property_set(GST_URI_HANDLER(self),
+                                           g_value_get_string(value));
+
+    GST_OBJECT_LOCK(self);
+    g_free(self->uri_error);
+    self->uri_error = why;
+    GST_OBJECT_UNLOCK(self);
+    return;
+  }
   GST_OBJECT_LOCK(self);
   switch (prop_id) {
   case PROP_HOST:
@@ -462,6 +474,10 @@ static void gst_rdma_sink_get_property(GObject *object, guint prop_id,
   if (prop_id == PROP_STATS) {
     /* Takes the object lock itself. */
     g_value_take_boxed(value, gst_rdma_sink_get_stats(GST_ELEMENT(self)));
+    return;
+  }
+  if (prop_id == PROP_URI) {
+    g_value_take_string(value, gst_uri_handler_get_uri(GST_URI_HANDLER(self)));
     return;
   }
   GST_OBJECT_LOCK(self);
@@ -638,6 +654,14 @@ static gboolean gst_rdma_sink_start(GstBaseSink *bsink)
   gchar *host;
 
   GST_OBJECT_LOCK(self);
+  if (self->uri_error) {
+    gchar *why = g_strdup(self->uri_error);
+
+    GST_OBJECT_UNLOCK(self);
+    GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("Bad uri: %s", why), (NULL));
+    g_free(why);
+    return FALSE;
+  }
   host = g_strdup(self->host);
   cfg.transport = self->transport;
   cfg.mechanism = self->mechanism;

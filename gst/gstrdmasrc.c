@@ -46,7 +46,10 @@
  * address, port and device-id (no DEVICE: every device), and every query
  * key a property, its value as on a launch line
  * (`gst-play-1.0 "rdma://0.0.0.0:7471/3?transport=shm"`).  With a DEVICE it
- * is the one-camera rdmasrc above.
+ * is the one-camera rdmasrc above.  The #GstRdmaSrc:uri property takes the
+ * same on a launch line (`rdmasrc uri="rdma://0.0.0.0:7471/3?transport=shm"
+ * ! ...`); one that can't be set changes nothing and fails the change to
+ * PAUSED, saying why.
  *
  * Every camera is its own stream.  The receive thread takes the frames of
  * every device from the receiver (sbr_receiver_next_frame, in per-device
@@ -106,6 +109,21 @@
  * 10.0.0.2:41234: the receiver runs the status-byte mechanism, the sender
  * sliding-window.", details peer, reason, repeats), at most one per sender
  * host and reason every 10 s, and the stats count refused-connections.
+ *
+ * Senders coming and going are element messages, on every rdmasrc sharing
+ * the receiver (a sender's lane may carry any of their cameras; each
+ * pipeline has its own bus): "rdmasrc-sender-connected" (peer, lane) when
+ * a sender's connection is accepted, "rdmasrc-sender-left" (peer, lane)
+ * when it closes (the sender stopped, died, or its connection failed),
+ * and "rdmasrc-sender-refused" (peer, reason, description, repeats) with
+ * each refusal warning above, so as often as it (repeats counts the
+ * refusals of that host and reason not posted since; refused-connections
+ * counts them all).  A refused sender never had a lane.  peer is
+ * "ip:port" (verbs) or "shm:pid=N" (shm); lane is the lane of
+ * "rdmasrc-device-lost" and of the stats.  Messages rather than signals:
+ * they come from the receive thread, which must not wait for an
+ * application's handler (the cameras' frames go through it), and reach
+ * applications that have only a bus (gst-launch-1.0 -m, OpenCV, playbin).
  *
  * A camera whose frames are larger than #GstRdmaSrc:max-frame-size has
  * every block rejected (counted in its rejected): that bounds what one
@@ -291,6 +309,7 @@ enum {
   PROP_STATS_INTERVAL,
   PROP_POLL_MODE,
   PROP_DEVICE_ID,
+  PROP_URI,
   N_PROPERTIES
 };
 
@@ -483,24 +502,25 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
       "device no other rdmasrc on the port asked for",
       -1, SBR_MAX_DEVICES - 1, DEFAULT_DEVICE_ID,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_URI] = gst_rdma_uri_param_spec();
   g_object_class_install_properties(gobject_class, N_PROPERTIES, properties);
 
   /* The sometimes template first: an unnamed link looks at templates in
-   * this order and, finding no pad, waits for one (see above). */
-  gst_element_class_add_static_pad_template(element_class,
-                                            &src_sometimes_template);
-  gst_element_class_add_static_pad_template(element_class, &src_template);
+   * this order and, finding no pad, waits for one (see above).  Both carry
+   * the pad type, so gst-inspect-1.0 and the documentation list the pads'
+   * own properties (over-budget), as compositor's pads do. */
+  gst_element_class_add_pad_template(
+      element_class, gst_pad_template_new_from_static_pad_template_with_gtype(
+                         &src_sometimes_template, GST_TYPE_RDMA_SRC_PAD));
+  gst_element_class_add_pad_template(
+      element_class, gst_pad_template_new_from_static_pad_template_with_gtype(
+                         &src_template, GST_TYPE_RDMA_SRC_PAD));
+  gst_type_mark_as_plugin_api(GST_TYPE_RDMA_SRC_PAD, 0);
   gst_element_class_set_static_metadata(
       element_class, "RDMA source", "Source/Network",
       "Receives the devices of rdmasinks over one-sided RDMA, one pad per "
       "device",
       "gst-rdma project");
-  /* gst-inspect-1.0 prints every metadata key: show how to use it. */
-  gst_element_class_add_static_metadata(
-      element_class, "example",
-      "gst-launch-1.0 rdmasrc name=r r.src_3 ! videoconvert ! autovideosink  "
-      "(pad src_N carries the rdmasink with device-id=N; same host: "
-      "transport=shm)");
 
   element_class->change_state = GST_DEBUG_FUNCPTR(gst_rdma_src_change_state);
   element_class->query = GST_DEBUG_FUNCPTR(gst_rdma_src_query);
@@ -561,6 +581,7 @@ static void gst_rdma_src_finalize(GObject *object)
   gst_flow_combiner_free(self->flow.combiner);
   g_mutex_clear(&self->flow.lock);
   g_mutex_clear(&self->state_lock);
+  g_free(self->uri_error);
   g_free(self->address);
   g_free(self->allowed_senders);
   G_OBJECT_CLASS(parent_class)->finalize(object);
@@ -609,6 +630,17 @@ static void gst_rdma_src_set_property(GObject *object, guint prop_id,
   if (prop_id == PROP_DEVICE_ID) {
     /* Makes or releases pads: not under the object lock. */
     gst_rdma_src_set_device_id(self, g_value_get_int(value));
+    return;
+  }
+  if (prop_id == PROP_URI) {
+    /* The handler sets the other properties, taking the lock itself. */
+    gchar *why = gst_rdma_uri_property_set(GST_URI_HANDLER(self),
+                                           g_value_get_string(value));
+
+    GST_OBJECT_LOCK(self);
+    g_free(self->uri_error);
+    self->uri_error = why;
+    GST_OBJECT_UNLOCK(self);
     return;
   }
   if (prop_id == PROP_OVER_BUDGET) {
@@ -719,6 +751,10 @@ static void gst_rdma_src_get_property(GObject *object, guint prop_id,
   if (prop_id == PROP_STATS) {
     /* Takes the object lock itself. */
     g_value_take_boxed(value, gst_rdma_src_get_stats(GST_ELEMENT(self)));
+    return;
+  }
+  if (prop_id == PROP_URI) {
+    g_value_take_string(value, gst_uri_handler_get_uri(GST_URI_HANDLER(self)));
     return;
   }
   GST_OBJECT_LOCK(self);
@@ -861,11 +897,28 @@ static void gst_rdma_src_refused(GstElement *element, const gchar *peer,
   gst_rdma_refusals_warn(self->refusals, element, peer, reason, text);
 }
 
+/* A sender connected or left (receive thread): tell the application, on
+ * every rdmasrc sharing the receiver (see the SECTION). */
+static void gst_rdma_src_sender(GstElement *element, guint lane,
+                                const gchar *peer, gboolean connected)
+{
+  GST_INFO_OBJECT(element, "sender %s on lane %u %s", peer, lane,
+                  connected ? "connected" : "left");
+  gst_element_post_message(
+      element,
+      gst_message_new_element(
+          GST_OBJECT(element),
+          gst_structure_new(
+              connected ? "rdmasrc-sender-connected" : "rdmasrc-sender-left",
+              "peer", G_TYPE_STRING, peer, "lane", G_TYPE_UINT, lane, NULL)));
+}
+
 static const GstRdmaReceiverMemberFuncs member_funcs = {
     .turn = gst_rdma_src_turn,
     .frame = gst_rdma_src_frame,
     .failed = gst_rdma_src_failed,
     .refused = gst_rdma_src_refused,
+    .sender = gst_rdma_src_sender,
     .has_device = gst_rdma_src_has_device,
     .leaving = gst_rdma_src_leaving,
 };
@@ -886,6 +939,14 @@ static gboolean gst_rdma_src_open(GstRdmaSrc *self)
   int ret;
 
   GST_OBJECT_LOCK(self);
+  if (self->uri_error) {
+    gchar *why = g_strdup(self->uri_error);
+
+    GST_OBJECT_UNLOCK(self);
+    GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("Bad uri: %s", why), (NULL));
+    g_free(why);
+    return FALSE;
+  }
   address = g_strdup(self->address);
   allowed = g_strdup(self->allowed_senders);
   cfg.transport = self->transport;

@@ -29,6 +29,7 @@ struct _GstRdmaSrc {
 
   /* Properties (object lock). */
   gchar *address;
+  gchar *uri_error; /* a uri that could not be set: open fails with it */
   guint port;
   GstRdmaTransport transport;
   GstRdmaMechanism mechanism;

@@ -216,3 +216,26 @@ void gst_rdma_sink_uri_handler_init(gpointer g_iface, gpointer data)
   iface->get_uri = gst_rdma_uri_get;
   iface->set_uri = gst_rdma_uri_set;
 }
+
+GParamSpec *gst_rdma_uri_param_spec(void)
+{
+  return g_param_spec_string(
+      "uri", "URI",
+      "rdma://HOST:PORT/DEVICE?property=value&...: host or address, port, "
+      "device-id and any other property at once",
+      NULL,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+}
+
+gchar *gst_rdma_uri_property_set(GstURIHandler *handler, const gchar *uri)
+{
+  GError *error = NULL;
+  gchar *why;
+
+  if (!uri || gst_uri_handler_set_uri(handler, uri, &error))
+    return NULL;
+  why = g_strdup(error->message);
+  GST_WARNING_OBJECT(handler, "uri not set: %s", why);
+  g_error_free(error);
+  return why;
+}

@@ -22,6 +22,14 @@ G_BEGIN_DECLS
 void gst_rdma_src_uri_handler_init(gpointer g_iface, gpointer data);
 void gst_rdma_sink_uri_handler_init(gpointer g_iface, gpointer data);
 
+/* The "uri" property of both elements (srtsink and srtsrc have one), so a
+ * launch line takes a URI: reads and writes through the handler above. */
+GParamSpec *gst_rdma_uri_param_spec(void);
+/* Sets uri (NULL: nothing).  A URI the handler refuses changes nothing and
+ * returns why (free it): the element keeps it and fails its start with it,
+ * as a typo must not run with other settings. */
+gchar *gst_rdma_uri_property_set(GstURIHandler *handler, const gchar *uri);
+
 G_END_DECLS
 
 #endif /* __GST_RDMA_URI_H__ */

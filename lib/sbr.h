@@ -33,7 +33,7 @@
  *   from any thread (a GStreamer buffer is freed wherever it is unreffed).
  *   sbr_receiver_wakeup, _pause_device, _device_paused, _refuse_device
  *   and _set_device_period may be called from any thread.  The on_refusal
- *   callback of sbr_receiver_config runs on the thread inside
+ *   and on_lane callbacks of sbr_receiver_config run on the thread inside
  *   sbr_receiver_next / _next_frame.
  *
  * Waiting (enum sbr_poll_mode)
@@ -535,6 +535,16 @@ struct sbr_receiver_config {
   void (*on_refusal)(void *user_data, const char *peer, enum sbr_refusal reason,
                      const char *text);
   void *refusal_user_data;
+  /* Called when a sender's lane opens (opened true: it connected and was
+   * accepted) and when it closes (false: it disconnected or its
+   * connection failed), on the thread inside sbr_receiver_next /
+   * _next_frame, with no library lock held, under the same rules as
+   * on_refusal.  Not called for the lanes sbr_receiver_free closes: their
+   * owner is going away.  lane_id is the lane_id of the sender's frames;
+   * peer as for on_refusal.  NULL: lanes are only logged and counted. */
+  void (*on_lane)(void *user_data, uint32_t lane_id, const char *peer,
+                  bool opened);
+  void *lane_user_data;
   /* Who may connect (see sbr_addr_list_parse); NULL or "" = anyone.
    * Checked first, before anything is allocated for the request; a
    * sender not on it is refused with SBR_REFUSAL_NOT_ALLOWED (its

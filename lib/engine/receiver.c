@@ -188,8 +188,11 @@ static void invalid_warn(struct sbr__lane *lane, uint32_t index,
 }
 
 /* The sender left: no more scans; blocks the application holds keep the
- * lane alive until released. */
-static void lane_close(struct sbr_receiver *r, struct sbr__lane *lane)
+ * lane alive until released.  notify: tell the application (on_lane),
+ * except when sbr_receiver_free closes the lanes of a receiver whose owner
+ * is going away. */
+static void lane_close(struct sbr_receiver *r, struct sbr__lane *lane,
+                       bool notify)
 {
   pthread_mutex_lock(&r->stats_lock); /* also guards the list for stats */
   for (struct sbr__lane **p = &r->lanes; *p; p = &(*p)->next) {
@@ -208,6 +211,9 @@ static void lane_close(struct sbr_receiver *r, struct sbr__lane *lane)
    * block it holds (that keeps only the memory). */
   r->ops->disconnect(lane->conn);
   SBR_INFO("receiver: lane %u closed", lane->id);
+  /* Before the unref: the lane (its peer) may go with it. */
+  if (notify && r->cfg.on_lane)
+    r->cfg.on_lane(r->cfg.lane_user_data, lane->id, lane->peer, false);
   lane_unref(lane);
 }
 
@@ -498,6 +504,8 @@ static void lane_open(struct sbr_receiver *r, struct sbr__conn_request *req)
            lane->desc.epoch, req->block_count, req->block_size,
            lane->mem.windows ? "memory windows bound to its QP"
                              : "memory regions");
+  if (r->cfg.on_lane)
+    r->cfg.on_lane(r->cfg.lane_user_data, lane->id, lane->peer, true);
   return;
 
 out_destroy:
@@ -744,7 +752,7 @@ void sbr_receiver_free(sbr_receiver *r)
   if (!r)
     return;
   while (r->lanes)
-    lane_close(r, r->lanes);
+    lane_close(r, r->lanes, false);
   r->ops->close_listener(r->listener);
   r->listener = NULL;
   receiver_unref(r);
@@ -1115,13 +1123,13 @@ static int receiver_next(sbr_receiver *r, int timeout_ms, sbr_block **out,
           l->final_scan_done = true;
         }
         if (l->n_pending == 0)
-          lane_close(r, l);
+          lane_close(r, l, true);
         continue;
       }
       bool quiet = atomic_load(&l->releasing) == 0;
       if (l->engine->scan(l) < 0) {
         SBR_WARN("receiver: lane %u failed", l->id);
-        lane_close(r, l);
+        lane_close(r, l, true);
         continue;
       }
       if (quiet)

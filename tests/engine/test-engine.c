@@ -511,6 +511,78 @@ static void receiver_frees_lane_of_departed_sender(void)
   sbr_receiver_free(r);
 }
 
+/* What a receiver's on_lane callback was told. */
+struct lanes_seen {
+  unsigned opened, closed;
+  uint32_t opened_lane, closed_lane;
+  char opened_peer[64], closed_peer[64];
+};
+
+static void on_lane(void *data, uint32_t lane_id, const char *peer, bool opened)
+{
+  struct lanes_seen *seen = data;
+  if (opened) {
+    seen->opened++;
+    seen->opened_lane = lane_id;
+    snprintf(seen->opened_peer, sizeof seen->opened_peer, "%s", peer);
+  } else {
+    seen->closed++;
+    seen->closed_lane = lane_id;
+    snprintf(seen->closed_peer, sizeof seen->closed_peer, "%s", peer);
+  }
+}
+
+/* on_lane names a sender's lane when it opens and when the sender leaves
+ * (the lane of its frames, the peer of sbr_receiver_lane_peer), and is
+ * not called for the lanes sbr_receiver_free closes. */
+static void lane_callbacks_tell_senders_coming_and_going(void)
+{
+  uint16_t port = fixture_port();
+  struct lanes_seen seen = {0};
+  struct sbr_receiver_config rc;
+  fixture_receiver_config(&rc, port, 4, 4 * KIB);
+  rc.on_lane = on_lane;
+  rc.lane_user_data = &seen;
+  sbr_receiver *r;
+  char err[256];
+  int ret = sbr_receiver_new(&rc, &r, err, sizeof err);
+  ASSERT_MSG(ret == 0, "receiver on port %u: %d %s", port, ret, err);
+  struct sbr_sender_config sc;
+  fixture_sender_config(&sc, port);
+  sbr_sender *s = fixture_sender(r, &sc);
+  ASSERT_OK(fixture_send(s, 0, 0, 100));
+  struct sbr_frame f;
+  next_frame_ok(r, &f);
+  ASSERT_EQ(seen.opened, 1);
+  ASSERT_EQ(seen.closed, 0);
+  ASSERT_EQ(seen.opened_lane, f.info.lane_id);
+  char peer[64] = "";
+  ASSERT_OK(sbr_receiver_lane_peer(r, f.info.lane_id, peer, sizeof peer));
+  ASSERT_MSG(strcmp(seen.opened_peer, peer) == 0, "peer %s, lane says %s",
+             seen.opened_peer, peer);
+  sbr_frame_release(&f);
+  sbr_sender_free(s);
+
+  for (int i = 0; i < 300 && seen.closed == 0; i++) {
+    sbr_block *b;
+    ASSERT(sbr_receiver_next(r, 10, &b) == -ETIMEDOUT);
+  }
+  ASSERT_EQ(seen.closed, 1);
+  ASSERT_EQ(seen.closed_lane, seen.opened_lane);
+  ASSERT_MSG(strcmp(seen.closed_peer, peer) == 0, "peer %s, was %s",
+             seen.closed_peer, peer);
+
+  /* A second sender: opened, then closed by sbr_receiver_free, unsaid. */
+  s = fixture_sender(r, &sc);
+  ASSERT_OK(fixture_send(s, 0, 1, 100));
+  next_frame_ok(r, &f);
+  ASSERT_EQ(seen.opened, 2);
+  sbr_frame_release(&f);
+  sbr_receiver_free(r);
+  ASSERT_EQ(seen.closed, 1);
+  sbr_sender_free(s);
+}
+
 static void sender_reports_lost_receiver_and_reconnects(void)
 {
   uint16_t port = fixture_port();
@@ -1210,6 +1282,8 @@ int main(int argc, char **argv)
        forged_and_torn_blocks_are_dropped_and_counted},
       {"receiver_frees_lane_of_departed_sender",
        receiver_frees_lane_of_departed_sender},
+      {"lane_callbacks_tell_senders_coming_and_going",
+       lane_callbacks_tell_senders_coming_and_going},
       {"sender_reports_lost_receiver_and_reconnects",
        sender_reports_lost_receiver_and_reconnects},
       {"zero_copy_fill_is_delivered", zero_copy_fill_is_delivered},

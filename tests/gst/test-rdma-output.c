@@ -546,6 +546,90 @@ GST_START_TEST(test_blurbs_are_short)
 
 GST_END_TEST;
 
+/* gst-inspect-1.0 FACTORY's output (the plugin from GST_PLUGIN_PATH, as
+ * for a user). */
+static gchar *inspect(const gchar *factory)
+{
+  const gchar *argv[] = {"gst-inspect-1.0", factory, NULL};
+  gchar *out = NULL;
+  GError *err = NULL;
+  gint status = 0;
+
+  fail_unless(g_spawn_sync(NULL, (gchar **)argv, NULL, G_SPAWN_SEARCH_PATH,
+                           NULL, NULL, &out, NULL, &status, &err),
+              "spawn gst-inspect-1.0: %s", err ? err->message : "?");
+  fail_unless(g_spawn_check_wait_status(status, NULL),
+              "gst-inspect-1.0 %s failed", factory);
+  return out;
+}
+
+/* The per-pad over-budget is only reachable if gst-inspect (and the docs)
+ * know the pad type: both templates carry GstRdmaSrcPad, which is plugin
+ * API, and its properties are printed under each template, as for
+ * compositor's pads. */
+GST_START_TEST(test_inspect_lists_pad_properties)
+{
+  GstElement *src = gst_element_factory_make("rdmasrc", NULL);
+  const gchar *const templates[] = {"src_%u", "src_%s"};
+  gchar *out, *p;
+  guint n = 0;
+
+  fail_unless(src != NULL, "no rdmasrc");
+  for (guint i = 0; i < G_N_ELEMENTS(templates); i++) {
+    GstPadTemplate *t = gst_element_class_get_pad_template(
+        GST_ELEMENT_GET_CLASS(src), templates[i]);
+
+    fail_unless(t != NULL, "%s", templates[i]);
+    fail_unless_equals_string(g_type_name(GST_PAD_TEMPLATE_GTYPE(t)),
+                              "GstRdmaSrcPad");
+  }
+  fail_unless(gst_type_is_plugin_api(g_type_from_name("GstRdmaSrcPad"), NULL));
+  gst_object_unref(src);
+
+  out = inspect("rdmasrc");
+  /* Each template: its type, then "Pad Properties:" naming over-budget
+   * before the next template or the element's own properties. */
+  for (p = out; (p = strstr(p, "Type: GstRdmaSrcPad")); p++) {
+    gchar *props = strstr(p, "Pad Properties:");
+    gchar *next = strstr(p + 1, "Type: GstRdmaSrcPad");
+    gchar *budget = props ? strstr(props, "over-budget") : NULL;
+
+    fail_unless(props && budget && (!next || budget < next),
+                "a template without over-budget in:\n%s", out);
+    n++;
+  }
+  fail_unless_equals_int(n, 2);
+  g_free(out);
+}
+
+GST_END_TEST;
+
+/* Element metadata holds GStreamer's keys only (gst-inspect prints every
+ * key; the example launch lines are in the element documentation). */
+GST_START_TEST(test_metadata_has_standard_keys_only)
+{
+  static const gchar *const standard[] = {
+      GST_ELEMENT_METADATA_LONGNAME,    GST_ELEMENT_METADATA_KLASS,
+      GST_ELEMENT_METADATA_DESCRIPTION, GST_ELEMENT_METADATA_AUTHOR,
+      GST_ELEMENT_METADATA_DOC_URI,     GST_ELEMENT_METADATA_ICON_NAME};
+  static const gchar *const factories[] = {"rdmasink", "rdmasrc"};
+
+  for (guint i = 0; i < G_N_ELEMENTS(factories); i++) {
+    GstElementFactory *f = gst_element_factory_find(factories[i]);
+    gchar **keys;
+
+    fail_unless(f != NULL, "%s", factories[i]);
+    keys = gst_element_factory_get_metadata_keys(f);
+    for (guint k = 0; keys && keys[k]; k++)
+      fail_unless(g_strv_contains(standard, keys[k]), "%s: metadata key \"%s\"",
+                  factories[i], keys[k]);
+    g_strfreev(keys);
+    gst_object_unref(f);
+  }
+}
+
+GST_END_TEST;
+
 static Suite *rdma_output_suite(void)
 {
   Suite *s = suite_create("rdma-output");
@@ -558,6 +642,8 @@ static Suite *rdma_output_suite(void)
   tcase_add_test(tc, test_stats_property_has_a_field_per_device);
   tcase_add_test(tc, test_docs_name_every_stats_field);
   tcase_add_test(tc, test_blurbs_are_short);
+  tcase_add_test(tc, test_inspect_lists_pad_properties);
+  tcase_add_test(tc, test_metadata_has_standard_keys_only);
   return s;
 }
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * test-rdma-uri.c - rdma://HOST:PORT/DEVICE?key=value URIs: both elements
- * take them (GstURIHandler), a bad one changes nothing and says why, and
+ * take them (GstURIHandler, and the uri property on a launch line), a bad
+ * one changes nothing and says why (as a property: fails the start), and
  * playbin and uridecodebin play one camera of a rig through rdmasrc in
  * URI mode (the one-camera rdmasrc, which signals no-more-pads).
  *
@@ -252,6 +253,117 @@ GST_START_TEST(test_uridecodebin_plays_a_camera)
 }
 GST_END_TEST;
 
+/* The uri property (as srtsink/srtsrc have): a launch line names both
+ * ends with one URI each, and frames flow; reading it gives the URI of
+ * the settings now. */
+GST_START_TEST(test_uri_property_on_launch_lines)
+{
+  guint port = test_port();
+  gchar *uri = g_strdup_printf("rdma://%s:%u/2?transport=%s", rdma_addr, port,
+                               transport);
+  gchar *desc = g_strdup_printf(
+      "rdmasrc name=r uri=\"%s\" ! appsink name=s sync=false async=false", uri);
+  GstElement *rx = parse(desc);
+  GstElement *src = gst_bin_get_by_name(GST_BIN(rx), "r");
+  GstElement *appsink = gst_bin_get_by_name(GST_BIN(rx), "s");
+  GstAppSinkCallbacks cb = {.new_sample = on_sample};
+  GstElement *tx, *sink;
+  gchar *got = NULL, *nick;
+  gint device = -1;
+  guint rx_port = 0;
+
+  g_free(desc);
+  g_object_get(src, "device-id", &device, "port", &rx_port, "uri", &got, NULL);
+  fail_unless_equals_int(device, 2);
+  fail_unless_equals_int(rx_port, port);
+  nick = enum_nick(G_OBJECT(src), "transport");
+  fail_unless_equals_string(nick, transport);
+  g_free(nick);
+  fail_unless(got && strstr(got, "/2?") && strstr(got, transport), "%s",
+              GST_STR_NULL(got));
+  g_free(got);
+  g_atomic_int_set(&frames, 0);
+  gst_app_sink_set_callbacks(GST_APP_SINK(appsink), &cb, NULL, NULL);
+  gst_object_unref(appsink);
+
+  desc = g_strdup_printf("videotestsrc is-live=true ! video/x-raw,format=GRAY8,"
+                         "width=64,height=48,framerate=25/1 ! rdmasink "
+                         "name=t uri=\"%s\" stats-interval=0",
+                         uri);
+  tx = parse(desc);
+  g_free(desc);
+  sink = gst_bin_get_by_name(GST_BIN(tx), "t");
+  g_object_get(sink, "uri", &got, NULL);
+  fail_unless(got && strstr(got, "/2?") && strstr(got, transport), "%s",
+              GST_STR_NULL(got));
+  g_free(got);
+  gst_object_unref(sink);
+
+  change_state(rx, GST_STATE_PLAYING);
+  change_state(tx, GST_STATE_PLAYING);
+  fail_unless(wait_frames(25), "%d frames", g_atomic_int_get(&frames));
+  stop(tx);
+  stop(rx);
+  gst_object_unref(src);
+  g_free(uri);
+}
+GST_END_TEST;
+
+/* A uri that can't be set (a typo on a launch line) fails the start with
+ * an error that says why, rather than run with the other settings; a good
+ * one set afterwards clears it. */
+GST_START_TEST(test_bad_uri_property_fails_the_start)
+{
+  static const gchar *const factories[] = {"rdmasink", "rdmasrc"};
+
+  for (guint i = 0; i < G_N_ELEMENTS(factories); i++) {
+    gchar *desc = g_strdup_printf(
+        "fakesrc ! %s name=e uri=\"rdma://127.0.0.1:7000/300\"", factories[i]);
+    GstElement *pipeline;
+    GstElement *e;
+    GstBus *bus;
+    GstMessage *msg;
+    GError *err = NULL;
+    gchar *good, *got = NULL;
+
+    if (i == 1) {
+      g_free(desc);
+      desc = g_strdup("rdmasrc name=e uri=\"rdma://127.0.0.1:7000/300\" ! "
+                      "fakesink async=false");
+    }
+    pipeline = parse(desc);
+    g_free(desc);
+    fail_unless_equals_int(gst_element_set_state(pipeline, GST_STATE_PAUSED),
+                           GST_STATE_CHANGE_FAILURE);
+    bus = gst_element_get_bus(pipeline);
+    msg = gst_bus_timed_pop_filtered(bus, 5 * GST_SECOND, GST_MESSAGE_ERROR);
+    fail_unless(msg != NULL, "%s: no error", factories[i]);
+    gst_message_parse_error(msg, &err, NULL);
+    fail_unless(strstr(err->message, "uri") && strstr(err->message, "255"),
+                "%s: %s", factories[i], err->message);
+    g_error_free(err);
+    gst_message_unref(msg);
+    gst_object_unref(bus);
+    gst_element_set_state(pipeline, GST_STATE_NULL);
+
+    /* Fixed, the error goes: rdmasrc starts (rdmasink would wait for a
+     * receiver, so it is only read back). */
+    e = gst_bin_get_by_name(GST_BIN(pipeline), "e");
+    good = g_strdup_printf("rdma://%s:%u/3?transport=%s", rdma_addr,
+                           test_port(), transport);
+    g_object_set(e, "uri", good, NULL);
+    g_object_get(e, "uri", &got, NULL);
+    fail_unless(got && strstr(got, "/3?"), "%s", GST_STR_NULL(got));
+    g_free(got);
+    g_free(good);
+    if (i == 1)
+      change_state(pipeline, GST_STATE_PAUSED);
+    gst_object_unref(e);
+    stop(pipeline);
+  }
+}
+GST_END_TEST;
+
 static Suite *rdma_uri_suite(void)
 {
   Suite *s = suite_create("rdma-uri");
@@ -266,6 +378,8 @@ static Suite *rdma_uri_suite(void)
   tcase_add_test(tc, test_uri_mode_signals_no_more_pads);
   tcase_add_test(tc, test_playbin_plays_a_camera);
   tcase_add_test(tc, test_uridecodebin_plays_a_camera);
+  tcase_add_test(tc, test_uri_property_on_launch_lines);
+  tcase_add_test(tc, test_bad_uri_property_fails_the_start);
   return s;
 }
 

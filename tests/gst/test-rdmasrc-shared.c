@@ -422,6 +422,127 @@ GST_START_TEST(test_device_pad_takes_element_policy)
 }
 GST_END_TEST;
 
+/* The next element message called name on pipeline's bus (others are
+ * skipped), or a failure after WAIT. */
+static GstStructure *next_element_message(GstElement *pipeline,
+                                          const gchar *name)
+{
+  GstBus *bus = gst_element_get_bus(pipeline);
+  gint64 end = g_get_monotonic_time() + (gint64)(WAIT / GST_USECOND);
+  GstStructure *found = NULL;
+
+  while (!found && g_get_monotonic_time() < end) {
+    GstMessage *msg =
+        gst_bus_timed_pop_filtered(bus, 100 * GST_MSECOND, GST_MESSAGE_ELEMENT);
+
+    if (!msg)
+      continue;
+    if (gst_message_has_name(msg, name))
+      found = gst_structure_copy(gst_message_get_structure(msg));
+    gst_message_unref(msg);
+  }
+  gst_object_unref(bus);
+  fail_unless(found != NULL, "%s: no %s", GST_OBJECT_NAME(pipeline), name);
+  return found;
+}
+
+/* peer as the receiver names this process's senders: "shm:pid=N" over
+ * shm; over verbs, an address and the sender's port. */
+static void check_peer_is_us(const GstStructure *s)
+{
+  const gchar *peer = gst_structure_get_string(s, "peer");
+
+  fail_unless(peer && *peer, "no peer in %" GST_PTR_FORMAT, s);
+  if (g_str_equal(transport, "shm")) {
+    gchar *us = g_strdup_printf("shm:pid=%d", (gint)getpid());
+
+    fail_unless_equals_string(peer, us);
+    g_free(us);
+  } else {
+    fail_unless(strrchr(peer, ':') != NULL, "peer %s", peer);
+  }
+}
+
+/* A sender connecting and leaving is an element message on every rdmasrc
+ * sharing the receiver, naming the sender and its lane, the same lane
+ * both times and for both. */
+GST_START_TEST(test_sender_connected_and_left_messages)
+{
+  guint port = test_port();
+  GstElement *rig = rig_new(port, 2);
+  Camera *cams[2];
+  guint lanes[2][2];
+
+  for (guint d = 0; d < 2; d++) {
+    cams[d] = camera_new(port, d, NULL);
+    play(cams[d]->pipeline);
+  }
+  play(rig);
+  for (guint d = 0; d < 2; d++) {
+    GstStructure *s =
+        next_element_message(cams[d]->pipeline, "rdmasrc-sender-connected");
+
+    check_peer_is_us(s);
+    fail_unless(gst_structure_get_uint(s, "lane", &lanes[d][0]));
+    gst_structure_free(s);
+    fail_unless(wait_frames(cams[d], 5), "camera %u: %d frames", d,
+                g_atomic_int_get(&cams[d]->frames));
+  }
+  stop(rig);
+  for (guint d = 0; d < 2; d++) {
+    GstStructure *s =
+        next_element_message(cams[d]->pipeline, "rdmasrc-sender-left");
+
+    check_peer_is_us(s);
+    fail_unless(gst_structure_get_uint(s, "lane", &lanes[d][1]));
+    gst_structure_free(s);
+    fail_unless_equals_int(lanes[d][1], lanes[d][0]);
+  }
+  /* One sender, one connection: one lane, which both rdmasrcs name. */
+  fail_unless_equals_int(lanes[1][0], lanes[0][0]);
+  for (guint d = 0; d < 2; d++)
+    camera_free(cams[d]);
+}
+GST_END_TEST;
+
+/* A refused sender is an element message on every rdmasrc sharing the
+ * receiver, with the reason; it never had a lane. */
+GST_START_TEST(test_sender_refused_message)
+{
+  guint port = test_port();
+  /* Nobody on this host may send. */
+  const gchar *rule = "allowed-senders=192.0.2.1";
+  Camera *cams[2];
+  GstElement *rig;
+
+  for (guint d = 0; d < 2; d++) {
+    cams[d] = camera_new(port, d, rule);
+    play(cams[d]->pipeline);
+  }
+  rig = rig_new(port, 1);
+  /* Its rdmasink fails (not authorized): what matters is the receiver. */
+  gst_element_set_state(rig, GST_STATE_PLAYING);
+  for (guint d = 0; d < 2; d++) {
+    GstStructure *s =
+        next_element_message(cams[d]->pipeline, "rdmasrc-sender-refused");
+    const gchar *description = gst_structure_get_string(s, "description");
+    guint repeats = G_MAXUINT;
+
+    check_peer_is_us(s);
+    fail_unless_equals_string(gst_structure_get_string(s, "reason"),
+                              "not-allowed");
+    fail_unless(description && *description, "%" GST_PTR_FORMAT, s);
+    fail_unless(gst_structure_get_uint(s, "repeats", &repeats));
+    fail_unless_equals_int(repeats, 0);
+    fail_if(gst_structure_has_field(s, "lane"));
+    gst_structure_free(s);
+  }
+  stop(rig);
+  for (guint d = 0; d < 2; d++)
+    camera_free(cams[d]);
+}
+GST_END_TEST;
+
 static Suite *rdmasrc_shared_suite(void)
 {
   Suite *s = suite_create("rdmasrc-shared");
@@ -436,6 +557,8 @@ static Suite *rdmasrc_shared_suite(void)
   tcase_add_test(tc, test_last_out_closes);
   tcase_add_test(tc, test_conflicts_name_both);
   tcase_add_test(tc, test_device_pad_takes_element_policy);
+  tcase_add_test(tc, test_sender_connected_and_left_messages);
+  tcase_add_test(tc, test_sender_refused_message);
   return s;
 }
 
