@@ -97,6 +97,13 @@
  * device comes back it starts a new stream on the same pad (its branch is
  * flushed first, as sinks ignore everything after EOS but a flush).
  * #GstRdmaSrc:timeout also applies per device ("rdmasrc-device-timeout").
+ * A sender that dies without a word (power loss, a cut cable) sends no
+ * disconnect, so over verbs a lane nothing arrived in for
+ * #GstRdmaSrc:probe-after milliseconds gets a zero-length RDMA WRITE its NIC
+ * must answer: unanswered, the lane closes about a second later and
+ * "rdmasrc-device-lost" is posted for its devices; a new sender from the
+ * same address takes the devices of a lane whose probe goes unanswered at
+ * once.
  *
  * A sender this receiver can't take (another #GstRdmaSrc:mechanism or
  * protocol version, every one of #GstRdmaSrc:max-senders lanes in use, an
@@ -458,13 +465,9 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_PROBE_AFTER] = g_param_spec_uint(
       "probe-after", "Probe after (ms)",
-      "A sender's lane nothing arrived in for this long is probed (verbs, "
-      "status-byte: a zero-length RDMA WRITE its NIC must answer).  A "
-      "sender that died without a word (power loss, a cut cable) is so "
-      "found about 1 s later: its lane closes and rdmasrc-device-lost is "
-      "posted for its devices; a new sender from the same address takes "
-      "the devices of a lane whose probe goes unanswered at once.  "
-      "0 = never probe",
+      "Milliseconds of silence after which a sender's lane is probed, so a "
+      "sender that died without a word is found (verbs, status-byte); 0 = "
+      "never",
       0, G_MAXUINT, DEFAULT_PROBE_AFTER,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_LATENCY] = g_param_spec_int(
