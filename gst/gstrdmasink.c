@@ -691,6 +691,25 @@ static gboolean gst_rdma_sink_start(GstBaseSink *bsink)
   self->refused_drops = 0;
   GST_OBJECT_UNLOCK(self);
 
+  /* The connection is made on a thread of its own (a receiver in this
+   * pipeline accepts only once PLAYING), so its errors come after the
+   * change to PAUSED; but what no receiver can fix (no verbs back end, no
+   * RDMA device) fails the state change itself, as a sink that can't open
+   * its device does. */
+  {
+    char why[256];
+
+    if (sbr_backend_check(gst_rdma_transport_to_sbr(cfg.transport), why,
+                          sizeof why) < 0) {
+      GST_ELEMENT_ERROR(
+          self, RESOURCE, OPEN_WRITE,
+          ("Could not connect to the RDMA receiver at %s:%u: %s", host,
+           cfg.port, why),
+          ("transport %s", gst_rdma_transport_nick(cfg.transport)));
+      g_free(host);
+      return FALSE;
+    }
+  }
   conn =
       gst_rdma_connection_open(&cfg, self->device, GST_ELEMENT(self),
                                gst_rdma_sink_connect_failed, &differs, &error);

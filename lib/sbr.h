@@ -136,6 +136,13 @@ const char *sbr_backend_name(enum sbr_backend backend);
 const char *sbr_mechanism_name(enum sbr_mechanism mechanism);
 /* Parse "verbs"/"shm", "status-byte"/"sliding-window"; -EINVAL otherwise. */
 int sbr_backend_from_name(const char *name, enum sbr_backend *out);
+/* Checks, without connecting to anyone, what a connect or listen on this
+ * host would fail at once for: the back end is built in, and for verbs
+ * the RDMA connection manager opens (an RDMA device, rdma_ucm loaded).
+ * 0, or -ENOTSUP (not built in) / -ENODEV (no RDMA here) with errbuf
+ * saying what is missing and what to do.  For applications that connect
+ * in the background and want a wrong setup to fail at start. */
+int sbr_backend_check(enum sbr_backend backend, char *errbuf, size_t errlen);
 int sbr_mechanism_from_name(const char *name, enum sbr_mechanism *out);
 
 /* Why a receiver refused a connection.  The values travel in the reject's

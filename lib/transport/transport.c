@@ -54,6 +54,18 @@ void sbr__backend_missing_errf(char *buf, size_t len, enum sbr_backend backend)
               sbr_backend_name(backend));
 }
 
+int sbr_backend_check(enum sbr_backend backend, char *errbuf, size_t errlen)
+{
+  const struct sbr__transport_ops *ops = sbr__transport_get(backend);
+  if (errbuf && errlen)
+    errbuf[0] = '\0';
+  if (!ops) {
+    sbr__backend_missing_errf(errbuf, errlen, backend);
+    return -ENOTSUP;
+  }
+  return ops->check_host ? ops->check_host(errbuf, errlen) : 0;
+}
+
 void sbr__errf(char *buf, size_t len, const char *fmt, ...)
 {
   if (!buf || len == 0)

@@ -446,6 +446,9 @@ struct sbr__transport_ops {
   /* Optional (NULL: it has): false when the connection's device has no
    * RDMA WRITE with immediate (iWARP), which sliding-window posts. */
   bool (*has_write_imm)(struct sbr__conn *c);
+  /* Optional (NULL: always usable): sbr_backend_check's test of this host,
+   * 0 or -errno with errbuf saying why. */
+  int (*check_host)(char *errbuf, size_t errlen);
   /* Test only (sbr__sender_test_fail_qp): put the connection in error as
    * a NIC fault would; every WR not yet executed completes in error or is
    * flushed.  verbs: the QP goes to ERR; shm: the next WR the NIC thread

@@ -74,7 +74,18 @@ static void run_frames(bool copy, struct sbr_sender_stats *st)
     receive_frame(r, i % 3, i);
   }
   ASSERT_OK(sbr_sender_flush(s, 5000));
-  sbr_sender_get_stats(s, st);
+  /* A status READ is counted in wr_posted when posted and in sync_reads
+   * or pause_reads when it completes, and the engine READs for its pool
+   * for a while after the last acquire: wait for a moment with no READ in
+   * flight (a hang bound; the counts can only agree then, and a data
+   * WRITE would keep them apart for good). */
+  for (int waited_ms = 0;; waited_ms++) {
+    sbr_sender_get_stats(s, st);
+    if (copy || waited_ms >= 5000 ||
+        st->wr_posted == st->status_writes + st->sync_reads + st->pause_reads)
+      break;
+    usleep(1000);
+  }
   sbr_sender_free(s);
   sbr_receiver_free(r);
 }

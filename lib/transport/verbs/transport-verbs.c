@@ -1947,6 +1947,17 @@ static bool verbs_has_write_imm(struct sbr__conn *c)
          c->id->verbs->device->transport_type != IBV_TRANSPORT_IWARP;
 }
 
+/* sbr_backend_check: what every connect and listen does first. */
+static int verbs_check_host(char *errbuf, size_t errlen)
+{
+  struct rdma_event_channel *ch;
+  int ret = open_channel("this host", &ch, errbuf, errlen);
+  if (ret)
+    return ret;
+  rdma_destroy_event_channel(ch);
+  return 0;
+}
+
 /* Test only: the QP goes to ERR as after a fatal NIC or link error; its
  * outstanding WRs flush and the engine sees the connection fail. */
 static int verbs_test_fail(struct sbr__conn *c)
@@ -1980,5 +1991,6 @@ const struct sbr__transport_ops sbr__transport_verbs = {
     .close = verbs_close,
     .posted_recv_count = verbs_posted_recv_count,
     .has_write_imm = verbs_has_write_imm,
+    .check_host = verbs_check_host,
     .test_fail = verbs_test_fail,
 };
