@@ -67,6 +67,9 @@
 
 #include "sbr.h"
 #include "engine/sender-internal.h"
+#ifdef SBR_HAVE_VERBS
+#include "verbs-device.h"
+#endif
 #include "test.h"
 
 #define DEVICES 12
@@ -904,8 +907,24 @@ static void netem_loss_delay_10s(void)
  * cut longer than the CM's DREQ retries): its lane closes on the
  * receiver's probe, and the same address streams again once the link
  * heals.  Its queued blocks are gone, as with any killed sender. */
+/* The quiet-lane probe is a zero-length WRITE: on IB and RoCE it
+ * completes when the peer's NIC acknowledges it, but over iWARP once it is
+ * handed to TCP, so a dead sender is found only by TCP's own timers
+ * (minutes).  Finding it in seconds there needs another probe (issue #18):
+ * until then these cases can't pass over iWARP, and say so. */
+static void skip_where_a_write_cannot_probe(void)
+{
+#ifdef SBR_HAVE_VERBS
+  if (test_verbs_is_iwarp())
+    test_verbs_skip("over iWARP a WRITE completes once handed to TCP: the "
+                    "zero-length WRITE probe can't find a dead sender in "
+                    "seconds");
+#endif
+}
+
 static void sender_dies_silently(void)
 {
+  skip_where_a_write_cannot_probe();
   link_available();
   run_case(F_TX_SILENT,
            (struct outcome){"sender_dies_silently", SEND_BLOCKS, false, false});
@@ -915,6 +934,7 @@ static void sender_dies_silently(void)
  * from its quiet old lane at once, without waiting for the probe. */
 static void sender_returns_from_same_address(void)
 {
+  skip_where_a_write_cannot_probe();
   link_available();
   rx_ack_timeout = 20;
   run_case(F_TX_RETURNS, (struct outcome){"sender_returns_from_same_address",
