@@ -10,6 +10,7 @@
 #define SBR_ENGINE_FIXTURE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <unistd.h>
 
 #include "sbr.h"
@@ -161,6 +162,24 @@ static inline unsigned fixture_check_frame(const struct sbr_frame *f)
   }
   ASSERT_EQ(off, f->size);
   return frame;
+}
+
+/* A thread inside sbr_receiver_next while a sender reconnects: a receiver
+ * accepts only while someone is in there.  No block may arrive meanwhile. */
+struct fixture_pump {
+  sbr_receiver *r;
+  atomic_bool stop;
+};
+
+static inline void *fixture_pump_thread(void *arg)
+{
+  struct fixture_pump *p = arg;
+  while (!atomic_load(&p->stop)) {
+    sbr_block *b;
+    if (sbr_receiver_next(p->r, 5, &b) == 0)
+      FAIL("a block arrived while the sender reconnected");
+  }
+  return NULL;
 }
 
 #endif

@@ -136,24 +136,6 @@ static void acquire_that_cannot_wait_copies_and_counts_it(void)
   sbr_receiver_free(r);
 }
 
-struct pump {
-  sbr_receiver *r;
-  atomic_bool stop;
-};
-
-/* Accepts the reconnecting sender: the receiver accepts only while
- * someone is inside sbr_receiver_next. */
-static void *pump_thread(void *arg)
-{
-  struct pump *p = arg;
-  while (!atomic_load(&p->stop)) {
-    sbr_block *b;
-    if (sbr_receiver_next(p->r, 5, &b) == 0)
-      FAIL("a block arrived while the sender reconnected");
-  }
-  return NULL;
-}
-
 /* Blocks producers hold across a reconnect point into the old lane.  The
  * lane goes (its receiver is freed), the producers go on writing into
  * their blocks, the sender reconnects to a new receiver, and then they
@@ -198,10 +180,10 @@ static void reconnect_delivers_held_frames_intact(void)
   }
 
   r = fixture_receiver(port, 16, 64 * KIB);
-  struct pump pu = {.r = r};
+  struct fixture_pump pu = {.r = r};
   atomic_init(&pu.stop, false);
   pthread_t t;
-  ASSERT(pthread_create(&t, NULL, pump_thread, &pu) == 0);
+  ASSERT(pthread_create(&t, NULL, fixture_pump_thread, &pu) == 0);
   char err[256];
   ret = sbr_sender_reconnect(s, err, sizeof err);
   atomic_store(&pu.stop, true);

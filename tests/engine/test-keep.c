@@ -158,22 +158,6 @@ static void kept_block_released_in_flight_goes_back_at_completion(void)
   sbr_receiver_free(r);
 }
 
-struct pump {
-  sbr_receiver *r;
-  atomic_bool stop;
-};
-
-static void *pump_thread(void *arg)
-{
-  struct pump *p = arg;
-  while (!atomic_load(&p->stop)) {
-    sbr_block *b;
-    if (sbr_receiver_next(p->r, 5, &b) == 0)
-      FAIL("a block arrived while the sender reconnected");
-  }
-  return NULL;
-}
-
 /* A kept block still queued when the connection fails is counted dropped
  * and left done, the caller's: not on the free list (after the reconnect
  * the other block is all an acquire gets), its payload intact, and sent
@@ -200,10 +184,10 @@ static void reconnect_leaves_kept_block_done(void)
   for (unsigned i = 0; i < 4; i++)
     sbr_block_release(held[i]);
 
-  struct pump pu = {.r = r};
+  struct fixture_pump pu = {.r = r};
   atomic_init(&pu.stop, false);
   pthread_t t;
-  ASSERT(pthread_create(&t, NULL, pump_thread, &pu) == 0);
+  ASSERT(pthread_create(&t, NULL, fixture_pump_thread, &pu) == 0);
   char err[256];
   int ret = sbr_sender_reconnect(s, err, sizeof err);
   atomic_store(&pu.stop, true);
