@@ -19,7 +19,7 @@ struct ring {
   uint32_t count;
 };
 
-/* As transport-verbs.c's sent_push. */
+/* As verbs-datapath.c's sent_push. */
 static void push(struct ring *r, uint64_t wr_id, enum sbr__opcode op,
                  bool signaled)
 {

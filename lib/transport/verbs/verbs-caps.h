@@ -11,7 +11,7 @@
  *                        kernel's accept, so a bind before it never
  *                        completes), else where the device says type 2.
  *   inline size          stepped down until the device creates the QP,
- *                        to 0 if need be (transport-verbs.c then copies an
+ *                        to 0 if need be (verbs-datapath.c then copies an
  *                        "inline" WR into a registered bounce slot).
  *   queue depths         clamped to max_qp_wr and max_cqe.
  *   RLIMIT_MEMLOCK       checked before registering a lane, so a host with
