@@ -241,13 +241,15 @@
  * device without a stream), pushed, device-blocks (the smallest share of
  * a device now; each device's is in its own structure), unclaimed-drops (frames
  * of devices no rdmasrc sharing the receiver asked for), receiver-members
- * (rdmasrcs of the process sharing it).
+ * (rdmasrcs of the process sharing it), poll-sleeps (the receive thread's
+ * timed sleeps, each a wake-up).
  *
  * Per device: device-id, frames, blocks, bytes, drops and gaps (lost on
  * the way), rejected, refused (another sender's frames of it), losses
  * (owners gone without EOS), owner (the owning sender, "" for none),
  * queued (frames waiting for the pad), lane-blocks (blocks out: queued or
- * downstream), held-downstream, pushed, copies (over its share),
+ * downstream), held-downstream, pushed, task-wakeups (queued items that
+ * had to wake the pad's sleeping task), copies (over its share),
  * drops-leaky (queued frames dropped for room: drop-oldest),
  * drops-not-playing, drops-ended (after EOS), paused (its sender told to
  * stop), pauses, paused-time (ns), eos, over-budget (the pad's policy),

@@ -443,10 +443,10 @@ static char *apply_poll_mode(GstElement *src, const char *want)
 static void print_rdmasrc_stats(GstElement *src)
 {
   static const char *const per_dev[] = {
-      "frames", "gaps",  "drops", "drops-leaky", "drops-not-playing",
-      "copies", "pushed"};
+      "frames", "gaps",   "drops",       "drops-leaky", "drops-not-playing",
+      "copies", "pushed", "task-wakeups"};
   guint64 sum[G_N_ELEMENTS(per_dev)] = {0};
-  guint64 frames_copied = 0, copies = 0;
+  guint64 frames_copied = 0, copies = 0, poll_sleeps = 0;
   GstStructure *st = NULL;
 
   g_object_get(src, "stats", &st, NULL);
@@ -454,6 +454,7 @@ static void print_rdmasrc_stats(GstElement *src)
     return;
   gst_structure_get_uint64(st, "frames-copied", &frames_copied);
   gst_structure_get_uint64(st, "copies", &copies);
+  gst_structure_get_uint64(st, "poll-sleeps", &poll_sleeps);
   /* One structure field per device, "device-<N>" (since 42480b1; before
    * it a "devices" array, which this no longer reads). */
   for (gint f = 0; f < gst_structure_n_fields(st); f++) {
@@ -469,8 +470,8 @@ static void print_rdmasrc_stats(GstElement *src)
     }
   }
   printf("\"rdmasrc\":{\"frames-copied\":%" G_GUINT64_FORMAT
-         ",\"copies\":%" G_GUINT64_FORMAT,
-         frames_copied, copies);
+         ",\"copies\":%" G_GUINT64_FORMAT ",\"poll-sleeps\":%" G_GUINT64_FORMAT,
+         frames_copied, copies, poll_sleeps);
   for (guint k = 0; k < G_N_ELEMENTS(per_dev); k++)
     printf(",\"devices-%s\":%" G_GUINT64_FORMAT, per_dev[k], sum[k]);
   printf("},");
