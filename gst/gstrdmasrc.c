@@ -165,7 +165,8 @@
  * obeys (its backpressure setting: wait or drop), until the share is half
  * free again.  Either way, what downstream holds beyond the share makes
  * new frames copies, never a stall of the lane, and #GstRdmaSrc:max-held
- * caps the blocks all devices together keep.
+ * caps the blocks the devices of one lane (one sender) together keep: per
+ * lane, so one sender's held frames never make another's copies.
  *
  * Timestamps: the sender sends running times.  For each device the first
  * buffer is stamped with this pipeline's running time at its arrival;
@@ -416,8 +417,9 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_MAX_HELD] = g_param_spec_uint(
       "max-held", "Max held",
-      "Most receive blocks of a lane all devices together may have out "
-      "before frames are copied (at most blocks-1 takes effect; 0 = always "
+      "Most receive blocks of each lane (each sender's connection) its "
+      "devices together may have out, queued or downstream, before that "
+      "lane's frames are copied (at most blocks-1 takes effect; 0 = always "
       "copy)",
       0, 65536, DEFAULT_MAX_HELD,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
@@ -1094,7 +1096,7 @@ static void gst_rdma_src_close(GstRdmaSrc *self)
   self->held = NULL;
   GST_OBJECT_UNLOCK(self);
   if (held)
-    g_atomic_rc_box_release(held);
+    gst_rdma_held_counter_unref(held);
 }
 
 /* PLAYING: every pad's task pushes; else they wait, queues emptied. */
