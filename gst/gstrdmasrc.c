@@ -417,10 +417,9 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_MAX_HELD] = g_param_spec_uint(
       "max-held", "Max held",
-      "Most receive blocks of each lane (each sender's connection) its "
-      "devices together may have out, queued or downstream, before that "
-      "lane's frames are copied (at most blocks-1 takes effect; 0 = always "
-      "copy)",
+      "Most receive blocks of each lane (one per sender) its devices may "
+      "have out, queued or downstream, before its frames are copied (at "
+      "most blocks-1 takes effect; 0 = always copy)",
       0, 65536, DEFAULT_MAX_HELD,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_DEVICE_BLOCKS] = g_param_spec_uint(
