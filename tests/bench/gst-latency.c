@@ -238,6 +238,10 @@ static int run_send(const struct options *o)
   /* rdmasink's own count of frames sent without a copy (videotestsrc drew
    * into its registered memory) and with one. */
   guint64 zero_copy = 0, copied = 0, drops = 0;
+  /* The connection's (shared by the sinks): read from the first. */
+  static const char *const conn_fields[] = {
+      "direct-blocks", "producer-posts", "kicks", "pause-reads", "sync-reads"};
+  guint64 conn[G_N_ELEMENTS(conn_fields)] = {0};
   for (guint i = 0; !strcmp(o->transport, "rdma") && i < o->streams; i++) {
     char name[16];
     GstStructure *st = NULL;
@@ -253,6 +257,8 @@ static int run_send(const struct options *o)
         copied += v;
       if (gst_structure_get_uint64(st, "drops", &v))
         drops += v;
+      for (guint k = 0; i == 0 && k < G_N_ELEMENTS(conn_fields); k++)
+        gst_structure_get_uint64(st, conn_fields[k], &conn[k]);
       gst_structure_free(st);
     }
     if (sink)
@@ -268,10 +274,12 @@ static int run_send(const struct options *o)
          "\"first_device\":%u,\"frames_stamped\":%" G_GUINT64_FORMAT ","
          "\"stamp_copies\":%d,\"zero_copy_buffers\":%" G_GUINT64_FORMAT
          ",\"copied_buffers\":%" G_GUINT64_FORMAT
-         ",\"rdmasink_drops\":%" G_GUINT64_FORMAT ",\"ok\":%s}\n",
+         ",\"rdmasink_drops\":%" G_GUINT64_FORMAT ",",
          o->transport, o->streams, o->first_device, stamped,
-         g_atomic_int_get(&stamp_copies), zero_copy, copied, drops,
-         ret ? "false" : "true");
+         g_atomic_int_get(&stamp_copies), zero_copy, copied, drops);
+  for (guint k = 0; k < G_N_ELEMENTS(conn_fields); k++)
+    printf("\"%s\":%" G_GUINT64_FORMAT ",", conn_fields[k], conn[k]);
+  printf("\"ok\":%s}\n", ret ? "false" : "true");
   return ret;
 }
 
