@@ -243,7 +243,9 @@
  * a device now; each device's is in its own structure), unclaimed-drops (frames
  * of devices no rdmasrc sharing the receiver asked for), receiver-members
  * (rdmasrcs of the process sharing it), poll-sleeps (the receive thread's
- * timed sleeps, each a wake-up).
+ * timed sleeps, each a wake-up), frames-predicted and frames-missed
+ * (poll-mode adaptive: frames found polling in their predicted window, or
+ * outside it, perhaps waiting for a sleep to end).
  *
  * Per device: device-id, frames, blocks, bytes, drops and gaps (lost on
  * the way), rejected, refused (another sender's frames of it), losses

@@ -454,7 +454,8 @@ static void print_rdmasrc_stats(GstElement *src)
       "frames", "gaps",   "drops",       "drops-leaky", "drops-not-playing",
       "copies", "pushed", "task-wakeups"};
   guint64 sum[G_N_ELEMENTS(per_dev)] = {0};
-  guint64 frames_copied = 0, copies = 0, poll_sleeps = 0;
+  guint64 frames_copied = 0, copies = 0, poll_sleeps = 0, predicted = 0,
+          missed = 0;
   GstStructure *st = NULL;
 
   g_object_get(src, "stats", &st, NULL);
@@ -463,6 +464,8 @@ static void print_rdmasrc_stats(GstElement *src)
   gst_structure_get_uint64(st, "frames-copied", &frames_copied);
   gst_structure_get_uint64(st, "copies", &copies);
   gst_structure_get_uint64(st, "poll-sleeps", &poll_sleeps);
+  gst_structure_get_uint64(st, "frames-predicted", &predicted);
+  gst_structure_get_uint64(st, "frames-missed", &missed);
   /* One structure field per device, "device-<N>" (since 42480b1; before
    * it a "devices" array, which this no longer reads). */
   for (gint f = 0; f < gst_structure_n_fields(st); f++) {
@@ -478,8 +481,10 @@ static void print_rdmasrc_stats(GstElement *src)
     }
   }
   printf("\"rdmasrc\":{\"frames-copied\":%" G_GUINT64_FORMAT
-         ",\"copies\":%" G_GUINT64_FORMAT ",\"poll-sleeps\":%" G_GUINT64_FORMAT,
-         frames_copied, copies, poll_sleeps);
+         ",\"copies\":%" G_GUINT64_FORMAT ",\"poll-sleeps\":%" G_GUINT64_FORMAT
+         ",\"frames-predicted\":%" G_GUINT64_FORMAT
+         ",\"frames-missed\":%" G_GUINT64_FORMAT,
+         frames_copied, copies, poll_sleeps, predicted, missed);
   for (guint k = 0; k < G_N_ELEMENTS(per_dev); k++)
     printf(",\"devices-%s\":%" G_GUINT64_FORMAT, per_dev[k], sum[k]);
   printf("},");
