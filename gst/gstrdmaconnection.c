@@ -589,4 +589,9 @@ void gst_rdma_connection_fill_stats(GstRdmaConnection *conn, GstStructure *s)
                     (guint64)st.direct_blocks, "direct-fallbacks",
                     G_TYPE_UINT64, (guint64)st.direct_fallbacks, "kept-copies",
                     G_TYPE_UINT64, (guint64)st.kept_copies, NULL);
+  /* The hand-offs on the sending side (design.md "Threads"). */
+  gst_structure_set(s, "producer-posts", G_TYPE_UINT64,
+                    (guint64)st.producer_posts, "kicks", G_TYPE_UINT64,
+                    (guint64)st.kicks, "pause-reads", G_TYPE_UINT64,
+                    (guint64)st.pause_reads, NULL);
 }

@@ -313,7 +313,7 @@ static void receiver_free(GstRdmaReceiver *r)
   /* Buffers still downstream keep their lanes until they are freed. */
   if (r->sbr)
     sbr_receiver_free(r->sbr);
-  g_atomic_rc_box_release(r->held);
+  gst_rdma_held_counter_unref(r->held);
   for (guint d = 0; d < SBR_MAX_DEVICES; d++)
     g_free(r->caps[d]);
   g_ptr_array_unref(r->snapshot);
@@ -351,7 +351,7 @@ static GstRdmaReceiver *receiver_new(const GstRdmaReceiverConfig *cfg,
   r->members = g_ptr_array_new();
   r->lane_devices = g_hash_table_new(NULL, NULL);
   r->snapshot = g_ptr_array_new();
-  r->held = g_atomic_rc_box_new0(GstRdmaHeldCounter);
+  r->held = gst_rdma_held_counter_new();
 
   sbr_receiver_config_init(&sc);
   sc.backend = gst_rdma_transport_to_sbr(cfg->transport);

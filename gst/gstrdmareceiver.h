@@ -108,8 +108,9 @@ void gst_rdma_receiver_leave(GstRdmaReceiver *receiver,
                              GstRdmaReceiverMember *member);
 
 sbr_receiver *gst_rdma_receiver_get_sbr(GstRdmaReceiver *receiver);
-/* Blocks of every member out downstream, against max-held (the lane is
- * shared, so is its bound): the receiver's counter, not referenced. */
+/* Blocks of every member out downstream, per lane against max-held (a
+ * lane is shared by the members, so is its bound): the receiver's
+ * counter, not referenced. */
 GstRdmaHeldCounter *gst_rdma_receiver_get_held(GstRdmaReceiver *receiver);
 /* Devices of every member with a share (their camera came), whatever
  * their lane: what a device that has no lane yet divides (the least it

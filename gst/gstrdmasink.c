@@ -119,7 +119,10 @@
  * wrote straight into the receiver's lane), direct-fallbacks (shm: buffers
  * of the sink's allocator copied into the lane after all), kept-copies
  * (shm: buffers of the sink's allocator that someone else held, copied
- * out of the receiver's lane into their own send block at render).
+ * out of the receiver's lane into their own send block at render),
+ * producer-posts (frames posted on the streaming thread: the sender's
+ * thread not woken for them), kicks (frames that woke it from its wait
+ * for a completion), pause-reads (status READs for the pause bitmaps).
  *
  * ## Example launch lines
  * |[

@@ -165,7 +165,8 @@
  * obeys (its backpressure setting: wait or drop), until the share is half
  * free again.  Either way, what downstream holds beyond the share makes
  * new frames copies, never a stall of the lane, and #GstRdmaSrc:max-held
- * caps the blocks all devices together keep.
+ * caps the blocks the devices of one lane (one sender) together keep: per
+ * lane, so one sender's held frames never make another's copies.
  *
  * Timestamps: the sender sends running times.  For each device the first
  * buffer is stamped with this pipeline's running time at its arrival;
@@ -241,13 +242,17 @@
  * device without a stream), pushed, device-blocks (the smallest share of
  * a device now; each device's is in its own structure), unclaimed-drops (frames
  * of devices no rdmasrc sharing the receiver asked for), receiver-members
- * (rdmasrcs of the process sharing it).
+ * (rdmasrcs of the process sharing it), poll-sleeps (the receive thread's
+ * timed sleeps, each a wake-up), frames-predicted and frames-missed
+ * (poll-mode adaptive: frames found polling in their predicted window, or
+ * outside it, perhaps waiting for a sleep to end).
  *
  * Per device: device-id, frames, blocks, bytes, drops and gaps (lost on
  * the way), rejected, refused (another sender's frames of it), losses
  * (owners gone without EOS), owner (the owning sender, "" for none),
  * queued (frames waiting for the pad), lane-blocks (blocks out: queued or
- * downstream), held-downstream, pushed, copies (over its share),
+ * downstream), held-downstream, pushed, task-wakeups (queued items that
+ * had to wake the pad's sleeping task), copies (over its share),
  * drops-leaky (queued frames dropped for room: drop-oldest),
  * drops-not-playing, drops-ended (after EOS), paused (its sender told to
  * stop), pauses, paused-time (ns), eos, over-budget (the pad's policy),
@@ -414,9 +419,9 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_MAX_HELD] = g_param_spec_uint(
       "max-held", "Max held",
-      "Most receive blocks of a lane all devices together may have out "
-      "before frames are copied (at most blocks-1 takes effect; 0 = always "
-      "copy)",
+      "Most receive blocks of each lane (one per sender) its devices may "
+      "have out, queued or downstream, before its frames are copied (at "
+      "most blocks-1 takes effect; 0 = always copy)",
       0, 65536, DEFAULT_MAX_HELD,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_DEVICE_BLOCKS] = g_param_spec_uint(
@@ -1092,7 +1097,7 @@ static void gst_rdma_src_close(GstRdmaSrc *self)
   self->held = NULL;
   GST_OBJECT_UNLOCK(self);
   if (held)
-    g_atomic_rc_box_release(held);
+    gst_rdma_held_counter_unref(held);
 }
 
 /* PLAYING: every pad's task pushes; else they wait, queues emptied. */

@@ -15,13 +15,65 @@
 GST_DEBUG_CATEGORY_EXTERN(gst_rdma_src_debug);
 #define GST_CAT_DEFAULT gst_rdma_src_debug
 
-/* One wrapped receive block: counted element-wide (max-held) and for its
- * device (device-blocks). */
+/* One wrapped receive block: counted in all and for its lane (max-held)
+ * and for its device (device-blocks). */
 typedef struct {
   sbr_block *block;
   GstRdmaHeldCounter *held;     /* referenced (g_atomic_rc_box) */
+  gint *of_lane;                /* referenced (g_atomic_rc_box) */
   GstRdmaBlockCount *of_device; /* referenced (g_atomic_rc_box) */
 } HeldBlock;
+
+static void held_counter_clear(gpointer data)
+{
+  GstRdmaHeldCounter *held = data;
+
+  g_hash_table_unref(held->lanes);
+}
+
+GstRdmaHeldCounter *gst_rdma_held_counter_new(void)
+{
+  GstRdmaHeldCounter *held = g_atomic_rc_box_new0(GstRdmaHeldCounter);
+
+  held->lanes = g_hash_table_new_full(NULL, NULL, NULL,
+                                      (GDestroyNotify)g_atomic_rc_box_release);
+  return held;
+}
+
+void gst_rdma_held_counter_unref(GstRdmaHeldCounter *held)
+{
+  g_atomic_rc_box_release_full(held, held_counter_clear);
+}
+
+guint gst_rdma_held_counter_lane(GstRdmaHeldCounter *held, guint32 lane)
+{
+  gint *n = g_hash_table_lookup(held->lanes, GUINT_TO_POINTER(lane));
+
+  return n ? (guint)g_atomic_int_get(n) : 0;
+}
+
+static gboolean lane_count_unused(gpointer key, gpointer value, gpointer data)
+{
+  (void)key;
+  (void)data;
+  return g_atomic_int_get((gint *)value) == 0;
+}
+
+/* Receive thread: lane's count, made when its first block goes out.  Only
+ * this thread adds to a count, so one at 0 here stays 0: the counts of
+ * lanes with nothing out go then (their memories hold none), which keeps
+ * the table to the lanes with blocks out however many come and go. */
+static gint *lane_count(GstRdmaHeldCounter *held, guint32 lane)
+{
+  gint *n = g_hash_table_lookup(held->lanes, GUINT_TO_POINTER(lane));
+
+  if (!n) {
+    g_hash_table_foreach_remove(held->lanes, lane_count_unused, NULL);
+    n = g_atomic_rc_box_new0(gint);
+    g_hash_table_insert(held->lanes, GUINT_TO_POINTER(lane), n);
+  }
+  return n;
+}
 
 static void held_block_free(gpointer data)
 {
@@ -30,8 +82,10 @@ static void held_block_free(gpointer data)
   /* Status 0: the sender may write the block again. */
   sbr_block_release(hb->block);
   g_atomic_int_add(&hb->held->count, -1);
+  g_atomic_int_add(hb->of_lane, -1);
   g_atomic_int_add(&hb->of_device->blocks, -1);
-  g_atomic_rc_box_release(hb->held);
+  gst_rdma_held_counter_unref(hb->held);
+  g_atomic_rc_box_release(hb->of_lane);
   g_atomic_rc_box_release(hb->of_device);
   g_free(hb);
 }
@@ -50,6 +104,7 @@ GstBuffer *gst_rdma_frame_to_buffer(struct sbr_frame *frame, gboolean copy,
                                     guint *lane_blocks)
 {
   GstBuffer *buf;
+  gint *of_lane;
 
   *lane_blocks = 0;
   if (frame->n_blocks == 0) {
@@ -78,6 +133,7 @@ GstBuffer *gst_rdma_frame_to_buffer(struct sbr_frame *frame, gboolean copy,
   }
 
   buf = gst_buffer_new();
+  of_lane = lane_count(held, frame->info.lane_id);
   for (guint i = 0; i < frame->n_blocks; i++) {
     sbr_block *b = frame->blocks[i];
     const struct sbr_block_info *bi = sbr_block_get_info(b);
@@ -85,8 +141,10 @@ GstBuffer *gst_rdma_frame_to_buffer(struct sbr_frame *frame, gboolean copy,
 
     hb->block = b;
     hb->held = g_atomic_rc_box_acquire(held);
+    hb->of_lane = g_atomic_rc_box_acquire(of_lane);
     hb->of_device = g_atomic_rc_box_acquire(of_device);
     g_atomic_int_inc(&held->count);
+    g_atomic_int_inc(of_lane);
     g_atomic_int_inc(&of_device->blocks);
     /* Status 2 while queued or downstream: the sender skips the block. */
     sbr_block_hold(b);

@@ -16,10 +16,21 @@
 
 G_BEGIN_DECLS
 
-/* Blocks of all devices out downstream (max-held); a g_atomic_rc_box. */
+/* Receive blocks out (queued or downstream), in all and per lane: max-held
+ * bounds each lane's, as every sender has a lane of its own (one holding
+ * its blocks mustn't turn another's frames into copies).  Shared by the
+ * members of a receiver and by the memories' free callbacks (a
+ * g_atomic_rc_box: new/unref below). */
 typedef struct {
-  gint count; /* atomic */
+  gint count;        /* atomic: all lanes */
+  GHashTable *lanes; /* lane id -> its count (a g_atomic_rc_box of gint,
+                        referenced by each memory); the receive thread's */
 } GstRdmaHeldCounter;
+
+GstRdmaHeldCounter *gst_rdma_held_counter_new(void);
+void gst_rdma_held_counter_unref(GstRdmaHeldCounter *held);
+/* Receive thread: blocks of lane out now. */
+guint gst_rdma_held_counter_lane(GstRdmaHeldCounter *held, guint32 lane);
 
 /* Makes the buffer of a frame and takes the frame.  Unless copy (or the
  * library already copied it), one read-only memory per receive block,

@@ -53,6 +53,8 @@ struct _GstRdmaSrcPad {
   gboolean eos;             /* EOS queued or returned from downstream */
   gboolean has_stream;      /* stream-start sent or queued since the last
                                state cycle (end_stream) */
+  gboolean task_waits;      /* the task sleeps on cond for an item: the
+                               next one queued wakes it, later ones don't */
   GstRdmaOverBudget policy; /* property; also read by admit */
   gboolean policy_set;      /* the property was set: the stream's
                                liveness doesn't change the policy */
@@ -68,6 +70,7 @@ struct _GstRdmaSrcPad {
   guint64 drops_not_playing;
   guint64 drops_ended; /* after EOS */
   guint64 pushed;
+  guint64 wakeups;                /* items queued that woke the sleeping task */
   GstClockTime late_max;          /* most a buffer's push was after its PTS */
   GstClockTime latency_announced; /* what the last LATENCY answer said */
 
@@ -296,20 +299,32 @@ GstRdmaAdmit gst_rdma_src_pad_admit(GstRdmaSrcPad *pad, guint n_blocks,
   return admit;
 }
 
+/* Lock held.  The hand-off to the pad task costs a futex wake-up (and,
+ * when that thread's vCPU is idle, the host waking it: B9), so it is paid
+ * only when the task sleeps for an item: one queued while the task pushes
+ * the previous one is found by its next turn without a signal.  The
+ * caller signals after unlocking (*wake), so the woken task doesn't block
+ * at once on the lock the receive thread still holds. */
 static void queue_item(GstRdmaSrcPad *pad, GstMiniObject *obj,
-                       guint lane_blocks)
+                       guint lane_blocks, gboolean *wake)
 {
   QueueItem *item = g_new(QueueItem, 1);
 
   item->obj = obj;
   item->lane_blocks = lane_blocks;
   g_queue_push_tail(&pad->queue, item);
-  g_cond_signal(&pad->cond);
+  *wake = pad->task_waits;
+  if (pad->task_waits) {
+    pad->task_waits = FALSE; /* one wake-up per sleep is enough */
+    pad->wakeups++;
+  }
 }
 
 void gst_rdma_src_pad_queue_buffer(GstRdmaSrcPad *pad, GstBuffer *buf,
                                    guint lane_blocks, gboolean copied)
 {
+  gboolean wake;
+
   (void)copied;
   g_mutex_lock(&pad->lock);
   if (!pad->running || pad->eos) {
@@ -326,19 +341,25 @@ void gst_rdma_src_pad_queue_buffer(GstRdmaSrcPad *pad, GstBuffer *buf,
   }
   pad->queued_buffers++;
   pad->queued_blocks += lane_blocks;
-  queue_item(pad, GST_MINI_OBJECT_CAST(buf), lane_blocks);
+  queue_item(pad, GST_MINI_OBJECT_CAST(buf), lane_blocks, &wake);
   g_mutex_unlock(&pad->lock);
+  if (wake)
+    g_cond_signal(&pad->cond);
 }
 
 void gst_rdma_src_pad_queue_event(GstRdmaSrcPad *pad, GstEvent *event)
 {
+  gboolean wake;
+
   g_mutex_lock(&pad->lock);
   if (GST_EVENT_TYPE(event) == GST_EVENT_EOS)
     pad->eos = TRUE;
   if (GST_EVENT_TYPE(event) == GST_EVENT_STREAM_START)
     pad->has_stream = TRUE;
-  queue_item(pad, GST_MINI_OBJECT_CAST(event), 0);
+  queue_item(pad, GST_MINI_OBJECT_CAST(event), 0, &wake);
   g_mutex_unlock(&pad->lock);
+  if (wake)
+    g_cond_signal(&pad->cond);
 }
 
 void gst_rdma_src_pad_count_drop(GstRdmaSrcPad *pad, gboolean not_playing)
@@ -561,8 +582,11 @@ static void gst_rdma_src_pad_loop(gpointer data)
 
   g_mutex_lock(&pad->lock);
   while (!pad->flushing &&
-         (!pad->running || pad->held || g_queue_is_empty(&pad->queue)))
+         (!pad->running || pad->held || g_queue_is_empty(&pad->queue))) {
+    pad->task_waits = TRUE;
     g_cond_wait(&pad->cond, &pad->lock);
+    pad->task_waits = FALSE;
+  }
   if (pad->flushing) {
     g_mutex_unlock(&pad->lock);
     gst_pad_pause_task(GST_PAD(pad));
@@ -660,12 +684,13 @@ void gst_rdma_src_pad_add_stats(GstRdmaSrcPad *pad, GstStructure *s)
       (guint)MAX(g_atomic_int_get(&pad->blocks_out->blocks) -
                      (gint)pad->queued_blocks,
                  0),
-      "pushed", G_TYPE_UINT64, pad->pushed, "copies", G_TYPE_UINT64,
-      pad->copies, "drops-leaky", G_TYPE_UINT64, pad->drops_leaky,
-      "drops-not-playing", G_TYPE_UINT64, pad->drops_not_playing, "drops-ended",
-      G_TYPE_UINT64, pad->drops_ended, "paused", G_TYPE_BOOLEAN, pad->paused,
-      "pauses", G_TYPE_UINT64, pad->pauses, "paused-time", G_TYPE_UINT64,
-      paused_us * GST_USECOND, "eos", G_TYPE_BOOLEAN, pad->eos,
+      "pushed", G_TYPE_UINT64, pad->pushed, "task-wakeups", G_TYPE_UINT64,
+      pad->wakeups, "copies", G_TYPE_UINT64, pad->copies, "drops-leaky",
+      G_TYPE_UINT64, pad->drops_leaky, "drops-not-playing", G_TYPE_UINT64,
+      pad->drops_not_playing, "drops-ended", G_TYPE_UINT64, pad->drops_ended,
+      "paused", G_TYPE_BOOLEAN, pad->paused, "pauses", G_TYPE_UINT64,
+      pad->pauses, "paused-time", G_TYPE_UINT64, paused_us * GST_USECOND, "eos",
+      G_TYPE_BOOLEAN, pad->eos,
       /* The policy's nick as a string: "(GstRdmaOverBudget)pause" would
        * not parse back where the plugin isn't loaded (a log reader). */
       "over-budget", G_TYPE_STRING, gst_rdma_over_budget_nick(pad->policy),

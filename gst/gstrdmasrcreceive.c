@@ -196,9 +196,11 @@ static void gst_rdma_src_handle_data(GstRdmaSrc *self, struct sbr_frame *frame)
       gst_rdma_src_pad_get_policy(dev->pad) == GST_RDMA_OVER_BUDGET_PAUSE)
     gst_rdma_src_set_device_paused(self, dev, TRUE);
 
-  /* Over the element's max-held too: copy. */
+  /* Over its lane's max-held too: copy.  Per lane, as each sender has
+   * its own: blocks another sender's consumer holds take nothing from
+   * this one's lane. */
   if (frame->n_blocks > 0 &&
-      (guint)g_atomic_int_get(&self->held->count) + frame->n_blocks >
+      gst_rdma_held_counter_lane(self->held, info.lane_id) + frame->n_blocks >
           self->max_held_now)
     copy = TRUE;
   if (copy && frame->n_blocks > 0) {

@@ -94,7 +94,10 @@ GstStructure *gst_rdma_src_stats_new(sbr_receiver *receiver,
       counters->receiver_members, NULL);
   gst_structure_set(s, "refused-connections", G_TYPE_UINT64,
                     (guint64)rs.refused, "lanes-windowed", G_TYPE_UINT64,
-                    (guint64)rs.lanes_windowed, NULL);
+                    (guint64)rs.lanes_windowed, "poll-sleeps", G_TYPE_UINT64,
+                    (guint64)rs.poll_sleeps, "frames-predicted", G_TYPE_UINT64,
+                    (guint64)rs.frames_predicted, "frames-missed",
+                    G_TYPE_UINT64, (guint64)rs.frames_missed, NULL);
   /* Absent, not 0, where the NIC doesn't count them: 0 would claim no
    * rogue ever tried. */
   if (receiver && rs.nic_remote_access_errors != SBR_COUNTER_ABSENT)

@@ -30,8 +30,9 @@
  *
  * When the cache has no 0, one RDMA READ fetches the receiver's whole status
  * array (the paper's sync-when-empty).  With read_ahead = k > 0 a READ also
- * goes out, between runs, whenever k or fewer cached blocks are free and a
- * quarter of the lane was written since the last READ, up to MAX_READS in
+ * goes out, between runs (or, after runs a producer posted itself, when
+ * the sender thread reaps them), whenever k or fewer cached blocks are free and
+ * a quarter of the lane was written since the last READ, up to MAX_READS in
  * flight, and writes go on meanwhile (the CoNEXT '24 observation: a READ round
  * trip hurts more than writes as RTT grows, so hide it).  Several READs matter
  * when the window takes about a round trip to transmit: the NIC executes a
@@ -444,6 +445,19 @@ static uint32_t reclaim_direct(struct sbr_sender *s,
   return n;
 }
 
+/* Read-ahead: a READ once k or fewer blocks are known free, spaced a
+ * quarter of the lane apart so that up to MAX_READS of them cover one
+ * window. */
+static bool read_ahead_due(const struct sbr_sender *s,
+                           const struct status_byte_state *st)
+{
+  uint32_t k = s->cfg.read_ahead;
+  uint32_t spacing = s->lane.block_count / MAX_READS;
+  return k > 0 && st->cache_free <= k &&
+         writes_since_read(st) >= (spacing ? spacing : 1) &&
+         reads_in_flight(st) < MAX_READS;
+}
+
 static int sb_progress(struct sbr_sender *s)
 {
   struct status_byte_state *st = s->engine_state;
@@ -484,14 +498,7 @@ static int sb_progress(struct sbr_sender *s)
       break;
     }
     posted += got;
-    /* Read-ahead: a READ between runs once k or fewer blocks are known
-     * free, spaced a quarter of the lane apart so that up to MAX_READS of
-     * them cover one window. */
-    uint32_t k = s->cfg.read_ahead;
-    uint32_t spacing = s->lane.block_count / MAX_READS;
-    if (k > 0 && st->cache_free <= k &&
-        writes_since_read(st) >= (spacing ? spacing : 1) &&
-        reads_in_flight(st) < MAX_READS) {
+    if (read_ahead_due(s, st)) {
       int ret = post_status_read(s, st, false);
       if (ret < 0)
         return ret;
@@ -499,6 +506,15 @@ static int sb_progress(struct sbr_sender *s)
     }
   }
   progress += posted;
+  /* Runs a producer posted itself (sb_post_own) come to this thread only
+   * to be reaped: their read-ahead is due here, after them, as it would
+   * have been between runs had this thread posted them. */
+  if (!waiting && read_ahead_due(s, st)) {
+    int ret = post_status_read(s, st, false);
+    if (ret < 0)
+      return ret;
+    progress++;
+  }
   /* What copies left free goes to the direct placement pool, if it wants
    * some; a pool that finds no free block in the cache READs as a queued
    * copy would. */

@@ -238,6 +238,10 @@ static int run_send(const struct options *o)
   /* rdmasink's own count of frames sent without a copy (videotestsrc drew
    * into its registered memory) and with one. */
   guint64 zero_copy = 0, copied = 0, drops = 0;
+  /* The connection's (shared by the sinks): read from the first. */
+  static const char *const conn_fields[] = {
+      "direct-blocks", "producer-posts", "kicks", "pause-reads", "sync-reads"};
+  guint64 conn[G_N_ELEMENTS(conn_fields)] = {0};
   for (guint i = 0; !strcmp(o->transport, "rdma") && i < o->streams; i++) {
     char name[16];
     GstStructure *st = NULL;
@@ -253,6 +257,8 @@ static int run_send(const struct options *o)
         copied += v;
       if (gst_structure_get_uint64(st, "drops", &v))
         drops += v;
+      for (guint k = 0; i == 0 && k < G_N_ELEMENTS(conn_fields); k++)
+        gst_structure_get_uint64(st, conn_fields[k], &conn[k]);
       gst_structure_free(st);
     }
     if (sink)
@@ -268,10 +274,12 @@ static int run_send(const struct options *o)
          "\"first_device\":%u,\"frames_stamped\":%" G_GUINT64_FORMAT ","
          "\"stamp_copies\":%d,\"zero_copy_buffers\":%" G_GUINT64_FORMAT
          ",\"copied_buffers\":%" G_GUINT64_FORMAT
-         ",\"rdmasink_drops\":%" G_GUINT64_FORMAT ",\"ok\":%s}\n",
+         ",\"rdmasink_drops\":%" G_GUINT64_FORMAT ",",
          o->transport, o->streams, o->first_device, stamped,
-         g_atomic_int_get(&stamp_copies), zero_copy, copied, drops,
-         ret ? "false" : "true");
+         g_atomic_int_get(&stamp_copies), zero_copy, copied, drops);
+  for (guint k = 0; k < G_N_ELEMENTS(conn_fields); k++)
+    printf("\"%s\":%" G_GUINT64_FORMAT ",", conn_fields[k], conn[k]);
+  printf("\"ok\":%s}\n", ret ? "false" : "true");
   return ret;
 }
 
@@ -443,10 +451,11 @@ static char *apply_poll_mode(GstElement *src, const char *want)
 static void print_rdmasrc_stats(GstElement *src)
 {
   static const char *const per_dev[] = {
-      "frames", "gaps",  "drops", "drops-leaky", "drops-not-playing",
-      "copies", "pushed"};
+      "frames", "gaps",   "drops",       "drops-leaky", "drops-not-playing",
+      "copies", "pushed", "task-wakeups"};
   guint64 sum[G_N_ELEMENTS(per_dev)] = {0};
-  guint64 frames_copied = 0, copies = 0;
+  guint64 frames_copied = 0, copies = 0, poll_sleeps = 0, predicted = 0,
+          missed = 0;
   GstStructure *st = NULL;
 
   g_object_get(src, "stats", &st, NULL);
@@ -454,6 +463,9 @@ static void print_rdmasrc_stats(GstElement *src)
     return;
   gst_structure_get_uint64(st, "frames-copied", &frames_copied);
   gst_structure_get_uint64(st, "copies", &copies);
+  gst_structure_get_uint64(st, "poll-sleeps", &poll_sleeps);
+  gst_structure_get_uint64(st, "frames-predicted", &predicted);
+  gst_structure_get_uint64(st, "frames-missed", &missed);
   /* One structure field per device, "device-<N>" (since 42480b1; before
    * it a "devices" array, which this no longer reads). */
   for (gint f = 0; f < gst_structure_n_fields(st); f++) {
@@ -469,8 +481,10 @@ static void print_rdmasrc_stats(GstElement *src)
     }
   }
   printf("\"rdmasrc\":{\"frames-copied\":%" G_GUINT64_FORMAT
-         ",\"copies\":%" G_GUINT64_FORMAT,
-         frames_copied, copies);
+         ",\"copies\":%" G_GUINT64_FORMAT ",\"poll-sleeps\":%" G_GUINT64_FORMAT
+         ",\"frames-predicted\":%" G_GUINT64_FORMAT
+         ",\"frames-missed\":%" G_GUINT64_FORMAT,
+         frames_copied, copies, poll_sleeps, predicted, missed);
   for (guint k = 0; k < G_N_ELEMENTS(per_dev); k++)
     printf(",\"devices-%s\":%" G_GUINT64_FORMAT, per_dev[k], sum[k]);
   printf("},");

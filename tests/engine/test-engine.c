@@ -1144,6 +1144,52 @@ static void read_ahead_keeps_several_reads_in_flight(void)
   sbr_receiver_free(r);
 }
 
+/* Read-ahead follows a run whoever posted it.  A producer that finds the
+ * sender idle posts its frame itself (sb_post_own) and leaves the READs to
+ * the sender thread, which only reaps it: that thread used to look for a
+ * due read-ahead only between runs it posted, so on the default path (the
+ * producer posts) read-ahead never happened.  Each frame here is 8 of the
+ * lane's 16 blocks, sent to an idle sender; after every frame its producer
+ * posted, a read-ahead READ must follow before anything else is sent. */
+static void read_ahead_follows_a_producers_own_post(void)
+{
+  uint16_t port = fixture_port();
+  sbr_receiver *r = new_receiver(port, 16, 4 * KIB, SBR_MECH_STATUS_BYTE);
+  struct sbr_sender_config sc;
+  fixture_sender_config(&sc, port);
+  sc.read_ahead = 16;
+  sbr_sender *s = fixture_sender(r, &sc);
+  size_t len = 8 * sbr_sender_block_payload_size(s);
+  unsigned own_posts = 0;
+  for (unsigned i = 0; i < 20; i++) {
+    ASSERT_OK(sbr_sender_flush(s, 10000));
+    usleep(20000); /* the sender thread goes idle */
+    struct sbr_sender_stats before, after;
+    sbr_sender_get_stats(s, &before);
+    ASSERT_OK(fixture_send(s, 0, i, len));
+    struct sbr_frame f;
+    next_frame_ok(r, &f);
+    ASSERT_EQ(fixture_check_frame(&f), i);
+    sbr_frame_release(&f);
+    sbr_sender_get_stats(s, &after);
+    if (after.producer_posts == before.producer_posts)
+      continue; /* the sender thread posted it (a loaded host) */
+    own_posts++;
+    /* A hang bound only: the READ is posted when the thread reaps. */
+    uint64_t until = now_ns() + 5000000000ull;
+    while (after.sync_reads == before.sync_reads && now_ns() < until) {
+      usleep(1000);
+      sbr_sender_get_stats(s, &after);
+    }
+    ASSERT_MSG(after.sync_reads > before.sync_reads,
+               "frame %u, posted by its producer: no read-ahead READ", i);
+  }
+  /* The idle sender leaves most frames to their producers (test-sched). */
+  ASSERT_MSG(own_posts > 0, "no frame of 20 was posted by its producer");
+  sbr_sender_free(s);
+  sbr_receiver_free(r);
+}
+
 /* While a status READ is in flight after fruitless ones, the sender thread
  * sleeps on the completion: with a 100 ms round trip per READ it must use a
  * small part of a core, not spin until the READ returns. */
@@ -1310,6 +1356,8 @@ int main(int argc, char **argv)
       {"status_batch_bytes_bounds_a_run", status_batch_bytes_bounds_a_run},
       {"read_ahead_keeps_several_reads_in_flight",
        read_ahead_keeps_several_reads_in_flight},
+      {"read_ahead_follows_a_producers_own_post",
+       read_ahead_follows_a_producers_own_post},
       {"sender_sleeps_while_a_read_is_in_flight",
        sender_sleeps_while_a_read_is_in_flight},
       {"landed_blocks_go_out_without_a_scan_each",

@@ -403,6 +403,54 @@ GST_START_TEST(test_windowed_consumer_keeps_zero_copy)
 
 GST_END_TEST;
 
+/* max-held bounds each lane's blocks out, not the element's: two senders
+ * of one camera each, blocks=128 max-held=60, each consumer windowing
+ * KEEP = 48 frames (49 blocks out with the one coming).  Per lane that is
+ * under the bound: nothing copied.  Over both lanes (98 > 60) every frame
+ * past the first sender's window was copied, a sender starved of
+ * zero-copy by another's consumer. */
+GST_START_TEST(test_max_held_is_per_lane)
+{
+  guint port = test_port();
+  GstElement *rx = windowed_receiver(port, 2,
+                                     "blocks=128 max-held=60 "
+                                     "block-size=16384"),
+             *tx, *r;
+  GstStructure *s;
+  GPid other;
+
+  r = src_of(rx, "r");
+  set_state(rx, GST_STATE_PLAYING);
+  tx = camera_rig_new(transport, rdma_addr, port, 0, 1, 0, "");
+  set_state(tx, GST_STATE_PLAYING);
+  other = rig_process(port, 1, 1);
+  for (guint d = 0; d < 2; d++) {
+    gint64 end = g_get_monotonic_time() + (gint64)(WAIT / GST_USECOND);
+
+    while (window_frames(d) < KEEP + 20 && g_get_monotonic_time() < end)
+      g_usleep(20000);
+    fail_unless(window_frames(d) >= KEEP + 20, "device %u: %u frames", d,
+                window_frames(d));
+  }
+  s = stats_of(r);
+  fail_unless_equals_int(
+      g_value_get_uint64(gst_structure_get_value(s, "copies")), 0);
+  gst_structure_free(s);
+  for (guint d = 0; d < 2; d++) {
+    fail_unless_equals_int(device_u64(r, d, "drops-leaky"), 0);
+    /* Not a vacuous pass: both lanes together are over max-held. */
+    fail_unless(device_uint(r, d, "held-downstream") >= KEEP,
+                "device %u holds %u", d, device_uint(r, d, "held-downstream"));
+  }
+  kill_process(other);
+  stop(tx);
+  gst_object_unref(r);
+  stop(rx);
+  window_clear();
+}
+
+GST_END_TEST;
+
 /* ------------------------------------------- the shared receiver */
 
 /* Three rdmasrcs on one port, one camera each (device-id): devices 0 and
@@ -460,6 +508,7 @@ static Suite *rdmasrc_lanes_suite(void)
   tcase_add_test(tc, test_share_is_its_lanes);
   tcase_add_test(tc, test_explicit_share_wins);
   tcase_add_test(tc, test_windowed_consumer_keeps_zero_copy);
+  tcase_add_test(tc, test_max_held_is_per_lane);
   tcase_add_test(tc, test_shared_receiver_shares_per_lane);
   return s;
 }

@@ -422,6 +422,125 @@ GST_START_TEST(test_gst_launch_e_exits_on_ctrl_c)
 
 GST_END_TEST;
 
+/* A field of device 0's stats structure in rdmasrc "r". */
+static guint64 device0_stat(GstElement *rx, const gchar *field)
+{
+  GstElement *r = gst_bin_get_by_name(GST_BIN(rx), "r");
+  GstStructure *st = NULL;
+  const GstStructure *d = NULL;
+  guint64 v64 = 0;
+  guint v = 0;
+
+  g_object_get(r, "stats", &st, NULL);
+  gst_object_unref(r);
+  fail_unless(st != NULL);
+  fail_unless(gst_structure_get(st, "device-0", GST_TYPE_STRUCTURE, &d, NULL),
+              "no device-0 in %" GST_PTR_FORMAT, st);
+  if (!gst_structure_get_uint64(d, field, &v64)) {
+    fail_unless(gst_structure_get_uint(d, field, &v), "no %s", field);
+    v64 = v;
+  }
+  gst_structure_free((GstStructure *)d);
+  gst_structure_free(st);
+  return v64;
+}
+
+typedef struct {
+  GMutex lock;
+  GCond cond;
+  gboolean closed;
+  gboolean entered; /* a buffer waits at the gate */
+} Gate;
+
+static GstPadProbeReturn gate_probe(GstPad *pad, GstPadProbeInfo *info,
+                                    gpointer user_data)
+{
+  Gate *g = user_data;
+
+  (void)pad;
+  (void)info;
+  g_mutex_lock(&g->lock);
+  g->entered = TRUE;
+  g_cond_broadcast(&g->cond);
+  while (g->closed)
+    g_cond_wait(&g->cond, &g->lock);
+  g_mutex_unlock(&g->lock);
+  return GST_PAD_PROBE_OK;
+}
+
+static gboolean wait_device0(GstElement *rx, const gchar *field,
+                             guint64 at_least, gboolean or_zero)
+{
+  gint64 end = g_get_monotonic_time() + 15 * G_USEC_PER_SEC;
+
+  for (;;) {
+    guint64 v = device0_stat(rx, field);
+
+    if (or_zero ? v == 0 : v >= at_least)
+      return TRUE;
+    if (g_get_monotonic_time() > end)
+      return FALSE;
+    g_usleep(10000);
+  }
+}
+
+/* The receive thread wakes a pad's task only when it sleeps for an item
+ * (a futex wake-up each, and on an idle vCPU the host's too: B9).  Frames
+ * queued while the task is stuck in a push (preroll, a slow element) are
+ * pushed one after the other when it returns, none of them a wake-up.
+ * Here a gate holds the first frame in the sink; ten or more queue behind
+ * it, the camera stops, the gate opens: the queue drains, and the task was
+ * woken no more times than when the first frame reached the gate.  With a
+ * signal per queued item, each of them counted as one. */
+GST_START_TEST(test_frames_queued_behind_a_push_wake_nobody)
+{
+  guint port = test_port();
+  GstElement *rx =
+      receiver_new("blocks=64 device-blocks=40 r.src_0 ! fakesink name=s "
+                   "sync=false async=false",
+                   port);
+  GstElement *s = gst_bin_get_by_name(GST_BIN(rx), "s");
+  GstPad *sinkpad = gst_element_get_static_pad(s, "sink");
+  Gate gate = {.closed = TRUE};
+  guint64 woken, queued;
+  GstElement *tx;
+
+  g_mutex_init(&gate.lock);
+  g_cond_init(&gate.cond);
+  gst_pad_add_probe(sinkpad, GST_PAD_PROBE_TYPE_BUFFER, gate_probe, &gate,
+                    NULL);
+  set_state(rx, GST_STATE_PLAYING);
+  tx = camera_rig_new(transport, rdma_addr, port, 0, 1, 0, "");
+  set_state(tx, GST_STATE_PLAYING);
+  g_mutex_lock(&gate.lock);
+  while (!gate.entered)
+    fail_unless(g_cond_wait_until(&gate.cond, &gate.lock,
+                                  g_get_monotonic_time() + 15 * G_USEC_PER_SEC),
+                "no frame reached the sink");
+  g_mutex_unlock(&gate.lock);
+  /* The task is in its first push from here until the gate opens. */
+  woken = device0_stat(rx, "task-wakeups");
+  fail_unless(woken >= 1, "the first frame found the task asleep");
+  fail_unless(wait_device0(rx, "queued", 10, FALSE), "frames didn't queue");
+  stop(tx);
+  queued = device0_stat(rx, "queued");
+  g_mutex_lock(&gate.lock);
+  gate.closed = FALSE;
+  g_cond_broadcast(&gate.cond);
+  g_mutex_unlock(&gate.lock);
+  fail_unless(wait_device0(rx, "queued", 0, TRUE), "the queue didn't drain");
+  fail_unless(wait_handoffs((gint)queued + 1, WAIT), "%d of %u frames pushed",
+              g_atomic_int_get(&handoffs), (guint)queued + 1);
+  fail_unless_equals_int(device0_stat(rx, "task-wakeups"), woken);
+  gst_object_unref(sinkpad);
+  gst_object_unref(s);
+  stop(rx);
+  g_mutex_clear(&gate.lock);
+  g_cond_clear(&gate.cond);
+}
+
+GST_END_TEST;
+
 static Suite *rdmasrc_pads_suite(void)
 {
   Suite *s = suite_create("rdmasrc-pads");
@@ -439,6 +558,7 @@ static Suite *rdmasrc_pads_suite(void)
   tcase_add_test(tc, test_released_pad_comes_back_while_playing);
   tcase_add_test(tc, test_slow_pad_added_handler_stalls_no_camera);
   tcase_add_test(tc, test_gst_launch_e_exits_on_ctrl_c);
+  tcase_add_test(tc, test_frames_queued_behind_a_push_wake_nobody);
   return s;
 }
 

@@ -235,6 +235,58 @@ static gboolean emulated_cpu(void)
  * as visible with 8 as with 2. */
 #define LOADED_HOST_LANE "blocks=128 block-size=16384"
 
+/* Where device d's frames went that its sink didn't get, for a failure
+ * message: every counter of rdmasrc (the pad's drops, the library's losses
+ * on the way) and of its rdmasink (drops before a frame had a number, which
+ * the receiver can't see as a gap).  Freed by the caller. */
+static gchar *where_frames_went(GstElement *rx, GstElement *tx, guint d)
+{
+  static const gchar *const src_fields[] = {"frames",
+                                            "drops",
+                                            "gaps",
+                                            "rejected",
+                                            "refused",
+                                            "drops-leaky",
+                                            "drops-not-playing",
+                                            "drops-ended",
+                                            "copies",
+                                            "pushed"};
+  static const gchar *const sink_fields[] = {
+      "frames",        "drops",           "paused-drops",
+      "refused-drops", "reconnect-drops", "unmappable-drops"};
+  GString *out = g_string_new(NULL);
+  GstStructure *s = rdmasrc_stats(rx);
+  const GstStructure *ds = device_stats(s, d);
+  gchar name[16];
+  GstElement *sink;
+  guint64 v;
+
+  g_string_append_printf(out, "device %u: delivered %u; rdmasrc", d,
+                         frames_of(d));
+  for (guint k = 0; k < G_N_ELEMENTS(src_fields); k++)
+    if (gst_structure_get_uint64(ds, src_fields[k], &v))
+      g_string_append_printf(out, " %s=%" G_GUINT64_FORMAT, src_fields[k], v);
+  if (gst_structure_get_uint64(s, "no-caps-drops", &v))
+    g_string_append_printf(out, " no-caps-drops=%" G_GUINT64_FORMAT, v);
+  gst_structure_free(s);
+  g_snprintf(name, sizeof name, "tx%u", d);
+  sink = gst_bin_get_by_name(GST_BIN(tx), name);
+  if (sink) {
+    GstStructure *ts = NULL;
+
+    g_object_get(sink, "stats", &ts, NULL);
+    g_string_append(out, "; rdmasink");
+    for (guint k = 0; ts && k < G_N_ELEMENTS(sink_fields); k++)
+      if (gst_structure_get_uint64(ts, sink_fields[k], &v))
+        g_string_append_printf(out, " %s=%" G_GUINT64_FORMAT, sink_fields[k],
+                               v);
+    if (ts)
+      gst_structure_free(ts);
+    gst_object_unref(sink);
+  }
+  return g_string_free(out, FALSE);
+}
+
 /* The issue's launch line: rdmasrc r.src_0 ! fakesink r.src_1 ! fakesink
  * ..., no queues, rdmasrc's props.  Every sink must preroll, get every
  * frame and EOS. */
@@ -266,7 +318,14 @@ static void sinks_without_queues(guint n, guint runs, const gchar *props)
        * here, far below what head-of-line blocking lost. */
       fail_unless(dropped <= (emulated_cpu() ? RUN_FRAMES : RUN_FRAMES / 2),
                   "device %u: %" G_GUINT64_FORMAT " dropped", d, dropped);
-      fail_unless_equals_int(frames_of(d) + dropped, RUN_FRAMES);
+      if (frames_of(d) + dropped != RUN_FRAMES) {
+        /* Seen once under load (one frame short): say where it went. */
+        gchar *where = where_frames_went(rx, tx, d);
+
+        fail("%u frames sent, %u + %" G_GUINT64_FORMAT " dropped: %s",
+             RUN_FRAMES, frames_of(d), dropped, where);
+        g_free(where);
+      }
       if (dropped == 0)
         fail_unless_equals_int(counts.out_of_order[d], 0);
     }
