@@ -26,6 +26,8 @@ packages=(
   libopencv-objdetect-dev libopencv-imgcodecs-dev python3-numpy
   # samples/python/rdma-opencv.py: cv2 with its GStreamer back end
   python3-opencv
+  # debian/ and tests/package/: dpkg-buildpackage, lintian
+  debhelper dpkg-dev lintian
 )
 
 missing=()

@@ -8,7 +8,8 @@
 #   3. builds the libFuzzer targets (clang) and runs each for a fixed
 #      number of runs, replaying every saved crash first (tests/fuzz/),
 #   4. installs into a temporary prefix and uses what was installed
-#      (tests/install/),
+#      (tests/install/); later (step 5's end) builds the Debian packages
+#      and uses them installed in a throw-away root (tests/package/),
 #   5. runs the unit, shm, element (gst) and samples suites; the unit, shm
 #      and element suites under ASan + UBSan; the unit and shm suites
 #      under ThreadSanitizer,
@@ -279,6 +280,19 @@ if [ "$tsan_ok" = 1 ]; then
     --print-errorlogs
   tally build-tsan/meson-logs/testlog.json "ThreadSanitizer (unit, shm)"
 fi
+
+# Here, while the VM (if any) still runs: its build (~20 s on two cores)
+# and the throw-away root's checks take cores the host suites leave idle.
+note "Debian packages (tests/package/check-package.sh)"
+package_log=$(mktemp)
+tests/package/check-package.sh | tee "$package_log"
+n_ok=$(grep -c '^package: ok' "$package_log")
+n_bad=$(grep -c '^package: FAILED' "$package_log")
+passed=$((passed + n_ok))
+failed=$((failed + n_bad))
+[ "$n_ok" -gt 0 ] || [ "$n_bad" -gt 0 ] || step_failed "package: check-package.sh checked nothing"
+summary+=("Debian packages: $n_ok checks passed, $n_bad failed")
+rm -f "$package_log"
 
 if [ -n "$vm_pid" ]; then
   note "waiting for the VM steps"
