@@ -1236,6 +1236,75 @@ GST_START_TEST(test_videorate_in_front)
 }
 GST_END_TEST;
 
+/* A tee in front (a local preview beside the sender): tee answers the
+ * allocation query without allocators or pools (it makes upstream
+ * allocate, whatever each branch offers), so rdmasink copies every frame,
+ * counted in copied-buffers.  The frames arrive intact, and the other
+ * branch sees the same bytes and flags as without rdmasink: the sink
+ * changes nothing of a buffer it shares. */
+GST_START_TEST(test_tee_in_front_copies_and_shares)
+{
+  GPtrArray *refs = reference_frames(MEM_CAPS, 10);
+  guint port = test_port();
+  GstAppSinkCallbacks cb = {.new_sample = count_sample};
+  GstElement *rx, *tx, *out, *local;
+  GstStructure *s;
+  Collector c;
+  gchar *desc;
+
+  collector_init(&c);
+  c.keep_buffers = TRUE;
+  desc = g_strdup_printf("rdmasrc name=r transport=%s address=%s port=%u "
+                         "stats-interval=0 max-held=0 r.src_2 ! appsink "
+                         "name=out sync=false",
+                         transport, rdma_addr, port);
+  rx = parse(desc);
+  g_free(desc);
+  out = gst_bin_get_by_name(GST_BIN(rx), "out");
+  gst_app_sink_set_callbacks(GST_APP_SINK(out), &cb, &c, NULL);
+  gst_object_unref(out);
+  set_state(rx, GST_STATE_PLAYING);
+  desc = g_strdup_printf("videotestsrc num-buffers=10 ! " MEM_CAPS
+                         " ! tee name=t t. ! queue ! appsink name=local "
+                         "sync=false wait-on-eos=false t. ! queue ! rdmasink "
+                         "name=tx transport=%s host=%s port=%u device-id=2 "
+                         "sync=false stats-interval=0",
+                         transport, rdma_addr, port);
+  tx = parse(desc);
+  g_free(desc);
+  set_state(tx, GST_STATE_PLAYING);
+  expect_eos(tx);
+  expect_eos(rx);
+
+  s = stats_named(tx, "tx");
+  fail_unless_equals_int(u64(s, "frames"), 10);
+  fail_unless_equals_int(u64(s, "copied-buffers"), 10);
+  fail_unless_equals_int(u64(s, "zero-copy-buffers"), 0);
+  fail_unless_equals_int(u64(s, "unmappable-drops"), 0);
+  gst_structure_free(s);
+  fail_unless_equals_int(c.buffers->len, 10);
+  local = gst_bin_get_by_name(GST_BIN(tx), "local");
+  for (guint i = 0; i < 10; i++) {
+    GstBuffer *ref = g_ptr_array_index(refs, i);
+    GstSample *sample = gst_app_sink_pull_sample(GST_APP_SINK(local));
+    GstBuffer *mine;
+
+    fail_unless(sample != NULL, "local branch: frame %u missing", i);
+    mine = gst_sample_get_buffer(sample);
+    fail_unless(same_bytes(g_ptr_array_index(c.buffers, i), ref),
+                "received frame %u differs", i);
+    fail_unless(same_bytes(mine, ref), "local frame %u differs", i);
+    fail_unless_equals_int(GST_BUFFER_FLAGS(mine), GST_BUFFER_FLAGS(ref));
+    gst_sample_unref(sample);
+  }
+  gst_object_unref(local);
+  stop(tx);
+  stop(rx);
+  g_ptr_array_unref(refs);
+  collector_clear(&c);
+}
+GST_END_TEST;
+
 /* A buffer of the sink's own memory that the application keeps: rendered
  * twice, read after each render, its bytes and flags stay as they were
  * and both frames arrive intact, without a copy (its block stays the
@@ -2746,6 +2815,7 @@ static Suite *rdma_elements_suite(void)
   tcase_add_test(tc, test_sink_takes_system_memory_only);
   tcase_add_test(tc, test_imagefreeze_in_front);
   tcase_add_test(tc, test_videorate_in_front);
+  tcase_add_test(tc, test_tee_in_front_copies_and_shares);
   tcase_add_test(tc, test_kept_buffer_rendered_twice);
   tcase_add_test(tc, test_src_never_announces_a_memory_feature);
   tcase_add_test(tc, test_max_frame_size_rejects_larger_frames);
