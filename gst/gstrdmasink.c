@@ -47,7 +47,10 @@
  * blocks, fragmented when larger than one block.  Either way a buffer
  * stays readable and unchanged for whoever holds it, and render changes
  * no flag of it.  The stats count both paths (zero-copy-buffers,
- * copied-buffers).
+ * copied-buffers).  Behind a tee every frame is copied: tee answers the
+ * allocation query without the allocators and pools of its branches
+ * (upstream allocates on its own), so nothing upstream renders into send
+ * blocks.
  *
  * rdmasink takes any media type in system memory only: caps with a memory
  * feature (`video/x-raw(memory:VAMemory)`, `memory:DMABuf`,

@@ -28,8 +28,11 @@
  * transport, address and port shares one receiver (one listener, one lane
  * and one QP per sender, one receive thread), as rdmasinks share a
  * connection.  #GstRdmaSrc:device-id=N makes an rdmasrc of the one camera
- * N, its pad src_N there from the start (`rdmasrc device-id=3 ! sink`,
- * OpenCV's one VideoCapture per camera), and it signals no-more-pads; -1,
+ * N, its pad src_N there from the start (`rdmasrc device-id=3 ! sink`
+ * links at once, OpenCV's one VideoCapture per camera), and it signals
+ * no-more-pads.  That pad is the element's own, made from the sometimes
+ * template when the property is set, not a request pad an application
+ * could release; changing device-id (in NULL or READY) moves it.  -1,
  * the default, takes every device no other rdmasrc on the port asked for.
  * Frames of a device nobody asked for are dropped and counted
  * (unclaimed-drops).  The caps a device sent before its rdmasrc joined are
@@ -356,9 +359,10 @@ GST_DEBUG_CATEGORY(gst_rdma_src_debug);
  * (`r.src_3` on a launch line, gst_element_request_pad_simple) a device's
  * pad exists before its camera comes, so links are made at once and EOS
  * reaches them even if the camera never comes.  A device nobody asked for
- * gets a sometimes pad when its caps arrive; the sometimes template is
- * also what makes an unnamed link (`rdmasrc ! sink`) wait for the first
- * camera, as with a demuxer.  Its name differs only because a class can't
+ * gets a sometimes pad when its caps arrive, and device-id's one pad is
+ * a sometimes pad made at once; the sometimes template is also what makes
+ * an unnamed link (`rdmasrc ! sink`) wait for the first camera, as with a
+ * demuxer.  Its name differs only because a class can't
  * have two templates of one name. */
 static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE(
     "src_%u", GST_PAD_SRC, GST_PAD_REQUEST, GST_STATIC_CAPS_ANY);
@@ -596,9 +600,14 @@ static void gst_rdma_src_finalize(GObject *object)
 }
 
 /* device-id: the pad of that one device, made now so that links to it
- * (an unnamed `rdmasrc device-id=3 ! sink` too) are made at once. */
+ * (an unnamed `rdmasrc device-id=3 ! sink` too) are made at once.  It is
+ * the element's own pad, not one an application requested: it comes from
+ * the sometimes template (as a demuxer's stream pads), so nobody releases
+ * it as a request pad and gst-inspect shows where it comes from. */
 static void gst_rdma_src_set_device_id(GstRdmaSrc *self, gint device_id)
 {
+  GstPadTemplate *templ =
+      gst_element_class_get_pad_template(GST_ELEMENT_GET_CLASS(self), "src_%s");
   gchar name[16];
   GstPad *pad;
   gint old;
@@ -613,7 +622,8 @@ static void gst_rdma_src_set_device_id(GstRdmaSrc *self, gint device_id)
     g_snprintf(name, sizeof name, "src_%d", old);
     pad = gst_element_get_static_pad(GST_ELEMENT(self), name);
     if (pad) {
-      gst_element_release_request_pad(GST_ELEMENT(self), pad);
+      /* Not gst_element_release_request_pad: not a request pad. */
+      gst_rdma_src_release_pad(GST_ELEMENT(self), pad);
       gst_object_unref(pad);
     }
   }
@@ -621,12 +631,10 @@ static void gst_rdma_src_set_device_id(GstRdmaSrc *self, gint device_id)
     return;
   g_snprintf(name, sizeof name, "src_%d", device_id);
   pad = gst_element_get_static_pad(GST_ELEMENT(self), name);
-  if (!pad)
-    pad = gst_element_request_pad_simple(GST_ELEMENT(self), name);
-  if (!pad)
+  if (pad)
+    gst_object_unref(pad); /* requested before: it stays as it is */
+  else if (!gst_rdma_src_request_new_pad(GST_ELEMENT(self), templ, name, NULL))
     GST_WARNING_OBJECT(self, "no pad %s", name);
-  else
-    gst_object_unref(pad); /* the element keeps it */
 }
 
 static void gst_rdma_src_set_property(GObject *object, guint prop_id,

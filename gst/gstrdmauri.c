@@ -114,6 +114,26 @@ static gboolean parse_setting(GstURIHandler *handler, const gchar *name,
   return TRUE;
 }
 
+/* GstUri takes any number as a port and reads 0 as none
+ * (GST_URI_NO_PORT): the port is checked here, where the application
+ * (playbin, gst-play-1.0) hears what is wrong, rather than have GObject
+ * refuse it with a warning, or the default port taken, and the element
+ * wait on a port nobody named.  GUri tells 0 from none (-1). */
+static gboolean uri_port_ok(const gchar *str)
+{
+  GError *err = NULL;
+  gint port = -1;
+
+  if (!g_uri_split_network(str, G_URI_FLAGS_NONE, NULL, NULL, &port, &err)) {
+    /* Anything else wrong is GstUri's to say. */
+    gboolean bad_port = g_error_matches(err, G_URI_ERROR, G_URI_ERROR_BAD_PORT);
+
+    g_error_free(err);
+    return !bad_port;
+  }
+  return port != 0;
+}
+
 static gboolean gst_rdma_uri_set(GstURIHandler *handler, const gchar *str,
                                  GError **error)
 {
@@ -142,6 +162,11 @@ static gboolean gst_rdma_uri_set(GstURIHandler *handler, const gchar *str,
       !gst_uri_get_host(uri) || !gst_uri_get_host(uri)[0]) {
     g_set_error(error, GST_URI_ERROR, GST_URI_ERROR_BAD_URI,
                 "Not an rdma://HOST:PORT/DEVICE URI: %s", str);
+    goto out;
+  }
+  if (!uri_port_ok(str)) {
+    g_set_error(error, GST_URI_ERROR, GST_URI_ERROR_BAD_URI,
+                "The port is a number from 1 to 65535: %s", str);
     goto out;
   }
   path = gst_uri_get_path(uri);

@@ -32,27 +32,41 @@ G_GNUC_UNUSED static GstElement *parse(const gchar *desc)
   return pipeline;
 }
 
-/* n live cameras, devices first..first+n-1 (small frames, 25 fps, frames
- * of them or endless when 0) into rdmasinks sharing one connection. */
-G_GNUC_UNUSED static GstElement *
-camera_rig_new(const gchar *transport, const gchar *host, guint port,
-               guint first, guint n, guint frames, const gchar *sink_props)
+/* The launch line of n live cameras, devices first..first+n-1 (GRAY8,
+ * width x 48, 25 fps, frames of them or endless when 0), into rdmasinks
+ * tx<device> sharing one connection.  Plain GLib: a child sender process
+ * (child-sender.h) uses it without gst-check. */
+G_GNUC_UNUSED static gchar *camera_rig_desc(const gchar *transport,
+                                            const gchar *host, guint port,
+                                            guint first, guint n, guint frames,
+                                            guint width,
+                                            const gchar *sink_props)
 {
   GString *desc = g_string_new(NULL);
-  GstElement *pipeline;
 
   for (guint d = first; d < first + n; d++) {
     g_string_append_printf(desc,
                            " videotestsrc is-live=true pattern=%u "
                            "num-buffers=%d ! video/x-raw,format=GRAY8,"
-                           "width=64,height=48,framerate=25/1 ! rdmasink "
+                           "width=%u,height=48,framerate=25/1 ! rdmasink "
                            "name=tx%u transport=%s host=%s port=%u "
                            "device-id=%u stats-interval=0 %s",
-                           d % 20, frames ? (gint)frames : -1, d, transport,
-                           host, port, d, sink_props);
+                           d % 20, frames ? (gint)frames : -1, width, d,
+                           transport, host, port, d, sink_props);
   }
-  pipeline = parse(desc->str);
-  g_string_free(desc, TRUE);
+  return g_string_free(desc, FALSE);
+}
+
+/* camera_rig_desc's cameras, 64 pixels wide, parsed. */
+G_GNUC_UNUSED static GstElement *
+camera_rig_new(const gchar *transport, const gchar *host, guint port,
+               guint first, guint n, guint frames, const gchar *sink_props)
+{
+  gchar *desc =
+      camera_rig_desc(transport, host, port, first, n, frames, 64, sink_props);
+  GstElement *pipeline = parse(desc);
+
+  g_free(desc);
   return pipeline;
 }
 

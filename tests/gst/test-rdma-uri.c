@@ -124,6 +124,8 @@ GST_START_TEST(test_bad_uris_change_nothing)
       {"rdma://127.0.0.1:7126/1?blocks=many", "many"},
       {"rdma://127.0.0.1:7126/1?transport=carrier-pigeon", "carrier-pigeon"},
       {"rdma://127.0.0.1:7126/1?port=1", "port"},
+      {"rdma://127.0.0.1:99999/1", "65535"},
+      {"rdma://127.0.0.1:0/1", "65535"},
   };
   GstElement *src = gst_element_factory_make("rdmasrc", NULL);
   gchar *uri;
@@ -171,6 +173,46 @@ GST_START_TEST(test_uri_mode_signals_no_more_pads)
   gst_element_set_state(src, GST_STATE_NULL);
   gst_object_unref(src);
   g_free(uri);
+}
+GST_END_TEST;
+
+/* A bad rdma:// URI given to playbin (gst-play-1.0, GstPlay, OpenCV's URI
+ * mode) reaches the bus as an error in our words, naming what is wrong
+ * with the URI, not a generic "no element for URI" nor a pipeline that
+ * waits for a camera on settings it didn't ask for. */
+GST_START_TEST(test_playbin_says_what_is_wrong_with_a_uri)
+{
+  static const struct {
+    const gchar *uri, *says;
+  } bad[] = {
+      {"rdma://127.0.0.1:99999/1?transport=shm", "65535"},
+      {"rdma://127.0.0.1:0/1?transport=shm", "65535"},
+      {"rdma://127.0.0.1:7126/300?transport=shm", "255"},
+      {"rdma://127.0.0.1:7126/1?transport=carrier-pigeon", "carrier-pigeon"},
+      {"rdma://127.0.0.1:7126/1?nope=1", "nope"},
+      {"rdma:///1", "rdma://HOST:PORT/DEVICE"},
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
+    GstElement *playbin = gst_element_factory_make("playbin", NULL);
+    GstBus *bus;
+    GstMessage *msg;
+    GError *err = NULL;
+
+    g_object_set(playbin, "uri", bad[i].uri, "video-sink",
+                 gst_element_factory_make("fakesink", NULL), "flags", 1, NULL);
+    gst_element_set_state(playbin, GST_STATE_PAUSED);
+    bus = gst_element_get_bus(playbin);
+    msg = gst_bus_timed_pop_filtered(bus, 10 * GST_SECOND, GST_MESSAGE_ERROR);
+    fail_unless(msg != NULL, "%s: no error", bad[i].uri);
+    gst_message_parse_error(msg, &err, NULL);
+    fail_unless(strstr(err->message, bad[i].says), "%s: %s", bad[i].uri,
+                err->message);
+    g_error_free(err);
+    gst_message_unref(msg);
+    gst_object_unref(bus);
+    stop(playbin);
+  }
 }
 GST_END_TEST;
 
@@ -377,6 +419,7 @@ static Suite *rdma_uri_suite(void)
   tcase_add_test(tc, test_bad_uris_change_nothing);
   tcase_add_test(tc, test_uri_mode_signals_no_more_pads);
   tcase_add_test(tc, test_playbin_plays_a_camera);
+  tcase_add_test(tc, test_playbin_says_what_is_wrong_with_a_uri);
   tcase_add_test(tc, test_uridecodebin_plays_a_camera);
   tcase_add_test(tc, test_uri_property_on_launch_lines);
   tcase_add_test(tc, test_bad_uri_property_fails_the_start);

@@ -9,18 +9,15 @@
  *
  * A lane is a sender process's connection: the cameras of this process
  * share one (camera_rig_new), and a second lane is this test binary again
- * (so a sanitized build runs a sanitized sender), which becomes a rig of
- * cameras in run_rig_process before main.  Transport: SBR_TEST_TRANSPORT
+ * (child-sender.h).  Transport: SBR_TEST_TRANSPORT
  * (shm on the host, verbs in the Soft-RoCE VM).
  */
 #include <gst/app/gstappsink.h>
 #include <gst/check/gstcheck.h>
 
-#include <signal.h>
-#include <stdio.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "child-sender.h"
 #include "pipeline-check.h"
 
 #define WAIT (20 * GST_SECOND)
@@ -38,63 +35,10 @@ static guint test_port(void)
 
 /* ------------------------------------------------- a second sender */
 
-#define RIG_ENV "RDMASRC_LANES_TEST_RIG"
-
 /* Cameras first..first+n-1 in another process: a lane of their own. */
 static GPid rig_process(guint port, guint first, guint n)
 {
-  gchar *value =
-      g_strdup_printf("%s %s %u %u %u", transport, rdma_addr, port, first, n);
-  gchar **envp = g_environ_setenv(g_get_environ(), RIG_ENV, value, TRUE);
-  gchar *argv[] = {"/proc/self/exe", NULL};
-  GError *err = NULL;
-  GPid pid = 0;
-
-  fail_unless(
-      g_spawn_async(NULL, argv, envp,
-                    G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL,
-                    NULL, NULL, &pid, &err),
-      "spawn: %s", err ? err->message : "?");
-  g_strfreev(envp);
-  g_free(value);
-  return pid;
-}
-
-/* In the child: the rig streams until killed. */
-__attribute__((constructor)) static void run_rig_process(void)
-{
-  const gchar *spec = g_getenv(RIG_ENV);
-  gchar tr[16], host[64];
-  guint port, first, n;
-  GstElement *pipeline;
-  GString *desc;
-
-  if (!spec ||
-      sscanf(spec, "%15s %63s %u %u %u", tr, host, &port, &first, &n) != 5)
-    return;
-  gst_init(NULL, NULL);
-  /* camera_rig_new's cameras, without gst-check (not set up here). */
-  desc = g_string_new(NULL);
-  for (guint d = first; d < first + n; d++)
-    g_string_append_printf(desc,
-                           " videotestsrc is-live=true pattern=%u ! "
-                           "video/x-raw,format=GRAY8,width=64,height=48,"
-                           "framerate=25/1 ! rdmasink transport=%s host=%s "
-                           "port=%u device-id=%u stats-interval=0",
-                           d % 20, tr, host, port, d);
-  pipeline = gst_parse_launch(desc->str, NULL);
-  g_string_free(desc, TRUE);
-  if (!pipeline)
-    _exit(2);
-  gst_element_set_state(pipeline, GST_STATE_PLAYING);
-  for (;;)
-    g_usleep(G_USEC_PER_SEC);
-}
-
-static void kill_process(GPid pid)
-{
-  kill(pid, SIGKILL);
-  waitpid(pid, NULL, 0);
+  return child_sender_spawn(transport, rdma_addr, port, first, n, 64);
 }
 
 /* ------------------------------------------------------------ stats */
@@ -218,7 +162,7 @@ GST_START_TEST(test_share_is_its_lanes)
   gst_structure_free(s);
 
   /* The second sender is gone: its devices are nobody's. */
-  kill_process(other);
+  child_sender_kill(other);
   for (guint d = 2; d < 6; d++)
     fail_unless_equals_int(wait_share(r, d, 24 / 6), 24 / 6);
   for (guint d = 0; d < 2; d++)
@@ -231,7 +175,7 @@ GST_START_TEST(test_share_is_its_lanes)
   for (guint d = 0; d < 2; d++)
     fail_unless_equals_int(share_of(r, d), 12);
 
-  kill_process(other);
+  child_sender_kill(other);
   stop(tx);
   gst_object_unref(r);
   stop(rx);
@@ -266,7 +210,7 @@ GST_START_TEST(test_explicit_share_wins)
     fail_unless(device_u64(r, d, "pushed") > 0, "device %u: no frame", d);
     fail_unless_equals_int(share_of(r, d), 3);
   }
-  kill_process(other);
+  child_sender_kill(other);
   stop(tx);
   gst_object_unref(r);
   stop(rx);
@@ -394,7 +338,7 @@ GST_START_TEST(test_windowed_consumer_keeps_zero_copy)
     fail_unless(device_uint(r, d, "held-downstream") >= KEEP,
                 "device %u holds %u", d, device_uint(r, d, "held-downstream"));
   }
-  kill_process(other);
+  child_sender_kill(other);
   stop(tx);
   gst_object_unref(r);
   stop(rx);
@@ -486,7 +430,7 @@ GST_START_TEST(test_shared_receiver_shares_per_lane)
   fail_unless_equals_int(wait_share(src[0], 0, 24), 24);
   fail_unless_equals_int(share_of(src[2], 2), 24);
 
-  kill_process(other);
+  child_sender_kill(other);
   stop(tx);
   for (guint d = 0; d < 3; d++) {
     gst_object_unref(src[d]);

@@ -185,6 +185,66 @@ GST_START_TEST(test_unnamed_link_takes_the_first_camera)
 
 GST_END_TEST;
 
+/* rdmasrc device-id=3, one camera's source (OpenCV's VideoCapture, a
+ * URI): its pad src_3 is the element's own, from the sometimes template as
+ * a demuxer's stream pads are, not a request pad an application made and
+ * may release.  It is there as soon as the property is set, so the link
+ * is made at parse time and camera 3 flows with no pad-added; device-id
+ * changed in NULL moves the pad. */
+static gint pads_added; /* atomic */
+
+static void count_pad_added(GstElement *element, GstPad *pad, gpointer data)
+{
+  (void)element;
+  (void)pad;
+  (void)data;
+  g_atomic_int_inc(&pads_added);
+}
+
+GST_START_TEST(test_device_id_pad_links_statically)
+{
+  guint port = test_port();
+  GstElement *rx = receiver_new("device-id=3 ! fakesink name=s", port);
+  GstElement *r = gst_bin_get_by_name(GST_BIN(rx), "r");
+  GstPad *pad = gst_element_get_static_pad(r, "src_3");
+  GstPadTemplate *templ;
+  GstElement *tx;
+
+  fail_unless(pad != NULL && gst_pad_is_linked(pad));
+  templ = gst_pad_get_pad_template(pad);
+  fail_unless(templ != NULL);
+  fail_unless_equals_int(GST_PAD_TEMPLATE_PRESENCE(templ), GST_PAD_SOMETIMES);
+  gst_object_unref(templ);
+  gst_object_unref(pad);
+
+  g_atomic_int_set(&pads_added, 0);
+  g_signal_connect(r, "pad-added", G_CALLBACK(count_pad_added), NULL);
+  tx = camera_rig_new(transport, rdma_addr, port, 3, 2, 0, "");
+  set_state(rx, GST_STATE_PLAYING);
+  set_state(tx, GST_STATE_PLAYING);
+  fail_unless(wait_handoffs(10, WAIT), "src_3: %d frames",
+              g_atomic_int_get(&handoffs));
+  fail_unless_equals_int(g_atomic_int_get(&pads_added), 0);
+  stop(tx);
+  change_state(rx, GST_STATE_NULL);
+
+  g_object_set(r, "device-id", 4, NULL);
+  pad = gst_element_get_static_pad(r, "src_3");
+  fail_unless(pad == NULL, "src_3 still there");
+  pad = gst_element_get_static_pad(r, "src_4");
+  fail_unless(pad != NULL);
+  templ = gst_pad_get_pad_template(pad);
+  fail_unless_equals_int(GST_PAD_TEMPLATE_PRESENCE(templ), GST_PAD_SOMETIMES);
+  gst_object_unref(templ);
+  gst_object_unref(pad);
+  g_object_set(r, "device-id", -1, NULL);
+  fail_unless_equals_int(r->numsrcpads, 0);
+  gst_object_unref(r);
+  stop(rx);
+}
+
+GST_END_TEST;
+
 /* Pads are asked for as tee's and compositor's are: by name,
  * src_<device> with device < 256, or unnamed (NULL, "src_%u") for the
  * lowest device without a pad; a released pad goes away and its name can
@@ -555,6 +615,7 @@ static Suite *rdmasrc_pads_suite(void)
   tcase_add_test(tc, test_requested_pad_gets_its_camera_later);
   tcase_add_test(tc, test_unnamed_link_takes_the_first_camera);
   tcase_add_test(tc, test_pads_are_requested_as_tee_does);
+  tcase_add_test(tc, test_device_id_pad_links_statically);
   tcase_add_test(tc, test_released_pad_comes_back_while_playing);
   tcase_add_test(tc, test_slow_pad_added_handler_stalls_no_camera);
   tcase_add_test(tc, test_gst_launch_e_exits_on_ctrl_c);

@@ -13,12 +13,11 @@
 #include <gst/app/gstappsink.h>
 #include <gst/check/gstcheck.h>
 
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "child-sender.h"
 #include "pipeline-check.h"
 
 #define MAX_PADS 12
@@ -749,61 +748,11 @@ GST_END_TEST;
 
 /* ------------------------------------------------- a device's life */
 
-/* A camera in another process (a second sender), width wide: this test
- * binary again (so a sanitized build runs a sanitized sender), which
- * becomes the camera in run_camera_process before main. */
-#define CAMERA_ENV "RDMASRC_STREAMS_TEST_CAMERA"
-
+/* A camera in another process (a second sender, child-sender.h), width
+ * wide. */
 static GPid camera_process(guint port, guint device, guint width)
 {
-  gchar *value = g_strdup_printf("%s %s %u %u %u", transport, rdma_addr, port,
-                                 device, width);
-  gchar **envp = g_environ_setenv(g_get_environ(), CAMERA_ENV, value, TRUE);
-  gchar *argv[] = {"/proc/self/exe", NULL};
-  GError *err = NULL;
-  GPid pid = 0;
-
-  fail_unless(
-      g_spawn_async(NULL, argv, envp,
-                    G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDOUT_TO_DEV_NULL,
-                    NULL, NULL, &pid, &err),
-      "spawn: %s", err ? err->message : "?");
-  g_strfreev(envp);
-  g_free(value);
-  return pid;
-}
-
-/* In the child: one live camera into rdmasink until killed. */
-__attribute__((constructor)) static void run_camera_process(void)
-{
-  const gchar *spec = g_getenv(CAMERA_ENV);
-  gchar tr[16], host[64];
-  guint port, device, width;
-  GstElement *pipeline;
-  gchar *desc;
-
-  if (!spec ||
-      sscanf(spec, "%15s %63s %u %u %u", tr, host, &port, &device, &width) != 5)
-    return;
-  gst_init(NULL, NULL);
-  desc = g_strdup_printf(
-      "videotestsrc is-live=true ! video/x-raw,format=GRAY8,width=%u,"
-      "height=48,framerate=25/1 ! rdmasink transport=%s host=%s port=%u "
-      "device-id=%u stats-interval=0",
-      width, tr, host, port, device);
-  pipeline = gst_parse_launch(desc, NULL);
-  g_free(desc);
-  if (!pipeline)
-    _exit(2);
-  gst_element_set_state(pipeline, GST_STATE_PLAYING);
-  for (;;)
-    g_usleep(G_USEC_PER_SEC);
-}
-
-static void kill_process(GPid pid)
-{
-  kill(pid, SIGKILL);
-  waitpid(pid, NULL, 0);
+  return child_sender_spawn(transport, rdma_addr, port, device, 1, width);
 }
 
 /* The first message from r of the types whose structure is named name
@@ -902,7 +851,7 @@ GST_START_TEST(test_second_sender_of_a_device_is_refused)
   for (gint i = 0; i < 150 && pad_width(rx, "src_0") != 80; i++)
     g_usleep(100000);
   fail_unless_equals_int(pad_width(rx, "src_0"), 80);
-  kill_process(other);
+  child_sender_kill(other);
   stop(rx);
 }
 
@@ -995,7 +944,7 @@ GST_START_TEST(test_refused_sender_warns_and_takes_over)
   gst_structure_free(s);
 
   /* The owner goes: this sender takes the device over, on the same pad. */
-  kill_process(owner);
+  child_sender_kill(owner);
   msg = wait_named(tx, GST_MESSAGE_INFO, NULL, 5 * GST_SECOND);
   fail_unless(msg != NULL, "no info message on taking the device over");
   gst_message_unref(msg);
@@ -1047,7 +996,7 @@ GST_START_TEST(test_killed_sender_is_a_device_lost_event)
   fail_unless(wait_frames(0, 5, WAIT));
   fail_unless(wait_frames(1, 5, WAIT));
 
-  kill_process(other);
+  child_sender_kill(other);
   msg = wait_named(rx, GST_MESSAGE_ELEMENT, "rdmasrc-device-lost", WAIT);
   fail_unless(msg != NULL, "no rdmasrc-device-lost");
   ms = gst_message_get_structure(msg);
@@ -1069,7 +1018,7 @@ GST_START_TEST(test_killed_sender_is_a_device_lost_event)
   before = frames_of(1);
   other = camera_process(port, 1, 64);
   fail_unless(wait_frames(1, before + 5, WAIT), "device 1 did not come back");
-  kill_process(other);
+  child_sender_kill(other);
   stop(tx);
   stop(rx);
 }
