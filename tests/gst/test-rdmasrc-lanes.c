@@ -386,7 +386,7 @@ GST_START_TEST(test_max_held_is_per_lane)
     fail_unless(device_uint(r, d, "held-downstream") >= KEEP,
                 "device %u holds %u", d, device_uint(r, d, "held-downstream"));
   }
-  kill_process(other);
+  child_sender_kill(other);
   stop(tx);
   gst_object_unref(r);
   stop(rx);
