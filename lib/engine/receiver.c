@@ -712,6 +712,10 @@ int sbr__receiver_new_with_ops(const struct sbr_receiver_config *cfg,
   int fret = sbr__fabric_check(&fabric, errbuf, errlen);
   if (fret)
     return fret;
+  SBR_DEBUG("receiver: fabric settings: tos %d, ACK timeout %u, completion "
+            "vector %d, NUMA node %d, huge pages %s",
+            cfg->tos, cfg->ack_timeout, cfg->comp_vector, cfg->numa_node,
+            cfg->huge_pages ? "on" : "off");
   sbr_addr_list *allowed = NULL;
   int ret = sbr_addr_list_parse(cfg->allowed_senders, &allowed, errbuf, errlen);
   if (ret < 0)

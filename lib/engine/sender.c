@@ -567,6 +567,11 @@ int sbr_sender_new(const struct sbr_sender_config *cfg, sbr_sender **out,
   int fret = sbr__fabric_check(&fabric, errbuf, errlen);
   if (fret)
     return fret;
+  SBR_DEBUG("sender for %s: fabric settings: tos %d, ACK timeout %u, retry "
+            "count %u, completion vector %d%s",
+            cfg->host, cfg->tos, cfg->ack_timeout, cfg->retry_count,
+            cfg->comp_vector,
+            cfg->backend == SBR_BACKEND_SHM ? " (ignored over shm)" : "");
 
   struct sbr_sender *s = calloc(1, sizeof *s);
   if (!s)
