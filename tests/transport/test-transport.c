@@ -1484,8 +1484,10 @@ static void test_send_queue_full_until_polled(void)
  * node: the binding is made and harmless).  Over shm only the binding
  * applies (no QP). */
 #define FABRIC_TOS 96 /* DSCP 24 (CS3) */
-#define FABRIC_TX_ACK 12
-#define FABRIC_RX_ACK 14
+/* Longer than the default (15), never shorter: a try of 4.096 us x 2^12
+ * could time out on the VM's emulated CPU under load and fail the QP. */
+#define FABRIC_TX_ACK 16
+#define FABRIC_RX_ACK 17
 #define FABRIC_RETRY 5
 
 /* The QP's timeout, retry count and traffic class (verbs only). */
