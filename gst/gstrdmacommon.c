@@ -43,6 +43,36 @@ GParamSpec *gst_rdma_param_spec_stats(const gchar *blurb)
                             G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
 }
 
+GParamSpec *gst_rdma_param_spec_tos(void)
+{
+  return g_param_spec_int(
+      "tos", "TOS",
+      "IP TOS byte of the RDMA traffic (RoCE v2, iWARP: DSCP x 4, e.g. 96 "
+      "for DSCP 24, to match a PFC/ECN class); -1 = rdma_cm's default",
+      -1, 255, GST_RDMA_DEFAULT_TOS,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+}
+
+GParamSpec *gst_rdma_param_spec_ack_timeout(void)
+{
+  return g_param_spec_uint(
+      "ack-timeout", "ACK timeout",
+      "Exponent of the QP's ACK timeout, 4.096 us x 2^n a try (15: 134 ms); "
+      "0 = rdma_cm's default",
+      0, 31, GST_RDMA_DEFAULT_ACK_TIMEOUT,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+}
+
+GParamSpec *gst_rdma_param_spec_comp_vector(void)
+{
+  return g_param_spec_int(
+      "comp-vector", "Completion vector",
+      "Completion vector of the connection's CQs (modulo the device's "
+      "count); -1 = spread connections over them",
+      -1, G_MAXINT, GST_RDMA_DEFAULT_COMP_VECTOR,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+}
+
 GParamSpec *gst_rdma_param_spec_stats_interval(const gchar *message_name,
                                                const gchar *nested_name)
 {

@@ -26,6 +26,14 @@ GParamSpec *gst_rdma_param_spec_port(const gchar *blurb);
 GParamSpec *gst_rdma_param_spec_transport(void);
 GParamSpec *gst_rdma_param_spec_mechanism(void);
 GParamSpec *gst_rdma_param_spec_stats(const gchar *blurb);
+/* Fabric settings (libsbr's configs, docs/hardware.md "Fabric
+ * settings"); verbs only, shm ignores them. */
+#define GST_RDMA_DEFAULT_TOS (-1)
+#define GST_RDMA_DEFAULT_ACK_TIMEOUT 15
+#define GST_RDMA_DEFAULT_COMP_VECTOR (-1)
+GParamSpec *gst_rdma_param_spec_tos(void);
+GParamSpec *gst_rdma_param_spec_ack_timeout(void);
+GParamSpec *gst_rdma_param_spec_comp_vector(void);
 /* nested_name: what the structures nested in the stats are called (they
  * are posted on their own too, see the ticker), or NULL. */
 GParamSpec *gst_rdma_param_spec_stats_interval(const gchar *message_name,

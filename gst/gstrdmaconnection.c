@@ -111,7 +111,9 @@ static gboolean config_differs(const GstRdmaConnectionConfig *a,
          a->connect_timeout_ms != b->connect_timeout_ms ||
          a->backpressure != b->backpressure ||
          a->wait_timeout_ms != b->wait_timeout_ms ||
-         a->read_ahead != b->read_ahead;
+         a->read_ahead != b->read_ahead || a->tos != b->tos ||
+         a->ack_timeout != b->ack_timeout || a->retry_count != b->retry_count ||
+         a->comp_vector != b->comp_vector;
 }
 
 /* Errors no retry can fix (sbr.h, sbr_sender_new): the receiver refused
@@ -345,6 +347,10 @@ static GstRdmaConnection *connection_new(const GstRdmaConnectionConfig *cfg,
   conn->sbr_cfg.backpressure = gst_rdma_backpressure_to_sbr(cfg->backpressure);
   conn->sbr_cfg.wait_timeout_ms = cfg->wait_timeout_ms;
   conn->sbr_cfg.read_ahead = cfg->read_ahead;
+  conn->sbr_cfg.tos = cfg->tos;
+  conn->sbr_cfg.ack_timeout = (uint8_t)cfg->ack_timeout;
+  conn->sbr_cfg.retry_count = (uint8_t)cfg->retry_count;
+  conn->sbr_cfg.comp_vector = cfg->comp_vector;
   return conn;
 }
 

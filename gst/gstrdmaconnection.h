@@ -52,6 +52,10 @@ typedef struct {
   GstRdmaBackpressure backpressure;
   gint wait_timeout_ms;
   guint read_ahead;
+  gint tos;          /* -1: rdma_cm's default */
+  guint ack_timeout; /* exponent; 0: rdma_cm's default */
+  guint retry_count; /* 0-6 */
+  gint comp_vector;  /* -1: spread */
 } GstRdmaConnectionConfig;
 
 typedef enum {

@@ -126,6 +126,17 @@ static const gchar *config_difference(const GstRdmaReceiverConfig *a,
   UINT_SETTING(max_connects_per_second, "max-connects-per-second");
   UINT_SETTING(max_frame_size, "max-frame-size");
   UINT_SETTING(probe_after, "probe-after");
+#define INT_SETTING(field, name)                                               \
+  if (a->field != b->field) {                                                  \
+    *va = g_strdup_printf("%d", a->field);                                     \
+    *vb = g_strdup_printf("%d", b->field);                                     \
+    return name;                                                               \
+  }
+  INT_SETTING(tos, "tos");
+  UINT_SETTING(ack_timeout, "ack-timeout");
+  INT_SETTING(comp_vector, "comp-vector");
+  INT_SETTING(numa_node, "numa-node");
+  INT_SETTING(huge_pages, "huge-pages");
   UINT_SETTING(max_held, "max-held");
   if (a->poll_mode != b->poll_mode) {
     *va = g_strdup_printf("%d", a->poll_mode);
@@ -141,6 +152,7 @@ static const gchar *config_difference(const GstRdmaReceiverConfig *a,
     return "allowed-senders";
   }
 #undef UINT_SETTING
+#undef INT_SETTING
   return NULL;
 }
 
@@ -366,6 +378,11 @@ static GstRdmaReceiver *receiver_new(const GstRdmaReceiverConfig *cfg,
   sc.max_connects_per_s = cfg->max_connects_per_second;
   sc.max_frame_size = cfg->max_frame_size;
   sc.probe_after_ms = cfg->probe_after;
+  sc.tos = cfg->tos;
+  sc.ack_timeout = (uint8_t)cfg->ack_timeout;
+  sc.comp_vector = cfg->comp_vector;
+  sc.numa_node = cfg->numa_node;
+  sc.huge_pages = cfg->huge_pages != FALSE;
   sc.on_refusal = on_refusal;
   sc.refusal_user_data = r;
   sc.on_lane = on_lane;

@@ -51,6 +51,11 @@ typedef struct {
   guint max_connects_per_second;
   guint max_frame_size;
   guint probe_after; /* ms of silence before a lane is probed, 0 = never */
+  gint tos;          /* -1: rdma_cm's default */
+  guint ack_timeout; /* exponent; 0: rdma_cm's default */
+  gint comp_vector;  /* -1: lanes spread over the vectors */
+  gint numa_node;    /* lane memory: -1 the NIC's node, -2 none */
+  gboolean huge_pages;
   GstRdmaPollMode poll_mode;
   guint max_held;
 } GstRdmaReceiverConfig;

@@ -172,6 +172,10 @@ enum {
   PROP_SEND_BLOCKS,
   PROP_BLOCK_SIZE,
   PROP_READ_AHEAD,
+  PROP_TOS,
+  PROP_ACK_TIMEOUT,
+  PROP_RETRY_COUNT,
+  PROP_COMP_VECTOR,
   PROP_STATS,
   PROP_STATS_INTERVAL,
   PROP_URI,
@@ -187,6 +191,8 @@ enum {
 /* Twelve cameras share them; each may hold one while upstream renders. */
 #define DEFAULT_SEND_BLOCKS 32
 #define DEFAULT_BLOCK_SIZE 0
+/* libsbr's: 7 would be "retry forever" on IB and Soft-RoCE. */
+#define DEFAULT_RETRY_COUNT 6
 /* A wait for a free send block longer than a minute is a stuck receiver,
  * not backpressure. */
 #define MAX_WAIT_TIMEOUT 60000
@@ -218,6 +224,10 @@ struct _GstRdmaSink {
   guint send_blocks;
   guint block_size;
   guint read_ahead;
+  gint tos;
+  guint ack_timeout;
+  guint retry_count;
+  gint comp_vector;
   guint stats_interval;
 
   /* From start to stop; conn and allocator set/cleared under the object
@@ -344,6 +354,16 @@ static void gst_rdma_sink_class_init(GstRdmaSinkClass *klass)
       "connection-wide)",
       0, 4096, 0,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_TOS] = gst_rdma_param_spec_tos();
+  properties[PROP_ACK_TIMEOUT] = gst_rdma_param_spec_ack_timeout();
+  properties[PROP_RETRY_COUNT] = g_param_spec_uint(
+      "retry-count", "Retry count",
+      "Transport retries before the connection is lost: a dead receiver is "
+      "found after 4.096 us x 2^ack-timeout x (retry-count + 1); 7 (retry "
+      "forever) is not allowed",
+      0, 6, DEFAULT_RETRY_COUNT,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_COMP_VECTOR] = gst_rdma_param_spec_comp_vector();
   properties[PROP_STATS] = gst_rdma_param_spec_stats(
       "Counters of this device and of the connection it shares, one flat "
       "structure \"rdmasink-stats\" (the element documentation lists the "
@@ -388,6 +408,10 @@ static void gst_rdma_sink_init(GstRdmaSink *self)
   self->upstream_live = TRUE;
   self->send_blocks = DEFAULT_SEND_BLOCKS;
   self->block_size = DEFAULT_BLOCK_SIZE;
+  self->tos = GST_RDMA_DEFAULT_TOS;
+  self->ack_timeout = GST_RDMA_DEFAULT_ACK_TIMEOUT;
+  self->retry_count = DEFAULT_RETRY_COUNT;
+  self->comp_vector = GST_RDMA_DEFAULT_COMP_VECTOR;
   self->stats_interval = GST_RDMA_DEFAULT_STATS_INTERVAL;
   /* A last sample is one more reference to every buffer rendered, which
    * makes render copy it (it could be read afterwards): off by default so
@@ -450,6 +474,18 @@ static void gst_rdma_sink_set_property(GObject *object, guint prop_id,
   case PROP_READ_AHEAD:
     self->read_ahead = g_value_get_uint(value);
     break;
+  case PROP_TOS:
+    self->tos = g_value_get_int(value);
+    break;
+  case PROP_ACK_TIMEOUT:
+    self->ack_timeout = g_value_get_uint(value);
+    break;
+  case PROP_RETRY_COUNT:
+    self->retry_count = g_value_get_uint(value);
+    break;
+  case PROP_COMP_VECTOR:
+    self->comp_vector = g_value_get_int(value);
+    break;
   case PROP_RECONNECT:
     self->reconnect = g_value_get_boolean(value);
     break;
@@ -511,6 +547,18 @@ static void gst_rdma_sink_get_property(GObject *object, guint prop_id,
     break;
   case PROP_READ_AHEAD:
     g_value_set_uint(value, self->read_ahead);
+    break;
+  case PROP_TOS:
+    g_value_set_int(value, self->tos);
+    break;
+  case PROP_ACK_TIMEOUT:
+    g_value_set_uint(value, self->ack_timeout);
+    break;
+  case PROP_RETRY_COUNT:
+    g_value_set_uint(value, self->retry_count);
+    break;
+  case PROP_COMP_VECTOR:
+    g_value_set_int(value, self->comp_vector);
     break;
   case PROP_RECONNECT:
     g_value_set_boolean(value, self->reconnect);
@@ -679,6 +727,10 @@ static gboolean gst_rdma_sink_start(GstBaseSink *bsink)
   cfg.backpressure = self->backpressure;
   cfg.wait_timeout_ms = self->wait_timeout;
   cfg.read_ahead = self->read_ahead;
+  cfg.tos = self->tos;
+  cfg.ack_timeout = self->ack_timeout;
+  cfg.retry_count = self->retry_count;
+  cfg.comp_vector = self->comp_vector;
   self->device = (guint8)self->device_id;
   self->reconnect_enabled = self->reconnect;
   stats_interval = self->stats_interval;

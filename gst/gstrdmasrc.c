@@ -317,6 +317,11 @@ enum {
   PROP_MAX_CONNECTS_PER_SECOND,
   PROP_MAX_FRAME_SIZE,
   PROP_PROBE_AFTER,
+  PROP_TOS,
+  PROP_ACK_TIMEOUT,
+  PROP_COMP_VECTOR,
+  PROP_NUMA_NODE,
+  PROP_HUGE_PAGES,
   PROP_LATENCY,
   PROP_TIMEOUT,
   PROP_DEVICE_LOST_EOS,
@@ -346,6 +351,9 @@ enum {
 #define DEFAULT_MAX_FRAME_SIZE (64u << 20)
 /* libsbr's default: a second of silence, then a probe. */
 #define DEFAULT_PROBE_AFTER 1000
+/* libsbr's: the lane memory on the RDMA device's node, in huge pages. */
+#define DEFAULT_NUMA_NODE (-1)
+#define DEFAULT_HUGE_PAGES TRUE
 #define DEFAULT_LATENCY (-1)
 #define DEFAULT_TIMEOUT 0
 #define DEFAULT_DEVICE_LOST_EOS FALSE
@@ -479,6 +487,20 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
       "never",
       0, G_MAXUINT, DEFAULT_PROBE_AFTER,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_TOS] = gst_rdma_param_spec_tos();
+  properties[PROP_ACK_TIMEOUT] = gst_rdma_param_spec_ack_timeout();
+  properties[PROP_COMP_VECTOR] = gst_rdma_param_spec_comp_vector();
+  properties[PROP_NUMA_NODE] = g_param_spec_int(
+      "numa-node", "NUMA node",
+      "NUMA node of the lanes' memory (verbs; shm too when set): -1 = the "
+      "RDMA device's node, -2 = wherever it is first touched",
+      -2, 1023, DEFAULT_NUMA_NODE,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_HUGE_PAGES] = g_param_spec_boolean(
+      "huge-pages", "Huge pages",
+      "Ask for transparent huge pages for lanes of 2 MiB or more",
+      DEFAULT_HUGE_PAGES,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_LATENCY] = g_param_spec_int(
       "latency", "Latency",
       "Minimum latency reported in milliseconds (-1 = measured from the "
@@ -561,6 +583,11 @@ static void gst_rdma_src_init(GstRdmaSrc *self)
   self->max_connects_per_second = DEFAULT_MAX_CONNECTS_PER_SECOND;
   self->max_frame_size = DEFAULT_MAX_FRAME_SIZE;
   self->probe_after = DEFAULT_PROBE_AFTER;
+  self->tos = GST_RDMA_DEFAULT_TOS;
+  self->ack_timeout = GST_RDMA_DEFAULT_ACK_TIMEOUT;
+  self->comp_vector = GST_RDMA_DEFAULT_COMP_VECTOR;
+  self->numa_node = DEFAULT_NUMA_NODE;
+  self->huge_pages = DEFAULT_HUGE_PAGES;
   self->latency = DEFAULT_LATENCY;
   self->timeout = DEFAULT_TIMEOUT;
   self->device_lost_eos = DEFAULT_DEVICE_LOST_EOS;
@@ -725,6 +752,21 @@ static void gst_rdma_src_set_property(GObject *object, guint prop_id,
   case PROP_PROBE_AFTER:
     self->probe_after = g_value_get_uint(value);
     break;
+  case PROP_TOS:
+    self->tos = g_value_get_int(value);
+    break;
+  case PROP_ACK_TIMEOUT:
+    self->ack_timeout = g_value_get_uint(value);
+    break;
+  case PROP_COMP_VECTOR:
+    self->comp_vector = g_value_get_int(value);
+    break;
+  case PROP_NUMA_NODE:
+    self->numa_node = g_value_get_int(value);
+    break;
+  case PROP_HUGE_PAGES:
+    self->huge_pages = g_value_get_boolean(value);
+    break;
   case PROP_MAX_CONNECTS_PER_SECOND:
     self->max_connects_per_second = g_value_get_uint(value);
     break;
@@ -816,6 +858,21 @@ static void gst_rdma_src_get_property(GObject *object, guint prop_id,
     break;
   case PROP_PROBE_AFTER:
     g_value_set_uint(value, self->probe_after);
+    break;
+  case PROP_TOS:
+    g_value_set_int(value, self->tos);
+    break;
+  case PROP_ACK_TIMEOUT:
+    g_value_set_uint(value, self->ack_timeout);
+    break;
+  case PROP_COMP_VECTOR:
+    g_value_set_int(value, self->comp_vector);
+    break;
+  case PROP_NUMA_NODE:
+    g_value_set_int(value, self->numa_node);
+    break;
+  case PROP_HUGE_PAGES:
+    g_value_set_boolean(value, self->huge_pages);
     break;
   case PROP_MAX_CONNECTS_PER_SECOND:
     g_value_set_uint(value, self->max_connects_per_second);
@@ -976,6 +1033,11 @@ static gboolean gst_rdma_src_open(GstRdmaSrc *self)
   cfg.max_connects_per_second = self->max_connects_per_second;
   cfg.max_frame_size = self->max_frame_size;
   cfg.probe_after = self->probe_after;
+  cfg.tos = self->tos;
+  cfg.ack_timeout = self->ack_timeout;
+  cfg.comp_vector = self->comp_vector;
+  cfg.numa_node = self->numa_node;
+  cfg.huge_pages = self->huge_pages;
   cfg.poll_mode = self->poll_mode;
   cfg.max_held = self->max_held;
   self->member.device = self->device_id;

@@ -46,6 +46,11 @@ struct _GstRdmaSrc {
   guint max_connects_per_second;
   guint max_frame_size; /* bytes; larger frames are rejected */
   guint probe_after;    /* ms of a quiet lane before it is probed; 0 off */
+  gint tos;             /* -1: rdma_cm's default */
+  guint ack_timeout;    /* exponent; 0: rdma_cm's default */
+  gint comp_vector;     /* -1: lanes spread over the vectors */
+  gint numa_node;       /* lane memory: -1 the NIC's node, -2 none */
+  gboolean huge_pages;  /* lane memory: transparent huge pages */
   gint latency;
   guint timeout;
   gboolean device_lost_eos;

@@ -318,6 +318,29 @@ struct sbr_sender_config {
    * the copy in direct_fallbacks).  true = always copy into the lane, as
    * before (for comparison).  Default false. */
   bool copy_into_lane;
+  /* Fabric settings (verbs; shm ignores them).  docs/hardware.md,
+   * "Fabric settings", says how they map onto PFC/ECN classes and how
+   * fast a dead peer is found.
+   * The connection's IP TOS byte (RoCE v2, iWARP: DSCP in its top six
+   * bits, which the switches' PFC/ECN classes match; InfiniBand takes
+   * its service level from the path and ignores it), 0-255; -1 (the
+   * default) = rdma_cm's own (0, or the rdma_cm default_roce_tos of
+   * configfs). */
+  int tos;
+  /* The QP's ACK timeout exponent: a try waits 4.096 us x 2^ack_timeout
+   * before the NIC resends.  1-31; default 15 (134 ms); 0 = rdma_cm's
+   * own (on RoCE from the path's packet lifetime: seconds a try). */
+  uint8_t ack_timeout;
+  /* Transport retries before a work request fails and the connection is
+   * lost, 0-6; default 6.  7 (retry forever on InfiniBand and Soft-RoCE)
+   * is refused with -EINVAL: a dead receiver would never be found.  The
+   * receiver's QP takes this value too.  A dead peer is found about
+   * 4.096 us x 2^ack_timeout x (retry_count + 1) into a silence. */
+  uint8_t retry_count;
+  /* Completion vector of the connection's CQs (its interrupts' core):
+   * -1 (default) = spread this process's connections over the device's
+   * vectors; N = vector N modulo the device's count. */
+  int comp_vector;
 };
 
 /* Fills cfg with the defaults above. */
@@ -585,13 +608,34 @@ struct sbr_receiver_config {
    * 0 = never probe. */
   uint32_t probe_after_ms;
   /* The QP's local ACK timeout exponent (verbs): each try waits 4.096 us
-   * x 2^ack_timeout, and the NIC tries 7 times (the retry count, 6, which
-   * the sender asks for) before it gives up.  Default 15: 134 ms a try,
+   * x 2^ack_timeout, and the NIC tries retry count + 1 times (the
+   * sender's retry_count, 6 by default) before it gives up.  Default 15: 134 ms a try,
    * so a dead sender's lane closes about probe_after_ms + 0.9 s after its
    * last block.
    * 0 = rdma_cm's own (on RoCE, from the path's packet lifetime: seconds
    * a try). */
   uint8_t ack_timeout;
+  /* Fabric settings of the lanes (verbs; as sbr_sender_config's).  The
+   * IP TOS byte, 0-255, -1 (default) = rdma_cm's own.  On RoCE the
+   * lane's QP takes the traffic class of the sender's connect request,
+   * so the sender's tos is the one that counts there. */
+  int tos;
+  /* Completion vector of each lane's CQs: -1 (default) = lane id modulo
+   * the device's vectors; N = vector N modulo their count. */
+  int comp_vector;
+  /* NUMA node of the lane memory (blocks and status), chosen before
+   * anything touches it (a preference: a full node falls back to
+   * another).  -1 (default) = the RDMA device's node (none on a host
+   * without NUMA: then no binding); -2 = no binding (pages land where
+   * they are first touched, the registering thread's node); N = node N
+   * (shm lanes too). */
+  int numa_node;
+  /* Transparent huge pages for lanes of 2 MiB or more
+   * (madvise(MADV_HUGEPAGE); both back ends): fewer translations for the
+   * NIC and the CPU.  Taken where the host's THP setting allows it on
+   * request (enabled: madvise or always; shm lanes: shmem_enabled
+   * advise).  Default true. */
+  bool huge_pages;
 };
 void sbr_receiver_config_init(struct sbr_receiver_config *cfg);
 

@@ -15,6 +15,11 @@
  *   - per device: type-2 memory windows (allocated, not only advertised:
  *     bnxt_re advertises them and can't), and whether an RC QP with the
  *     64 inline bytes the engines ask for can be created;
+ *   - per device: its NUMA node and completion vectors (where a
+ *     receiver's lanes' memory and interrupts go: sbr.h's numa_node and
+ *     comp_vector);
+ *   - transparent huge pages: whether the kernel takes the lanes'
+ *     madvise(MADV_HUGEPAGE) (huge_pages);
  *   - RLIMIT_MEMLOCK against a lane (blocks x block size), unless the
  *     process has CAP_IPC_LOCK, which lifts the limit for registrations;
  *   - rdma_cm: present, and with PEER, whether the address and route to it
@@ -463,6 +468,30 @@ static void check_inline(struct ibv_context *ctx, struct ibv_pd *pd,
            dev, strerror(errno));
 }
 
+/* Where lanes on this device go (informational: nothing to fix). */
+static void check_placement(struct ibv_context *ctx, const char *dev)
+{
+  char path[256];
+  int node = -1;
+  snprintf(path, sizeof path, "/sys/class/infiniband/%s/device/numa_node", dev);
+  FILE *f = fopen(path, "re");
+  if (f) {
+    if (fscanf(f, "%d", &node) != 1)
+      node = -1;
+    fclose(f);
+  }
+  if (node >= 0)
+    report(LVL_OK,
+           "%s: NUMA node %d (a receiver's lanes' memory goes there), "
+           "%d completion vector(s) (lanes spread over them)",
+           dev, node, ctx->num_comp_vectors);
+  else
+    report(LVL_OK,
+           "%s: no NUMA node (lanes' memory is not bound), %d completion "
+           "vector(s) (lanes spread over them)",
+           dev, ctx->num_comp_vectors);
+}
+
 static void check_device(struct ibv_device *d)
 {
   const char *dev = ibv_get_device_name(d);
@@ -487,6 +516,7 @@ static void check_device(struct ibv_device *d)
   }
   for (uint8_t p = 1; p <= da.phys_port_cnt; p++)
     check_port(ctx, dev, iwarp, p);
+  check_placement(ctx, dev);
   struct ibv_pd *pd = ibv_alloc_pd(ctx);
   check_windows(pd, dev, iwarp, da.device_cap_flags);
   check_inline(ctx, pd, dev);
@@ -620,6 +650,34 @@ static bool check_rdma(const struct check_opts *o)
 }
 #endif
 
+/* Transparent huge pages: the kernel's setting decides whether lanes'
+ * madvise(MADV_HUGEPAGE) is taken. */
+static void check_huge_pages(void)
+{
+  char buf[128] = "";
+  FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "re");
+  if (!f) {
+    report(LVL_WARN, "huge pages: this kernel has no transparent huge pages: "
+                     "lanes use 4 KiB pages; fix: none needed, a kernel with "
+                     "CONFIG_TRANSPARENT_HUGEPAGE translates MiB-sized lanes "
+                     "with fewer pages");
+    return;
+  }
+  if (!fgets(buf, sizeof buf, f))
+    buf[0] = '\0';
+  fclose(f);
+  if (strstr(buf, "[never]"))
+    report(LVL_WARN,
+           "huge pages: transparent huge pages are off (never): lanes use "
+           "4 KiB pages; fix: `echo madvise > "
+           "/sys/kernel/mm/transparent_hugepage/enabled`");
+  else
+    report(LVL_OK,
+           "huge pages: lanes of 2 MiB or more ask for them and get "
+           "them (transparent huge pages: %s)",
+           strstr(buf, "[always]") ? "always" : "madvise");
+}
+
 /* ------------------------------------------------------------ main */
 
 static void check_usage(FILE *f)
@@ -720,6 +778,7 @@ int sbr_check_main(int argc, char **argv)
   o.peer = optind < argc ? argv[optind] : NULL;
 
   bool rdma = check_rdma(&o);
+  check_huge_pages();
   check_memlock(&o);
   fflush(stdout);
   if (!rdma)

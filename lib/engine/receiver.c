@@ -74,6 +74,12 @@ void sbr_receiver_config_init(struct sbr_receiver_config *cfg)
   cfg->max_frame_size = DEFAULT_MAX_FRAME_SIZE;
   cfg->probe_after_ms = DEFAULT_PROBE_AFTER_MS;
   cfg->ack_timeout = DEFAULT_ACK_TIMEOUT;
+  struct sbr__fabric f;
+  sbr__fabric_defaults(&f);
+  cfg->tos = f.tos;
+  cfg->comp_vector = f.comp_vector;
+  cfg->numa_node = f.numa_node;
+  cfg->huge_pages = f.huge_pages;
   memset(cfg->device_mask, 0xff, sizeof cfg->device_mask);
   cfg->poll_mode = SBR_POLL_ADAPTIVE;
   sbr__backoff_config_fill(&cfg->backoff);
@@ -87,6 +93,21 @@ static inline int block_state(const struct sbr_block *b)
 static inline void set_block_state(struct sbr_block *b, int state)
 {
   __atomic_store_n(&b->state, state, __ATOMIC_RELEASE);
+}
+
+/* The fabric settings of cfg for the lane lane_id (its place in the
+ * spread over completion vectors).  The retry count is the sender's: a
+ * receiver's QP takes it from the connect request. */
+static void receiver_fabric(const struct sbr_receiver_config *cfg,
+                            uint32_t lane_id, struct sbr__fabric *f)
+{
+  sbr__fabric_defaults(f);
+  f->tos = cfg->tos;
+  f->ack_timeout = cfg->ack_timeout;
+  f->comp_vector = cfg->comp_vector;
+  f->comp_index = lane_id;
+  f->numa_node = cfg->numa_node;
+  f->huge_pages = cfg->huge_pages;
 }
 
 /* ------------------------------------------------------------ lifetime */
@@ -449,10 +470,10 @@ static void lane_open(struct sbr_receiver *r, struct sbr__conn_request *req)
   };
   /* One send slot: the liveness probe (the status-byte engine posts
    * nothing else). */
-  struct sbr__queue_caps caps = {.max_send_wr = 1,
-                                 .max_recv_wr = 0,
-                                 .max_inline = 64,
-                                 .ack_timeout = r->cfg.ack_timeout};
+  struct sbr__fabric fabric;
+  receiver_fabric(&r->cfg, lane->id, &fabric);
+  struct sbr__queue_caps caps = {
+      .max_send_wr = 1, .max_recv_wr = 0, .max_inline = 64, .fabric = &fabric};
   if (r->cfg.mechanism == SBR_MECH_SLIDING_WINDOW) {
     caps.max_send_wr = r->cfg.block_count + 4;
     caps.max_recv_wr = r->cfg.block_count + 4;
@@ -686,6 +707,15 @@ int sbr__receiver_new_with_ops(const struct sbr_receiver_config *cfg,
     sbr__errf(errbuf, errlen, "unknown poll mode %d", (int)cfg->poll_mode);
     return -EINVAL;
   }
+  struct sbr__fabric fabric;
+  receiver_fabric(cfg, 0, &fabric);
+  int fret = sbr__fabric_check(&fabric, errbuf, errlen);
+  if (fret)
+    return fret;
+  SBR_DEBUG("receiver: fabric settings: tos %d, ACK timeout %u, completion "
+            "vector %d, NUMA node %d, huge pages %s",
+            cfg->tos, cfg->ack_timeout, cfg->comp_vector, cfg->numa_node,
+            cfg->huge_pages ? "on" : "off");
   sbr_addr_list *allowed = NULL;
   int ret = sbr_addr_list_parse(cfg->allowed_senders, &allowed, errbuf, errlen);
   if (ret < 0)

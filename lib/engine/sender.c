@@ -48,6 +48,25 @@ void sbr_sender_config_init(struct sbr_sender_config *cfg)
   cfg->pause_poll_us = DEFAULT_PAUSE_POLL_US;
   cfg->send_order = SBR_SEND_ORDER_FIFO;
   sbr__backoff_config_fill(&cfg->backoff);
+  struct sbr__fabric f;
+  sbr__fabric_defaults(&f);
+  cfg->tos = f.tos;
+  cfg->ack_timeout = f.ack_timeout;
+  cfg->retry_count = f.retry_count;
+  cfg->comp_vector = f.comp_vector;
+}
+
+/* The fabric settings of cfg; index: this connection's place in the
+ * spread over completion vectors. */
+static void sender_fabric(const struct sbr_sender_config *cfg, uint32_t index,
+                          struct sbr__fabric *f)
+{
+  sbr__fabric_defaults(f);
+  f->tos = cfg->tos;
+  f->ack_timeout = cfg->ack_timeout;
+  f->retry_count = cfg->retry_count;
+  f->comp_vector = cfg->comp_vector;
+  f->comp_index = index;
 }
 
 void sbr_block_meta_init(struct sbr_block_meta *meta, uint8_t device)
@@ -296,10 +315,16 @@ static int connect_locked(struct sbr_sender *s, char *errbuf, size_t errlen)
                            s->cfg.block_size_hint, s->cfg.block_count_hint);
   /* Queue bounds: every block is at most 2 WRs in flight, plus one status
    * READ; the sliding window also posts one receive per slot for ACKs. */
+  /* Every connection of this process (senders, reconnects) takes the
+   * next completion vector when they are spread. */
+  static atomic_uint connections;
+  struct sbr__fabric fabric;
+  sender_fabric(&s->cfg, atomic_fetch_add(&connections, 1), &fabric);
   struct sbr__queue_caps caps = {
       .max_send_wr = 2 * s->n_blocks + 4,
       .max_recv_wr = 0,
       .max_inline = 64,
+      .fabric = &fabric,
   };
   if (s->cfg.mechanism == SBR_MECH_SLIDING_WINDOW)
     caps.max_recv_wr =
@@ -537,6 +562,16 @@ int sbr_sender_new(const struct sbr_sender_config *cfg, sbr_sender **out,
   if (cfg->send_order != SBR_SEND_ORDER_ROUND_ROBIN &&
       cfg->send_order != SBR_SEND_ORDER_FIFO)
     return -EINVAL;
+  struct sbr__fabric fabric;
+  sender_fabric(cfg, 0, &fabric);
+  int fret = sbr__fabric_check(&fabric, errbuf, errlen);
+  if (fret)
+    return fret;
+  SBR_DEBUG("sender for %s: fabric settings: tos %d, ACK timeout %u, retry "
+            "count %u, completion vector %d%s",
+            cfg->host, cfg->tos, cfg->ack_timeout, cfg->retry_count,
+            cfg->comp_vector,
+            cfg->backend == SBR_BACKEND_SHM ? " (ignored over shm)" : "");
 
   struct sbr_sender *s = calloc(1, sizeof *s);
   if (!s)

@@ -50,6 +50,7 @@
 #include <sys/socket.h>
 
 #include "sbr.h"
+#include "transport/fabric.h"
 
 /* Connect/accept private data, on the wire (little-endian).  rdma_cm allows at
  * most 56 bytes from the active side and 196 from the passive side; both
@@ -328,9 +329,11 @@ struct sbr__queue_caps {
   uint32_t max_send_wr;
   uint32_t max_recv_wr;
   uint32_t max_inline; /* bytes the engine may post inline */
-  /* verbs: the QP's local ACK timeout exponent (sbr_receiver_config's
-   * ack_timeout); 0 = the back end's default.  Ignored elsewhere. */
-  uint8_t ack_timeout;
+  /* The fabric settings (TOS, ACK timeout and retries, completion
+   * vector: verbs only) and the lane memory's placement (NUMA node, huge
+   * pages: a receiver's lanes, both back ends); NULL = the defaults
+   * (sbr__fabric_defaults).  Read during the call only. */
+  const struct sbr__fabric *fabric;
 };
 
 struct sbr__transport_ops {

@@ -2661,6 +2661,123 @@ GST_START_TEST(test_stats_and_timeout_messages)
 
 GST_END_TEST;
 
+/* ------------------------------------------------- fabric settings */
+
+/* libsbr's log lines that carry "fabric settings" (the configs it was
+ * given, logged at debug level by sbr_sender_new / sbr_receiver_new). */
+static GMutex fabric_lock;
+static GString *fabric_lines;
+
+static void capture_fabric_lines(GstDebugCategory *category,
+                                 GstDebugLevel level, const gchar *file,
+                                 const gchar *function, gint line,
+                                 GObject *object, GstDebugMessage *message,
+                                 gpointer user_data)
+{
+  const gchar *text = gst_debug_message_get(message);
+
+  (void)level, (void)file, (void)function, (void)line, (void)object;
+  (void)user_data;
+  if (g_strcmp0(gst_debug_category_get_name(category), "sbr") != 0 || !text ||
+      !strstr(text, "fabric settings"))
+    return;
+  g_mutex_lock(&fabric_lock);
+  g_string_append_printf(fabric_lines, "%s\n", text);
+  g_mutex_unlock(&fabric_lock);
+}
+
+static gboolean fabric_logged(const gchar *needle)
+{
+  gboolean found;
+
+  g_mutex_lock(&fabric_lock);
+  found = strstr(fabric_lines->str, needle) != NULL;
+  g_mutex_unlock(&fabric_lock);
+  return found;
+}
+
+/* The fabric properties reach libsbr's configs, as libsbr reports them
+ * (over shm it ignores them but still says what it got). */
+GST_START_TEST(test_fabric_properties_reach_the_library)
+{
+  const guint devices[] = {0};
+  guint port = test_port();
+  GstElement *rx, *tx;
+  Collector c;
+
+  /* ACK timeouts longer than the default, never shorter: a short one
+   * could fail the QP on the VM's emulated CPU under load.  libsbr's
+   * debug lines go to the capture only, not to stderr. */
+  fabric_lines = g_string_new(NULL);
+  gst_debug_remove_log_function(gst_debug_log_default);
+  gst_debug_set_threshold_for_name("sbr", GST_LEVEL_DEBUG);
+  gst_debug_add_log_function(capture_fabric_lines, NULL, NULL);
+
+  collector_init(&c);
+  rx = receiver_new(port, devices, 1,
+                    "tos=96 ack-timeout=17 comp-vector=3 numa-node=-2 "
+                    "huge-pages=false",
+                    &c);
+  set_state(rx, GST_STATE_PLAYING);
+  tx =
+      sender_new(port, 0, "tos=184 ack-timeout=16 retry-count=5 comp-vector=2");
+  set_state(tx, GST_STATE_PLAYING);
+  push_frames(tx, 0, 0, 2, small_size);
+  fail_unless(collector_wait_frames(&c, 0, 2, WAIT));
+  stop(tx);
+  stop(rx);
+  collector_clear(&c);
+
+  gst_debug_remove_log_function(capture_fabric_lines);
+  gst_debug_set_threshold_for_name("sbr", GST_LEVEL_NONE);
+  gst_debug_add_log_function(gst_debug_log_default, NULL, NULL);
+  fail_unless(fabric_logged("receiver: fabric settings: tos 96, ACK timeout "
+                            "17, completion vector 3, NUMA node -2, huge "
+                            "pages off"),
+              "%s", fabric_lines->str);
+  fail_unless(fabric_logged("fabric settings: tos 184, ACK timeout 16, retry "
+                            "count 5, completion vector 2"),
+              "%s", fabric_lines->str);
+  g_string_free(fabric_lines, TRUE);
+}
+
+GST_END_TEST;
+
+/* Out of the verbs spec's ranges, or retry forever: GObject refuses the
+ * value (a warning naming it) and the element keeps its default. */
+GST_START_TEST(test_fabric_properties_refuse_out_of_range)
+{
+  GstElement *sink = gst_element_factory_make("rdmasink", NULL);
+  GstElement *src = gst_element_factory_make("rdmasrc", NULL);
+  guint retry, ack;
+  gint tos, node;
+  gboolean huge;
+
+  g_object_get(sink, "retry-count", &retry, "ack-timeout", &ack, "tos", &tos,
+               NULL);
+  fail_unless_equals_int(retry, 6);
+  fail_unless_equals_int(ack, 15);
+  fail_unless_equals_int(tos, -1);
+  g_object_get(src, "numa-node", &node, "huge-pages", &huge, NULL);
+  fail_unless_equals_int(node, -1);
+  fail_unless(huge);
+  ASSERT_WARNING(g_object_set(sink, "retry-count", 7, NULL));
+  ASSERT_WARNING(g_object_set(sink, "ack-timeout", 32, NULL));
+  ASSERT_WARNING(g_object_set(sink, "tos", 256, NULL));
+  ASSERT_WARNING(g_object_set(src, "numa-node", -3, NULL));
+  g_object_get(sink, "retry-count", &retry, "ack-timeout", &ack, "tos", &tos,
+               NULL);
+  fail_unless_equals_int(retry, 6);
+  fail_unless_equals_int(ack, 15);
+  fail_unless_equals_int(tos, -1);
+  g_object_get(src, "numa-node", &node, NULL);
+  fail_unless_equals_int(node, -1);
+  gst_object_unref(sink);
+  gst_object_unref(src);
+}
+
+GST_END_TEST;
+
 /* ------------------------------------------------- bad properties */
 
 /* Setting latency while PLAYING posts a latency message, so the pipeline
@@ -2833,6 +2950,8 @@ static Suite *rdma_elements_suite(void)
   tcase_add_test(tc, test_stats_and_timeout_messages);
   tcase_add_test(tc, test_latency_property_posts_a_latency_message);
   tcase_add_test(tc, test_read_ahead_reaches_the_connection);
+  tcase_add_test(tc, test_fabric_properties_reach_the_library);
+  tcase_add_test(tc, test_fabric_properties_refuse_out_of_range);
   return s;
 }
 

@@ -110,6 +110,46 @@ GST_START_TEST(test_src_takes_a_uri)
 }
 GST_END_TEST;
 
+/* The fabric settings travel as query keys like any property; a value
+ * out of the verbs spec's range (retry forever) is refused, named. */
+GST_START_TEST(test_fabric_settings_in_a_uri)
+{
+  GError *err = NULL;
+  GstElement *sink = gst_element_make_from_uri(
+      GST_URI_SINK,
+      "rdma://10.0.0.7:7123/"
+      "3?tos=96&ack-timeout=12&retry-count=5&comp-vector=1",
+      NULL, &err);
+  GstElement *src = gst_element_make_from_uri(
+      GST_URI_SRC, "rdma://0.0.0.0:7123?numa-node=-2&huge-pages=false", NULL,
+      &err);
+  guint ack = 0, retry = 0;
+  gint tos = 0, vector = 0, node = 0;
+  gboolean huge = TRUE;
+
+  fail_unless(sink != NULL && src != NULL, "%s", err ? err->message : "?");
+  g_object_get(sink, "tos", &tos, "ack-timeout", &ack, "retry-count", &retry,
+               "comp-vector", &vector, NULL);
+  fail_unless_equals_int(tos, 96);
+  fail_unless_equals_int(ack, 12);
+  fail_unless_equals_int(retry, 5);
+  fail_unless_equals_int(vector, 1);
+  g_object_get(src, "numa-node", &node, "huge-pages", &huge, NULL);
+  fail_unless_equals_int(node, -2);
+  fail_unless(!huge);
+  fail_if(gst_uri_handler_set_uri(
+      GST_URI_HANDLER(sink), "rdma://10.0.0.7:7123/3?retry-count=7", &err));
+  fail_unless(err && strstr(err->message, "\"7\" is not a value") &&
+                  strstr(err->message, "retry-count"),
+              "%s", err ? err->message : "no error");
+  g_clear_error(&err);
+  g_object_get(sink, "retry-count", &retry, NULL);
+  fail_unless_equals_int(retry, 5);
+  gst_object_unref(sink);
+  gst_object_unref(src);
+}
+GST_END_TEST;
+
 /* A bad URI is refused whole, naming what is wrong; and not while
  * running. */
 GST_START_TEST(test_bad_uris_change_nothing)
@@ -416,6 +456,7 @@ static Suite *rdma_uri_suite(void)
   suite_add_tcase(s, tc);
   tcase_add_test(tc, test_sink_takes_a_uri);
   tcase_add_test(tc, test_src_takes_a_uri);
+  tcase_add_test(tc, test_fabric_settings_in_a_uri);
   tcase_add_test(tc, test_bad_uris_change_nothing);
   tcase_add_test(tc, test_uri_mode_signals_no_more_pads);
   tcase_add_test(tc, test_playbin_plays_a_camera);

@@ -87,6 +87,7 @@ def host(sbr_perf):
     if rc != 3:
         fail("exit status %d without RDMA, wanted 3" % rc)
     expect(lines, r"^WARN RDMA: none on this host .*transport=shm", "no RDMA")
+    expect(lines, r"^(OK  |WARN) huge pages: ", "huge pages")
     memlock_verdicts(sbr_perf, 3)
     rc, _ = run(sbr_perf, ["one", "two"])
     if rc != 2:
@@ -116,6 +117,10 @@ def vm(sbr_perf):
                % (d, re.escape(addr)), "RoCE v2 GID")
         expect(lines, r"^OK   %s: type-2B memory windows" % d, "windows")
     expect(lines, r"^OK   %s: inline data: \d+ bytes" % d, "inline")
+    # rxe and siw have a completion vector per CPU.
+    expect(lines, r"^OK   %s: no NUMA node \(lanes' memory is not bound\), "
+           r"\d+ completion vector" % d, "NUMA node and vectors")
+    expect(lines, r"^(OK  |WARN) huge pages: ", "huge pages")
     expect(lines, r"^OK   rdma_cm: %s resolves through %s port 1, from %s$"
            % (re.escape(addr), d, re.escape(addr)), "rdma_cm")
     expect(lines, r"^OK   memlock", "memlock (root in the VM)")

@@ -33,6 +33,7 @@
 #ifdef SBR_HAVE_VERBS
 #include "verbs-device.h"
 #include "transport/verbs/verbs-caps.h"
+#include "transport/verbs/verbs-internal.h"
 #endif
 
 #define BLOCKS 8
@@ -46,6 +47,8 @@
 
 static const struct sbr__queue_caps caps = {
     .max_send_wr = 32, .max_recv_wr = 16, .max_inline = 64};
+/* What tx_connect and rx_accept ask for: caps, or a test's own. */
+static const struct sbr__queue_caps *side_caps = &caps;
 
 static const struct sbr__transport_ops *ops; /* back end under test */
 static bool is_shm;                          /* shm-only tests run */
@@ -293,7 +296,8 @@ static void rx_accept(struct rx_end *rx)
   rx->lane.lane_id = LANE_ID;
   rx->lane.pause_offset = sbr__pause_offset_for(BLOCKS);
   rx->lane.refused_offset = sbr__refused_offset_for(BLOCKS);
-  ASSERT_OK(ops->accept(rx->l, &ev.req, &caps, &rx->lane, &rx->c, &rx->mem));
+  ASSERT_OK(
+      ops->accept(rx->l, &ev.req, side_caps, &rx->lane, &rx->c, &rx->mem));
   ASSERT_MSG(rx->mem.blocks && rx->mem.status, "accept gave no lane memory");
   ASSERT_MSG(rx->lane.blocks_rkey != rx->lane.status_rkey,
              "blocks and status share an rkey (0x%x)", rx->lane.blocks_rkey);
@@ -371,7 +375,7 @@ static void tx_connect(struct tx_end *tx, const struct link *lk,
   sbr__connect_priv_encode(priv, (uint8_t)mech, BLOCK_SIZE, BLOCKS);
   char err[256] = "";
   memset(tx, 0, sizeof *tx);
-  int r = ops->connect(rdma_addr, lk->port, NULL, priv, sizeof priv, &caps,
+  int r = ops->connect(rdma_addr, lk->port, NULL, priv, sizeof priv, side_caps,
                        faults, STEP_MS, &tx->c, &tx->lane, err, sizeof err);
   ASSERT_MSG(r == 0, "connect to port %u: %d (%s)", lk->port, r, err);
   ASSERT_EQ(tx->lane.mechanism, mech);
@@ -1474,6 +1478,112 @@ static void test_send_queue_full_until_polled(void)
   run_pair(idle_lane_rx, send_queue_full_tx, false);
 }
 
+/* 14. Fabric settings reach the QPs and the lane still streams: the
+ * sender's TOS (both QPs' traffic class), ACK timeout and retry count,
+ * the receiver's own ACK timeout, and an explicit NUMA node for the lane memory
+ * (the VM has one node: the binding is made and harmless).  Over shm only the
+ * binding applies (no QP). */
+#define FABRIC_TOS 96    /* DSCP 24 (CS3) */
+#define FABRIC_RX_TOS 32 /* DSCP 8, the receiver's own: not what counts */
+/* Longer than the default (15), never shorter: a try of 4.096 us x 2^12
+ * could time out on the VM's emulated CPU under load and fail the QP. */
+#define FABRIC_TX_ACK 16
+#define FABRIC_RX_ACK 17
+#define FABRIC_RETRY 5
+
+/* The QP's timeout, retry count and traffic class (verbs only). */
+static void expect_qp(struct sbr__conn *c, uint8_t timeout, uint8_t retry,
+                      uint8_t tclass, const char *side)
+{
+#ifdef SBR_HAVE_VERBS
+  if (is_shm)
+    return;
+  if (iwarp) {
+    /* iWARP's QPs have no ACK timeout, retry count or GRH: TCP carries
+     * the TOS and does the retransmitting. */
+    fprintf(stderr, "   %s: QP attributes not checked over iWARP\n", side);
+    return;
+  }
+  struct ibv_qp_attr attr;
+  struct ibv_qp_init_attr init;
+  memset(&attr, 0, sizeof attr);
+  ASSERT_MSG(
+      ibv_query_qp(c->id->qp, &attr,
+                   IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_AV,
+                   &init) == 0,
+      "%s: ibv_query_qp: %s", side, strerror(errno));
+  ASSERT_MSG(attr.qp_state == IBV_QPS_RTS, "%s: QP in state %d, not RTS", side,
+             (int)attr.qp_state);
+  ASSERT_MSG(attr.timeout == timeout, "%s: QP ACK timeout %u, expected %u",
+             side, attr.timeout, timeout);
+  ASSERT_MSG(attr.retry_cnt == retry, "%s: QP retry count %u, expected %u",
+             side, attr.retry_cnt, retry);
+  ASSERT_MSG(attr.ah_attr.grh.traffic_class == tclass,
+             "%s: QP traffic class %u, expected %u (the TOS)", side,
+             attr.ah_attr.grh.traffic_class, tclass);
+#else
+  (void)c, (void)timeout, (void)retry, (void)tclass, (void)side;
+#endif
+}
+
+static void fabric_settings_reach_the_qp_rx(const struct link *lk)
+{
+  struct sbr__fabric f;
+  sbr__fabric_defaults(&f);
+  /* Another TOS than the sender's: on RoCE the lane's QP takes the
+   * connect request's traffic class, so the sender's is the one seen. */
+  f.tos = FABRIC_RX_TOS;
+  f.ack_timeout = FABRIC_RX_ACK;
+  f.numa_node = 0;
+  struct sbr__queue_caps mine = caps;
+  mine.fabric = &f;
+  side_caps = &mine;
+  uint64_t bound = atomic_load(&sbr__fabric_numa_bound);
+  struct rx_end rx;
+  rx_listen(&rx, lk);
+  rx_accept(&rx);
+  ASSERT_MSG(atomic_load(&sbr__fabric_numa_bound) > bound,
+             "the lane memory was not bound to node 0");
+  for (uint32_t b = 0; b < BLOCKS; b++) {
+    rx_wait_status(&rx, b, 1);
+    rx_expect_block(&rx, b);
+  }
+  /* The passive side reaches RTS once established: the blocks landed. */
+  expect_qp(rx.c, FABRIC_RX_ACK, FABRIC_RETRY, FABRIC_TOS, "receiver");
+  step_send(lk, 'V');
+  step_wait(lk, 'D', "the sender to finish");
+  rx_close(&rx);
+}
+
+static void fabric_settings_reach_the_qp_tx(const struct link *lk)
+{
+  struct sbr__fabric f;
+  sbr__fabric_defaults(&f);
+  f.tos = FABRIC_TOS;
+  f.ack_timeout = FABRIC_TX_ACK;
+  f.retry_count = FABRIC_RETRY;
+  struct sbr__queue_caps mine = caps;
+  mine.fabric = &f;
+  side_caps = &mine;
+  struct tx_end tx;
+  step_wait(lk, 'L', "the receiver to listen");
+  tx_connect(&tx, lk, SBR_MECH_STATUS_BYTE, NULL);
+  expect_qp(tx.c, FABRIC_TX_ACK, FABRIC_RETRY, FABRIC_TOS, "sender");
+  for (uint32_t b = 0; b < BLOCKS; b++) {
+    tx_fill(&tx, b);
+    tx_post_block_and_status(&tx, b);
+  }
+  step_wait(lk, 'V', "the receiver to verify the blocks");
+  step_send(lk, 'D');
+  tx_close(&tx);
+}
+
+static void test_fabric_settings_reach_the_qp(void)
+{
+  run_pair(fabric_settings_reach_the_qp_rx, fabric_settings_reach_the_qp_tx,
+           false);
+}
+
 /* --------------------------------------------------------------- main */
 
 /* 13. wait_cq sleeps (no completion due: it lasts about its timeout) and
@@ -1558,6 +1668,8 @@ static const struct {
 } all_tests[] = {
     {{"write_then_inline_status", test_write_then_inline_status}, false},
     {{"inline_forced_to_zero", test_inline_forced_to_zero}, false},
+    {{"fabric_settings_reach_the_qp", test_fabric_settings_reach_the_qp},
+     false},
     {{"read_status_array", test_read_status_array}, false},
     {{"pause_bitmap_read_with_status", test_pause_bitmap_read_with_status},
      false},

@@ -186,6 +186,19 @@ int sbr__shm_segment_create(struct sbr__conn *c,
     goto out_close_fd;
   c->seg = map;
   c->seg_len = (size_t)size;
+  /* Before the first touch (the control area's, below): huge pages for a
+   * large lane, and a NUMA node if the config names one (no NIC here to
+   * take one from).  The policy belongs to the memfd's pages, so the
+   * sender's own mappings of them follow it. */
+  struct sbr__fabric defaults;
+  const struct sbr__fabric *f = caps->fabric;
+  if (!f) {
+    sbr__fabric_defaults(&defaults);
+    f = &defaults;
+  }
+  sbr__fabric_place(map, (size_t)size, f->huge_pages,
+                    sbr__fabric_numa_node(f->numa_node, -1), "shm lane", NULL,
+                    NULL);
 
   /* A fresh memfd reads as zeros: counters start at 0, status bytes empty. */
   struct shm_ctrl *ctrl = map;
@@ -235,6 +248,11 @@ int sbr__shm_map_blocks(struct sbr__conn *c, uint8_t **base, size_t *len)
                    (off_t)(c->blocks.off - lead));
   if (map == MAP_FAILED)
     return -errno;
+  /* The sender's producers are often the first to touch a block: a
+   * shmem page takes its size from the mapping it is first touched
+   * through, so this one asks for huge pages too (a hint: the receiver's
+   * huge_pages doesn't travel). */
+  sbr__fabric_place(map, map_len, true, -1, "shm lane (sender)", NULL, NULL);
   *base = (uint8_t *)map + lead;
   *len = (size_t)c->blocks.len;
   return 0;

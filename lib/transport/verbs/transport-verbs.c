@@ -300,14 +300,26 @@ int sbr__verbs_conn_create_queues(struct sbr__conn *c,
     }
     c->kick_ready = true;
   }
-  c->send_cq = ibv_create_cq(c->id->verbs, q.send_cqe, NULL, c->comp, 0);
+  /* Lanes spread over the completion vectors (their interrupts reach as
+   * many cores) unless the config pins one. */
+  struct sbr__fabric defaults;
+  const struct sbr__fabric *f = caps->fabric;
+  if (!f) {
+    sbr__fabric_defaults(&defaults);
+    f = &defaults;
+  }
+  c->comp_vector = sbr__fabric_comp_vector(f->comp_vector, f->comp_index,
+                                           c->id->verbs->num_comp_vectors);
+  c->send_cq =
+      ibv_create_cq(c->id->verbs, q.send_cqe, NULL, c->comp, c->comp_vector);
   if (!c->send_cq) {
     ret = neg_errno(ENOMEM);
     sbr__errf(errbuf, errlen, "verbs: ibv_create_cq(%d) failed: %s", q.send_cqe,
               strerror(-ret));
     goto out_destroy_comp;
   }
-  c->recv_cq = ibv_create_cq(c->id->verbs, q.recv_cqe, NULL, c->comp, 0);
+  c->recv_cq =
+      ibv_create_cq(c->id->verbs, q.recv_cqe, NULL, c->comp, c->comp_vector);
   if (!c->recv_cq) {
     ret = neg_errno(ENOMEM);
     sbr__errf(errbuf, errlen, "verbs: ibv_create_cq(%d) failed: %s", q.recv_cqe,
@@ -407,6 +419,70 @@ out_destroy_comp:
  *   3. Memory after its MRs: the HCA may write it until deregistered.
  * MRs made with reg_mr belong to the caller, who deregisters them before
  * close; if one is left, the PD is leaked rather than freed under it. */
+int sbr__verbs_set_id_options(struct rdma_cm_id *id,
+                              const struct sbr__fabric *f, const char *who,
+                              char *errbuf, size_t errlen)
+{
+  if (f->tos != SBR__TOS_UNSET) {
+    uint8_t tos = (uint8_t)f->tos;
+    if (rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos,
+                        sizeof tos)) {
+      int ret = neg_errno(EINVAL);
+      sbr__errf(errbuf, errlen, "rdma_cm: %s: tos %d not set: %s", who, f->tos,
+                strerror(-ret));
+      return ret;
+    }
+  }
+  if (f->ack_timeout &&
+      rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
+                      (void *)&f->ack_timeout, sizeof f->ack_timeout))
+    SBR_DEBUG("verbs: %s: ACK timeout %u not set: %s", who, f->ack_timeout,
+              strerror(errno));
+  return 0;
+}
+
+void sbr__verbs_log_fabric(struct sbr__conn *c, const char *who)
+{
+  struct ibv_qp_attr attr;
+  struct ibv_qp_init_attr init;
+  if (!c->id || !c->id->qp)
+    return;
+  memset(&attr, 0, sizeof attr);
+  if (ibv_query_qp(c->id->qp, &attr,
+                   IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_AV,
+                   &init)) {
+    SBR_DEBUG("verbs: %s: fabric: ibv_query_qp failed: %s", who,
+              strerror(errno));
+    return;
+  }
+  /* 4.096 us x 2^timeout a try, retry_cnt + 1 tries: when the NIC gives
+   * a dead peer up (0: no timeout, the NIC waits forever). */
+  uint64_t detect_ms = attr.timeout ? (4096ull << attr.timeout) *
+                                          (attr.retry_cnt + 1u) / 1000000u
+                                    : 0;
+  char mem[64] = "no lane memory (sender)";
+  if (c->blocks && c->numa_node >= 0)
+    snprintf(mem, sizeof mem, "lane memory on NUMA node %d", c->numa_node);
+  else if (c->blocks)
+    snprintf(mem, sizeof mem, "lane memory on no NUMA node in particular");
+  /* A receiver's QP reaches RTS, where the ACK timeout and retries are
+   * set, only when the connection is established: say which state the
+   * figures are from. */
+  SBR_DEBUG("verbs: %s: fabric: QP %s: traffic class %u, ACK timeout %u, "
+            "retries %u (a dead peer found after about %llu ms%s); "
+            "completion vector %d of %d, %s%s",
+            who,
+            attr.qp_state == IBV_QPS_RTS   ? "in RTS"
+            : attr.qp_state == IBV_QPS_RTR ? "in RTR (not yet RTS)"
+                                           : "not yet RTS",
+            attr.ah_attr.grh.traffic_class, attr.timeout, attr.retry_cnt,
+            (unsigned long long)detect_ms, attr.timeout ? "" : ": never",
+            c->comp_vector, c->id->verbs->num_comp_vectors, mem,
+            !c->blocks        ? ""
+            : c->huge_advised ? ", huge pages advised"
+                              : ", no huge pages");
+}
+
 void sbr__verbs_conn_free_verbs(struct sbr__conn *c)
 {
   int ret;

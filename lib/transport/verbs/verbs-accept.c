@@ -233,7 +233,8 @@ static uint64_t lane_pinned_bytes(const struct sbr__lane_desc *lane)
 
 /* The lane's two mappings and their MRs.  On failure none is left. */
 static int conn_alloc_lane(struct sbr__conn *c,
-                           const struct sbr__lane_desc *lane, bool windows)
+                           const struct sbr__lane_desc *lane,
+                           const struct sbr__fabric *f, bool windows)
 {
   int ret;
   size_t blocks_len = (size_t)lane->block_count * lane->block_size;
@@ -260,6 +261,22 @@ static int conn_alloc_lane(struct sbr__conn *c,
     goto out_unmap_blocks;
   }
   c->status_len = status_len;
+
+  /* Placed before registration pins (first touches) the pages: on the
+   * NIC's NUMA node by default, whose DMA then crosses no socket link,
+   * and in huge pages where the host allows them. */
+  c->numa_node = sbr__fabric_numa_node(
+      f->numa_node, f->numa_node == SBR__NUMA_DEVICE
+                        ? sbr__fabric_device_node(
+                              "/sys", ibv_get_device_name(c->id->verbs->device))
+                        : -1);
+  bool bound = false;
+  sbr__fabric_place(c->blocks, blocks_len, f->huge_pages, c->numa_node, c->peer,
+                    &c->huge_advised, &bound);
+  sbr__fabric_place(c->status, status_len, f->huge_pages, c->numa_node, c->peer,
+                    NULL, NULL);
+  if (!bound)
+    c->numa_node = -1;
 
   /* Rule 8: no REMOTE_READ on the blocks.  Rule 1: no relaxed ordering.
    * REMOTE_WRITE needs LOCAL_WRITE in verbs.  With windows the MRs grant
@@ -373,7 +390,13 @@ static int conn_setup_lane(struct sbr__listener *l, struct sbr__conn *c,
     SBR_WARN("verbs: %s: cannot accept %s: %s", l->name, c->peer, errbuf);
     return ret;
   }
-  ret = conn_alloc_lane(c, lane, windows);
+  struct sbr__fabric defaults;
+  const struct sbr__fabric *f = caps->fabric;
+  if (!f) {
+    sbr__fabric_defaults(&defaults);
+    f = &defaults;
+  }
+  ret = conn_alloc_lane(c, lane, f, windows);
   if (ret) {
     SBR_WARN("verbs: %s: cannot accept %s: lane of %u x %u bytes: %s", l->name,
              c->peer, lane->block_count, lane->block_size, strerror(-ret));
@@ -431,12 +454,19 @@ int sbr__verbs_accept(struct sbr__listener *l, struct sbr__conn_request *req,
   }
   /* The ACK timeout of the lane's QP, which rdma_cm applies when it
    * (or sbr__verbs_qp_to_rts, for windows) takes the QP to RTS: how fast
-   * a probe of a quiet lane finds a dead sender (receiver.c). */
-  if (caps->ack_timeout &&
-      rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
-                      (void *)&caps->ack_timeout, sizeof caps->ack_timeout))
-    SBR_DEBUG("verbs: %s: %s: ACK timeout %u not set: %s", l->name, c->peer,
-              caps->ack_timeout, strerror(errno));
+   * a probe of a quiet lane finds a dead sender (receiver.c).  And the
+   * TOS, where rdma_cm uses the passive side's (on RoCE the QP takes the
+   * connect request's traffic class). */
+  struct sbr__fabric fdefaults;
+  if (!caps->fabric)
+    sbr__fabric_defaults(&fdefaults);
+  char why[256] = "";
+  ret = sbr__verbs_set_id_options(id, caps->fabric ? caps->fabric : &fdefaults,
+                                  c->peer, why, sizeof why);
+  if (ret) {
+    SBR_WARN("verbs: %s: cannot accept %s: %s", l->name, c->peer, why);
+    goto out_reject;
+  }
   /* Type-2 windows where the device binds them (verbs-keys.h).  If they
    * fail, this lane is set up again with MR keys, and so is every later
    * one: the sender is not refused for the device's shortcoming. */
@@ -485,6 +515,7 @@ int sbr__verbs_accept(struct sbr__listener *l, struct sbr__conn_request *req,
             lane->block_size,
             windows ? "keys: type-2 memory windows bound to the QP"
                     : "keys: memory regions (no type-2 windows)");
+  sbr__verbs_log_fabric(c, c->peer);
   mem->blocks = c->blocks;
   mem->status = c->status;
   mem->windows = windows;

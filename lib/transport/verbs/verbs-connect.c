@@ -195,7 +195,8 @@ static int resolve_host(const char *host, uint16_t port,
  * poll_cq later looks for DISCONNECTED on the channel without blocking.
  * On failure sbr__verbs_conn_free undoes whichever exists. */
 static int connect_create_id(struct sbr__conn *c, const char *hostport,
-                             char *errbuf, size_t errlen)
+                             const struct sbr__fabric *f, char *errbuf,
+                             size_t errlen)
 {
   int ret = sbr__verbs_open_channel(hostport, &c->channel, errbuf, errlen);
   if (ret)
@@ -206,13 +207,11 @@ static int connect_create_id(struct sbr__conn *c, const char *hostport,
               strerror(-ret));
     return ret;
   }
-  /* Applied when rdma_cm takes the QP to RTS; a kernel without the
-   * option keeps its default. */
-  uint8_t timeout = VERBS_SENDER_ACK_TIMEOUT;
-  if (rdma_set_option(c->id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
-                      &timeout, sizeof timeout))
-    SBR_DEBUG("verbs: %s: ACK timeout not set: %s", hostport, strerror(errno));
-  return 0;
+  /* Both before resolving: the TOS goes into the route (RoCE v2: the
+   * packets' traffic class and DSCP), and the ACK timeout is applied when
+   * rdma_cm takes the QP to RTS.  A kernel without an option keeps its
+   * default. */
+  return sbr__verbs_set_id_options(c->id, f, hostport, errbuf, errlen);
 }
 
 /* Step 2: the peer's address and a route to it, which also picks the
@@ -270,10 +269,10 @@ static int connect_resolve(struct sbr__conn *c, const char *host, uint16_t port,
  * Success: *out is the event, to be acked by the caller once it has read
  * the accept's private data. */
 static int connect_establish(struct sbr__conn *c, const uint8_t *priv,
-                             size_t priv_len, const char *hostport,
-                             uint64_t deadline, int timeout_ms,
-                             struct rdma_cm_event **out, char *errbuf,
-                             size_t errlen)
+                             size_t priv_len, uint8_t retry_count,
+                             const char *hostport, uint64_t deadline,
+                             int timeout_ms, struct rdma_cm_event **out,
+                             char *errbuf, size_t errlen)
 {
   /* The sender READs the status array: ask for READ credits (initiator
    * depth), clipped to what the device allows or rdma_connect says EINVAL.
@@ -297,7 +296,7 @@ static int connect_establish(struct sbr__conn *c, const uint8_t *priv,
       /* Transport retries (both QPs: the receiver's takes the REQ's);
        * rnr 7 = retry forever: the sliding-window receiver may be
        * briefly out of receives. */
-      .retry_count = VERBS_RETRY_COUNT,
+      .retry_count = retry_count,
       .rnr_retry_count = 7,
   };
   if (rdma_connect(c->id, &param)) {
@@ -381,8 +380,14 @@ int sbr__verbs_connect(const char *host, uint16_t port, const char *source,
     return -ENOMEM;
   }
   snprintf(c->peer, sizeof c->peer, "%s", hostport);
+  struct sbr__fabric defaults;
+  const struct sbr__fabric *f = caps->fabric;
+  if (!f) {
+    sbr__fabric_defaults(&defaults);
+    f = &defaults;
+  }
 
-  ret = connect_create_id(c, hostport, errbuf, errlen);
+  ret = connect_create_id(c, hostport, f, errbuf, errlen);
   if (ret)
     goto out_free_conn;
   ret = connect_resolve(c, host, port, source, hostport, deadline, timeout_ms,
@@ -392,8 +397,8 @@ int sbr__verbs_connect(const char *host, uint16_t port, const char *source,
   ret = sbr__verbs_conn_create_queues(c, caps, errbuf, errlen);
   if (ret)
     goto out_free_conn;
-  ret = connect_establish(c, priv, priv_len, hostport, deadline, timeout_ms, &e,
-                          errbuf, errlen);
+  ret = connect_establish(c, priv, priv_len, f->retry_count, hostport, deadline,
+                          timeout_ms, &e, errbuf, errlen);
   if (ret)
     goto out_free_conn;
   ret = connect_read_lane(e, priv, priv_len, hostport, lane, errbuf, errlen);
@@ -406,6 +411,7 @@ int sbr__verbs_connect(const char *host, uint16_t port, const char *source,
             hostport, ibv_get_device_name(c->id->verbs->device),
             c->id->qp->qp_num, lane->lane_id, lane->block_count,
             lane->block_size, lane->epoch);
+  sbr__verbs_log_fabric(c, hostport);
   *out = c;
   return 0;
 

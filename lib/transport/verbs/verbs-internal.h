@@ -50,19 +50,12 @@
 /* Used when the caller passes no connect timeout: never wait forever. */
 #define VERBS_DEFAULT_TIMEOUT_MS 5000
 
-/* Transport retries of an RC QP before a WR fails with retry exceeded
- * (the receiver's QP takes the sender's REQ value).  6, not the maximum
- * 7: rxe takes 7 for "retry forever" (rxe_comp.c), so a probe of a dead
- * sender's lane (receiver.c) would never fail there; on hardware 6
- * retries of a 134 ms ACK timeout still outlast any congestion. */
+/* The retry count a receiver's accept names.  Its QP takes the
+ * sender's (the connect request's, sbr_sender_config.retry_count, 6 by
+ * default, never 7: rxe takes 7 for "retry forever" (rxe_comp.c), so a
+ * probe of a dead sender's lane (receiver.c) would never fail there).
+ * The ACK timeouts are the configs' (fabric.h). */
 #define VERBS_RETRY_COUNT 6
-/* The sender's ACK timeout exponent: 4.096 us x 2^15 = 134 ms a try, so
- * its QP fails about 0.9 s into a silence (rdma_cm's default on RoCE,
- * from the path's packet lifetime, is seconds a try).  It matters most when the
- * receiver closed the lane while the link was dead (its probe, receiver.c): the
- * DREQ was lost, and only the sender's own retries tell it to reconnect once
- * the link is back. */
-#define VERBS_SENDER_ACK_TIMEOUT 15
 /* Send WRs a lane with windows needs before its engine posts any: the
  * two binds. */
 #define VERBS_WINDOW_WRS 2
@@ -117,6 +110,9 @@ struct sbr__conn {
   atomic_bool closing;          /* close() began: stop reporting it */
   _Atomic uint64_t posted_recv; /* receive WRs ever posted */
   uint64_t next_cm_check_ms;    /* sender: next look at the channel */
+  int comp_vector;              /* the CQs' completion vector */
+  int numa_node;                /* receiver: node the lane prefers, or -1 */
+  bool huge_advised;            /* receiver: lane madvised MADV_HUGEPAGE */
   char peer[96];                /* "host:port", for logs */
 };
 
@@ -185,6 +181,19 @@ int sbr__verbs_conn_create_queues(struct sbr__conn *c,
                                   char *errbuf, size_t errlen);
 
 void sbr__verbs_conn_free_verbs(struct sbr__conn *c);
+
+/* Sets the id's TOS (when f sets one) and ACK timeout (when nonzero),
+ * before it resolves a route or is accepted.  A TOS the kernel refuses
+ * fails (the traffic would land in the wrong class): -errno and errbuf
+ * (may be NULL); an ACK timeout a kernel lacks the option for is logged. */
+int sbr__verbs_set_id_options(struct rdma_cm_id *id,
+                              const struct sbr__fabric *f, const char *who,
+                              char *errbuf, size_t errlen);
+
+/* Logs, at debug level, the fabric settings the connection's QP really
+ * has (traffic class, ACK timeout, retries: ibv_query_qp), its CQs'
+ * completion vector and the lane memory's placement. */
+void sbr__verbs_log_fabric(struct sbr__conn *c, const char *who);
 
 void sbr__verbs_conn_free(struct sbr__conn *c);
 
