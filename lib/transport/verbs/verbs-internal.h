@@ -79,7 +79,7 @@ struct sbr__listener {
   atomic_int refs;                    /* 1 (listener) + 1 per accepted conn */
   atomic_bool no_windows; /* a windowed accept failed: MRs from then on */
   /* Devices whose type-2 windows were probed (allocate, free), and the
-   * answer: once per device, on the receiver's thread only. */
+   * answer: once per device, on the accept thread only. */
   struct ibv_context *probed[VERBS_PROBED_DEVICES];
   bool probed_ok[VERBS_PROBED_DEVICES];
   char name[80]; /* "addr:port", for logs */
