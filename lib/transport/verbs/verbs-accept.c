@@ -196,6 +196,14 @@ static void listener_retry(struct sbr__listener *l)
 {
   struct rdma_cm_id *id = NULL;
   int ret = 0;
+  /* librdmacm keeps the removed device's context open until it looks at
+   * the device list again, and rdma_get_devices makes it look: the
+   * context is closed once nothing of ours uses it.  Where the provider
+   * can't revoke a context (rxe, siw: no disassociate), the kernel
+   * finishes removing the device, and can add it again, only then. */
+  struct ibv_context **devs = rdma_get_devices(NULL);
+  if (devs)
+    rdma_free_devices(devs);
   if (rdma_create_id(l->channel, &id, NULL, RDMA_PS_TCP))
     ret = neg_errno(ENOMEM);
   else if (rdma_bind_addr(id, (struct sockaddr *)&l->bound))
