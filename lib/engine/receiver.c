@@ -61,6 +61,8 @@
 /* The accept thread waits for a listener event this long at a time: the
  * bound on how long sbr_receiver_free waits for it to end. */
 #define ACCEPT_WAIT_MS 20
+/* Listener events an inline look handles (ops->accept_inline). */
+#define ACCEPT_INLINE_EVENTS 16
 /* Connection attempts a second, by default. */
 #define DEFAULT_MAX_CONNECTS_PER_S 50
 
@@ -749,6 +751,20 @@ static void accept_event(struct sbr_receiver *r, struct sbr__listen_event *ev)
   }
 }
 
+/* The accept thread's work on the receive thread, for a back end that
+ * asks for it (ops->accept_inline): the events waiting now, at most a
+ * few, so refusals can't hold the lanes' frames up for long. */
+static void accept_inline(struct sbr_receiver *r)
+{
+  for (int n = 0; n < ACCEPT_INLINE_EVENTS; n++) {
+    struct sbr__listen_event ev;
+    memset(&ev, 0, sizeof ev);
+    if (r->ops->get_event(r->listener, 0, &ev) < 0 || ev.type == SBR__EV_NONE)
+      return;
+    accept_event(r, &ev);
+  }
+}
+
 static void *accept_main(void *arg)
 {
   struct sbr_receiver *r = arg;
@@ -868,7 +884,9 @@ int sbr__receiver_new_with_ops(const struct sbr_receiver_config *cfg,
   ret = ops->listen(r->address, r->cfg.port, &r->listener, errbuf, errlen);
   if (ret < 0)
     goto out_free;
-  ret = -pthread_create(&r->accept_thread, NULL, accept_main, r);
+  ret = ops->accept_inline
+            ? 0
+            : -pthread_create(&r->accept_thread, NULL, accept_main, r);
   if (ret < 0) {
     sbr__errf(errbuf, errlen, "could not start the accept thread: %s",
               strerror(-ret));
@@ -899,7 +917,8 @@ void sbr_receiver_free(sbr_receiver *r)
    * handed over and nobody took yet close with the open ones, then the
    * listener goes. */
   atomic_store(&r->accept_stop, true);
-  pthread_join(r->accept_thread, NULL);
+  if (!r->ops->accept_inline)
+    pthread_join(r->accept_thread, NULL);
   struct sbr__handoff *h = r->handoff_head;
   r->handoff_head = NULL;
   while (h) {
@@ -1242,11 +1261,14 @@ static int receiver_next(sbr_receiver *r, int timeout_ms, sbr_block **out,
   for (;;) {
     if (atomic_exchange(&r->wakeup, false))
       return -EINTR;
+    uint64_t now = sbr__now_ns();
+    if (r->ops->accept_inline &&
+        (!r->lanes || now - r->last_event_check_ns >= EVENT_CHECK_NS))
+      accept_inline(r);
     /* The accept thread's news: one atomic load per loop, the lock only
      * when there is some. */
     if (atomic_load_explicit(&r->handoff_ready, memory_order_acquire))
       handoff_take(r);
-    uint64_t now = sbr__now_ns();
     if (!r->lanes) {
       /* Nobody connected: wait for the accept thread, in short slices so
        * a wakeup or the deadline is noticed soon. */

@@ -343,6 +343,10 @@ struct sbr__transport_ops {
    * completion with poll_cq (receiver.c).  shm: false (a dead process's
    * socket closes). */
   bool peer_can_vanish;
+  /* Test back ends (tests/fuzz/) that aren't thread-safe: the receiver
+   * runs no accept thread and reads listener events on its receive
+   * thread, so a run is deterministic. */
+  bool accept_inline;
 
   /* Sender: resolve, connect with the private data, wait until established
    * or timeout_ms passes; fill lane from the accept private data.  source:
