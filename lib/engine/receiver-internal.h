@@ -208,7 +208,7 @@ struct sbr_receiver {
 /* TEST ONLY (tests/engine/test-accept.c): called on the accept thread just
  * before a request's lane is allocated and registered, so a test can stall
  * an accept there.  NULL otherwise. */
-extern void (*sbr__receiver_test_accept_hook)(const char *peer);
+extern void (*_Atomic sbr__receiver_test_accept_hook)(const char *peer);
 
 /* TEST ONLY: true while the accept thread is handling an event it took;
  * once false, whatever it did is queued for the receive thread, which

@@ -449,7 +449,7 @@ static void remember_nic_port_locked(struct sbr_receiver *r,
     r->nic_ports[r->n_nic_ports++] = p;
 }
 
-void (*sbr__receiver_test_accept_hook)(const char *peer);
+void (*_Atomic sbr__receiver_test_accept_hook)(const char *peer);
 
 /* Accept thread: sets up a lane for req (memory, registration, keys,
  * the engine) and hands it to the receive thread, which adopts it
@@ -501,8 +501,9 @@ static void lane_open(struct sbr_receiver *r, struct sbr__conn_request *req)
     caps.max_send_wr = r->cfg.block_count + 4;
     caps.max_recv_wr = r->cfg.block_count + 4;
   }
-  if (sbr__receiver_test_accept_hook)
-    sbr__receiver_test_accept_hook(req->peer);
+  void (*hook)(const char *) = sbr__receiver_test_accept_hook;
+  if (hook)
+    hook(req->peer);
   int ret = r->ops->accept(r->listener, req, &caps, &lane->desc, &lane->conn,
                            &lane->mem);
   if (ret < 0) {
