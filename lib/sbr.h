@@ -34,7 +34,11 @@
  *   sbr_receiver_wakeup, _pause_device, _device_paused, _refuse_device
  *   and _set_device_period may be called from any thread.  The on_refusal
  *   and on_lane callbacks of sbr_receiver_config run on the thread inside
- *   sbr_receiver_next / _next_frame.
+ *   sbr_receiver_next / _next_frame.  One internal thread per receiver,
+ *   from sbr_receiver_new to _free, listens and accepts (allocates,
+ *   registers and binds a sender's lane), so a slow accept never delays
+ *   the open lanes' frames; the thread inside sbr_receiver_next takes the
+ *   new lane in (and calls on_lane, on_refusal) at its next look.
  *
  * Waiting (enum sbr_poll_mode)
  *   The receiver has no completion to wake on: the thread inside

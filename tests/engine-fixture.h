@@ -2,9 +2,10 @@
 /*
  * engine-fixture.h - sender + receiver in one process over the shm back end.
  *
- * The receiver accepts connections only while someone calls
- * sbr_receiver_next, so connecting runs on a helper thread while the test
- * thread pumps the receiver.
+ * The receiver accepts on a thread of its own, but its receive thread
+ * (whoever calls sbr_receiver_next) takes the new lane in, and calls
+ * on_lane / on_refusal, so connecting runs on a helper thread while the
+ * test thread pumps the receiver.
  */
 #ifndef SBR_ENGINE_FIXTURE_H
 #define SBR_ENGINE_FIXTURE_H
@@ -61,6 +62,22 @@ static inline void *connect_thread(void *arg)
   return NULL;
 }
 
+/* receiver.c (test only): the accept thread is handling an event. */
+bool sbr__receiver_accept_busy(sbr_receiver *r);
+
+/* After a sender heard its answer: waits until the accept thread has
+ * queued what it did, then lets the receive thread take it in (the new
+ * lane, on_lane, on_refusal), so the test sees the receiver as the sender
+ * does.  Thread pumping r only. */
+static inline void fixture_settle(sbr_receiver *r)
+{
+  while (sbr__receiver_accept_busy(r))
+    usleep(1000);
+  sbr_block *b;
+  if (sbr_receiver_next(r, 0, &b) == 0)
+    FAIL("a block arrived before any sender connected");
+}
+
 /* Connects a sender while pumping r; returns the sender's result. */
 static inline int fixture_connect(sbr_receiver *r,
                                   const struct sbr_sender_config *cfg,
@@ -75,6 +92,7 @@ static inline int fixture_connect(sbr_receiver *r,
       FAIL("a block arrived before any sender connected");
   }
   pthread_join(t, NULL);
+  fixture_settle(r);
   if (err)
     snprintf(err, errlen, "%s", j.err);
   *out = j.sender;

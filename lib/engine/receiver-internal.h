@@ -125,6 +125,24 @@ extern uint64_t sbr__stale_bound_ns;
 
 #define SBR__MAX_NIC_PORTS 4
 
+/* What the accept thread hands the receive thread, in the order it
+ * happened (receiver.c, "The accept thread"). */
+enum sbr__handoff_kind {
+  SBR__HANDOFF_LANE,         /* lane: accepted, set up, counted active */
+  SBR__HANDOFF_DISCONNECTED, /* conn: its sender left */
+  SBR__HANDOFF_REFUSAL,      /* for on_refusal: peer, reason, text */
+};
+
+struct sbr__handoff {
+  enum sbr__handoff_kind kind;
+  struct sbr__lane *lane;  /* LANE */
+  struct sbr__conn *conn;  /* DISCONNECTED: compared, never dereferenced */
+  enum sbr_refusal reason; /* REFUSAL */
+  char peer[64];           /* REFUSAL */
+  char text[256];          /* REFUSAL */
+  struct sbr__handoff *next;
+};
+
 struct sbr_receiver {
   struct sbr_receiver_config cfg;
   char address[256];
@@ -169,7 +187,33 @@ struct sbr_receiver {
     unsigned port;
   } nic_ports[SBR__MAX_NIC_PORTS];
   unsigned n_nic_ports;
+
+  /* The accept thread (receiver.c): it alone uses the listener, the
+   * connection-rate bucket, next_lane_id and next_epoch. */
+  pthread_t accept_thread;
+  atomic_bool accept_stop; /* sbr_receiver_free: end it */
+  /* From an event taken to its hand-off queued: a test waits for it to
+   * clear before it looks at what the receive thread was handed. */
+  atomic_bool accept_busy;
+  /* The FIFO of hand-offs.  The receive thread looks at handoff_ready
+   * (one atomic load per loop, no lock) and takes the lock only when it
+   * is set; with no lane open it sleeps on handoff_cond. */
+  pthread_mutex_t handoff_lock;
+  pthread_cond_t handoff_cond;
+  struct sbr__handoff *handoff_head;
+  struct sbr__handoff **handoff_tail;
+  atomic_bool handoff_ready;
 };
+
+/* TEST ONLY (tests/engine/test-accept.c): called on the accept thread just
+ * before a request's lane is allocated and registered, so a test can stall
+ * an accept there.  NULL otherwise. */
+extern void (*_Atomic sbr__receiver_test_accept_hook)(const char *peer);
+
+/* TEST ONLY: true while the accept thread is handling an event it took;
+ * once false, whatever it did is queued for the receive thread, which
+ * takes it in at the start of its next sbr_receiver_next. */
+bool sbr__receiver_accept_busy(sbr_receiver *r);
 
 /* sbr_receiver_new over the given back end instead of cfg->backend's: the
  * fuzz targets (tests/fuzz/) run the real receiver over a back end of their

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "util/log.h"
 #include "transport/nic-counters.h"
@@ -32,7 +33,8 @@
 #define DEFAULT_BLOCK_COUNT 16
 #define DEFAULT_BLOCK_SIZE (1u << 20)
 #define DEFAULT_MAX_LANES 8
-/* While serving senders, look for connects/disconnects this often. */
+/* While serving senders, never sleep longer than this at a time: the
+ * bound on how late a wakeup is noticed. */
 #define EVENT_CHECK_NS 10000000u
 /* Liveness of a quiet lane (sbr.h, probe_after_ms and ack_timeout): a
  * second of silence, then a probe the NIC gives up on after 7 tries of
@@ -45,8 +47,9 @@
 #define PROBE_UNANSWERED_NS 250000000u
 /* The probe's wr_id: the status-byte receiver posts nothing else. */
 #define PROBE_WR_ID UINT64_MAX
-/* With no sender at all, wait for one in slices this long (ms): the bound
- * on how late a wakeup or timeout is noticed while idle. */
+/* With no sender at all, wait for the accept thread's hand-off in slices
+ * this long (ms): the bound on how late a wakeup or timeout is noticed
+ * while idle. */
 #define IDLE_LISTEN_MS 10
 /* Adaptive mode: a sleep shorter than this is spun instead. */
 #define MIN_SLEEP_NS 10000u
@@ -55,8 +58,11 @@
  * saying so.  It bounds what one device of one lane can make the receiver
  * allocate to reassemble a frame (sbr.h). */
 #define DEFAULT_MAX_FRAME_SIZE (64u << 20)
-/* Listener events handled in one look (see handle_events). */
-#define MAX_EVENTS_PER_CHECK 16
+/* The accept thread waits for a listener event this long at a time: the
+ * bound on how long sbr_receiver_free waits for it to end. */
+#define ACCEPT_WAIT_MS 20
+/* Listener events an inline look handles (ops->accept_inline). */
+#define ACCEPT_INLINE_EVENTS 16
 /* Connection attempts a second, by default. */
 #define DEFAULT_MAX_CONNECTS_PER_S 50
 
@@ -116,6 +122,8 @@ static void receiver_unref(struct sbr_receiver *r)
 {
   if (atomic_fetch_sub(&r->refs, 1) != 1)
     return;
+  pthread_cond_destroy(&r->handoff_cond);
+  pthread_mutex_destroy(&r->handoff_lock);
   pthread_mutex_destroy(&r->stats_lock);
   sbr_addr_list_free(r->allowed);
   free(r);
@@ -327,9 +335,22 @@ int sbr_receiver_lane_peer(sbr_receiver *r, uint32_t lane_id, char *peer,
   return ret;
 }
 
-/* The one place a connection is refused: the sender is told why (unless
- * the back end already did, when its accept failed), and the refusal is
- * logged, counted and reported to the application. */
+/* Queues h for the receive thread (accept thread). */
+static void handoff_push(struct sbr_receiver *r, struct sbr__handoff *h)
+{
+  h->next = NULL;
+  pthread_mutex_lock(&r->handoff_lock);
+  *r->handoff_tail = h;
+  r->handoff_tail = &h->next;
+  atomic_store_explicit(&r->handoff_ready, true, memory_order_release);
+  pthread_cond_signal(&r->handoff_cond);
+  pthread_mutex_unlock(&r->handoff_lock);
+}
+
+/* The one place a connection is refused (accept thread): the refusal is
+ * logged, counted and queued for on_refusal, then the sender is told why
+ * (unless the back end already did, when its accept failed): a sender
+ * that hears of it finds it counted. */
 static void lane_refuse(struct sbr_receiver *r, struct sbr__conn_request *req,
                         const struct sbr__refusal *why, bool answered)
 {
@@ -341,16 +362,26 @@ static void lane_refuse(struct sbr_receiver *r, struct sbr__conn_request *req,
   sbr__log(why->reason == SBR_REFUSAL_BUSY ? SBR_LOG_DEBUG : SBR_LOG_WARNING,
            "receiver: refused %s (%s): %s", req->peer,
            sbr_refusal_name((enum sbr_refusal)why->reason), text);
-  if (!answered)
-    r->ops->reject(r->listener, req, why);
   pthread_mutex_lock(&r->stats_lock);
   r->stats.refused++;
   if (why->reason < SBR_REFUSAL_SLOTS)
     r->stats.refused_by_reason[why->reason]++;
   pthread_mutex_unlock(&r->stats_lock);
-  if (r->cfg.on_refusal)
-    r->cfg.on_refusal(r->cfg.refusal_user_data, req->peer,
-                      (enum sbr_refusal)why->reason, text);
+  /* on_refusal runs on the receive thread (sbr.h): the application's
+   * handler may touch what that thread owns. */
+  struct sbr__handoff *h = r->cfg.on_refusal ? calloc(1, sizeof *h) : NULL;
+  if (h) {
+    h->kind = SBR__HANDOFF_REFUSAL;
+    h->reason = (enum sbr_refusal)why->reason;
+    snprintf(h->peer, sizeof h->peer, "%s", req->peer);
+    snprintf(h->text, sizeof h->text, "%s", text);
+    handoff_push(r, h);
+  } else if (r->cfg.on_refusal) {
+    SBR_WARN("receiver: out of memory: the application is not told of "
+             "this refusal");
+  }
+  if (!answered)
+    r->ops->reject(r->listener, req, why);
 }
 
 /* The checks every request meets first, before anything is allocated
@@ -388,7 +419,7 @@ static bool request_screened_out(struct sbr_receiver *r,
  * protocol's limits, which sbr_receiver_new enforces, except that a
  * sliding-window sender acknowledges at most as many slots as it posts ACK
  * receives for (sender.c sizes its queue before it knows the lane). */
-static bool request_refused(const struct sbr_receiver *r,
+static bool request_refused(struct sbr_receiver *r,
                             const struct sbr__conn_request *req,
                             struct sbr__refusal *why)
 {
@@ -412,7 +443,11 @@ static bool request_refused(const struct sbr_receiver *r,
       return true;
     }
   }
-  if (r->stats.lanes_active >= r->cfg.max_lanes) {
+  /* lane_close, on the receive thread, lowers it. */
+  pthread_mutex_lock(&r->stats_lock);
+  bool full = r->stats.lanes_active >= r->cfg.max_lanes;
+  pthread_mutex_unlock(&r->stats_lock);
+  if (full) {
     sbr__refusal_set(why, SBR_REFUSAL_LANES_FULL, r->cfg.max_lanes, 0);
     return true;
   }
@@ -435,6 +470,11 @@ static void remember_nic_port_locked(struct sbr_receiver *r,
     r->nic_ports[r->n_nic_ports++] = p;
 }
 
+void (*_Atomic sbr__receiver_test_accept_hook)(const char *peer);
+
+/* Accept thread: sets up a lane for req (memory, registration, keys,
+ * the engine) and hands it to the receive thread, which adopts it
+ * (lane_adopt).  It counts as active from here, for max_lanes. */
 static void lane_open(struct sbr_receiver *r, struct sbr__conn_request *req)
 {
   struct sbr__refusal why;
@@ -442,11 +482,15 @@ static void lane_open(struct sbr_receiver *r, struct sbr__conn_request *req)
     lane_refuse(r, req, &why, false);
     return;
   }
+  struct sbr__handoff *h = NULL;
   struct sbr__lane *lane = calloc(1, sizeof *lane);
   if (!lane)
     goto out_reject;
   lane->blocks = calloc(r->cfg.block_count, sizeof *lane->blocks);
-  if (!lane->blocks) {
+  h = calloc(1, sizeof *h);
+  if (!lane->blocks || !h) {
+    free(h);
+    free(lane->blocks);
     free(lane);
     goto out_reject; /* nothing was answered yet */
   }
@@ -478,6 +522,9 @@ static void lane_open(struct sbr_receiver *r, struct sbr__conn_request *req)
     caps.max_send_wr = r->cfg.block_count + 4;
     caps.max_recv_wr = r->cfg.block_count + 4;
   }
+  void (*hook)(const char *) = sbr__receiver_test_accept_hook;
+  if (hook)
+    hook(req->peer);
   int ret = r->ops->accept(r->listener, req, &caps, &lane->desc, &lane->conn,
                            &lane->mem);
   if (ret < 0) {
@@ -506,12 +553,6 @@ static void lane_open(struct sbr_receiver *r, struct sbr__conn_request *req)
   atomic_init(&lane->refs, 1);
   atomic_fetch_add(&r->refs, 1);
   pthread_mutex_lock(&r->stats_lock);
-  /* Devices paused before this lane opened are paused in it too.  The
-   * sender may have READ the empty bitmap already: to it this looks like a
-   * bit set just after a READ (protocol.md, "Pause"). */
-  lane_store_pause_locked(r, lane);
-  lane->next = r->lanes;
-  r->lanes = lane;
   r->stats.lanes_opened++;
   r->stats.lanes_active++;
   if (lane->mem.windows)
@@ -525,11 +566,13 @@ static void lane_open(struct sbr_receiver *r, struct sbr__conn_request *req)
            lane->desc.epoch, req->block_count, req->block_size,
            lane->mem.windows ? "memory windows bound to its QP"
                              : "memory regions");
-  if (r->cfg.on_lane)
-    r->cfg.on_lane(r->cfg.lane_user_data, lane->id, lane->peer, true);
+  h->kind = SBR__HANDOFF_LANE;
+  h->lane = lane;
+  handoff_push(r, h);
   return;
 
 out_destroy:
+  free(h);
   pthread_mutex_destroy(&lane->lock);
   free(lane->blocks);
   free(lane);
@@ -627,7 +670,7 @@ static bool same_host(const struct sockaddr_storage *a,
  * whose probe is going unanswered: one host may run several senders,
  * and an idle or paused one answers its probe at once. */
 static void lane_replace_quiet(struct sbr_receiver *r,
-                               const struct sbr__conn_request *req)
+                               const struct sbr__lane *fresh)
 {
   if (!probes_lanes(r))
     return;
@@ -635,42 +678,139 @@ static void lane_replace_quiet(struct sbr_receiver *r,
   for (struct sbr__lane *l = r->lanes; l; l = l->next)
     if (!l->disconnected && l->probing &&
         now - l->probe_ns >= PROBE_UNANSWERED_NS &&
-        same_host(&l->peer_addr, &req->peer_addr))
+        same_host(&l->peer_addr, &fresh->peer_addr))
       lane_silent(r, l, "quiet, and its address connected again");
 }
 
-/* Connects and disconnects.  The first look may wait wait_ms: a receiver
- * with no sender sleeps in the listener's poll instead of spinning.  At
- * most MAX_EVENTS_PER_CHECK at a time: the rest wait in the back end's
- * queue for the next check (EVENT_CHECK_NS), so a flood of connection
- * attempts, each refused, can't hold the receive thread away from the
- * lanes' frames for longer than that many refusals take. */
-static void handle_events(struct sbr_receiver *r, int wait_ms)
+/* Receive thread: a lane the accept thread set up joins the open ones.
+ * Devices paused meanwhile are paused in it too.  The sender may have
+ * READ the empty bitmap already: to it this looks like a bit set just
+ * after a READ (protocol.md, "Pause"). */
+static void lane_adopt(struct sbr_receiver *r, struct sbr__lane *lane)
 {
-  for (int n = 0; n < MAX_EVENTS_PER_CHECK; n++) {
+  lane_replace_quiet(r, lane);
+  pthread_mutex_lock(&r->stats_lock);
+  lane_store_pause_locked(r, lane);
+  lane->next = r->lanes;
+  r->lanes = lane;
+  pthread_mutex_unlock(&r->stats_lock);
+  if (r->cfg.on_lane)
+    r->cfg.on_lane(r->cfg.lane_user_data, lane->id, lane->peer, true);
+}
+
+/* Receive thread: takes in what the accept thread queued, in order (a
+ * lane's disconnect never comes before the lane). */
+static void handoff_take(struct sbr_receiver *r)
+{
+  pthread_mutex_lock(&r->handoff_lock);
+  struct sbr__handoff *h = r->handoff_head;
+  r->handoff_head = NULL;
+  r->handoff_tail = &r->handoff_head;
+  atomic_store_explicit(&r->handoff_ready, false, memory_order_relaxed);
+  pthread_mutex_unlock(&r->handoff_lock);
+  while (h) {
+    struct sbr__handoff *next = h->next;
+    if (h->kind == SBR__HANDOFF_LANE) {
+      lane_adopt(r, h->lane);
+    } else if (h->kind == SBR__HANDOFF_DISCONNECTED) {
+      for (struct sbr__lane *l = r->lanes; l; l = l->next)
+        if (l->conn == h->conn && !l->disconnected)
+          lane_disconnected(l);
+    } else if (h->kind == SBR__HANDOFF_REFUSAL && r->cfg.on_refusal) {
+      r->cfg.on_refusal(r->cfg.refusal_user_data, h->peer, h->reason, h->text);
+    }
+    free(h);
+    h = next;
+  }
+}
+
+/* Receive thread, no lane open: sleeps until the accept thread queues
+ * something or wait_ms passes. */
+static void handoff_wait(struct sbr_receiver *r, int wait_ms)
+{
+  if (wait_ms <= 0)
+    return;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)wait_ms * 1000000u;
+  ts.tv_sec += (time_t)(ns / 1000000000u);
+  ts.tv_nsec = (long)(ns % 1000000000u);
+  pthread_mutex_lock(&r->handoff_lock);
+  if (!r->handoff_head)
+    pthread_cond_timedwait(&r->handoff_cond, &r->handoff_lock, &ts);
+  pthread_mutex_unlock(&r->handoff_lock);
+}
+
+/* ------------------------------------------------ the accept thread */
+
+/* Connects and disconnects, on a thread of their own: allocating,
+ * registering and binding a lane can take seconds on a slow device, and
+ * the receive thread must go on delivering the open lanes' frames
+ * meanwhile.  What it does reaches the receive thread through the
+ * hand-off queue (lane_adopt, handoff_take). */
+static void accept_event(struct sbr_receiver *r, struct sbr__listen_event *ev)
+{
+  struct sbr__refusal why;
+  if ((ev->type == SBR__EV_CONNECT_REQUEST ||
+       ev->type == SBR__EV_BAD_REQUEST) &&
+      request_screened_out(r, &ev->req, &why)) {
+    lane_refuse(r, &ev->req, &why, false);
+  } else if (ev->type == SBR__EV_CONNECT_REQUEST) {
+    lane_open(r, &ev->req);
+  } else if (ev->type == SBR__EV_BAD_REQUEST) {
+    lane_refuse(r, &ev->req, &ev->req.refusal, false);
+  } else if (ev->type == SBR__EV_DISCONNECTED) {
+    struct sbr__handoff *h = calloc(1, sizeof *h);
+    if (!h) {
+      /* The lane ends when its sender's NIC stops answering the probe
+       * (verbs) or its connection fails. */
+      SBR_WARN("receiver: out of memory: a sender's disconnect is missed");
+      return;
+    }
+    h->kind = SBR__HANDOFF_DISCONNECTED;
+    h->conn = ev->conn;
+    handoff_push(r, h);
+  }
+}
+
+/* The accept thread's work on the receive thread, for a back end that
+ * asks for it (ops->accept_inline): the events waiting now, at most a
+ * few, so refusals can't hold the lanes' frames up for long. */
+static void accept_inline(struct sbr_receiver *r)
+{
+  for (int n = 0; n < ACCEPT_INLINE_EVENTS; n++) {
     struct sbr__listen_event ev;
     memset(&ev, 0, sizeof ev);
-    int ret = r->ops->get_event(r->listener, wait_ms, &ev);
-    wait_ms = 0;
-    if (ret < 0 || ev.type == SBR__EV_NONE)
+    if (r->ops->get_event(r->listener, 0, &ev) < 0 || ev.type == SBR__EV_NONE)
       return;
-    struct sbr__refusal why;
-    if ((ev.type == SBR__EV_CONNECT_REQUEST ||
-         ev.type == SBR__EV_BAD_REQUEST) &&
-        request_screened_out(r, &ev.req, &why)) {
-      lane_refuse(r, &ev.req, &why, false);
-    } else if (ev.type == SBR__EV_CONNECT_REQUEST) {
-      lane_replace_quiet(r, &ev.req);
-      lane_open(r, &ev.req);
-    } else if (ev.type == SBR__EV_BAD_REQUEST) {
-      lane_refuse(r, &ev.req, &ev.req.refusal, false);
-    } else if (ev.type == SBR__EV_DISCONNECTED) {
-      for (struct sbr__lane *l = r->lanes; l; l = l->next) {
-        if (l->conn == ev.conn && !l->disconnected)
-          lane_disconnected(l);
-      }
-    }
+    accept_event(r, &ev);
   }
+}
+
+static void *accept_main(void *arg)
+{
+  struct sbr_receiver *r = arg;
+  pthread_setname_np(pthread_self(), "sbr-accept");
+  while (!atomic_load(&r->accept_stop)) {
+    struct sbr__listen_event ev;
+    memset(&ev, 0, sizeof ev);
+    int ret = r->ops->get_event(r->listener, ACCEPT_WAIT_MS, &ev);
+    if (ret < 0) {
+      sbr__sleep_us(ACCEPT_WAIT_MS * 1000u); /* never a spin on errors */
+      continue;
+    }
+    if (ev.type == SBR__EV_NONE)
+      continue;
+    atomic_store(&r->accept_busy, true);
+    accept_event(r, &ev);
+    atomic_store(&r->accept_busy, false);
+  }
+  return NULL;
+}
+
+bool sbr__receiver_accept_busy(sbr_receiver *r)
+{
+  return atomic_load(&r->accept_busy);
 }
 
 /* ----------------------------------------------------------- creation */
@@ -763,24 +903,64 @@ int sbr__receiver_new_with_ops(const struct sbr_receiver_config *cfg,
                   : &sbr__receiver_status_byte;
   atomic_init(&r->refs, 1);
   pthread_mutex_init(&r->stats_lock, NULL);
+  pthread_mutex_init(&r->handoff_lock, NULL);
+  /* Timed waits on the monotonic clock: a wall-clock step must not
+   * stretch the idle receive thread's slices. */
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&r->handoff_cond, &ca);
+  pthread_condattr_destroy(&ca);
+  r->handoff_tail = &r->handoff_head;
   ret = ops->listen(r->address, r->cfg.port, &r->listener, errbuf, errlen);
+  if (ret < 0)
+    goto out_free;
+  ret = ops->accept_inline
+            ? 0
+            : -pthread_create(&r->accept_thread, NULL, accept_main, r);
   if (ret < 0) {
-    pthread_mutex_destroy(&r->stats_lock);
-    sbr_addr_list_free(r->allowed);
-    free(r);
-    return ret;
+    sbr__errf(errbuf, errlen, "could not start the accept thread: %s",
+              strerror(-ret));
+    goto out_close_listener;
   }
   SBR_INFO("receiver: listening on %s:%u (%s, %s, poll mode %s)", r->address,
            r->cfg.port, ops->name, r->engine->name,
            sbr_poll_mode_name(r->cfg.poll_mode));
   *out = r;
   return 0;
+
+out_close_listener:
+  ops->close_listener(r->listener);
+out_free:
+  pthread_cond_destroy(&r->handoff_cond);
+  pthread_mutex_destroy(&r->handoff_lock);
+  pthread_mutex_destroy(&r->stats_lock);
+  sbr_addr_list_free(r->allowed);
+  free(r);
+  return ret;
 }
 
 void sbr_receiver_free(sbr_receiver *r)
 {
   if (!r)
     return;
+  /* Order: the accept thread ends (nothing new is queued), the lanes it
+   * handed over and nobody took yet close with the open ones, then the
+   * listener goes. */
+  atomic_store(&r->accept_stop, true);
+  if (!r->ops->accept_inline)
+    pthread_join(r->accept_thread, NULL);
+  struct sbr__handoff *h = r->handoff_head;
+  r->handoff_head = NULL;
+  while (h) {
+    struct sbr__handoff *next = h->next;
+    if (h->kind == SBR__HANDOFF_LANE) {
+      h->lane->next = r->lanes;
+      r->lanes = h->lane;
+    }
+    free(h);
+    h = next;
+  }
   while (r->lanes)
     lane_close(r, r->lanes, false);
   r->ops->close_listener(r->listener);
@@ -1113,21 +1293,28 @@ static int receiver_next(sbr_receiver *r, int timeout_ms, sbr_block **out,
     if (atomic_exchange(&r->wakeup, false))
       return -EINTR;
     uint64_t now = sbr__now_ns();
+    if (r->ops->accept_inline &&
+        (!r->lanes || now - r->last_event_check_ns >= EVENT_CHECK_NS))
+      accept_inline(r);
+    /* The accept thread's news: one atomic load per loop, the lock only
+     * when there is some. */
+    if (atomic_load_explicit(&r->handoff_ready, memory_order_acquire))
+      handoff_take(r);
     if (!r->lanes) {
-      /* Nobody connected: block on the listener, in short slices so a
-       * wakeup or the deadline is noticed soon. */
+      /* Nobody connected: wait for the accept thread, in short slices so
+       * a wakeup or the deadline is noticed soon. */
       uint64_t left_ms = now >= deadline ? 0 : (deadline - now) / 1000000u;
-      handle_events(r,
-                    left_ms < IDLE_LISTEN_MS ? (int)left_ms : IDLE_LISTEN_MS);
+      handoff_wait(r, left_ms < IDLE_LISTEN_MS ? (int)left_ms : IDLE_LISTEN_MS);
       r->last_event_check_ns = sbr__now_ns();
-      if (left_ms) { /* that was a sleep in the listener's poll */
+      if (left_ms) {
         w->slept_ns += r->last_event_check_ns - now;
         w->sleeps++;
       }
+      if (atomic_load_explicit(&r->handoff_ready, memory_order_acquire))
+        handoff_take(r);
       now = r->last_event_check_ns;
     } else if (now - r->last_event_check_ns >= EVENT_CHECK_NS) {
       r->last_event_check_ns = now;
-      handle_events(r, 0);
     }
     r->scan_ns = now; /* arrival time of what these scans find */
     /* A scan finds every block that landed; until they are delivered, the

@@ -25,7 +25,9 @@
  * (the engine serialises); post_recv may be called from another thread than
  * poll_cq (the sliding-window receiver does so from its own thread only);
  * execute_claimed runs beside them, on the thread that claimed a chain.
- * Listener operations run on the receiver's thread.
+ * Listener operations (listen, get_event, accept, reject, close_listener)
+ * run on the receiver's accept thread, beside the receive thread's
+ * disconnect/close of lanes and the application's close of a released one.
  *
  * Queue accounting: an unsignaled WR occupies a send-queue slot until a
  * later signaled completion is polled; max_send_wr counts those, and a post
@@ -344,6 +346,10 @@ struct sbr__transport_ops {
    * completion with poll_cq (receiver.c).  shm: false (a dead process's
    * socket closes). */
   bool peer_can_vanish;
+  /* Test back ends (tests/fuzz/) that aren't thread-safe: the receiver
+   * runs no accept thread and reads listener events on its receive
+   * thread, so a run is deterministic. */
+  bool accept_inline;
 
   /* Sender: resolve, connect with the private data, wait until established
    * or timeout_ms passes; fill lane from the accept private data.  source:

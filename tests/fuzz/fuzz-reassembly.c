@@ -151,6 +151,7 @@ static uint64_t fz_posted_recv_count(struct sbr__conn *c)
 
 static const struct sbr__transport_ops fz_ops = {
     .name = "fuzz",
+    .accept_inline = true, /* this back end is not thread-safe */
     .listen = fz_listen,
     .get_event = fz_get_event,
     .accept = fz_accept,

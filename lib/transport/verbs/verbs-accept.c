@@ -76,6 +76,8 @@ int sbr__verbs_listen(const char *addr, uint16_t port,
     goto out_destroy_id;
   }
   ret = rdma_bind_addr(l->id, res->ai_addr) ? neg_errno(EADDRNOTAVAIL) : 0;
+  if (res->ai_addrlen <= sizeof l->bound)
+    memcpy(&l->bound, res->ai_addr, res->ai_addrlen);
   freeaddrinfo(res);
   if (ret) {
     sbr__errf(errbuf, errlen, "rdma_cm: cannot bind %s: %s%s", l->name,
@@ -162,6 +164,77 @@ static void report_lane_gone(struct sbr__listener *l, struct rdma_cm_event *e,
   ev->conn = c;
 }
 
+/* Is the listener bound to one address (not 0.0.0.0 or ::)? */
+static bool listener_explicit(const struct sbr__listener *l)
+{
+  if (l->bound.ss_family == AF_INET)
+    return ((const struct sockaddr_in *)&l->bound)->sin_addr.s_addr !=
+           htonl(INADDR_ANY);
+  if (l->bound.ss_family == AF_INET6)
+    return !IN6_IS_ADDR_UNSPECIFIED(
+        &((const struct sockaddr_in6 *)&l->bound)->sin6_addr);
+  return false;
+}
+
+/* The listening id is gone with its device (or its address moved): from
+ * the event's ack on, get_event binds the address again (listener_retry).
+ * Lanes on the device get events of their own and close. */
+static void listener_lost(struct sbr__listener *l, const char *why)
+{
+  SBR_WARN("verbs: %s: %s; listening again as soon as the address can be "
+           "bound",
+           l->name, why);
+  l->relisten_ms = now_ms() + VERBS_RELISTEN_FIRST_MS;
+  l->relisten_backoff_ms = VERBS_RELISTEN_FIRST_MS;
+  l->relisten_failing = false;
+}
+
+/* Binds and listens on the address again; on failure waits twice as
+ * long, up to VERBS_RELISTEN_MAX_MS.  Logged once per change: the first
+ * failure and the success. */
+static void listener_retry(struct sbr__listener *l)
+{
+  struct rdma_cm_id *id = NULL;
+  int ret = 0;
+  /* librdmacm keeps the removed device's context open until it looks at
+   * the device list again, and rdma_get_devices makes it look: the
+   * context is closed once nothing of ours uses it.  Where the provider
+   * can't revoke a context (rxe, siw: no disassociate), the kernel
+   * finishes removing the device, and can add it again, only then. */
+  struct ibv_context **devs = rdma_get_devices(NULL);
+  if (devs)
+    rdma_free_devices(devs);
+  if (rdma_create_id(l->channel, &id, NULL, RDMA_PS_TCP))
+    ret = neg_errno(ENOMEM);
+  else if (rdma_bind_addr(id, (struct sockaddr *)&l->bound))
+    ret = neg_errno(EADDRNOTAVAIL);
+  else if (rdma_listen(id, VERBS_LISTEN_BACKLOG))
+    ret = neg_errno(EIO);
+  if (ret) {
+    if (id)
+      rdma_destroy_id(id);
+    if (!l->relisten_failing)
+      SBR_INFO("verbs: %s: cannot listen yet (%s); trying again, every %u "
+               "ms at most",
+               l->name, strerror(-ret), VERBS_RELISTEN_MAX_MS);
+    l->relisten_failing = true;
+    l->relisten_ms = now_ms() + l->relisten_backoff_ms;
+    l->relisten_backoff_ms = l->relisten_backoff_ms * 2 > VERBS_RELISTEN_MAX_MS
+                                 ? VERBS_RELISTEN_MAX_MS
+                                 : l->relisten_backoff_ms * 2;
+    return;
+  }
+  /* A device that came back is a new context: what was probed of the
+   * old one says nothing about it. */
+  memset(l->probed, 0, sizeof l->probed);
+  l->id = id;
+  l->relisten_ms = 0;
+  if (id->verbs)
+    sbr__verbs_listener_windows(l, id->verbs);
+  SBR_WARN("verbs: %s: listening again (%s)", l->name,
+           id->verbs ? ibv_get_device_name(id->verbs->device) : "no device");
+}
+
 int sbr__verbs_get_event(struct sbr__listener *l, int timeout_ms,
                          struct sbr__listen_event *ev)
 {
@@ -169,6 +242,17 @@ int sbr__verbs_get_event(struct sbr__listener *l, int timeout_ms,
     return -EINVAL;
   memset(ev, 0, sizeof *ev);
   ev->type = SBR__EV_NONE;
+
+  if (!l->id && l->relisten_ms) {
+    int wait = ms_left(l->relisten_ms);
+    if (wait == 0) {
+      listener_retry(l);
+      wait = ms_left(l->relisten_ms);
+    }
+    /* The lanes' events still come on the channel meanwhile. */
+    if (l->relisten_ms && (timeout_ms < 0 || wait < timeout_ms))
+      timeout_ms = wait;
+  }
 
   struct pollfd pfd = {.fd = l->channel->fd, .events = POLLIN};
   int n = poll(&pfd, 1, timeout_ms < 0 ? -1 : timeout_ms);
@@ -186,6 +270,7 @@ int sbr__verbs_get_event(struct sbr__listener *l, int timeout_ms,
   }
 
   struct sbr__conn *c = e->id->context;
+  bool lost = false;
   int ret = 0;
   switch (e->event) {
   case RDMA_CM_EVENT_CONNECT_REQUEST:
@@ -196,11 +281,22 @@ int sbr__verbs_get_event(struct sbr__listener *l, int timeout_ms,
       SBR_DEBUG("verbs: %s: lane with %s established", l->name, c->peer);
     break;
   case RDMA_CM_EVENT_DEVICE_REMOVAL:
+    /* mlx5 health recovery, devlink reload, a Soft-RoCE link deleted. */
     if (e->id == l->id) {
-      SBR_ERROR("verbs: %s: the RDMA device went away", l->name);
-      ret = -ENODEV;
+      listener_lost(l, "the RDMA device went away");
+      lost = true;
     } else {
       report_lane_gone(l, e, c, ev);
+    }
+    break;
+  case RDMA_CM_EVENT_ADDR_CHANGE:
+    /* A bond failed over: the address is on another port (or device)
+     * now.  Only a listener bound to it needs to follow. */
+    if (e->id == l->id && listener_explicit(l)) {
+      listener_lost(l, "its address changed (a bond failed over?)");
+      lost = true;
+    } else {
+      SBR_INFO("verbs: %s: %s", l->name, rdma_event_str(e->event));
     }
     break;
   case RDMA_CM_EVENT_DISCONNECTED:
@@ -211,12 +307,17 @@ int sbr__verbs_get_event(struct sbr__listener *l, int timeout_ms,
     report_lane_gone(l, e, c, ev);
     break;
   default:
-    /* TIMEWAIT_EXIT, ADDR_CHANGE, ...: nothing for the engine. */
+    /* TIMEWAIT_EXIT, ...: nothing for the engine. */
     SBR_DEBUG("verbs: %s: %s (status %d)", l->name, rdma_event_str(e->event),
               e->status);
     break;
   }
   rdma_ack_cm_event(e);
+  if (lost) {
+    /* After the ack: rdma_destroy_id waits for its events' acks. */
+    rdma_destroy_id(l->id);
+    l->id = NULL;
+  }
   return ret;
 }
 

@@ -38,6 +38,10 @@
 #define VERBS_STACK_WRS 16
 /* Completions taken per ibv_poll_cq call. */
 #define VERBS_POLL_BATCH 16
+/* A listener whose device went away (DEVICE_REMOVAL) binds its address
+ * again after this long, doubling up to the ceiling while it can't. */
+#define VERBS_RELISTEN_FIRST_MS 100
+#define VERBS_RELISTEN_MAX_MS 5000
 /* The sender looks at its event channel at most this often while idle. */
 #define VERBS_CM_CHECK_MS 10
 /* Bytes of one bounce slot: an "inline" WR copied at post time where the
@@ -72,10 +76,17 @@ struct sbr__listener {
   atomic_int refs;                    /* 1 (listener) + 1 per accepted conn */
   atomic_bool no_windows; /* a windowed accept failed: MRs from then on */
   /* Devices whose type-2 windows were probed (allocate, free), and the
-   * answer: once per device, on the receiver's thread only. */
+   * answer: once per device, on the accept thread only. */
   struct ibv_context *probed[VERBS_PROBED_DEVICES];
   bool probed_ok[VERBS_PROBED_DEVICES];
   char name[80]; /* "addr:port", for logs */
+  /* After DEVICE_REMOVAL or ADDR_CHANGE of the listening id (id NULL):
+   * the address it was bound to, bound again when relisten_ms comes
+   * (accept thread), with back-off. */
+  struct sockaddr_storage bound;
+  uint64_t relisten_ms;         /* next try (now_ms clock); 0 = listening */
+  uint32_t relisten_backoff_ms; /* the wait after the next failed try */
+  bool relisten_failing;        /* a try failed (logged once) */
 };
 
 /* One control block per connection owns every verbs object of it. */

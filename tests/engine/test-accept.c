@@ -1,0 +1,403 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * test-accept.c - the receiver accepts on a thread of its own: a sender
+ * whose accept is slow (registration of a big lane, a window bind that
+ * takes seconds on a slow device; here a test hook stalls it) holds up no
+ * open lane's frames, and is taken in once its accept is done.  Sender
+ * and receiver in one process over a real back end: shm on the host,
+ * verbs in the Soft-RoCE VM.  Usage: test-accept shm|verbs [test-name...].
+ */
+#include <ctype.h>
+#include <spawn.h>
+#include <stdatomic.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "engine-fixture.h"
+#include "engine/receiver-internal.h"
+
+#define KIB 1024u
+/* The open lane's cameras and the stalled sender's one. */
+#define CAMERAS 12
+#define LATE_DEVICE 12
+#define FRAME_SIZE (4 * KIB)
+/* How long the hook holds the second accept. */
+#define STALL_MS 3000
+/* The longest wait for the open lane's next frame while the accept is
+ * stalled: generous, to catch a receive thread held for the whole stall,
+ * not to time anything. */
+#define MAX_GAP_MS 1000
+
+static enum sbr_backend backend = SBR_BACKEND_SHM;
+static const char *addr = "127.0.0.1";
+/* The VM (tests/softroce/run-in-vm.sh): the receiver's device (on
+ * addr). */
+static const char *rx_dev = "rxe0";
+
+static uint64_t now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* The hook's state: the first accept goes through, the second is held
+ * for STALL_MS. */
+static atomic_int accepts_seen;
+static atomic_bool stalling;
+static atomic_bool stall_over;
+
+static void stall_second_accept(const char *peer)
+{
+  (void)peer;
+  if (atomic_fetch_add(&accepts_seen, 1) != 1)
+    return;
+  atomic_store(&stalling, true);
+  usleep(STALL_MS * 1000u);
+  atomic_store(&stall_over, true);
+}
+
+static void hook_reset(void)
+{
+  atomic_store(&accepts_seen, 0);
+  atomic_store(&stalling, false);
+  atomic_store(&stall_over, false);
+  sbr__receiver_test_accept_hook = stall_second_accept;
+}
+
+static sbr_receiver *new_receiver(uint16_t port)
+{
+  struct sbr_receiver_config rc;
+  fixture_receiver_config(&rc, port, 16, 16 * KIB);
+  rc.backend = backend;
+  rc.address = addr;
+  return fixture_receiver_new(&rc);
+}
+
+static void sender_config(struct sbr_sender_config *sc, uint16_t port)
+{
+  fixture_sender_config(sc, port);
+  sc->backend = backend;
+  sc->host = addr;
+}
+
+/* The open lane's twelve cameras, a frame each every 20 ms. */
+struct cameras {
+  sbr_sender *s;
+  atomic_bool stop;
+  atomic_bool done;
+};
+
+static void *cameras_thread(void *arg)
+{
+  struct cameras *c = arg;
+  for (unsigned frame = 0; !atomic_load(&c->stop); frame++) {
+    for (unsigned d = 0; d < CAMERAS; d++) {
+      int ret = fixture_send(c->s, d, frame, FRAME_SIZE);
+      /* -EAGAIN: no free block (a receive thread held up), dropped. */
+      ASSERT_MSG(ret == 0 || ret == -EAGAIN, "camera %u frame %u: %d", d, frame,
+                 ret);
+    }
+    usleep(20000);
+  }
+  atomic_store(&c->done, true);
+  return NULL;
+}
+
+/* The second sender connects while the first streams; its accept is held
+ * for 3 s.  The first lane's frames keep coming through the stall, and
+ * the second sender is then accepted and its frame delivered.  When the
+ * receive thread accepted, it sat in the stall: a 3 s gap. */
+static void slow_accept_holds_up_no_open_lane(void)
+{
+  uint16_t port = fixture_port();
+  sbr_receiver *r = new_receiver(port);
+  hook_reset();
+  struct sbr_sender_config sc;
+  sender_config(&sc, port);
+  struct cameras cams = {.s = fixture_sender(r, &sc)};
+  pthread_t cam_thread;
+  ASSERT(pthread_create(&cam_thread, NULL, cameras_thread, &cams) == 0);
+
+  struct connect_job late = {.cfg = &sc};
+  pthread_t late_thread;
+  ASSERT(pthread_create(&late_thread, NULL, connect_thread, &late) == 0);
+
+  uint64_t last_ms = now_ms(), max_gap_ms = 0;
+  unsigned during_stall = 0, late_frames = 0;
+  bool late_sent = false;
+  uint64_t deadline = now_ms() + 30000;
+  while (late_frames == 0) {
+    ASSERT_MSG(now_ms() < deadline,
+               "the late sender's frame never came (connect %s, ret %d %s)",
+               __atomic_load_n(&late.done, __ATOMIC_ACQUIRE) ? "done"
+                                                             : "pending",
+               late.ret, late.err);
+    struct sbr_frame f;
+    int ret = sbr_receiver_next_frame(r, 100, &f);
+    uint64_t now = now_ms();
+    bool in_stall = atomic_load(&stalling) && !atomic_load(&stall_over);
+    if (in_stall && now - last_ms > max_gap_ms)
+      max_gap_ms = now - last_ms;
+    if (ret == 0) {
+      fixture_check_frame(&f);
+      if (f.info.device == LATE_DEVICE) {
+        late_frames++;
+      } else {
+        last_ms = now;
+        if (in_stall)
+          during_stall++;
+      }
+      sbr_frame_release(&f);
+    } else {
+      ASSERT_MSG(ret == -ETIMEDOUT, "next_frame: %d", ret);
+    }
+    if (!late_sent && __atomic_load_n(&late.done, __ATOMIC_ACQUIRE)) {
+      ASSERT_MSG(late.ret == 0, "the late sender was not accepted: %d %s",
+                 late.ret, late.err);
+      ASSERT_MSG(atomic_load(&stall_over),
+                 "the late sender connected before its accept was done");
+      ASSERT_OK(fixture_send(late.sender, LATE_DEVICE, 0, FRAME_SIZE));
+      late_sent = true;
+    }
+  }
+  pthread_join(late_thread, NULL);
+  atomic_store(&cams.stop, true);
+  /* The cameras may be waiting for a free block: keep taking frames. */
+  while (!atomic_load(&cams.done)) {
+    struct sbr_frame f;
+    if (sbr_receiver_next_frame(r, 10, &f) == 0)
+      sbr_frame_release(&f);
+  }
+  pthread_join(cam_thread, NULL);
+  sbr__receiver_test_accept_hook = NULL;
+
+  fprintf(stderr,
+          "%u frames of the open lane during the %u ms stall, "
+          "longest gap %llu ms\n",
+          during_stall, STALL_MS, (unsigned long long)max_gap_ms);
+  ASSERT_MSG(during_stall > 0,
+             "no frame of the open lane came while an accept was stalled");
+  ASSERT_MSG(max_gap_ms < MAX_GAP_MS,
+             "the open lane waited %llu ms for a stalled accept",
+             (unsigned long long)max_gap_ms);
+  struct sbr_receiver_stats st;
+  sbr_receiver_get_stats(r, &st);
+  ASSERT_EQ(st.lanes_opened, 2);
+  sbr_sender_free(late.sender);
+  sbr_sender_free(cams.s);
+  sbr_receiver_free(r);
+}
+
+/* sbr_receiver_free while an accept is stalled: it waits for the accept
+ * thread, closes the lane that thread set up and nobody took in, and
+ * leaks nothing (the ASan build). */
+static void free_during_a_stalled_accept(void)
+{
+  uint16_t port = fixture_port();
+  sbr_receiver *r = new_receiver(port);
+  hook_reset();
+  atomic_store(&accepts_seen, 1); /* the first accept is the one held */
+  struct sbr_sender_config sc;
+  sender_config(&sc, port);
+  sc.connect_timeout_ms = 10000;
+  struct connect_job late = {.cfg = &sc};
+  pthread_t late_thread;
+  ASSERT(pthread_create(&late_thread, NULL, connect_thread, &late) == 0);
+  uint64_t deadline = now_ms() + 10000;
+  while (!atomic_load(&stalling)) {
+    ASSERT_MSG(now_ms() < deadline, "the accept never started");
+    usleep(1000);
+  }
+  sbr_receiver_free(r);
+  ASSERT(atomic_load(&stall_over));
+  pthread_join(late_thread, NULL);
+  sbr__receiver_test_accept_hook = NULL;
+  /* Accepted and then closed, or refused: either way it ends. */
+  if (late.ret == 0)
+    sbr_sender_free(late.sender);
+}
+
+/* Runs "rdma link ARGS..." in a child; its pid.  Not waited for here:
+ * the kernel may finish a delete only once this process has let go of
+ * the device, which the receiver does while the test pumps it. */
+static pid_t rdma_link(char *const argv[])
+{
+  extern char **environ;
+  pid_t pid;
+  int ret = posix_spawnp(&pid, "rdma", NULL, NULL, argv, environ);
+  ASSERT_MSG(ret == 0, "rdma link: %s", strerror(ret));
+  return pid;
+}
+
+/* Pumps r until the child ends (or the deadline passes); its status.
+ * *sender, when set, is freed once r has closed a lane: the application
+ * whose connection died lets go of the device too (the kernel finishes
+ * the delete only when every user of the device has). */
+static int pump_until_exit(sbr_receiver *r, pid_t pid, uint64_t deadline,
+                           sbr_sender **sender, uint64_t *closed_ms)
+{
+  for (;;) {
+    int status;
+    if (waitpid(pid, &status, WNOHANG) == pid)
+      return status;
+    if (now_ms() >= deadline) {
+      /* What still holds the device, for the failure's message. */
+      char cmd[128];
+      snprintf(cmd, sizeof cmd,
+               "rdma resource show >&2; ls -l /proc/%d/fd | grep -i "
+               "infiniband >&2",
+               (int)getpid());
+      if (system(cmd) < 0)
+        fprintf(stderr, "(no rdma tool to show what holds it)\n");
+      struct sbr_receiver_stats st;
+      sbr_receiver_get_stats(r, &st);
+      fprintf(stderr, "lanes opened %llu closed %llu active %llu; sender %s\n",
+              (unsigned long long)st.lanes_opened,
+              (unsigned long long)st.lanes_closed,
+              (unsigned long long)st.lanes_active,
+              sender && *sender ? "still open" : "freed");
+      FAIL("rdma link did not finish in time");
+    }
+    struct sbr_frame f;
+    if (sbr_receiver_next_frame(r, 50, &f) == 0)
+      sbr_frame_release(&f);
+    struct sbr_receiver_stats st;
+    sbr_receiver_get_stats(r, &st);
+    if (sender && *sender && st.lanes_closed >= 1) {
+      *closed_ms = now_ms();
+      sbr_sender_free(*sender);
+      *sender = NULL;
+    }
+  }
+}
+
+/* Issue 18 items 5 and 8: the receiver's device is deleted under its
+ * listener (bound to an explicit address) while a sender streams, then
+ * added again.  The lane on the removed device closes, and the receiver
+ * listens again: a new sender connects and its twelve cameras' frames
+ * arrive.  Before, DEVICE_REMOVAL ended listening for good, and over rxe
+ * the delete itself never finished while the receiver ran: rxe can't
+ * revoke a process's device context, and librdmacm kept it open.  If
+ * this fails midway the VM is left without the device: it runs last. */
+static void listener_returns_after_device_removal(void)
+{
+  char family[16];
+  size_t n = 0;
+  while (rx_dev[n] && !isdigit((unsigned char)rx_dev[n]) && n < 15) {
+    family[n] = rx_dev[n];
+    n++;
+  }
+  family[n] = 0;
+  const char *netdev = getenv("SBR_RDMA_NETDEV");
+  if (!netdev)
+    netdev = "veth0";
+
+  uint16_t port = fixture_port();
+  sbr_receiver *r = new_receiver(port);
+  struct sbr_sender_config sc;
+  sender_config(&sc, port);
+  sbr_sender *first = fixture_sender(r, &sc);
+  ASSERT_OK(fixture_send(first, 0, 0, FRAME_SIZE));
+  struct sbr_frame f;
+  ASSERT_OK(sbr_receiver_next_frame(r, 10000, &f));
+  fixture_check_frame(&f);
+  sbr_frame_release(&f);
+
+  /* The sender is on the same device (the VM's second one is on the
+   * far end of the veth, and the receiver's is the one deleted). */
+  uint64_t t0 = now_ms(), t_closed = 0;
+  char *del[] = {"rdma", "link", "delete", (char *)rx_dev, NULL};
+  int st = pump_until_exit(r, rdma_link(del), t0 + 30000, &first, &t_closed);
+  ASSERT_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+             "rdma link delete %s failed (status %d)", rx_dev, st);
+  ASSERT_MSG(first == NULL, "the lane on %s never closed", rx_dev);
+  uint64_t t_deleted = now_ms();
+
+  char type[32];
+  snprintf(type, sizeof type, "%s", family);
+  char *add[] = {"rdma",   "link",         "add", (char *)rx_dev, "type", type,
+                 "netdev", (char *)netdev, NULL};
+  st = pump_until_exit(r, rdma_link(add), now_ms() + 60000, NULL, NULL);
+  ASSERT_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+             "rdma link add %s failed (status %d)", rx_dev, st);
+  uint64_t t_added = now_ms();
+
+  /* A new sender, trying until the receiver listens again. */
+  sc.connect_timeout_ms = 2000;
+  sbr_sender *second = NULL;
+  unsigned tries = 0;
+  for (;;) {
+    char err[256];
+    tries++;
+    if (fixture_connect(r, &sc, &second, err, sizeof err) == 0)
+      break;
+    ASSERT_MSG(now_ms() < t_added + 30000,
+               "no sender accepted 30 s after %s came back (%u tries; %s)",
+               rx_dev, tries, err);
+    usleep(100000);
+  }
+  uint64_t t_again = now_ms();
+  for (unsigned d = 0; d < CAMERAS; d++)
+    ASSERT_OK(fixture_send(second, d, 1, FRAME_SIZE));
+  bool seen[CAMERAS] = {false};
+  for (unsigned got = 0; got < CAMERAS;) {
+    ASSERT_OK(sbr_receiver_next_frame(r, 10000, &f));
+    /* The first sender's frame 0 went before the removal. */
+    if (fixture_check_frame(&f) == 1 && f.info.device < CAMERAS &&
+        !seen[f.info.device]) {
+      seen[f.info.device] = true;
+      got++;
+    }
+    sbr_frame_release(&f);
+  }
+  fprintf(stderr,
+          "%s: the lane closed %llu ms into the delete, which took %llu ms; "
+          "added again, a new sender accepted after %llu ms (%u tries)\n",
+          rx_dev, (unsigned long long)(t_closed - t0),
+          (unsigned long long)(t_deleted - t0),
+          (unsigned long long)(t_again - t_added), tries);
+  sbr_sender_free(second);
+  sbr_receiver_free(r);
+}
+
+/* Rows marked VERBS_ONLY need the VM's devices. */
+#define ANY false
+#define VERBS_ONLY true
+static const struct {
+  struct test_entry t;
+  bool verbs_only;
+} all_tests[] = {
+    {{"slow_accept_holds_up_no_open_lane", slow_accept_holds_up_no_open_lane},
+     ANY},
+    {{"free_during_a_stalled_accept", free_during_a_stalled_accept}, ANY},
+    {{"listener_returns_after_device_removal",
+      listener_returns_after_device_removal},
+     VERBS_ONLY},
+};
+#define N_TESTS (sizeof all_tests / sizeof all_tests[0])
+
+int main(int argc, char **argv)
+{
+  if (argc >= 2 && strcmp(argv[1], "shm") == 0) {
+    backend = SBR_BACKEND_SHM;
+  } else if (argc >= 2 && strcmp(argv[1], "verbs") == 0) {
+    backend = SBR_BACKEND_VERBS;
+  } else {
+    fprintf(stderr, "usage: %s shm|verbs [test-name...]\n", argv[0]);
+    return 2;
+  }
+  if (backend == SBR_BACKEND_VERBS && getenv("SBR_RDMA_ADDR"))
+    addr = getenv("SBR_RDMA_ADDR");
+  if (getenv("SBR_RDMA_DEV"))
+    rx_dev = getenv("SBR_RDMA_DEV");
+  sbr_set_log_handler(test_log_to_stderr, NULL);
+  bool is_verbs = backend == SBR_BACKEND_VERBS;
+  struct test_entry tests[N_TESTS + 1];
+  size_t n = 0;
+  for (size_t i = 0; i < N_TESTS; i++)
+    if (is_verbs || !all_tests[i].verbs_only)
+      tests[n++] = all_tests[i].t;
+  tests[n] = (struct test_entry){NULL, NULL};
+  return test_main(tests, argc - 1, argv + 1);
+}
