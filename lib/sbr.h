@@ -25,8 +25,8 @@
  *   any number of producers may use one sender.  One internal thread posts
  *   work requests and reaps their completions; with status-byte, a submit
  *   that finds that thread idle posts the producer's own blocks on the
- *   producer's thread (over shm it also copies its frame there; see
- *   sender_thread_posts).  sbr_sender_free must not race with other calls.
+ *   producer's thread (over shm it also copies its frame there).
+ *   sbr_sender_free must not race with other calls.
  *
  *   sbr_receiver: sbr_receiver_next / _next_frame are called by one thread
  *   at a time.  sbr_block_release / _hold / sbr_frame_release may be called
@@ -240,12 +240,6 @@ const char *sbr_poll_mode_name(enum sbr_poll_mode mode);
 /* Parse "adaptive"/"busy"/"backoff"; -EINVAL otherwise. */
 int sbr_poll_mode_from_name(const char *name, enum sbr_poll_mode *out);
 
-/* Fault injection, honoured by the shm back end only (tests, studies). */
-struct sbr_fault_injection {
-  uint32_t delay_us;       /* added round-trip time per work request */
-  uint32_t fail_after_wrs; /* 0 = never; else the Nth WR completes in error */
-};
-
 /* ---------------------------------------------------------------- sender */
 
 typedef struct sbr_sender sbr_sender;
@@ -306,18 +300,6 @@ struct sbr_sender_config {
   enum sbr_backpressure backpressure;
   int wait_timeout_ms; /* WAIT: give up after this, default 1000 */
   struct sbr_backoff_config backoff;
-  struct sbr_fault_injection faults;
-  /* Status-byte: a producer posts the blocks it queued itself when the
-   * sender thread is idle (one thread wake-up less between a frame and its
-   * WRITE; counted in producer_posts).  true = always leave posting to the
-   * sender thread, as before (for comparison).  Default false. */
-  bool sender_thread_posts;
-  /* Same host (shm), status-byte: a block from sbr_sender_acquire is a
-   * receive block of the lane itself, so the producer's frame is never
-   * copied (direct placement; counted in direct_blocks, its fallbacks to
-   * the copy in direct_fallbacks).  true = always copy into the lane, as
-   * before (for comparison).  Default false. */
-  bool copy_into_lane;
 };
 
 /* Fills cfg with the defaults above. */
@@ -379,7 +361,7 @@ void sbr_block_meta_init(struct sbr_block_meta *meta, uint8_t device);
  * up to *capacity bytes at the returned payload pointer, then submit it.
  * The block memory is registered: a producer may render straight into it.
  * Over shm with status-byte it is a receive block of the lane (direct
- * placement, copy_into_lane): acquire may then also wait, as backpressure
+ * placement): acquire may then also wait, as backpressure
  * says, for the sender thread to reserve one, and falls back to copying
  * when none comes.  Either way the pointer stays valid until submit or
  * abandon, even across a reconnect.
@@ -445,12 +427,6 @@ void sbr_sender_wakeup(sbr_sender *s);
  * producers submit meanwhile), or timeout_ms. */
 int sbr_sender_flush(sbr_sender *s, int timeout_ms);
 
-/* Is ptr inside this sender's registered send blocks?  (The GStreamer sink
- * uses it to tell its own memory from foreign memory.) */
-bool sbr_sender_owns(const sbr_sender *s, const void *ptr);
-/* The send block whose payload starts at ptr, or NULL. */
-sbr_send_block *sbr_sender_block_from_payload(sbr_sender *s, void *ptr);
-
 struct sbr_device_stats {
   uint64_t blocks;   /* blocks sent / delivered */
   uint64_t frames;   /* whole frames (LAST fragments) */
@@ -498,7 +474,7 @@ struct sbr_sender_stats {
   uint64_t producer_posts;   /* status-byte: submits that posted blocks on
                                 the producer's own thread */
   uint64_t direct_blocks;    /* shm: blocks posted with no copy, written in
-                                place by their producer (copy_into_lane) */
+                                place by their producer */
   uint64_t direct_fallbacks; /* shm: acquired blocks copied into the lane
                                 after all: no reserved receive block in
                                 time, or reserved in a lane that closed

@@ -306,9 +306,10 @@ static int connect_locked(struct sbr_sender *s, char *errbuf, size_t errlen)
         s->cfg.block_count_hint ? s->cfg.block_count_hint + 4 : 1024;
   struct sbr__lane_desc lane;
   struct sbr__conn *conn = NULL;
-  int ret = s->ops->connect(
-      s->host, s->cfg.port, s->cfg.source, priv, sizeof priv, &caps,
-      &s->cfg.faults, s->cfg.connect_timeout_ms, &conn, &lane, errbuf, errlen);
+  int ret =
+      s->ops->connect(s->host, s->cfg.port, s->cfg.source, priv, sizeof priv,
+                      &caps, &s->knobs.faults, s->cfg.connect_timeout_ms, &conn,
+                      &lane, errbuf, errlen);
   if (ret < 0)
     return ret;
   if (lane.mechanism == SBR_MECH_SLIDING_WINDOW &&
@@ -523,6 +524,13 @@ static void destroy_sender(struct sbr_sender *s)
 int sbr_sender_new(const struct sbr_sender_config *cfg, sbr_sender **out,
                    char *errbuf, size_t errlen)
 {
+  return sbr__sender_new_knobs(cfg, NULL, out, errbuf, errlen);
+}
+
+int sbr__sender_new_knobs(const struct sbr_sender_config *cfg,
+                          const struct sbr__sender_knobs *knobs,
+                          sbr_sender **out, char *errbuf, size_t errlen)
+{
   sbr__errf(errbuf, errlen, "%s", "");
   if (!cfg || !out || !cfg->host)
     return -EINVAL;
@@ -542,6 +550,8 @@ int sbr_sender_new(const struct sbr_sender_config *cfg, sbr_sender **out,
   if (!s)
     return -ENOMEM;
   s->cfg = *cfg;
+  if (knobs)
+    s->knobs = *knobs;
   /* The sliding window acknowledges slots strictly in order: interleaved
    * devices' partial frames, each holding slots until its last fragment,
    * could hold every slot and stop the acknowledgements for good (the
@@ -846,7 +856,7 @@ void sbr__sender_wake_locked(struct sbr_sender *s)
  * then holds engine_lock; the kick is quicker than waiting for it). */
 static bool producer_may_post_locked(const struct sbr_sender *s, uint32_t n)
 {
-  return s->engine->post_own && !s->cfg.sender_thread_posts &&
+  return s->engine->post_own && !s->knobs.sender_thread_posts &&
          !s->engine_sleeps && s->n_queued == n;
 }
 
@@ -1181,7 +1191,7 @@ static bool in_block_mem(const sbr_sender *s, const void *ptr)
          p < s->block_mem + (size_t)s->n_blocks * s->block_size;
 }
 
-bool sbr_sender_owns(const sbr_sender *s, const void *ptr)
+bool sbr__sender_owns(const sbr_sender *s, const void *ptr)
 {
   if (in_block_mem(s, ptr))
     return true;
@@ -1195,7 +1205,7 @@ bool sbr_sender_owns(const sbr_sender *s, const void *ptr)
   return direct;
 }
 
-sbr_send_block *sbr_sender_block_from_payload(sbr_sender *s, void *ptr)
+sbr_send_block *sbr__sender_block_from_payload(sbr_sender *s, void *ptr)
 {
   if (!in_block_mem(s, ptr)) {
     pthread_mutex_lock(&s->lock);
