@@ -51,6 +51,17 @@ bool sbr__sender_owns(const sbr_sender *s, const void *ptr);
 /* The send block whose payload starts at ptr, or NULL. */
 sbr_send_block *sbr__sender_block_from_payload(sbr_sender *s, void *ptr);
 
+/* How sbr_sender_new and sbr_receiver_new read the application's config:
+ * its struct_size bytes over the defaults into *out (this library's
+ * layout), refusing a size below min_size (theirs: the first released
+ * layout, util/sized.h) or beyond this library's (-EINVAL). */
+int sbr__sender_config_read(const struct sbr_sender_config *app,
+                            size_t min_size, struct sbr_sender_config *out,
+                            char *errbuf, size_t errlen);
+int sbr__receiver_config_read(const struct sbr_receiver_config *app,
+                              size_t min_size, struct sbr_receiver_config *out,
+                              char *errbuf, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

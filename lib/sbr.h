@@ -65,6 +65,21 @@
  * Errors
  *   Functions return 0 or a negative errno.  The library never prints and
  *   never exits: it reports through the log handler.
+ *
+ * Growing structs (the ABI of libsbr.so.0)
+ *   The configs and stats grow as the library does, so they carry their
+ *   size: a config's first field, struct_size, is set by
+ *   sbr_*_config_init to the sizeof the application was built with, and
+ *   the stats getters pass it too (static inline wrappers below, over the
+ *   exported *_sized functions that bindings call).  The library reads a
+ *   config only as far as struct_size (fields an application predates take
+ *   their defaults) and refuses one smaller than the first released layout
+ *   or larger than its own; it writes stats only as far as the caller's
+ *   struct reaches.  So new fields go at the END of these structs, never
+ *   in the middle, and a config must start from sbr_*_config_init (which
+ *   also sets the bytes between fields).  Every other struct here, and
+ *   every enum value, is fixed: changing one needs a new soname
+ *   (docs/design.md, "A stable ABI"; lib/abi/ holds the baseline).
  */
 #ifndef SBR_H
 #define SBR_H
@@ -259,6 +274,7 @@ enum sbr_send_order {
 };
 
 struct sbr_sender_config {
+  uint32_t struct_size; /* set by sbr_sender_config_init; see above */
   enum sbr_backend backend;
   enum sbr_mechanism mechanism;
   const char *host; /* receiver address; shm: any name */
@@ -302,8 +318,12 @@ struct sbr_sender_config {
   struct sbr_backoff_config backoff;
 };
 
-/* Fills cfg with the defaults above. */
-void sbr_sender_config_init(struct sbr_sender_config *cfg);
+/* Fills cfg, size bytes long, with the defaults above and struct_size. */
+void sbr_sender_config_init_sized(struct sbr_sender_config *cfg, size_t size);
+static inline void sbr_sender_config_init(struct sbr_sender_config *cfg)
+{
+  sbr_sender_config_init_sized(cfg, sizeof *cfg);
+}
 
 /* Connects and starts the sender thread.  On failure *errbuf says what the
  * connection manager or the receiver said (may be NULL).  Errors a retry
@@ -485,9 +505,22 @@ struct sbr_sender_stats {
                                 their own memory first */
 };
 
-int sbr_sender_get_stats(sbr_sender *s, struct sbr_sender_stats *out);
-int sbr_sender_get_device_stats(sbr_sender *s, uint8_t device,
-                                struct sbr_device_stats *out);
+/* The stats, written as far as size (the caller's sizeof) reaches. */
+int sbr_sender_get_stats_sized(sbr_sender *s, struct sbr_sender_stats *out,
+                               size_t size);
+int sbr_sender_get_device_stats_sized(sbr_sender *s, uint8_t device,
+                                      struct sbr_device_stats *out,
+                                      size_t size);
+static inline int sbr_sender_get_stats(sbr_sender *s,
+                                       struct sbr_sender_stats *out)
+{
+  return sbr_sender_get_stats_sized(s, out, sizeof *out);
+}
+static inline int sbr_sender_get_device_stats(sbr_sender *s, uint8_t device,
+                                              struct sbr_device_stats *out)
+{
+  return sbr_sender_get_device_stats_sized(s, device, out, sizeof *out);
+}
 
 /* -------------------------------------------------------------- receiver */
 
@@ -495,6 +528,7 @@ typedef struct sbr_receiver sbr_receiver;
 typedef struct sbr_block sbr_block;
 
 struct sbr_receiver_config {
+  uint32_t struct_size; /* set by sbr_receiver_config_init; see above */
   enum sbr_backend backend;
   enum sbr_mechanism mechanism;
   const char *address;  /* bind address, default "0.0.0.0" */
@@ -569,7 +603,13 @@ struct sbr_receiver_config {
    * a try). */
   uint8_t ack_timeout;
 };
-void sbr_receiver_config_init(struct sbr_receiver_config *cfg);
+/* Fills cfg, size bytes long, with the defaults above and struct_size. */
+void sbr_receiver_config_init_sized(struct sbr_receiver_config *cfg,
+                                    size_t size);
+static inline void sbr_receiver_config_init(struct sbr_receiver_config *cfg)
+{
+  sbr_receiver_config_init_sized(cfg, sizeof *cfg);
+}
 
 /* Starts listening.  Connections are accepted (and departures noticed) only
  * while a thread is inside sbr_receiver_next / _next_frame: a sender
@@ -722,9 +762,22 @@ struct sbr_receiver_stats {
 };
 /* A counter the platform doesn't have. */
 #define SBR_COUNTER_ABSENT UINT64_MAX
-int sbr_receiver_get_stats(sbr_receiver *r, struct sbr_receiver_stats *out);
-int sbr_receiver_get_device_stats(sbr_receiver *r, uint8_t device,
-                                  struct sbr_device_stats *out);
+/* The stats, written as far as size (the caller's sizeof) reaches. */
+int sbr_receiver_get_stats_sized(sbr_receiver *r,
+                                 struct sbr_receiver_stats *out, size_t size);
+int sbr_receiver_get_device_stats_sized(sbr_receiver *r, uint8_t device,
+                                        struct sbr_device_stats *out,
+                                        size_t size);
+static inline int sbr_receiver_get_stats(sbr_receiver *r,
+                                         struct sbr_receiver_stats *out)
+{
+  return sbr_receiver_get_stats_sized(r, out, sizeof *out);
+}
+static inline int sbr_receiver_get_device_stats(sbr_receiver *r, uint8_t device,
+                                                struct sbr_device_stats *out)
+{
+  return sbr_receiver_get_device_stats_sized(r, device, out, sizeof *out);
+}
 
 #ifdef __cplusplus
 }

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "util/log.h"
+#include "util/sized.h"
 #include "engine/sender-internal.h"
 
 #define DEFAULT_SEND_BLOCKS 16
@@ -34,9 +35,10 @@
  * cleared (a camera tries at least once a second). */
 #define REFUSED_POLL_WINDOW_NS (1000ull * 1000u * 1000u)
 
-void sbr_sender_config_init(struct sbr_sender_config *cfg)
+static void config_defaults(struct sbr_sender_config *cfg)
 {
   memset(cfg, 0, sizeof *cfg);
+  cfg->struct_size = sizeof *cfg;
   cfg->backend = SBR_BACKEND_VERBS;
   cfg->mechanism = SBR_MECH_STATUS_BYTE;
   cfg->host = "127.0.0.1";
@@ -48,6 +50,40 @@ void sbr_sender_config_init(struct sbr_sender_config *cfg)
   cfg->pause_poll_us = DEFAULT_PAUSE_POLL_US;
   cfg->send_order = SBR_SEND_ORDER_FIFO;
   sbr__backoff_config_fill(&cfg->backoff);
+}
+
+void sbr_sender_config_init_sized(struct sbr_sender_config *cfg, size_t size)
+{
+  struct sbr_sender_config d;
+  config_defaults(&d);
+  d.struct_size = (uint32_t)size;
+  sbr__sized_write(cfg, size, &d, sizeof d);
+}
+
+int sbr__sender_config_read(const struct sbr_sender_config *app,
+                            size_t min_size, struct sbr_sender_config *cfg,
+                            char *errbuf, size_t errlen)
+{
+  config_defaults(cfg);
+  if (sbr__sized_read(cfg, sizeof *cfg, app, app->struct_size, min_size) < 0) {
+    sbr__errf(errbuf, errlen,
+              "sbr_sender_config of %u bytes: this libsbr takes %zu to %zu "
+              "(not set up with sbr_sender_config_init, or built against "
+              "a newer sbr.h)",
+              app->struct_size, min_size, sizeof *cfg);
+    return -EINVAL;
+  }
+  cfg->struct_size = sizeof *cfg;
+  return 0;
+}
+
+/* The application's config (its struct_size) over the defaults. */
+static int config_read(const struct sbr_sender_config *app,
+                       struct sbr_sender_config *cfg, char *errbuf,
+                       size_t errlen)
+{
+  return sbr__sender_config_read(app, SBR__SENDER_CONFIG_MIN_SIZE, cfg, errbuf,
+                                 errlen);
 }
 
 void sbr_block_meta_init(struct sbr_block_meta *meta, uint8_t device)
@@ -527,12 +563,19 @@ int sbr_sender_new(const struct sbr_sender_config *cfg, sbr_sender **out,
   return sbr__sender_new_knobs(cfg, NULL, out, errbuf, errlen);
 }
 
-int sbr__sender_new_knobs(const struct sbr_sender_config *cfg,
+int sbr__sender_new_knobs(const struct sbr_sender_config *app,
                           const struct sbr__sender_knobs *knobs,
                           sbr_sender **out, char *errbuf, size_t errlen)
 {
   sbr__errf(errbuf, errlen, "%s", "");
-  if (!cfg || !out || !cfg->host)
+  if (!app || !out)
+    return -EINVAL;
+  struct sbr_sender_config full;
+  int ret = config_read(app, &full, errbuf, errlen);
+  if (ret < 0)
+    return ret;
+  const struct sbr_sender_config *cfg = &full;
+  if (!cfg->host)
     return -EINVAL;
   const struct sbr__transport_ops *ops = sbr__transport_get(cfg->backend);
   if (!ops) {
@@ -584,7 +627,7 @@ int sbr__sender_new_knobs(const struct sbr_sender_config *cfg,
   sbr__direct_init(s);
   sbr__backoff_init(&s->backoff, &s->cfg.backoff);
 
-  int ret = connect_locked(s, errbuf, errlen);
+  ret = connect_locked(s, errbuf, errlen);
   if (ret < 0)
     goto out_free;
   ret = pthread_create(&s->thread, NULL, sender_thread, s);
@@ -1396,23 +1439,26 @@ void sbr__sender_count_posts(struct sbr_sender *s,
 
 /* ------------------------------------------------------------- stats */
 
-int sbr_sender_get_stats(sbr_sender *s, struct sbr_sender_stats *out)
+int sbr_sender_get_stats_sized(sbr_sender *s, struct sbr_sender_stats *out,
+                               size_t size)
 {
   pthread_mutex_lock(&s->lock);
-  *out = s->stats;
+  struct sbr_sender_stats st = s->stats;
   pthread_mutex_unlock(&s->lock);
+  sbr__sized_write(out, size, &st, sizeof st);
   return 0;
 }
 
-int sbr_sender_get_device_stats(sbr_sender *s, uint8_t device,
-                                struct sbr_device_stats *out)
+int sbr_sender_get_device_stats_sized(sbr_sender *s, uint8_t device,
+                                      struct sbr_device_stats *out, size_t size)
 {
   pthread_mutex_lock(&s->lock);
-  *out = s->dev_stats[device];
-  out->refused = dev_refused_locked(s, device);
-  out->paused = dev_paused_locked(s, device);
-  if (out->paused)
-    out->paused_ns += sbr__now_ns() - s->paused_since_ns[device];
+  struct sbr_device_stats st = s->dev_stats[device];
+  st.refused = dev_refused_locked(s, device);
+  st.paused = dev_paused_locked(s, device);
+  if (st.paused)
+    st.paused_ns += sbr__now_ns() - s->paused_since_ns[device];
   pthread_mutex_unlock(&s->lock);
+  sbr__sized_write(out, size, &st, sizeof st);
   return 0;
 }
