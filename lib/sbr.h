@@ -92,6 +92,12 @@
 extern "C" {
 #endif
 
+/* Every function declared here is exported: the library is built with
+ * hidden visibility, and lib/libsbr.map names what libsbr.so exports. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 #define SBR_VERSION_STRING "0.1.0"
 #define SBR_DEFAULT_PORT 7471
 #define SBR_MAX_DEVICES 256
@@ -778,6 +784,10 @@ static inline int sbr_receiver_get_device_stats(sbr_receiver *r, uint8_t device,
 {
   return sbr_receiver_get_device_stats_sized(r, device, out, sizeof *out);
 }
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }
