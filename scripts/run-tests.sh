@@ -9,7 +9,8 @@
 #      number of runs, replaying every saved crash first (tests/fuzz/),
 #   4. installs into a temporary prefix and uses what was installed
 #      (tests/install/),
-#   5. runs the unit, shm, element (gst) and samples suites; the unit, shm
+#   5. runs the unit (with the ABI checks of tests/abi/), shm, element
+#      (gst) and samples suites; the unit, shm
 #      and element suites under ASan + UBSan; the unit and shm suites
 #      under ThreadSanitizer,
 #   6. meanwhile, in the background: boots the Soft-RoCE VM and runs the
