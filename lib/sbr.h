@@ -79,7 +79,8 @@
  *   in the middle, and a config must start from sbr_*_config_init (which
  *   also sets the bytes between fields).  Every other struct here, and
  *   every enum value, is fixed: changing one needs a new soname
- *   (docs/design.md, "A stable ABI"; lib/abi/ holds the baseline).
+ *   (docs/design.md, "A stable ABI"; lib/abi/ holds the baseline).  A
+ *   function added here is listed in lib/libsbr.map too.
  */
 #ifndef SBR_H
 #define SBR_H
