@@ -30,7 +30,7 @@ baseline=$top/lib/abi/$soname.xml
 if [ ! -f "$baseline" ]; then
   # A new soname: an incompatible change made honestly.  Its baseline is
   # written once the new ABI settles, with scripts/update-abi.sh.
-  old=$(cd "$top/lib/abi" && ls ./*.xml 2>/dev/null | tr '\n' ' ')
+  old=$(cd "$top/lib/abi" && ls -- *.xml 2>/dev/null | tr "\n" " ")
   echo "check-abi: no baseline for $soname (have: ${old:-none}): the" \
     "soname changed; run scripts/update-abi.sh to record its ABI"
   exit 0
