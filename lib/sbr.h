@@ -25,8 +25,8 @@
  *   any number of producers may use one sender.  One internal thread posts
  *   work requests and reaps their completions; with status-byte, a submit
  *   that finds that thread idle posts the producer's own blocks on the
- *   producer's thread (over shm it also copies its frame there; see
- *   sender_thread_posts).  sbr_sender_free must not race with other calls.
+ *   producer's thread (over shm it also copies its frame there).
+ *   sbr_sender_free must not race with other calls.
  *
  *   sbr_receiver: sbr_receiver_next / _next_frame are called by one thread
  *   at a time.  sbr_block_release / _hold / sbr_frame_release may be called
@@ -69,6 +69,22 @@
  * Errors
  *   Functions return 0 or a negative errno.  The library never prints and
  *   never exits: it reports through the log handler.
+ *
+ * Growing structs (the ABI of libsbr.so.0)
+ *   The configs and stats grow as the library does, so they carry their
+ *   size: a config's first field, struct_size, is set by
+ *   sbr_*_config_init to the sizeof the application was built with, and
+ *   the stats getters pass it too (static inline wrappers below, over the
+ *   exported *_sized functions that bindings call).  The library reads a
+ *   config only as far as struct_size (fields an application predates take
+ *   their defaults) and refuses one smaller than the first released layout
+ *   or larger than its own; it writes stats only as far as the caller's
+ *   struct reaches.  So new fields go at the END of these structs, never
+ *   in the middle, and a config must start from sbr_*_config_init (which
+ *   also sets the bytes between fields).  Every other struct here, and
+ *   every enum value, is fixed: changing one needs a new soname
+ *   (docs/design.md, "A stable ABI"; lib/abi/ holds the baseline).  A
+ *   function added here is listed in lib/libsbr.map too.
  */
 #ifndef SBR_H
 #define SBR_H
@@ -79,6 +95,12 @@
 
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+/* Every function declared here is exported: the library is built with
+ * hidden visibility, and lib/libsbr.map names what libsbr.so exports. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
 #endif
 
 #define SBR_VERSION_STRING "0.1.0"
@@ -244,12 +266,6 @@ const char *sbr_poll_mode_name(enum sbr_poll_mode mode);
 /* Parse "adaptive"/"busy"/"backoff"; -EINVAL otherwise. */
 int sbr_poll_mode_from_name(const char *name, enum sbr_poll_mode *out);
 
-/* Fault injection, honoured by the shm back end only (tests, studies). */
-struct sbr_fault_injection {
-  uint32_t delay_us;       /* added round-trip time per work request */
-  uint32_t fail_after_wrs; /* 0 = never; else the Nth WR completes in error */
-};
-
 /* ---------------------------------------------------------------- sender */
 
 typedef struct sbr_sender sbr_sender;
@@ -269,6 +285,7 @@ enum sbr_send_order {
 };
 
 struct sbr_sender_config {
+  uint32_t struct_size; /* set by sbr_sender_config_init; see above */
   enum sbr_backend backend;
   enum sbr_mechanism mechanism;
   const char *host; /* receiver address; shm: any name */
@@ -310,18 +327,6 @@ struct sbr_sender_config {
   enum sbr_backpressure backpressure;
   int wait_timeout_ms; /* WAIT: give up after this, default 1000 */
   struct sbr_backoff_config backoff;
-  struct sbr_fault_injection faults;
-  /* Status-byte: a producer posts the blocks it queued itself when the
-   * sender thread is idle (one thread wake-up less between a frame and its
-   * WRITE; counted in producer_posts).  true = always leave posting to the
-   * sender thread, as before (for comparison).  Default false. */
-  bool sender_thread_posts;
-  /* Same host (shm), status-byte: a block from sbr_sender_acquire is a
-   * receive block of the lane itself, so the producer's frame is never
-   * copied (direct placement; counted in direct_blocks, its fallbacks to
-   * the copy in direct_fallbacks).  true = always copy into the lane, as
-   * before (for comparison).  Default false. */
-  bool copy_into_lane;
   /* Fabric settings (verbs; shm ignores them).  docs/hardware.md,
    * "Fabric settings", says how they map onto PFC/ECN classes and how
    * fast a dead peer is found.
@@ -347,8 +352,12 @@ struct sbr_sender_config {
   int comp_vector;
 };
 
-/* Fills cfg with the defaults above. */
-void sbr_sender_config_init(struct sbr_sender_config *cfg);
+/* Fills cfg, size bytes long, with the defaults above and struct_size. */
+void sbr_sender_config_init_sized(struct sbr_sender_config *cfg, size_t size);
+static inline void sbr_sender_config_init(struct sbr_sender_config *cfg)
+{
+  sbr_sender_config_init_sized(cfg, sizeof *cfg);
+}
 
 /* Connects and starts the sender thread.  On failure *errbuf says what the
  * connection manager or the receiver said (may be NULL).  Errors a retry
@@ -406,7 +415,7 @@ void sbr_block_meta_init(struct sbr_block_meta *meta, uint8_t device);
  * up to *capacity bytes at the returned payload pointer, then submit it.
  * The block memory is registered: a producer may render straight into it.
  * Over shm with status-byte it is a receive block of the lane (direct
- * placement, copy_into_lane): acquire may then also wait, as backpressure
+ * placement): acquire may then also wait, as backpressure
  * says, for the sender thread to reserve one, and falls back to copying
  * when none comes.  Either way the pointer stays valid until submit or
  * abandon, even across a reconnect.
@@ -472,12 +481,6 @@ void sbr_sender_wakeup(sbr_sender *s);
  * producers submit meanwhile), or timeout_ms. */
 int sbr_sender_flush(sbr_sender *s, int timeout_ms);
 
-/* Is ptr inside this sender's registered send blocks?  (The GStreamer sink
- * uses it to tell its own memory from foreign memory.) */
-bool sbr_sender_owns(const sbr_sender *s, const void *ptr);
-/* The send block whose payload starts at ptr, or NULL. */
-sbr_send_block *sbr_sender_block_from_payload(sbr_sender *s, void *ptr);
-
 struct sbr_device_stats {
   uint64_t blocks;   /* blocks sent / delivered */
   uint64_t frames;   /* whole frames (LAST fragments) */
@@ -525,7 +528,7 @@ struct sbr_sender_stats {
   uint64_t producer_posts;   /* status-byte: submits that posted blocks on
                                 the producer's own thread */
   uint64_t direct_blocks;    /* shm: blocks posted with no copy, written in
-                                place by their producer (copy_into_lane) */
+                                place by their producer */
   uint64_t direct_fallbacks; /* shm: acquired blocks copied into the lane
                                 after all: no reserved receive block in
                                 time, or reserved in a lane that closed
@@ -536,9 +539,22 @@ struct sbr_sender_stats {
                                 their own memory first */
 };
 
-int sbr_sender_get_stats(sbr_sender *s, struct sbr_sender_stats *out);
-int sbr_sender_get_device_stats(sbr_sender *s, uint8_t device,
-                                struct sbr_device_stats *out);
+/* The stats, written as far as size (the caller's sizeof) reaches. */
+int sbr_sender_get_stats_sized(sbr_sender *s, struct sbr_sender_stats *out,
+                               size_t size);
+int sbr_sender_get_device_stats_sized(sbr_sender *s, uint8_t device,
+                                      struct sbr_device_stats *out,
+                                      size_t size);
+static inline int sbr_sender_get_stats(sbr_sender *s,
+                                       struct sbr_sender_stats *out)
+{
+  return sbr_sender_get_stats_sized(s, out, sizeof *out);
+}
+static inline int sbr_sender_get_device_stats(sbr_sender *s, uint8_t device,
+                                              struct sbr_device_stats *out)
+{
+  return sbr_sender_get_device_stats_sized(s, device, out, sizeof *out);
+}
 
 /* -------------------------------------------------------------- receiver */
 
@@ -546,6 +562,7 @@ typedef struct sbr_receiver sbr_receiver;
 typedef struct sbr_block sbr_block;
 
 struct sbr_receiver_config {
+  uint32_t struct_size; /* set by sbr_receiver_config_init; see above */
   enum sbr_backend backend;
   enum sbr_mechanism mechanism;
   const char *address;  /* bind address, default "0.0.0.0" */
@@ -641,7 +658,13 @@ struct sbr_receiver_config {
    * advise).  Default true. */
   bool huge_pages;
 };
-void sbr_receiver_config_init(struct sbr_receiver_config *cfg);
+/* Fills cfg, size bytes long, with the defaults above and struct_size. */
+void sbr_receiver_config_init_sized(struct sbr_receiver_config *cfg,
+                                    size_t size);
+static inline void sbr_receiver_config_init(struct sbr_receiver_config *cfg)
+{
+  sbr_receiver_config_init_sized(cfg, sizeof *cfg);
+}
 
 /* Starts listening.  Connections are accepted (and departures noticed) only
  * while a thread is inside sbr_receiver_next / _next_frame: a sender
@@ -794,9 +817,26 @@ struct sbr_receiver_stats {
 };
 /* A counter the platform doesn't have. */
 #define SBR_COUNTER_ABSENT UINT64_MAX
-int sbr_receiver_get_stats(sbr_receiver *r, struct sbr_receiver_stats *out);
-int sbr_receiver_get_device_stats(sbr_receiver *r, uint8_t device,
-                                  struct sbr_device_stats *out);
+/* The stats, written as far as size (the caller's sizeof) reaches. */
+int sbr_receiver_get_stats_sized(sbr_receiver *r,
+                                 struct sbr_receiver_stats *out, size_t size);
+int sbr_receiver_get_device_stats_sized(sbr_receiver *r, uint8_t device,
+                                        struct sbr_device_stats *out,
+                                        size_t size);
+static inline int sbr_receiver_get_stats(sbr_receiver *r,
+                                         struct sbr_receiver_stats *out)
+{
+  return sbr_receiver_get_stats_sized(r, out, sizeof *out);
+}
+static inline int sbr_receiver_get_device_stats(sbr_receiver *r, uint8_t device,
+                                                struct sbr_device_stats *out)
+{
+  return sbr_receiver_get_device_stats_sized(r, device, out, sizeof *out);
+}
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,8 @@ set -eu
 packages=(
   # build
   gcc meson ninja-build pkg-config clang-format
+  # tests/abi/: abidiff against lib/abi/ (scripts/update-abi.sh: abidw)
+  abigail-tools
   # tests/fuzz/: libFuzzer comes with clang's runtime libraries
   clang libclang-rt-14-dev
   # core library: rdma-core

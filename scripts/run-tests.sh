@@ -10,7 +10,8 @@
 #   4. installs into a temporary prefix and uses what was installed
 #      (tests/install/); later (step 5's end) builds the Debian packages
 #      and uses them installed in a throw-away root (tests/package/),
-#   5. runs the unit, shm, element (gst) and samples suites; the unit, shm
+#   5. runs the unit (with the ABI checks of tests/abi/), shm, element
+#      (gst) and samples suites; the unit, shm
 #      and element suites under ASan + UBSan; the unit and shm suites
 #      under ThreadSanitizer,
 #   6. meanwhile, in the background: boots the Soft-RoCE VM and runs the

@@ -14,7 +14,7 @@
 #include <stdatomic.h>
 #include <unistd.h>
 
-#include "sbr.h"
+#include "sbr-testing.h"
 #include "test.h"
 
 static inline uint16_t fixture_port(void)
@@ -48,6 +48,7 @@ static inline void fixture_sender_config(struct sbr_sender_config *cfg,
 
 struct connect_job {
   const struct sbr_sender_config *cfg;
+  const struct sbr__sender_knobs *knobs; /* NULL: none */
   sbr_sender *sender;
   int ret;
   char err[256];
@@ -57,7 +58,8 @@ struct connect_job {
 static inline void *connect_thread(void *arg)
 {
   struct connect_job *j = arg;
-  j->ret = sbr_sender_new(j->cfg, &j->sender, j->err, sizeof j->err);
+  j->ret = sbr__sender_new_knobs(j->cfg, j->knobs, &j->sender, j->err,
+                                 sizeof j->err);
   __atomic_store_n(&j->done, 1, __ATOMIC_RELEASE);
   return NULL;
 }
@@ -78,12 +80,15 @@ static inline void fixture_settle(sbr_receiver *r)
     FAIL("a block arrived before any sender connected");
 }
 
-/* Connects a sender while pumping r; returns the sender's result. */
-static inline int fixture_connect(sbr_receiver *r,
-                                  const struct sbr_sender_config *cfg,
-                                  sbr_sender **out, char *err, size_t errlen)
+/* Connects a sender with knobs (NULL: none, as sbr_sender_new) while
+ * pumping r; returns the sender's result. */
+static inline int fixture_connect_knobs(sbr_receiver *r,
+                                        const struct sbr_sender_config *cfg,
+                                        const struct sbr__sender_knobs *knobs,
+                                        sbr_sender **out, char *err,
+                                        size_t errlen)
 {
-  struct connect_job j = {.cfg = cfg};
+  struct connect_job j = {.cfg = cfg, .knobs = knobs};
   pthread_t t;
   ASSERT(pthread_create(&t, NULL, connect_thread, &j) == 0);
   while (!__atomic_load_n(&j.done, __ATOMIC_ACQUIRE)) {
@@ -97,6 +102,13 @@ static inline int fixture_connect(sbr_receiver *r,
     snprintf(err, errlen, "%s", j.err);
   *out = j.sender;
   return j.ret;
+}
+
+static inline int fixture_connect(sbr_receiver *r,
+                                  const struct sbr_sender_config *cfg,
+                                  sbr_sender **out, char *err, size_t errlen)
+{
+  return fixture_connect_knobs(r, cfg, NULL, out, err, errlen);
 }
 
 /* A receiver with cfg, or the test fails saying why. */
@@ -119,14 +131,21 @@ static inline sbr_receiver *fixture_receiver(uint16_t port, uint32_t blocks,
   return fixture_receiver_new(&rc);
 }
 
-static inline sbr_sender *fixture_sender(sbr_receiver *r,
-                                         const struct sbr_sender_config *cfg)
+static inline sbr_sender *
+fixture_sender_knobs(sbr_receiver *r, const struct sbr_sender_config *cfg,
+                     const struct sbr__sender_knobs *knobs)
 {
   sbr_sender *s = NULL;
   char err[256];
-  int ret = fixture_connect(r, cfg, &s, err, sizeof err);
+  int ret = fixture_connect_knobs(r, cfg, knobs, &s, err, sizeof err);
   ASSERT_MSG(ret == 0, "sender could not connect: %d %s", ret, err);
   return s;
+}
+
+static inline sbr_sender *fixture_sender(sbr_receiver *r,
+                                         const struct sbr_sender_config *cfg)
+{
+  return fixture_sender_knobs(r, cfg, NULL);
 }
 
 /* Deterministic payload byte for (device, frame, offset). */

@@ -60,6 +60,7 @@
 #include <unistd.h>
 
 #include "sbr.h"
+#include "sbr-testing.h"
 #include "sbr-check.h"
 
 #define EXIT_RUNTIME 1
@@ -855,17 +856,19 @@ static int connect_sender(const struct options *o, sbr_sender **out)
   cfg.send_blocks = o->blocks;
   cfg.block_size_hint = o->block_size;
   cfg.backpressure = o->drop ? SBR_BACKPRESSURE_DROP : SBR_BACKPRESSURE_WAIT;
-  cfg.faults.delay_us = o->delay_us;
-  cfg.faults.fail_after_wrs = o->fail_after;
   cfg.read_ahead = o->read_ahead;
   cfg.status_batch_bytes = o->status_batch_bytes;
   cfg.send_order = o->send_order;
-  cfg.sender_thread_posts = o->sender_thread_posts;
+  /* Studies' knobs, not the API's (lib/sbr-testing.h). */
+  struct sbr__sender_knobs knobs = {
+      .faults = {.delay_us = o->delay_us, .fail_after_wrs = o->fail_after},
+      .sender_thread_posts = o->sender_thread_posts,
+  };
 
   char errbuf[256];
   uint64_t give_up = mono_ns() + CONNECT_RETRY_MS * 1000000ull;
   for (;;) {
-    int ret = sbr_sender_new(&cfg, out, errbuf, sizeof errbuf);
+    int ret = sbr__sender_new_knobs(&cfg, &knobs, out, errbuf, sizeof errbuf);
     if (ret == 0)
       return 0;
     /* Not listening yet, or every lane taken (a sender of the last run

@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "util/log.h"
+#include "util/sized.h"
 #include "transport/nic-counters.h"
 #include "engine/receiver-internal.h"
 
@@ -66,9 +67,10 @@
 /* Connection attempts a second, by default. */
 #define DEFAULT_MAX_CONNECTS_PER_S 50
 
-void sbr_receiver_config_init(struct sbr_receiver_config *cfg)
+static void config_defaults(struct sbr_receiver_config *cfg)
 {
   memset(cfg, 0, sizeof *cfg);
+  cfg->struct_size = sizeof *cfg;
   cfg->backend = SBR_BACKEND_VERBS;
   cfg->mechanism = SBR_MECH_STATUS_BYTE;
   cfg->address = "0.0.0.0";
@@ -89,6 +91,41 @@ void sbr_receiver_config_init(struct sbr_receiver_config *cfg)
   memset(cfg->device_mask, 0xff, sizeof cfg->device_mask);
   cfg->poll_mode = SBR_POLL_ADAPTIVE;
   sbr__backoff_config_fill(&cfg->backoff);
+}
+
+void sbr_receiver_config_init_sized(struct sbr_receiver_config *cfg,
+                                    size_t size)
+{
+  struct sbr_receiver_config d;
+  config_defaults(&d);
+  d.struct_size = (uint32_t)size;
+  sbr__sized_write(cfg, size, &d, sizeof d);
+}
+
+int sbr__receiver_config_read(const struct sbr_receiver_config *app,
+                              size_t min_size, struct sbr_receiver_config *cfg,
+                              char *errbuf, size_t errlen)
+{
+  config_defaults(cfg);
+  if (sbr__sized_read(cfg, sizeof *cfg, app, app->struct_size, min_size) < 0) {
+    sbr__errf(errbuf, errlen,
+              "sbr_receiver_config of %u bytes: this libsbr takes %zu to %zu "
+              "(not set up with sbr_receiver_config_init, or built against "
+              "a newer sbr.h)",
+              app->struct_size, min_size, sizeof *cfg);
+    return -EINVAL;
+  }
+  cfg->struct_size = sizeof *cfg;
+  return 0;
+}
+
+/* The application's config (its struct_size) over the defaults. */
+static int config_read(const struct sbr_receiver_config *app,
+                       struct sbr_receiver_config *cfg, char *errbuf,
+                       size_t errlen)
+{
+  return sbr__receiver_config_read(app, SBR__RECEIVER_CONFIG_MIN_SIZE, cfg,
+                                   errbuf, errlen);
 }
 
 static inline int block_state(const struct sbr_block *b)
@@ -815,27 +852,36 @@ bool sbr__receiver_accept_busy(sbr_receiver *r)
 
 /* ----------------------------------------------------------- creation */
 
-int sbr_receiver_new(const struct sbr_receiver_config *cfg, sbr_receiver **out,
+int sbr_receiver_new(const struct sbr_receiver_config *app, sbr_receiver **out,
                      char *errbuf, size_t errlen)
 {
   sbr__errf(errbuf, errlen, "%s", "");
-  if (!cfg || !out)
+  if (!app || !out)
     return -EINVAL;
-  const struct sbr__transport_ops *ops = sbr__transport_get(cfg->backend);
+  struct sbr_receiver_config cfg;
+  int ret = config_read(app, &cfg, errbuf, errlen);
+  if (ret < 0)
+    return ret;
+  const struct sbr__transport_ops *ops = sbr__transport_get(cfg.backend);
   if (!ops) {
-    sbr__backend_missing_errf(errbuf, errlen, cfg->backend);
+    sbr__backend_missing_errf(errbuf, errlen, cfg.backend);
     return -ENOTSUP;
   }
-  return sbr__receiver_new_with_ops(cfg, ops, out, errbuf, errlen);
+  return sbr__receiver_new_with_ops(&cfg, ops, out, errbuf, errlen);
 }
 
-int sbr__receiver_new_with_ops(const struct sbr_receiver_config *cfg,
+int sbr__receiver_new_with_ops(const struct sbr_receiver_config *app,
                                const struct sbr__transport_ops *ops,
                                sbr_receiver **out, char *errbuf, size_t errlen)
 {
   sbr__errf(errbuf, errlen, "%s", "");
-  if (!cfg || !ops || !out)
+  if (!app || !ops || !out)
     return -EINVAL;
+  struct sbr_receiver_config full;
+  int ret = config_read(app, &full, errbuf, errlen);
+  if (ret < 0)
+    return ret;
+  const struct sbr_receiver_config *cfg = &full;
   if (cfg->block_size != 0 && (cfg->block_size < SBR__BLOCK_OVERHEAD + 1 ||
                                cfg->block_size > (64u << 20))) {
     sbr__errf(errbuf, errlen, "block size %u out of range (%u..%u)",
@@ -857,7 +903,7 @@ int sbr__receiver_new_with_ops(const struct sbr_receiver_config *cfg,
             cfg->tos, cfg->ack_timeout, cfg->comp_vector, cfg->numa_node,
             cfg->huge_pages ? "on" : "off");
   sbr_addr_list *allowed = NULL;
-  int ret = sbr_addr_list_parse(cfg->allowed_senders, &allowed, errbuf, errlen);
+  ret = sbr_addr_list_parse(cfg->allowed_senders, &allowed, errbuf, errlen);
   if (ret < 0)
     return ret;
   struct sbr_receiver *r = calloc(1, sizeof *r);
@@ -1571,8 +1617,11 @@ void sbr_frame_release(struct sbr_frame *f)
 
 /* -------------------------------------------------------------- stats */
 
-int sbr_receiver_get_stats(sbr_receiver *r, struct sbr_receiver_stats *out)
+int sbr_receiver_get_stats_sized(sbr_receiver *r,
+                                 struct sbr_receiver_stats *app, size_t size)
 {
+  struct sbr_receiver_stats st;
+  struct sbr_receiver_stats *out = &st;
   pthread_mutex_lock(&r->stats_lock);
   *out = r->stats;
   out->recv_wr_posted = r->recv_wr_closed_lanes;
@@ -1592,14 +1641,17 @@ int sbr_receiver_get_stats(sbr_receiver *r, struct sbr_receiver_stats *out)
       out->nic_remote_access_errors = 0;
     out->nic_remote_access_errors += v;
   }
+  sbr__sized_write(app, size, &st, sizeof st);
   return 0;
 }
 
-int sbr_receiver_get_device_stats(sbr_receiver *r, uint8_t device,
-                                  struct sbr_device_stats *out)
+int sbr_receiver_get_device_stats_sized(sbr_receiver *r, uint8_t device,
+                                        struct sbr_device_stats *out,
+                                        size_t size)
 {
   pthread_mutex_lock(&r->stats_lock);
-  *out = r->dev_stats[device];
+  struct sbr_device_stats st = r->dev_stats[device];
   pthread_mutex_unlock(&r->stats_lock);
+  sbr__sized_write(out, size, &st, sizeof st);
   return 0;
 }

@@ -79,7 +79,7 @@ void sbr__direct_init(struct sbr_sender *s)
 
 void sbr__direct_connect(struct sbr_sender *s)
 {
-  if (s->cfg.copy_into_lane || s->cfg.mechanism != SBR_MECH_STATUS_BYTE ||
+  if (s->knobs.copy_into_lane || s->cfg.mechanism != SBR_MECH_STATUS_BYTE ||
       !s->ops->map_blocks || s->lane.block_count < 2)
     return;
   struct sbr__direct_view *v = calloc(1, sizeof *v);

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "sbr-testing.h"
 #include "wire/block.h"
 #include "util/clock.h"
 #include "engine/sender-queue.h"
@@ -126,6 +127,7 @@ extern const struct sbr__sender_engine sbr__sender_sliding_window;
 
 struct sbr_sender {
   struct sbr_sender_config cfg;            /* copy; cfg.host points at host */
+  struct sbr__sender_knobs knobs;          /* tests' knobs (sbr-testing.h) */
   char host[256];                          /* receiver host */
   char source[256];                        /* local address, if cfg.source */
   const struct sbr__transport_ops *ops;    /* back end */

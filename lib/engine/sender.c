@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "util/log.h"
+#include "util/sized.h"
 #include "engine/sender-internal.h"
 
 #define DEFAULT_SEND_BLOCKS 16
@@ -34,9 +35,10 @@
  * cleared (a camera tries at least once a second). */
 #define REFUSED_POLL_WINDOW_NS (1000ull * 1000u * 1000u)
 
-void sbr_sender_config_init(struct sbr_sender_config *cfg)
+static void config_defaults(struct sbr_sender_config *cfg)
 {
   memset(cfg, 0, sizeof *cfg);
+  cfg->struct_size = sizeof *cfg;
   cfg->backend = SBR_BACKEND_VERBS;
   cfg->mechanism = SBR_MECH_STATUS_BYTE;
   cfg->host = "127.0.0.1";
@@ -67,6 +69,40 @@ static void sender_fabric(const struct sbr_sender_config *cfg, uint32_t index,
   f->retry_count = cfg->retry_count;
   f->comp_vector = cfg->comp_vector;
   f->comp_index = index;
+}
+
+void sbr_sender_config_init_sized(struct sbr_sender_config *cfg, size_t size)
+{
+  struct sbr_sender_config d;
+  config_defaults(&d);
+  d.struct_size = (uint32_t)size;
+  sbr__sized_write(cfg, size, &d, sizeof d);
+}
+
+int sbr__sender_config_read(const struct sbr_sender_config *app,
+                            size_t min_size, struct sbr_sender_config *cfg,
+                            char *errbuf, size_t errlen)
+{
+  config_defaults(cfg);
+  if (sbr__sized_read(cfg, sizeof *cfg, app, app->struct_size, min_size) < 0) {
+    sbr__errf(errbuf, errlen,
+              "sbr_sender_config of %u bytes: this libsbr takes %zu to %zu "
+              "(not set up with sbr_sender_config_init, or built against "
+              "a newer sbr.h)",
+              app->struct_size, min_size, sizeof *cfg);
+    return -EINVAL;
+  }
+  cfg->struct_size = sizeof *cfg;
+  return 0;
+}
+
+/* The application's config (its struct_size) over the defaults. */
+static int config_read(const struct sbr_sender_config *app,
+                       struct sbr_sender_config *cfg, char *errbuf,
+                       size_t errlen)
+{
+  return sbr__sender_config_read(app, SBR__SENDER_CONFIG_MIN_SIZE, cfg, errbuf,
+                                 errlen);
 }
 
 void sbr_block_meta_init(struct sbr_block_meta *meta, uint8_t device)
@@ -331,9 +367,10 @@ static int connect_locked(struct sbr_sender *s, char *errbuf, size_t errlen)
         s->cfg.block_count_hint ? s->cfg.block_count_hint + 4 : 1024;
   struct sbr__lane_desc lane;
   struct sbr__conn *conn = NULL;
-  int ret = s->ops->connect(
-      s->host, s->cfg.port, s->cfg.source, priv, sizeof priv, &caps,
-      &s->cfg.faults, s->cfg.connect_timeout_ms, &conn, &lane, errbuf, errlen);
+  int ret =
+      s->ops->connect(s->host, s->cfg.port, s->cfg.source, priv, sizeof priv,
+                      &caps, &s->knobs.faults, s->cfg.connect_timeout_ms, &conn,
+                      &lane, errbuf, errlen);
   if (ret < 0)
     return ret;
   if (lane.mechanism == SBR_MECH_SLIDING_WINDOW &&
@@ -548,8 +585,22 @@ static void destroy_sender(struct sbr_sender *s)
 int sbr_sender_new(const struct sbr_sender_config *cfg, sbr_sender **out,
                    char *errbuf, size_t errlen)
 {
+  return sbr__sender_new_knobs(cfg, NULL, out, errbuf, errlen);
+}
+
+int sbr__sender_new_knobs(const struct sbr_sender_config *app,
+                          const struct sbr__sender_knobs *knobs,
+                          sbr_sender **out, char *errbuf, size_t errlen)
+{
   sbr__errf(errbuf, errlen, "%s", "");
-  if (!cfg || !out || !cfg->host)
+  if (!app || !out)
+    return -EINVAL;
+  struct sbr_sender_config full;
+  int ret = config_read(app, &full, errbuf, errlen);
+  if (ret < 0)
+    return ret;
+  const struct sbr_sender_config *cfg = &full;
+  if (!cfg->host)
     return -EINVAL;
   const struct sbr__transport_ops *ops = sbr__transport_get(cfg->backend);
   if (!ops) {
@@ -577,6 +628,8 @@ int sbr_sender_new(const struct sbr_sender_config *cfg, sbr_sender **out,
   if (!s)
     return -ENOMEM;
   s->cfg = *cfg;
+  if (knobs)
+    s->knobs = *knobs;
   /* The sliding window acknowledges slots strictly in order: interleaved
    * devices' partial frames, each holding slots until its last fragment,
    * could hold every slot and stop the acknowledgements for good (the
@@ -609,7 +662,7 @@ int sbr_sender_new(const struct sbr_sender_config *cfg, sbr_sender **out,
   sbr__direct_init(s);
   sbr__backoff_init(&s->backoff, &s->cfg.backoff);
 
-  int ret = connect_locked(s, errbuf, errlen);
+  ret = connect_locked(s, errbuf, errlen);
   if (ret < 0)
     goto out_free;
   ret = pthread_create(&s->thread, NULL, sender_thread, s);
@@ -881,7 +934,7 @@ void sbr__sender_wake_locked(struct sbr_sender *s)
  * then holds engine_lock; the kick is quicker than waiting for it). */
 static bool producer_may_post_locked(const struct sbr_sender *s, uint32_t n)
 {
-  return s->engine->post_own && !s->cfg.sender_thread_posts &&
+  return s->engine->post_own && !s->knobs.sender_thread_posts &&
          !s->engine_sleeps && s->n_queued == n;
 }
 
@@ -1216,7 +1269,7 @@ static bool in_block_mem(const sbr_sender *s, const void *ptr)
          p < s->block_mem + (size_t)s->n_blocks * s->block_size;
 }
 
-bool sbr_sender_owns(const sbr_sender *s, const void *ptr)
+bool sbr__sender_owns(const sbr_sender *s, const void *ptr)
 {
   if (in_block_mem(s, ptr))
     return true;
@@ -1230,7 +1283,7 @@ bool sbr_sender_owns(const sbr_sender *s, const void *ptr)
   return direct;
 }
 
-sbr_send_block *sbr_sender_block_from_payload(sbr_sender *s, void *ptr)
+sbr_send_block *sbr__sender_block_from_payload(sbr_sender *s, void *ptr)
 {
   if (!in_block_mem(s, ptr)) {
     pthread_mutex_lock(&s->lock);
@@ -1421,23 +1474,26 @@ void sbr__sender_count_posts(struct sbr_sender *s,
 
 /* ------------------------------------------------------------- stats */
 
-int sbr_sender_get_stats(sbr_sender *s, struct sbr_sender_stats *out)
+int sbr_sender_get_stats_sized(sbr_sender *s, struct sbr_sender_stats *out,
+                               size_t size)
 {
   pthread_mutex_lock(&s->lock);
-  *out = s->stats;
+  struct sbr_sender_stats st = s->stats;
   pthread_mutex_unlock(&s->lock);
+  sbr__sized_write(out, size, &st, sizeof st);
   return 0;
 }
 
-int sbr_sender_get_device_stats(sbr_sender *s, uint8_t device,
-                                struct sbr_device_stats *out)
+int sbr_sender_get_device_stats_sized(sbr_sender *s, uint8_t device,
+                                      struct sbr_device_stats *out, size_t size)
 {
   pthread_mutex_lock(&s->lock);
-  *out = s->dev_stats[device];
-  out->refused = dev_refused_locked(s, device);
-  out->paused = dev_paused_locked(s, device);
-  if (out->paused)
-    out->paused_ns += sbr__now_ns() - s->paused_since_ns[device];
+  struct sbr_device_stats st = s->dev_stats[device];
+  st.refused = dev_refused_locked(s, device);
+  st.paused = dev_paused_locked(s, device);
+  if (st.paused)
+    st.paused_ns += sbr__now_ns() - s->paused_since_ns[device];
   pthread_mutex_unlock(&s->lock);
+  sbr__sized_write(out, size, &st, sizeof st);
   return 0;
 }

@@ -53,6 +53,7 @@
 
 #include "sbr.h"
 #include "transport/fabric.h"
+#include "sbr-testing.h"
 
 /* Connect/accept private data, on the wire (little-endian).  rdma_cm allows at
  * most 56 bytes from the active side and 196 from the passive side; both
@@ -357,7 +358,7 @@ struct sbr__transport_ops {
   int (*connect)(const char *host, uint16_t port, const char *source,
                  const uint8_t *priv, size_t priv_len,
                  const struct sbr__queue_caps *caps,
-                 const struct sbr_fault_injection *faults, int timeout_ms,
+                 const struct sbr__fault_injection *faults, int timeout_ms,
                  struct sbr__conn **out, struct sbr__lane_desc *lane,
                  char *errbuf, size_t errlen);
 

@@ -27,8 +27,8 @@ static sbr_sender *direct_sender(sbr_receiver *r, uint16_t port, bool copy)
   struct sbr_sender_config sc;
   fixture_sender_config(&sc, port);
   sc.wait_timeout_ms = 20000;
-  sc.copy_into_lane = copy;
-  return fixture_sender(r, &sc);
+  struct sbr__sender_knobs k = {.copy_into_lane = copy};
+  return fixture_sender_knobs(r, &sc, &k);
 }
 
 /* Acquires a block for device, fills it with frame's pattern and submits
@@ -41,8 +41,8 @@ static void fill_and_submit(sbr_sender *s, unsigned device, unsigned frame,
   size_t cap;
   uint8_t *p = sbr_send_block_payload(b, &cap);
   ASSERT(len <= cap);
-  ASSERT(sbr_sender_block_from_payload(s, p) == b);
-  ASSERT(sbr_sender_owns(s, p));
+  ASSERT(sbr__sender_block_from_payload(s, p) == b);
+  ASSERT(sbr__sender_owns(s, p));
   fixture_fill(p, len, device, frame);
   struct sbr_block_meta m;
   sbr_block_meta_init(&m, (uint8_t)device);

@@ -183,8 +183,9 @@ static void read_ahead_sync_overlaps_writes_without_overwriting(void)
   fixture_sender_config(&sc, port);
   sc.read_ahead = 3;
   sc.send_blocks = 8;
-  sc.faults.delay_us = 200; /* READs and writes overlap for real */
-  sbr_sender *s = fixture_sender(r, &sc);
+  /* READs and writes overlap for real */
+  struct sbr__sender_knobs k = {.faults.delay_us = 200};
+  sbr_sender *s = fixture_sender_knobs(r, &sc, &k);
   struct producer p = {s, 0, 200, 1500};
   pthread_t t;
   ASSERT(pthread_create(&t, NULL, paced_producer_thread, &p) == 0);
@@ -631,8 +632,8 @@ static void zero_copy_fill_is_delivered(void)
   size_t cap;
   uint8_t *p = sbr_send_block_payload(blk, &cap);
   ASSERT_EQ(cap, 4 * KIB - SBR__BLOCK_OVERHEAD);
-  ASSERT(sbr_sender_owns(s, p));
-  ASSERT(sbr_sender_block_from_payload(s, p) == blk);
+  ASSERT(sbr__sender_owns(s, p));
+  ASSERT(sbr__sender_block_from_payload(s, p) == blk);
   fixture_fill(p, 1000, 7, 4);
   struct sbr_block_meta m;
   sbr_block_meta_init(&m, 7);
@@ -1124,9 +1125,10 @@ static void read_ahead_keeps_several_reads_in_flight(void)
   fixture_sender_config(&sc, port);
   sc.send_blocks = 16;
   sc.read_ahead = 4;
-  sc.status_batch_bytes = 1;   /* one block per run */
-  sc.faults.delay_us = 200000; /* both READs are still in flight at post */
-  sbr_sender *s = fixture_sender(r, &sc);
+  sc.status_batch_bytes = 1; /* one block per run */
+  /* Both READs are still in flight at post. */
+  struct sbr__sender_knobs k = {.faults.delay_us = 200000};
+  sbr_sender *s = fixture_sender_knobs(r, &sc, &k);
   size_t len = 16 * sbr_sender_block_payload_size(s);
   ASSERT_OK(fixture_send(s, 1, 4, len));
   struct sbr_frame f;
@@ -1199,8 +1201,8 @@ static void sender_sleeps_while_a_read_is_in_flight(void)
   sbr_receiver *r = new_receiver(port, 2, 4 * KIB, SBR_MECH_STATUS_BYTE);
   struct sbr_sender_config sc;
   fixture_sender_config(&sc, port);
-  sc.faults.delay_us = 100000;
-  sbr_sender *s = fixture_sender(r, &sc);
+  struct sbr__sender_knobs k = {.faults.delay_us = 100000};
+  sbr_sender *s = fixture_sender_knobs(r, &sc, &k);
   struct sbr_frame held[2];
   for (unsigned i = 0; i < 2; i++) {
     ASSERT_OK(fixture_send(s, 0, i, 100));

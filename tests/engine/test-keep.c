@@ -41,8 +41,8 @@ static sbr_sender *two_block_sender(sbr_receiver *r, uint16_t port)
   fixture_sender_config(&sc, port);
   sc.send_blocks = 2;
   sc.backpressure = SBR_BACKPRESSURE_DROP;
-  sc.copy_into_lane = true;
-  return fixture_sender(r, &sc);
+  struct sbr__sender_knobs k = {.copy_into_lane = true};
+  return fixture_sender_knobs(r, &sc, &k);
 }
 
 static sbr_send_block *acquire_filled(sbr_sender *s, unsigned frame)

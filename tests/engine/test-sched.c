@@ -44,11 +44,12 @@ static void block_queued_during_a_wait_is_posted_behind_it(void)
   fixture_sender_config(&sc, port);
   sc.send_blocks = 2;
   sc.backpressure = SBR_BACKPRESSURE_DROP;
-  sc.faults.delay_us = 1000000; /* executed after 0.5 s, completed after 1 s */
-  sc.pause_poll_us = 0;         /* no forced READ to wake the sender */
+  sc.pause_poll_us = 0; /* no forced READ to wake the sender */
   /* Nor a sleep's timeout: the sender thread sleeps until the completion. */
   sc.backoff.min_sleep_us = sc.backoff.max_sleep_us = 4000000;
-  sbr_sender *s = fixture_sender(r, &sc);
+  /* Executed after 0.5 s, completed after 1 s. */
+  struct sbr__sender_knobs k = {.faults.delay_us = 1000000};
+  sbr_sender *s = fixture_sender_knobs(r, &sc, &k);
 
   ASSERT_OK(fixture_send(s, 0, 0, 1000)); /* A, after the first status READ */
   struct sbr_frame f;
@@ -89,8 +90,9 @@ static void post_order(enum sbr_send_order order, char *devices, size_t len)
   struct sbr_sender_config sc;
   fixture_sender_config(&sc, port);
   sc.send_order = order;
-  sc.faults.delay_us = 2000000; /* the first READ completes after 2 s */
-  sbr_sender *s = fixture_sender(r, &sc);
+  /* The first READ completes after 2 s. */
+  struct sbr__sender_knobs k = {.faults.delay_us = 2000000};
+  sbr_sender *s = fixture_sender_knobs(r, &sc, &k);
   size_t cap = sbr_sender_block_payload_size(s);
   ASSERT_OK(fixture_send(s, 0, 0, 4 * cap + 10)); /* 5 blocks */
   ASSERT_OK(fixture_send(s, 1, 0, 100));          /* 1 block */
@@ -145,8 +147,8 @@ static void small_frame_overtakes_a_big_one(void)
   struct sbr_sender_config sc;
   fixture_sender_config(&sc, port);
   sc.send_order = SBR_SEND_ORDER_ROUND_ROBIN;
-  sc.faults.delay_us = 2000000;
-  sbr_sender *s = fixture_sender(r, &sc);
+  struct sbr__sender_knobs k = {.faults.delay_us = 2000000};
+  sbr_sender *s = fixture_sender_knobs(r, &sc, &k);
   size_t cap = sbr_sender_block_payload_size(s);
   ASSERT_OK(fixture_send(s, 0, 7, 6 * cap + 1)); /* 7 blocks */
   ASSERT_OK(fixture_send(s, 1, 3, 200));
@@ -178,8 +180,8 @@ static unsigned frames_landed_by_return(bool sender_thread_posts,
   sbr_receiver *r = fixture_receiver(port, 4, 4096 * KIB);
   struct sbr_sender_config sc;
   fixture_sender_config(&sc, port);
-  sc.sender_thread_posts = sender_thread_posts;
-  sbr_sender *s = fixture_sender(r, &sc);
+  struct sbr__sender_knobs k = {.sender_thread_posts = sender_thread_posts};
+  sbr_sender *s = fixture_sender_knobs(r, &sc, &k);
   unsigned landed = 0;
   for (unsigned i = 0; i < 20; i++) {
     ASSERT_OK(sbr_sender_flush(s, 10000));

@@ -260,8 +260,9 @@ static bool shm_lane_advised(bool huge_pages)
   sbr_receiver *r = fixture_receiver_new(&rc);
   struct sbr_sender_config sc;
   fixture_sender_config(&sc, port);
-  sc.copy_into_lane = true; /* the payload pointer is the receiver's map */
-  sbr_sender *s = fixture_sender(r, &sc);
+  /* the payload pointer is then the receiver's map */
+  struct sbr__sender_knobs knobs = {.copy_into_lane = true};
+  sbr_sender *s = fixture_sender_knobs(r, &sc, &knobs);
   ASSERT_OK(fixture_send(s, 0, 0, 1000));
   sbr_block *b = NULL;
   for (int i = 0; i < 1000 && !b; i++)

@@ -369,7 +369,7 @@ struct tx_end {
 /* Connects (the receiver listens already) and registers buf. */
 static void tx_connect(struct tx_end *tx, const struct link *lk,
                        enum sbr_mechanism mech,
-                       const struct sbr_fault_injection *faults)
+                       const struct sbr__fault_injection *faults)
 {
   uint8_t priv[SBR__CONNECT_PRIV_SIZE];
   sbr__connect_priv_encode(priv, (uint8_t)mech, BLOCK_SIZE, BLOCKS);
@@ -1286,7 +1286,7 @@ static void test_refusal_retryable_stays_retryable(void)
 static void injected_delay_tx(const struct link *lk)
 {
   struct tx_end tx;
-  struct sbr_fault_injection faults = {.delay_us = DELAY_US};
+  struct sbr__fault_injection faults = {.delay_us = DELAY_US};
   step_wait(lk, 'L', "the receiver to listen");
   tx_connect(&tx, lk, SBR_MECH_STATUS_BYTE, &faults);
 
@@ -1355,7 +1355,7 @@ static void injected_error_rx(const struct link *lk)
 static void injected_error_tx(const struct link *lk)
 {
   struct tx_end tx;
-  struct sbr_fault_injection faults = {.fail_after_wrs = 3};
+  struct sbr__fault_injection faults = {.fail_after_wrs = 3};
   step_wait(lk, 'L', "the receiver to listen");
   tx_connect(&tx, lk, SBR_MECH_STATUS_BYTE, &faults);
   struct sbr__wr chain[5];
@@ -1591,7 +1591,7 @@ static void test_fabric_settings_reach_the_qp(void)
  * the completion becomes pollable, not before and not at the timeout. */
 static void wait_cq_sleeps_until_a_completion_tx(const struct link *lk)
 {
-  struct sbr_fault_injection delay = {.delay_us = 300000};
+  struct sbr__fault_injection delay = {.delay_us = 300000};
   struct tx_end tx;
   step_wait(lk, 'L', "the receiver to listen");
   tx_connect(&tx, lk, SBR_MECH_STATUS_BYTE, is_shm ? &delay : NULL);

@@ -415,9 +415,9 @@ out_close_fd:
 static int shm_connect(const char *host, uint16_t port, const char *source,
                        const uint8_t *priv, size_t priv_len,
                        const struct sbr__queue_caps *caps,
-                       const struct sbr_fault_injection *faults, int timeout_ms,
-                       struct sbr__conn **out, struct sbr__lane_desc *lane,
-                       char *errbuf, size_t errlen)
+                       const struct sbr__fault_injection *faults,
+                       int timeout_ms, struct sbr__conn **out,
+                       struct sbr__lane_desc *lane, char *errbuf, size_t errlen)
 {
   (void)host; /* same host by definition: the port names the receiver */
   (void)source;

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * sbr-testing.h - knobs for tests and benchmarks, not part of the API.
+ *
+ * Not installed: what is here may change in any release, so applications
+ * must not see it, and sbr.h keeps only what they set.  Programs that use
+ * it (tests/, tools/sbr-perf) link the static archive sbr-internal, since
+ * libsbr.so exports none of these symbols (lib/libsbr.map).
+ *
+ * A sender built with sbr__sender_new_knobs behaves as one built with
+ * sbr_sender_new, except for what the knobs change; reconnects keep them.
+ */
+#ifndef SBR_TESTING_H
+#define SBR_TESTING_H
+
+#include "sbr.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Fault injection, honoured by the shm back end only (tests, studies):
+ * real hardware injects its own. */
+struct sbr__fault_injection {
+  uint32_t delay_us;       /* added round-trip time per work request */
+  uint32_t fail_after_wrs; /* 0 = never; else the Nth WR completes in error */
+};
+
+/* What sbr_sender_new takes as all false/zero. */
+struct sbr__sender_knobs {
+  struct sbr__fault_injection faults;
+  /* Status-byte: a producer posts the blocks it queued itself when the
+   * sender thread is idle (one thread wake-up less between a frame and its
+   * WRITE; counted in producer_posts).  true = always leave posting to the
+   * sender thread, as before (for comparison). */
+  bool sender_thread_posts;
+  /* Same host (shm), status-byte: a block from sbr_sender_acquire is a
+   * receive block of the lane itself (direct placement, counted in
+   * direct_blocks).  true = always copy into the lane, as before (for
+   * comparison). */
+  bool copy_into_lane;
+};
+
+/* sbr_sender_new with knobs (NULL: none). */
+int sbr__sender_new_knobs(const struct sbr_sender_config *cfg,
+                          const struct sbr__sender_knobs *knobs,
+                          sbr_sender **out, char *errbuf, size_t errlen);
+
+/* Is ptr inside this sender's registered send blocks? */
+bool sbr__sender_owns(const sbr_sender *s, const void *ptr);
+/* The send block whose payload starts at ptr, or NULL. */
+sbr_send_block *sbr__sender_block_from_payload(sbr_sender *s, void *ptr);
+
+/* How sbr_sender_new and sbr_receiver_new read the application's config:
+ * its struct_size bytes over the defaults into *out (this library's
+ * layout), refusing a size below min_size (theirs: the first released
+ * layout, util/sized.h) or beyond this library's (-EINVAL). */
+int sbr__sender_config_read(const struct sbr_sender_config *app,
+                            size_t min_size, struct sbr_sender_config *out,
+                            char *errbuf, size_t errlen);
+int sbr__receiver_config_read(const struct sbr_receiver_config *app,
+                              size_t min_size, struct sbr_receiver_config *out,
+                              char *errbuf, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SBR_TESTING_H */
