@@ -246,7 +246,9 @@
  * a device now; each device's is in its own structure), unclaimed-drops (frames
  * of devices no rdmasrc sharing the receiver asked for), receiver-members
  * (rdmasrcs of the process sharing it), poll-sleeps (the receive thread's
- * timed sleeps, each a wake-up), frames-predicted and frames-missed
+ * timed sleeps, each a wake-up; poll-sleeps-woken of them ended by a
+ * sender's status write on this host, poll-sleeps-timed-out ran to their
+ * end), frames-predicted and frames-missed
  * (poll-mode adaptive: frames found polling in their predicted window, or
  * outside it, perhaps waiting for a sleep to end).
  *

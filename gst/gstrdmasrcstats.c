@@ -92,12 +92,14 @@ GstStructure *gst_rdma_src_stats_new(sbr_receiver *receiver,
       G_TYPE_UINT, counters->device_blocks, "unclaimed-drops", G_TYPE_UINT64,
       counters->unclaimed_drops, "receiver-members", G_TYPE_UINT,
       counters->receiver_members, NULL);
-  gst_structure_set(s, "refused-connections", G_TYPE_UINT64,
-                    (guint64)rs.refused, "lanes-windowed", G_TYPE_UINT64,
-                    (guint64)rs.lanes_windowed, "poll-sleeps", G_TYPE_UINT64,
-                    (guint64)rs.poll_sleeps, "frames-predicted", G_TYPE_UINT64,
-                    (guint64)rs.frames_predicted, "frames-missed",
-                    G_TYPE_UINT64, (guint64)rs.frames_missed, NULL);
+  gst_structure_set(
+      s, "refused-connections", G_TYPE_UINT64, (guint64)rs.refused,
+      "lanes-windowed", G_TYPE_UINT64, (guint64)rs.lanes_windowed,
+      "poll-sleeps", G_TYPE_UINT64, (guint64)rs.poll_sleeps, "frames-predicted",
+      G_TYPE_UINT64, (guint64)rs.frames_predicted, "frames-missed",
+      G_TYPE_UINT64, (guint64)rs.frames_missed, "poll-sleeps-woken",
+      G_TYPE_UINT64, (guint64)rs.poll_sleeps_woken, "poll-sleeps-timed-out",
+      G_TYPE_UINT64, (guint64)rs.poll_sleeps_timed_out, NULL);
   /* Absent, not 0, where the NIC doesn't count them: 0 would claim no
    * rogue ever tried. */
   if (receiver && rs.nic_remote_access_errors != SBR_COUNTER_ABSENT)

@@ -814,6 +814,14 @@ struct sbr_receiver_stats {
    * iWARP, relaxed ordering or adaptive routing, or a peer replaying. */
   uint64_t stale_seen;
   uint64_t stale_dropped;
+  /* The waits between scans (poll_sleeps, less those in the listener's
+   * poll while no sender is connected), by how they ended: a status byte
+   * written by a sender on this host ended the sleep (shm, status-byte:
+   * the sender wakes a receiver that announced its sleep), or the sleep
+   * ran to its end (always so over verbs, where nothing can wake a
+   * passive receiver). */
+  uint64_t poll_sleeps_woken;
+  uint64_t poll_sleeps_timed_out;
 };
 /* A counter the platform doesn't have. */
 #define SBR_COUNTER_ABSENT UINT64_MAX

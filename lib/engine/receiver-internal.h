@@ -58,6 +58,10 @@ struct sbr__receiver_engine {
    * still 1), so one seen too early may wait for its data; false where
    * arrival is a completion, which comes only once the data is placed. */
   bool looks_again;
+  /* Receiver thread, optional: has a block landed that scan would find?
+   * No side effects: the look after announcing a sleep (transport.h,
+   * sleep_prepare), for mechanisms whose arrival is a status byte. */
+  bool (*landed)(struct sbr__lane *lane);
 };
 
 extern const struct sbr__receiver_engine sbr__receiver_status_byte;
@@ -169,6 +173,9 @@ struct sbr_receiver {
   uint64_t scan_ns;
   bool after_sleep;
   uint64_t pace_verdicts[3]; /* by enum sbr__pace_verdict */
+  /* Sleeps a status WRITE ended / that ran to their end (receiver
+   * thread, added to stats by sbr_receiver_next). */
+  uint64_t sleeps_woken, sleeps_timed_out;
   /* sbr_receiver_set_device_period (any thread, atomic loads/stores). */
   uint64_t period_hint[SBR_MAX_DEVICES];
 

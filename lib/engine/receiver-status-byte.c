@@ -42,6 +42,22 @@ static int sb_scan(struct sbr__lane *lane)
   return 0;
 }
 
+static bool sb_landed(struct sbr__lane *lane)
+{
+  volatile uint8_t *status = lane->mem.status;
+  /* sb_scan's test without its side effects; the acquire loads follow the
+   * caller's full fence (shm-internal.h, struct shm_wake, says why).  A
+   * block the backstop leaves at 1 (stale_since_ns) is no news: counting
+   * it would keep the receiver from sleeping for up to the bound. */
+  for (uint32_t i = 0; i < lane->desc.block_count; i++)
+    if (__atomic_load_n(&status[i], __ATOMIC_ACQUIRE) == SBR__STATUS_DATA &&
+        __atomic_load_n(&lane->blocks[i].state, __ATOMIC_ACQUIRE) ==
+            SBR__RECV_FREE &&
+        lane->blocks[i].stale_since_ns == 0)
+      return true;
+  return false;
+}
+
 static void sb_release(struct sbr__lane *lane, uint32_t index)
 {
   /* Rule 4: 0 with release semantics once nothing reads the block. */
@@ -63,4 +79,5 @@ const struct sbr__receiver_engine sbr__receiver_status_byte = {
     .release = sb_release,
     .hold = sb_hold,
     .looks_again = true,
+    .landed = sb_landed,
 };

@@ -1236,7 +1236,54 @@ struct wait {
   long saved_slack;
 };
 
-static void wait_sleep_until(struct sbr_receiver *r, struct wait *w,
+/* The lane whose sender may end our sleep: the back end can (shm: same
+ * host) and the mechanism's arrival is a status byte.  One futex word per
+ * lane (each lane is its own segment), so with several such lanes we sleep
+ * on the one that delivered last (lane_to_back puts it at the end); the
+ * others' frames wait for the sleep's end, as all did before. */
+static struct sbr__lane *wake_lane(struct sbr_receiver *r)
+{
+  struct sbr__lane *pick = NULL;
+  if (!r->ops->sleep_prepare)
+    return NULL;
+  for (struct sbr__lane *l = r->lanes; l; l = l->next)
+    if (!l->disconnected && l->engine->landed)
+      pick = l;
+  return pick;
+}
+
+/* Sleeps until t_ns (CLOCK_MONOTONIC) or, where the lane's writer can
+ * wake us, until a status byte lands, whichever comes first.  True when
+ * it ran to t_ns. */
+static bool wait_sleep(struct sbr_receiver *r, struct wait *w, uint64_t t_ns)
+{
+  struct sbr__lane *l = wake_lane(r);
+  uint64_t t0 = sbr__now_ns();
+  bool woken = false;
+  if (l) {
+    uint32_t token = r->ops->sleep_prepare(l->conn);
+    /* The look that closes the race (transport.h, sleep_prepare): a byte
+     * stored before the announcement was seen is found here. */
+    if (l->engine->landed(l)) {
+      r->ops->sleep_end(l->conn);
+      return false; /* no sleep: the caller scans at once */
+    }
+    woken = r->ops->sleep_wait(l->conn, token, t_ns) > 0;
+    r->ops->sleep_end(l->conn);
+  } else {
+    sbr__sleep_until_ns(t_ns);
+  }
+  w->slept_ns += sbr__now_ns() - t0;
+  w->sleeps++;
+  if (woken)
+    r->sleeps_woken++;
+  else
+    r->sleeps_timed_out++;
+  r->after_sleep = true;
+  return !woken;
+}
+
+static bool wait_sleep_until(struct sbr_receiver *r, struct wait *w,
                              uint64_t t_ns)
 {
   /* Adaptive sleeps aim at a window tens of microseconds wide: the default
@@ -1247,11 +1294,7 @@ static void wait_sleep_until(struct sbr_receiver *r, struct wait *w,
     w->saved_slack = sbr__thread_lower_slack();
     w->slack_lowered = true;
   }
-  uint64_t t0 = sbr__now_ns();
-  sbr__sleep_until_ns(t_ns);
-  w->slept_ns += sbr__now_ns() - t0;
-  w->sleeps++;
-  r->after_sleep = true;
+  return wait_sleep(r, w, t_ns);
 }
 
 /* Nothing was found: wait before the next poll, the poll mode's way. */
@@ -1264,12 +1307,10 @@ static void wait_for_more(struct sbr_receiver *r, struct wait *w,
     return;
   case SBR_POLL_BACKOFF:
     /* sbr__backoff_wait, with the sleep counted. */
-    if (!sbr__backoff_spin(&r->backoff)) {
-      uint64_t t0 = sbr__now_ns();
-      sbr__sleep_us(sbr__backoff_next_sleep_us(&r->backoff));
-      w->slept_ns += sbr__now_ns() - t0;
-      w->sleeps++;
-    }
+    if (!sbr__backoff_spin(&r->backoff))
+      wait_sleep(r, w,
+                 sbr__now_ns() +
+                     (uint64_t)sbr__backoff_next_sleep_us(&r->backoff) * 1000u);
     return;
   case SBR_POLL_ADAPTIVE:
   default:
@@ -1321,8 +1362,8 @@ static void wait_for_more(struct sbr_receiver *r, struct wait *w,
     sbr__cpu_relax();
     return;
   }
-  wait_sleep_until(r, w, t);
-  if (to_window) {
+  /* A sleep a frame ended early says nothing about oversleeping. */
+  if (wait_sleep_until(r, w, t) && to_window) {
     uint64_t woke = sbr__now_ns();
     sbr__pace_overslept(&r->pace, woke > t ? woke - t : 0);
   }
@@ -1425,6 +1466,9 @@ int sbr_receiver_next(sbr_receiver *r, int timeout_ms, sbr_block **out)
   r->stats.poll_sleeps += w.sleeps;
   r->stats.poll_sleep_ns += w.slept_ns;
   r->stats.poll_busy_ns += awake;
+  r->stats.poll_sleeps_woken += r->sleeps_woken;
+  r->stats.poll_sleeps_timed_out += r->sleeps_timed_out;
+  r->sleeps_woken = r->sleeps_timed_out = 0;
   if (r->cfg.poll_mode == SBR_POLL_ADAPTIVE) {
     r->stats.frames_unpredicted += r->pace_verdicts[SBR__PACE_UNPREDICTED];
     r->stats.frames_predicted += r->pace_verdicts[SBR__PACE_PREDICTED];

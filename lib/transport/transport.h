@@ -459,6 +459,19 @@ struct sbr__transport_ops {
   /* Optional (NULL: always usable): sbr_backend_check's test of this host,
    * 0 or -errno with errbuf saying why. */
   int (*check_host)(char *errbuf, size_t errlen);
+  /* Optional (NULL where nobody can end the receiver's sleep: over verbs
+   * the writer of a status byte is a remote NIC, one-sided).  The
+   * status-byte receiver's sleep, ended by its peer's status WRITEs on the
+   * same host (shm).  Receiver thread, one lane's conn at a time:
+   * sleep_prepare announces the sleep and returns a token; the caller then
+   * looks at its status bytes once more and, only if none landed, calls
+   * sleep_wait(token, until_ns), which returns 1 when a status WRITE came
+   * since sleep_prepare (or spuriously), 0 at until_ns (CLOCK_MONOTONIC,
+   * absolute).  sleep_end withdraws the announcement, after every
+   * prepare. */
+  uint32_t (*sleep_prepare)(struct sbr__conn *c);
+  int (*sleep_wait)(struct sbr__conn *c, uint32_t token, uint64_t until_ns);
+  void (*sleep_end)(struct sbr__conn *c);
   /* Test only (sbr__sender_test_fail_qp): put the connection in error as
    * a NIC fault would; every WR not yet executed completes in error or is
    * flushed.  verbs: the QP goes to ERR; shm: the next WR the NIC thread

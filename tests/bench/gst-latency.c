@@ -455,7 +455,7 @@ static void print_rdmasrc_stats(GstElement *src)
       "copies", "pushed", "task-wakeups"};
   guint64 sum[G_N_ELEMENTS(per_dev)] = {0};
   guint64 frames_copied = 0, copies = 0, poll_sleeps = 0, predicted = 0,
-          missed = 0;
+          missed = 0, woken = 0, timed_out = 0;
   GstStructure *st = NULL;
 
   g_object_get(src, "stats", &st, NULL);
@@ -466,6 +466,8 @@ static void print_rdmasrc_stats(GstElement *src)
   gst_structure_get_uint64(st, "poll-sleeps", &poll_sleeps);
   gst_structure_get_uint64(st, "frames-predicted", &predicted);
   gst_structure_get_uint64(st, "frames-missed", &missed);
+  gst_structure_get_uint64(st, "poll-sleeps-woken", &woken);
+  gst_structure_get_uint64(st, "poll-sleeps-timed-out", &timed_out);
   /* One structure field per device, "device-<N>" (since 42480b1; before
    * it a "devices" array, which this no longer reads). */
   for (gint f = 0; f < gst_structure_n_fields(st); f++) {
@@ -483,8 +485,11 @@ static void print_rdmasrc_stats(GstElement *src)
   printf("\"rdmasrc\":{\"frames-copied\":%" G_GUINT64_FORMAT
          ",\"copies\":%" G_GUINT64_FORMAT ",\"poll-sleeps\":%" G_GUINT64_FORMAT
          ",\"frames-predicted\":%" G_GUINT64_FORMAT
-         ",\"frames-missed\":%" G_GUINT64_FORMAT,
-         frames_copied, copies, poll_sleeps, predicted, missed);
+         ",\"frames-missed\":%" G_GUINT64_FORMAT
+         ",\"poll-sleeps-woken\":%" G_GUINT64_FORMAT
+         ",\"poll-sleeps-timed-out\":%" G_GUINT64_FORMAT,
+         frames_copied, copies, poll_sleeps, predicted, missed, woken,
+         timed_out);
   for (guint k = 0; k < G_N_ELEMENTS(per_dev); k++)
     printf(",\"devices-%s\":%" G_GUINT64_FORMAT, per_dev[k], sum[k]);
   printf("},");

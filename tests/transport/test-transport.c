@@ -1662,6 +1662,90 @@ static void test_inline_forced_to_zero(void)
   run_pair(write_then_inline_status_rx, inline_forced_to_zero_tx, false);
 }
 
+/* 22. shm: the status-byte receiver's sleep (sleep_prepare, sleep_wait)
+ * is ended by the sender's status WRITE, and never misses one.  Round
+ * after round the receiver announces its sleep, looks at the byte and
+ * sleeps with a 10 s timeout while the sender writes the byte at a varying
+ * moment of that sequence (before the announcement, between it and the
+ * look, between the look and the futex, during the sleep).  A lost wake-up
+ * is a sleep that ran to its timeout: none may. */
+#define WAKE_ROUNDS 3000
+#define WAKE_TIMEOUT_NS (10ull * 1000000000u)
+
+static void status_write_wakes_sleeper_rx(const struct link *lk)
+{
+  struct rx_end rx;
+  rx_listen(&rx, lk);
+  rx_accept(&rx);
+  ASSERT(ops->sleep_prepare && ops->sleep_wait && ops->sleep_end);
+  unsigned woken = 0, looked = 0;
+  uint32_t x = 54321;
+  for (uint32_t k = 0; k < WAKE_ROUNDS; k++) {
+    uint32_t b = k % BLOCKS;
+    step_send(lk, 'n'); /* the sender may write block b's byte now */
+    /* Now and then a late announcement, so the write also comes first. */
+    x = x * 1103515245u + 12345u;
+    uint64_t until = now_ns() + (x >> 16) % 60000u;
+    if (k % 3 == 0)
+      while (now_ns() < until)
+        ;
+    for (;;) {
+      uint32_t token = ops->sleep_prepare(rx.c);
+      if (status_load(&rx.mem, b) == 1) {
+        ops->sleep_end(rx.c);
+        looked++;
+        break;
+      }
+      uint64_t t0 = now_ns();
+      int ret = ops->sleep_wait(rx.c, token, t0 + WAKE_TIMEOUT_NS);
+      ops->sleep_end(rx.c);
+      ASSERT_MSG(ret == 1,
+                 "round %u: slept %.0f ms to the timeout with the status "
+                 "byte %s: a lost wake-up",
+                 k, ms_since(t0),
+                 status_load(&rx.mem, b) == 1 ? "written" : "not written");
+      woken++;
+    }
+    status_store(&rx.mem, b, 0);
+  }
+  fprintf(stderr, "   %u rounds: %u sleeps woken, %u found at the look\n",
+          WAKE_ROUNDS, woken, looked);
+  /* Most writes come while the receiver sleeps (the sender waits for the
+   * step, then a little more): a wake that never comes would show as a
+   * timeout above, a wake that always comes early as no sleep at all. */
+  ASSERT_MSG(woken > 0, "the receiver never slept on the byte");
+  step_wait(lk, 'D', "the sender to finish");
+  rx_close(&rx);
+}
+
+static void status_write_wakes_sleeper_tx(const struct link *lk)
+{
+  struct tx_end tx;
+  step_wait(lk, 'L', "the receiver to listen");
+  tx_connect(&tx, lk, SBR_MECH_STATUS_BYTE, NULL);
+  uint32_t x = 12345;
+  for (uint32_t k = 0; k < WAKE_ROUNDS; k++) {
+    uint32_t b = k % BLOCKS;
+    step_wait(lk, 'n', "the receiver's next round");
+    /* 0 to ~60 us of spinning: the write lands anywhere in the
+     * receiver's announce-look-sleep sequence. */
+    x = x * 1103515245u + 12345u;
+    uint64_t until = now_ns() + (x >> 16) % 60000u;
+    if (k % 4 != 0)
+      while (now_ns() < until)
+        ;
+    tx_fill(&tx, b);
+    tx_post_block_and_status(&tx, b);
+  }
+  step_send(lk, 'D');
+  tx_close(&tx);
+}
+
+static void test_status_write_wakes_sleeper(void)
+{
+  run_pair(status_write_wakes_sleeper_rx, status_write_wakes_sleeper_tx, false);
+}
+
 static const struct {
   struct test_entry t;
   bool shm_only; /* needs fault injection */
@@ -1696,6 +1780,7 @@ static const struct {
     {{"wait_cq_sleeps_until_a_completion",
       test_wait_cq_sleeps_until_a_completion},
      false},
+    {{"status_write_wakes_sleeper", test_status_write_wakes_sleeper}, true},
 };
 #define N_TESTS (sizeof all_tests / sizeof all_tests[0])
 

@@ -59,7 +59,7 @@ static_assert(SHM_MAX_PRIV >= SBR__ACCEPT_PRIV_SIZE, "setup buffers fit both");
 #define SHM_MAX_PENDING 16          /* sockets whose request hasn't come */
 #define SHM_PENDING_TIMEOUT_NS (5 * NS_PER_S)
 #define SHM_CTRL_MAGIC 0x4d485342u /* "SBHM" little-endian */
-#define SHM_CTRL_VERSION 2         /* 2: ring doorbells */
+#define SHM_CTRL_VERSION 3         /* 2: ring doorbells; 3: receiver wake */
 
 /* -------------------------------------------------------- shared layout */
 
@@ -98,6 +98,26 @@ struct shm_ring {
 static_assert(sizeof(struct shm_ring) == 256, "shm_ring is segment layout");
 static_assert(ATOMIC_INT_LOCK_FREE == 2, "ring counters must be lock-free");
 
+/* The status-byte receiver's sleep, which the writer of a status byte ends
+ * (the sender's NIC thread, or a producer executing its own chain: direct
+ * placement's submit is a status WRITE too).  Over verbs nothing can wake
+ * a passive receiver; here the writer is a process of the same host.
+ *
+ * The receive thread stores asleep = 1, then (full fence) reads seq, checks
+ * its status bytes once more and sleeps on seq only while it still holds
+ * that value (FUTEX_WAIT compares and queues atomically).  A writer stores
+ * the status byte, then (full fence) reads asleep, and only when it is set
+ * bumps seq and wakes: no system call while the receiver polls.  The two
+ * fences make the classic lost wake-up impossible: of "receiver reads the
+ * byte" and "writer reads the flag", at least one sees the other's store.
+ * If the writer saw the flag, its bump lands either before the receiver
+ * read seq (then that read also shows the byte, which was stored before
+ * the bump) or after (the futex sees seq changed, or is woken). */
+struct shm_wake {
+  alignas(64) _Atomic uint32_t seq; /* futex word: bumped per wake */
+  _Atomic uint32_t asleep;          /* 1 while the receiver may sleep */
+};
+
 /* The control area at offset 0 of the segment. */
 struct shm_ctrl {
   uint32_t magic;                          /* SHM_CTRL_MAGIC */
@@ -106,8 +126,9 @@ struct shm_ctrl {
   uint32_t reserved;                       /* zero */
   alignas(64) struct shm_ring to_receiver; /* sender's WRITE_IMM/SEND */
   struct shm_ring to_sender;               /* receiver's SEND */
+  struct shm_wake rx_wake;                 /* v3: the receiver's sleep */
 };
-static_assert(sizeof(struct shm_ctrl) == 576, "shm_ctrl is segment layout");
+static_assert(sizeof(struct shm_ctrl) == 640, "shm_ctrl is segment layout");
 
 /* ---------------------------------------------------- per-process state */
 
@@ -167,6 +188,7 @@ struct sbr__conn {
   struct shm_ring *rx;      /* ring of messages for our receives */
   struct shm_msg *rx_slots; /* its slots */
   uint32_t rx_mask;         /* slot count - 1 */
+  struct shm_wake *rx_wake; /* the receiver's sleep (shm_ctrl.rx_wake) */
   struct shm_region blocks; /* sender: REMOTE_WRITE only (rule 8) */
   struct shm_region status; /* sender: REMOTE_READ | REMOTE_WRITE */
   uint64_t delay_ns;        /* sender: injected round trip */
@@ -280,6 +302,9 @@ void sbr__shm_arm_cq(struct sbr__conn *c);
 void sbr__shm_wait_cq(struct sbr__conn *c, uint32_t timeout_us);
 void sbr__shm_kick_cq(struct sbr__conn *c);
 uint64_t sbr__shm_posted_recv_count(struct sbr__conn *c);
+uint32_t sbr__shm_sleep_prepare(struct sbr__conn *c);
+int sbr__shm_sleep_wait(struct sbr__conn *c, uint32_t token, uint64_t until_ns);
+void sbr__shm_sleep_end(struct sbr__conn *c);
 int sbr__shm_test_fail(struct sbr__conn *c);
 
 #endif

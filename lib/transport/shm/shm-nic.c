@@ -356,6 +356,20 @@ static void shm_copy_out(uint8_t *dst, const uint8_t *src, uint32_t len)
     dst[i] = atomic_load_explicit(&st[i], memory_order_acquire);
 }
 
+/* A status byte was stored: end the receiver's sleep if it announced one
+ * (struct shm_wake says why this order loses no wake-up).  While the
+ * receiver polls, this is a fence and a load, no system call. */
+static void shm_wake_receiver(struct sbr__conn *c)
+{
+  struct shm_wake *w = c->rx_wake;
+  atomic_thread_fence(memory_order_seq_cst);
+  if (!atomic_load_explicit(&w->asleep, memory_order_relaxed))
+    return;
+  atomic_fetch_add(&w->seq, 1);
+  /* Not FUTEX_PRIVATE: the sleeper is another process. */
+  syscall(SYS_futex, &w->seq, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
 /* Executes one WR against the lane, without c->lock.  index is its 0-based
  * position in the posting order.  SBR__WC_SUCCESS, or SBR__WC_ERROR with
  * *verr set. */
@@ -426,6 +440,8 @@ static enum sbr__wc_status shm_execute(struct sbr__conn *c,
     break; /* refused by post_send */
   }
   pthread_rwlock_unlock(&shm_mr_fence);
+  if (r && r->status && wr->opcode != SBR__OP_READ)
+    shm_wake_receiver(c);
   return SBR__WC_SUCCESS;
 }
 
@@ -869,6 +885,47 @@ void sbr__shm_kick_cq(struct sbr__conn *c)
    * polls, and finds whatever there is (perhaps nothing). */
   if (c && c->rx)
     shm_bell_ring(c->rx);
+}
+
+uint32_t sbr__shm_sleep_prepare(struct sbr__conn *c)
+{
+  struct shm_wake *w = c->rx_wake;
+  atomic_store_explicit(&w->asleep, 1, memory_order_relaxed);
+  /* Pairs with shm_wake_receiver's: the caller's next look at the status
+   * bytes, or the writer's look at asleep, sees the other's store. */
+  atomic_thread_fence(memory_order_seq_cst);
+  return atomic_load_explicit(&w->seq, memory_order_acquire);
+}
+
+int sbr__shm_sleep_wait(struct sbr__conn *c, uint32_t token, uint64_t until_ns)
+{
+  struct shm_wake *w = c->rx_wake;
+  /* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC time, as the
+   * adaptive mode's sleep to a window wants (clock_nanosleep's
+   * TIMER_ABSTIME); a signal only makes us wait again. */
+  struct timespec ts = {(time_t)(until_ns / NS_PER_S),
+                        (long)(until_ns % NS_PER_S)};
+  for (;;) {
+    if (atomic_load_explicit(&w->seq, memory_order_acquire) != token)
+      return 1;
+    long ret = syscall(SYS_futex, &w->seq, FUTEX_WAIT_BITSET, token, &ts, NULL,
+                       FUTEX_BITSET_MATCH_ANY);
+    if (ret == 0 || errno == EINTR || errno == EAGAIN)
+      continue; /* a wake for an earlier sleep, a signal: check seq again */
+    /* A write that came after the timeout but before this thread ran
+     * again (a loaded host) did not wait for the timeout either. */
+    if (errno == ETIMEDOUT)
+      return atomic_load_explicit(&w->seq, memory_order_acquire) != token;
+    /* No futex here (a sandbox refusing it): sleep as without a wake, not
+     * a return at once that would turn the receiver's wait into a spin. */
+    sbr__sleep_until_ns(until_ns);
+    return 0;
+  }
+}
+
+void sbr__shm_sleep_end(struct sbr__conn *c)
+{
+  atomic_store_explicit(&c->rx_wake->asleep, 0, memory_order_relaxed);
 }
 
 uint64_t sbr__shm_posted_recv_count(struct sbr__conn *c)

@@ -134,6 +134,7 @@ int sbr__shm_map_lane(struct sbr__conn *c, int memfd,
   c->rx = &wctrl->to_sender;
   c->rx_slots = (struct shm_msg *)(c->seg + off_rx);
   c->rx_mask = n_rx - 1;
+  c->rx_wake = &wctrl->rx_wake;
   /* Start from the counters as they are: fresh from accept, all zero. */
   c->tx_head = atomic_load(&c->tx->head);
   c->rx_tail = atomic_load(&c->rx->tail);
@@ -215,6 +216,7 @@ int sbr__shm_segment_create(struct sbr__conn *c,
   c->tx = &ctrl->to_sender;
   c->tx_slots = (struct shm_msg *)(c->seg + off_tx);
   c->tx_mask = n_tx - 1;
+  c->rx_wake = &ctrl->rx_wake;
 
   lane->status_addr = status_off;
   lane->blocks_addr = blocks_off;
