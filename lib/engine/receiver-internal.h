@@ -150,6 +150,8 @@ struct sbr_receiver {
   struct sbr__pace pace;
   uint64_t scan_ns;
   bool after_sleep;
+  /* Liveness probes posted (receiver thread; read by tests). */
+  atomic_uint_fast64_t probes_posted;
   uint64_t pace_verdicts[3]; /* by enum sbr__pace_verdict */
   /* sbr_receiver_set_device_period (any thread, atomic loads/stores). */
   uint64_t period_hint[SBR_MAX_DEVICES];
