@@ -980,16 +980,19 @@ static void netem_loss_delay_10s(void)
  * heals.  Its queued blocks are gone, as with any killed sender. */
 /* The quiet-lane probe is a zero-length WRITE: on IB and RoCE it
  * completes when the peer's NIC acknowledges it, but over iWARP once it is
- * handed to TCP, so a dead sender is found only by TCP's own timers
- * (minutes).  Finding it in seconds there needs another probe (issue #18):
+ * handed to TCP, so a dead sender is found only when the kernel's TCP
+ * gives up (tcp_retries2: about 15 minutes), and a returning sender is
+ * not recognised either.  Finding it in seconds there needs a READ probe
+ * and a key for it in the connect private data (docs/hardware.md, siw):
  * until then these cases can't pass over iWARP, and say so. */
 static void skip_where_a_write_cannot_probe(void)
 {
 #ifdef SBR_HAVE_VERBS
   if (test_verbs_is_iwarp())
     test_verbs_skip("over iWARP a WRITE completes once handed to TCP: the "
-                    "zero-length WRITE probe can't find a dead sender in "
-                    "seconds");
+                    "zero-length WRITE probe can't find a dead sender "
+                    "before TCP gives up (tcp_retries2, minutes); a READ "
+                    "probe needs a sender key (docs/hardware.md, siw)");
 #endif
 }
 
