@@ -89,7 +89,6 @@ struct sbr__lane {
   /* Liveness (receiver thread): when a block last landed or a probe was
    * answered, and whether a probe is in flight (receiver.c). */
   uint64_t heard_ns;
-  bool probed; /* probes can find its sender dead (not iWARP) */
   bool probing;
   uint64_t probe_ns; /* when the probe in flight was posted */
   /* The sender's address (AF_UNSPEC where the back end has none): a new

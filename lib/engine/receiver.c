@@ -414,8 +414,6 @@ static void remember_nic_port_locked(struct sbr_receiver *r,
     r->nic_ports[r->n_nic_ports++] = p;
 }
 
-static bool probes_lanes(const struct sbr_receiver *r);
-
 static void lane_open(struct sbr_receiver *r, struct sbr__conn_request *req)
 {
   struct sbr__refusal why;
@@ -477,12 +475,6 @@ static void lane_open(struct sbr_receiver *r, struct sbr__conn_request *req)
     lane->blocks[i].index = i;
     lane->blocks[i].state = SBR__RECV_FREE;
   }
-  /* Over iWARP a WRITE completes once TCP has it, so the probe would say
-   * nothing, and over siw a probe beside the sender's status READs was
-   * seen to leave a READ unanswered (rogue-verbs, elements): no probes
-   * there (docs/hardware.md, siw). */
-  lane->probed = probes_lanes(r) &&
-                 (!r->ops->write_acked || r->ops->write_acked(lane->conn));
   ret = lane->engine->start(lane);
   if (ret < 0) {
     SBR_WARN("receiver: lane for %s: %s engine failed: %s", req->peer,
@@ -1151,7 +1143,7 @@ static int receiver_next(sbr_receiver *r, int timeout_ms, sbr_block **out,
       }
       if (quiet)
         l->scan_gen++; /* a complete scan, nothing skipped mid-release */
-      if (l->probed)
+      if (probes_lanes(r))
         lane_check_alive(r, l, now);
     }
     r->after_sleep = false;

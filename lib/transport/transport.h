@@ -446,11 +446,6 @@ struct sbr__transport_ops {
   /* Optional (NULL: it has): false when the connection's device has no
    * RDMA WRITE with immediate (iWARP), which sliding-window posts. */
   bool (*has_write_imm)(struct sbr__conn *c);
-  /* Optional (NULL: yes): whether a signaled WRITE completes only once the
-   * peer's NIC has acknowledged it (IB, RoCE), not once the local
-   * transport took it (iWARP: TCP), i.e. whether the zero-length WRITE
-   * probe can find a dead peer (peer_can_vanish). */
-  bool (*write_acked)(struct sbr__conn *c);
   /* Optional (NULL: always usable): sbr_backend_check's test of this host,
    * 0 or -errno with errbuf saying why. */
   int (*check_host)(char *errbuf, size_t errlen);

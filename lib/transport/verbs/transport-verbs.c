@@ -506,13 +506,6 @@ static bool verbs_has_write_imm(struct sbr__conn *c)
          c->id->verbs->device->transport_type != IBV_TRANSPORT_IWARP;
 }
 
-/* iWARP completes a WRITE once TCP has taken it (RFC 5040): its
- * completion says nothing of the peer. */
-static bool verbs_write_acked(struct sbr__conn *c)
-{
-  return verbs_has_write_imm(c); /* both: "not iWARP" */
-}
-
 /* sbr_backend_check: what every connect and listen does first. */
 static int verbs_check_host(char *errbuf, size_t errlen)
 {
@@ -557,7 +550,6 @@ const struct sbr__transport_ops sbr__transport_verbs = {
     .close = sbr__verbs_close,
     .posted_recv_count = verbs_posted_recv_count,
     .has_write_imm = verbs_has_write_imm,
-    .write_acked = verbs_write_acked,
     .check_host = verbs_check_host,
     .test_fail = verbs_test_fail,
 };
