@@ -172,6 +172,8 @@ struct sbr_receiver {
   struct sbr__pace pace;
   uint64_t scan_ns;
   bool after_sleep;
+  /* Liveness probes posted (receiver thread; read by tests). */
+  atomic_uint_fast64_t probes_posted;
   uint64_t pace_verdicts[3]; /* by enum sbr__pace_verdict */
   /* Sleeps a status WRITE ended / that ran to their end (receiver
    * thread, added to stats by sbr_receiver_next). */

@@ -673,7 +673,15 @@ static void lane_check_alive(struct sbr_receiver *r, struct sbr__lane *lane,
                       : "it did not answer a probe (the NIC gave up)");
     return;
   }
-  if (now - lane->heard_ns < (uint64_t)r->cfg.probe_after_ms * 1000000u)
+  /* now is when this pass began, and a lane accepted during it was heard
+   * later: without the first test the difference wraps and the new lane
+   * is probed at once.  Over iWARP that WRITE could reach the sender with
+   * the MPA reply, before its connect completed, and siw fails that
+   * connect (extra data after the reply: CONNECT_ERROR, EINVAL); MPA
+   * (RFC 5044 7.1.2) wants the responder to let the initiator send
+   * first. */
+  if (now < lane->heard_ns ||
+      now - lane->heard_ns < (uint64_t)r->cfg.probe_after_ms * 1000000u)
     return;
   struct sbr__wr wr = {
       .wr_id = PROBE_WR_ID, .opcode = SBR__OP_WRITE, .signaled = true};
@@ -681,6 +689,7 @@ static void lane_check_alive(struct sbr_receiver *r, struct sbr__lane *lane,
   if (ret == 0) {
     lane->probing = true;
     lane->probe_ns = now;
+    atomic_fetch_add(&r->probes_posted, 1);
   } else if (ret != -ENOTCONN)
     SBR_WARN("receiver: lane %u: probe not posted: %d", lane->id, ret);
 }

@@ -151,6 +151,8 @@ static void stats(struct world *w, struct sbr_receiver_stats *s)
 
 /* The next world's receiver's max_frame_size (0: its default). */
 static uint32_t world_max_frame_size;
+/* The next world's receiver's probe_after_ms (0: its default). */
+static uint32_t world_probe_after_ms;
 
 static void world_start(struct world *w)
 {
@@ -162,6 +164,8 @@ static void world_start(struct world *w)
   rc.address = addr;
   if (world_max_frame_size)
     rc.max_frame_size = world_max_frame_size;
+  if (world_probe_after_ms)
+    rc.probe_after_ms = world_probe_after_ms;
   rc.device_mask[MASKED_DEV / 8] &= (uint8_t) ~(1u << (MASKED_DEV % 8));
   char err[256];
   int ret = sbr_receiver_new(&rc, &w->r, err, sizeof err);
@@ -1401,6 +1405,32 @@ static void memlock_below_a_lane_is_refused_for_good(void)
   sbr_receiver_free(r);
 }
 
+/* A lane accepted while others stream is probed only once it has been
+ * quiet for probe_after_ms, not at once: the receive pass that accepts it
+ * began before it was heard from.  Over iWARP a probe that early reached
+ * the sender with the MPA reply and siw failed the connect
+ * (CONNECT_ERROR, EINVAL): rogue connects failed at random over siw. */
+static void new_lane_is_not_probed_at_once(void)
+{
+  world_probe_after_ms = 3000;
+  struct world w;
+  world_start(&w);
+  world_probe_after_ms = 0;
+  struct rogue g;
+  rogue_connect(&w, &g);
+  /* The receiver accepted before connect returned; well within 3 s. */
+  usleep(300000);
+  ASSERT_EQ(atomic_load(&w.r->probes_posted), 0);
+  /* The quiet rogue lane is probed later, and answers. */
+  uint64_t t0 = now_ns();
+  while (atomic_load(&w.r->probes_posted) == 0) {
+    ASSERT_MSG(ms_since(t0) < HANG_MS, "the quiet lane was never probed");
+    usleep(10000);
+  }
+  rogue_close(&g);
+  world_finish(&w);
+}
+
 /* The first RDMA device's name. */
 static void first_device_name(char *name, size_t len)
 {
@@ -1566,6 +1596,8 @@ static const struct table_entry all_tests[] = {
     {{"timed_out_bind_falls_back_to_mrs", timed_out_bind_falls_back_to_mrs},
      VERBS_ONLY},
     {{"windows_off_by_configuration", windows_off_by_configuration},
+     VERBS_ONLY},
+    {{"new_lane_is_not_probed_at_once", new_lane_is_not_probed_at_once},
      VERBS_ONLY},
     {{"memlock_below_a_lane_is_refused_for_good",
       memlock_below_a_lane_is_refused_for_good},
