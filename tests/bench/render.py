@@ -1574,12 +1574,11 @@ def section_b10(results, out, figdir):
         share = res.get("fixed_share")
         out.append(
             f"The same points with `device-blocks={share}`, each run beside its default "
-            "twin (the two alternate which goes first). The automatic share divides three "
-            "quarters of one lane's blocks (24 of the default 32) among all the element's "
-            "pads, whatever lane they are on: 2 blocks a camera with 12 cameras, 1 from 24 "
-            "on, although each sender has a lane of 32 blocks of its own. A camera with one "
-            "block can't have a frame queued while the one before is still downstream: "
-            "rdmasrc copies or drops it (\"copied by rdmasrc\", \"dropped by rdmasrc\"). "
+            "twin (the two alternate which goes first). The automatic share is per lane: "
+            "three quarters of a sender's lane (24 of the default 32 blocks) over that lane's "
+            "pads, so 2 blocks a camera for each 12-camera sender, however many senders there "
+            "are (before the per-lane share it fell to 1 from 24 cameras on, and rdmasrc "
+            "copied or dropped frames: \"copied by rdmasrc\", \"dropped by rdmasrc\"). "
             f"With the share held at {share} the receiver's own scaling shows apart from its "
             "default's:\n")
         b10_table(fixed, out, v["fps"])

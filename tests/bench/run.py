@@ -1069,11 +1069,9 @@ B10_CAMERAS = 12
 B10_VM_CAMERAS = 3
 B10_START_GAP = 0.3  # s between two senders' starts
 # Each host point also runs with device-blocks=2, the share one sender's 12
-# cameras get automatically.  The automatic share divides three quarters
-# of *one* lane's blocks among all the element's pads, whatever lane they
-# are on (gst_rdma_src_budget): 2 blocks each for 12 cameras, 1 for 24 and
-# more, although every lane has its own 32.  With the share held at 2 the
-# pair tells the receiver's own scaling from its default's.
+# cameras get automatically: the automatic share is per lane (three
+# quarters of a sender's lane over that lane's pads), so the pair should
+# agree; a difference is a cost of the automatic share itself.
 B10_FIXED_SHARE = 2
 
 
