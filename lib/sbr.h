@@ -630,11 +630,10 @@ struct sbr_receiver_config {
   uint32_t probe_after_ms;
   /* The QP's local ACK timeout exponent (verbs): each try waits 4.096 us
    * x 2^ack_timeout, and the NIC tries retry count + 1 times (the
-   * sender's retry_count, 6 by default) before it gives up.  Default 15: 134 ms a try,
-   * so a dead sender's lane closes about probe_after_ms + 0.9 s after its
-   * last block.
-   * 0 = rdma_cm's own (on RoCE, from the path's packet lifetime: seconds
-   * a try). */
+   * sender's retry_count, 6 by default) before it gives up.  Default 15: 134 ms
+   * a try, so a dead sender's lane closes about probe_after_ms + 0.9 s after
+   * its last block. 0 = rdma_cm's own (on RoCE, from the path's packet
+   * lifetime: seconds a try). */
   uint8_t ack_timeout;
   /* Fabric settings of the lanes (verbs; as sbr_sender_config's).  The
    * IP TOS byte, 0-255, -1 (default) = rdma_cm's own.  On RoCE the
