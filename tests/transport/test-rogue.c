@@ -293,11 +293,12 @@ static void rogue_close(struct rogue *g)
 static enum sbr__wc_status rogue_post(struct rogue *g, struct sbr__wr *wrs,
                                       int n)
 {
-  bool writes = false;
+  bool writes = false, reads = false;
   for (int i = 0; i < n; i++) {
     wrs[i].wr_id = ++g->wr_id;
     wrs[i].signaled = true;
     writes |= wrs[i].opcode == SBR__OP_WRITE;
+    reads |= wrs[i].opcode == SBR__OP_READ;
   }
   ASSERT_OK(ops->post_send(g->c, wrs, n));
   /* iWARP completes a WRITE once it is sent; the receiver's NIC answers
@@ -316,9 +317,10 @@ static enum sbr__wc_status rogue_post(struct rogue *g, struct sbr__wr *wrs,
                             .rkey = g->lane.status_rkey,
                             .signaled = true};
     /* Refused to post: the QP is in error, the refusal came first. */
-    if (ops->post_send(g->c, &probe, 1) == 0)
+    if (ops->post_send(g->c, &probe, 1) == 0) {
       total++;
-    else
+      reads = true;
+    } else
       refused = true;
   }
   enum sbr__wc_status worst = SBR__WC_SUCCESS;
@@ -335,6 +337,12 @@ static enum sbr__wc_status rogue_post(struct rogue *g, struct sbr__wr *wrs,
       if (worst == SBR__WC_SUCCESS && wc[i].status != SBR__WC_SUCCESS)
         worst = wc[i].status;
     got += k;
+    /* siw now and then never answers a READ (docs/hardware.md, "A READ
+     * left unanswered"): a soft-iWARP quirk, not what this test checks;
+     * said as a skip, never as a pass.  Over RoCE and IB it is a hang. */
+    if (ms_since(t0) >= HANG_MS && reads && test_verbs_is_siw())
+      test_verbs_skip("siw left a READ unanswered for 10 s (docs/hardware.md, "
+                      "\"A READ left unanswered\")");
     ASSERT_MSG(ms_since(t0) < HANG_MS, "rogue: %d of %d completions", got,
                total);
   }
