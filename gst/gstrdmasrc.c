@@ -103,7 +103,8 @@
  * A sender that dies without a word (power loss, a cut cable) sends no
  * disconnect, so over verbs a lane nothing arrived in for
  * #GstRdmaSrc:probe-after milliseconds gets a zero-length RDMA WRITE its NIC
- * must answer: unanswered, the lane closes about a second later and
+ * must answer (over iWARP a small RDMA READ, given at least 2 s):
+ * unanswered, the lane closes about a second later (iWARP: two) and
  * "rdmasrc-device-lost" is posted for its devices; a new sender from the
  * same address takes the devices of a lane whose probe goes unanswered at
  * once.

@@ -621,7 +621,10 @@ struct sbr_receiver_config {
    * without a word -- power loss, a cable cut -- and this receiver posts
    * nothing that would notice).  A lane nothing landed in for this long
    * is probed with a zero-length RDMA WRITE; when the NIC gives up
-   * retrying it, the lane closes as if the sender had left.  A new lane
+   * retrying it, the lane closes as if the sender had left (over iWARP,
+   * where a WRITE completes once TCP has it: a READ of a few bytes the
+   * sender offers, unanswered for the retry budget ack_timeout gives on
+   * RoCE, at least 2 s).  A new lane
    * from the same peer address also closes at once a lane of that
    * address whose probe has gone unanswered for 250 ms (a rebooted sender
    * takes its devices back; an idle sender on the same host answers its

@@ -46,6 +46,16 @@
  * try at least (the ACK timeout is 134 ms): its lane may be replaced by
  * a new one from the same address. */
 #define PROBE_UNANSWERED_NS 250000000u
+/* A READ probe (iWARP) has no NIC retry budget that ends it: TCP would
+ * retransmit it for minutes (tcp_retries2).  So the receiver gives it the
+ * budget ack_timeout gives the WRITE on RoCE (probe_read_deadline_ns),
+ * but never less than this: a live sender's kernel answers in
+ * milliseconds, and the floor is generous for a loaded host.  By
+ * default a dead sender's lane closes about 3 s after its last block,
+ * against RoCE's 2 s. */
+#define PROBE_READ_MIN_NS 2000000000u
+/* The tries a RoCE NIC makes with the receiver's retry count (6). */
+#define PROBE_READ_TRIES 7u
 /* The probe's wr_id: the status-byte receiver posts nothing else. */
 #define PROBE_WR_ID UINT64_MAX
 /* With no sender at all, wait for the accept thread's hand-off in slices
@@ -650,17 +660,43 @@ static void lane_silent(struct sbr_receiver *r, struct sbr__lane *lane,
   lane_disconnected(lane);
 }
 
+/* The READ probe's deadline (PROBE_READ_MIN_NS). */
+static uint64_t probe_read_deadline_ns(const struct sbr_receiver *r)
+{
+  /* Each try 4.096 us x 2^ack_timeout (0: rdma_cm's own, unknown here). */
+  uint64_t ns = r->cfg.ack_timeout && r->cfg.ack_timeout < 32
+                    ? (4096ull << r->cfg.ack_timeout) * PROBE_READ_TRIES
+                    : 0;
+  return ns > PROBE_READ_MIN_NS ? ns : PROBE_READ_MIN_NS;
+}
+
 /* A lane nothing landed in for probe_after_ms gets one signaled
  * zero-length RDMA WRITE (no rkey needed: IBTA C9-88).  The sender's NIC
  * answers it whatever its process is doing; when no ACK comes, the NIC
  * retries (ack_timeout, the sender's retry count) and completes it in
- * error, and the lane closes.  Receiver thread. */
+ * error, and the lane closes.  Over iWARP the WRITE completes once TCP
+ * has it, so there the sender offers a few bytes to READ instead
+ * (lane_mem.probe), which complete only when its host answers, and the
+ * READ gets a deadline of its own (probe_read_deadline_ns): past it the
+ * lane closes as departed, and its close moves the QP to error, which
+ * flushes the READ.  Receiver thread. */
 static void lane_check_alive(struct sbr_receiver *r, struct sbr__lane *lane,
                              uint64_t now)
 {
+  const struct sbr__lane_mem *m = &lane->mem;
   if (lane->probing) {
     struct sbr__wc wc;
     int n = r->ops->poll_cq(lane->conn, &wc, 1);
+    uint64_t limit = probe_read_deadline_ns(r);
+    if (n == 0 && m->probe.len && now >= lane->probe_ns &&
+        now - lane->probe_ns >= limit) {
+      char why[80];
+      snprintf(why, sizeof why, "it did not answer a READ probe in %.1f s",
+               (double)limit / 1e9);
+      lane->probing = false;
+      lane_silent(r, lane, why);
+      return;
+    }
     if (n == 0)
       return;
     lane->probing = false;
@@ -685,6 +721,14 @@ static void lane_check_alive(struct sbr_receiver *r, struct sbr__lane *lane,
     return;
   struct sbr__wr wr = {
       .wr_id = PROBE_WR_ID, .opcode = SBR__OP_WRITE, .signaled = true};
+  if (m->probe.len) {
+    wr.opcode = SBR__OP_READ;
+    wr.local_addr = m->probe_sink;
+    wr.lkey = m->probe_lkey;
+    wr.length = m->probe.len;
+    wr.remote_addr = m->probe.addr;
+    wr.rkey = m->probe.rkey;
+  }
   int ret = r->ops->post_send(lane->conn, &wr, 1);
   if (ret == 0) {
     lane->probing = true;

@@ -12,8 +12,13 @@
 
 /* The structs in transport.h document the wire layouts the codecs below
  * write byte by byte; they must agree. */
-static_assert(sizeof(struct sbr__connect_priv) == SBR__CONNECT_PRIV_SIZE,
-              "connect private data is 16 bytes");
+static_assert(sizeof(struct sbr__connect_priv) == SBR__CONNECT_PRIV_PROBE_SIZE,
+              "connect private data is 32 bytes with the probe target");
+static_assert(offsetof(struct sbr__connect_priv, probe_addr) ==
+                  SBR__CONNECT_PRIV_SIZE,
+              "the probe target is appended after the first 16 bytes");
+static_assert(SBR__CONNECT_PRIV_PROBE_SIZE <= 56,
+              "rdma_cm carries at most 56 bytes from the active side");
 static_assert(sizeof(struct sbr__accept_priv) == SBR__ACCEPT_PRIV_SIZE,
               "accept private data is 56 bytes");
 static_assert(offsetof(struct sbr__accept_priv, refused_offset) ==
@@ -126,6 +131,38 @@ int sbr__connect_priv_decode(const void *data, size_t len, uint8_t *mechanism,
   *mechanism = p[5];
   *block_size = sbr__get_le32(p + 8);
   *block_count = sbr__get_le32(p + 12);
+  return 0;
+}
+
+/* The probe target, appended: probe_addr u64 | probe_rkey u32 | probe_len
+ * u32 at 16 = 32 bytes.  Optional, so no version change: an older receiver
+ * reads 16 bytes and ignores the rest (it probes with a WRITE, as before),
+ * and an older sender's 16 bytes, or IB CM's zero padding of them, mean
+ * "no target" (probe_len 0), as do a sender's that offers none. */
+void sbr__connect_priv_add_probe(uint8_t out[SBR__CONNECT_PRIV_PROBE_SIZE],
+                                 const struct sbr__probe_target *t)
+{
+  sbr__put_le64(out + 16, t->addr);
+  sbr__put_le32(out + 24, t->rkey);
+  sbr__put_le32(out + 28, t->len);
+}
+
+int sbr__connect_priv_probe(const void *data, size_t len,
+                            struct sbr__probe_target *t)
+{
+  const uint8_t *p = data;
+  memset(t, 0, sizeof *t);
+  if (!p || len < SBR__CONNECT_PRIV_PROBE_SIZE)
+    return 0;
+  uint32_t n = sbr__get_le32(p + 28);
+  if (n == 0)
+    return 0;
+  /* The READ lands in the receiver's sink of SBR__PROBE_MAX bytes. */
+  if (n > SBR__PROBE_MAX)
+    return -EPROTO;
+  t->addr = sbr__get_le64(p + 16);
+  t->rkey = sbr__get_le32(p + 24);
+  t->len = n;
   return 0;
 }
 

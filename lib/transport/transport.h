@@ -82,6 +82,23 @@ struct sbr__connect_priv {
   uint16_t reserved;    /* zero */
   uint32_t block_size;  /* hint, 0 = receiver's choice */
   uint32_t block_count; /* hint, 0 = receiver's choice */
+  /* Appended, optional (a sender over iWARP; absent or zero padding from
+   * the others and from older senders): a few sender bytes the receiver
+   * may READ as its liveness probe (receiver.c), granted REMOTE_READ
+   * only and holding nothing (protocol.md, "Roles"). */
+  uint64_t probe_addr; /* sender's address of them */
+  uint32_t probe_rkey; /* their key */
+  uint32_t probe_len;  /* bytes, 1..SBR__PROBE_MAX; 0 = no probe target */
+};
+
+/* What a READ probe reads at most: the receiver's sink is this big. */
+#define SBR__PROBE_MAX 64
+
+/* A sender's probe target, host-endian; len 0 = none offered. */
+struct sbr__probe_target {
+  uint64_t addr;
+  uint32_t rkey;
+  uint32_t len;
 };
 
 struct sbr__accept_priv {
@@ -152,6 +169,8 @@ static inline uint32_t sbr__lane_status_len(const struct sbr__lane_desc *lane)
 /* Encoding helpers (lib/transport/transport.c): fixed little-endian layout,
  * checked. */
 #define SBR__CONNECT_PRIV_SIZE 16
+/* With the probe target appended (sbr__connect_priv_add_probe). */
+#define SBR__CONNECT_PRIV_PROBE_SIZE 32
 #define SBR__ACCEPT_PRIV_SIZE 56
 /* What an older v2 receiver sends (no refused_offset); the decoder takes
  * any length from this on and reads refused_offset only when present. */
@@ -161,6 +180,15 @@ void sbr__connect_priv_encode(uint8_t out[SBR__CONNECT_PRIV_SIZE],
                               uint32_t block_count);
 int sbr__connect_priv_decode(const void *data, size_t len, uint8_t *mechanism,
                              uint32_t *block_size, uint32_t *block_count);
+/* Writes the probe target into bytes 16..31 of out, whose first 16 bytes
+ * sbr__connect_priv_encode wrote. */
+void sbr__connect_priv_add_probe(uint8_t out[SBR__CONNECT_PRIV_PROBE_SIZE],
+                                 const struct sbr__probe_target *t);
+/* The probe target of connect private data sbr__connect_priv_decode took:
+ * 0 and t->len 0 when there is none (16 bytes, or zeros there), -EPROTO
+ * when its length is over SBR__PROBE_MAX. */
+int sbr__connect_priv_probe(const void *data, size_t len,
+                            struct sbr__probe_target *t);
 void sbr__accept_priv_encode(uint8_t out[SBR__ACCEPT_PRIV_SIZE],
                              const struct sbr__lane_desc *lane);
 int sbr__accept_priv_decode(const void *data, size_t len,
@@ -291,6 +319,12 @@ struct sbr__lane_mem {
   /* verbs: the rkeys are type-2 memory windows bound to the lane's QP
    * (else memory regions; always false over shm). */
   bool windows;
+  /* The liveness probe is a READ of the sender's probe target into
+   * probe_sink (probe_lkey) when probe.len is nonzero (verbs, a sender
+   * that offered one: iWARP), else a zero-length WRITE (receiver.c). */
+  struct sbr__probe_target probe;
+  void *probe_sink;
+  uint32_t probe_lkey;
 };
 
 /* A pending connection request on a listener. */
@@ -300,7 +334,8 @@ struct sbr__conn_request {
   uint32_t block_size;  /* hint from the sender, 0 = none */
   uint32_t block_count; /* hint from the sender, 0 = none */
   bool no_write_imm;    /* the device has no WRITE with immediate (iWARP) */
-  char peer[64];        /* "ip:port" or "shm:pid" for logs */
+  struct sbr__probe_target probe; /* from the connect private data */
+  char peer[64];                  /* "ip:port" or "shm:pid" for logs */
   /* The peer's address for the access list; ss_family AF_UNSPEC (left
    * zeroed) for a back end without one (shm: a process on this host). */
   struct sockaddr_storage peer_addr;
@@ -343,9 +378,9 @@ struct sbr__transport_ops {
   const char *name;
   /* A peer may die without a word reaching us (verbs: power loss, a cut
    * cable; no DREQ).  The status-byte receiver then probes a quiet lane
-   * with a signaled zero-length WRITE through post_send and polls its
-   * completion with poll_cq (receiver.c).  shm: false (a dead process's
-   * socket closes). */
+   * with a signaled zero-length WRITE (a READ where lane_mem.probe says)
+   * through post_send and polls its completion with poll_cq
+   * (receiver.c).  shm: false (a dead process's socket closes). */
   bool peer_can_vanish;
   /* Test back ends (tests/fuzz/) that aren't thread-safe: the receiver
    * runs no accept thread and reads listener events on its receive

@@ -42,6 +42,12 @@ static void fuzz_connect(const uint8_t *p, size_t len)
   /* Bytes 6-7 are reserved: sent as zero, ignored when read. */
   FUZZ_CHECK(memcmp(again, p, 6) == 0);
   FUZZ_CHECK(memcmp(again + 8, p + 8, SBR__CONNECT_PRIV_SIZE - 8) == 0);
+  /* The probe target: none in a short one, never longer than the sink. */
+  struct sbr__probe_target t;
+  ret = sbr__connect_priv_probe(p, len, &t);
+  FUZZ_CHECK(ret == 0 || ret == -EPROTO);
+  FUZZ_CHECK(ret < 0 || t.len <= SBR__PROBE_MAX);
+  FUZZ_CHECK(len >= SBR__CONNECT_PRIV_PROBE_SIZE || (ret == 0 && t.len == 0));
 }
 
 static void fuzz_accept(const uint8_t *p, size_t len)

@@ -455,8 +455,8 @@ static void shm_raw_connect(uint16_t port, const uint8_t *priv, size_t len)
 }
 
 /* Short, foreign, other-version, unknown-mechanism and oversized private
- * data: each refused with a reason and counted; no lane is made for it;
- * the honest lane goes on. */
+ * data, and a probe target too long: each refused with a reason and counted; no
+ * lane is made for it; the honest lane goes on. */
 static void malformed_connect_is_refused(void)
 {
   struct world w;
@@ -466,7 +466,7 @@ static void malformed_connect_is_refused(void)
   struct {
     uint8_t priv[64];
     size_t len;
-  } bad[5];
+  } bad[6];
   memset(bad, 0, sizeof bad);
   memcpy(bad[0].priv, good, 3); /* short */
   bad[0].len = 3;
@@ -482,8 +482,14 @@ static void malformed_connect_is_refused(void)
   memset(bad[4].priv, 0xff, sizeof bad[4].priv); /* oversized */
   memcpy(bad[4].priv, good, sizeof good);
   bad[4].len = sizeof bad[4].priv;
+  /* A probe target longer than the receiver's sink. */
+  struct sbr__probe_target t = {
+      .addr = 4096, .rkey = 1, .len = SBR__PROBE_MAX + 1};
+  memcpy(bad[5].priv, good, sizeof good);
+  sbr__connect_priv_add_probe(bad[5].priv, &t);
+  bad[5].len = SBR__CONNECT_PRIV_PROBE_SIZE;
   unsigned n = 0;
-  for (unsigned i = 0; i < 5; i++) {
+  for (unsigned i = 0; i < 6; i++) {
     if (backend == SBR_BACKEND_SHM) {
       shm_raw_connect(w.port, bad[i].priv, bad[i].len);
     } else {
@@ -1439,6 +1445,35 @@ static void new_lane_is_not_probed_at_once(void)
   world_finish(&w);
 }
 
+/* A quiet sender that is alive keeps its lane, probe after probe: its
+ * host answers each (over iWARP a READ of its probe target, which needs
+ * the READ credits of both connects and a sink iWARP can place into;
+ * one that failed, or went unanswered for 2 s, would close the lane). */
+static void quiet_live_sender_keeps_its_lane(void)
+{
+  world_probe_after_ms = 200;
+  struct world w;
+  world_start(&w);
+  world_probe_after_ms = 0;
+  struct rogue g;
+  rogue_connect(&w, &g);
+  uint64_t probes = atomic_load(&w.r->probes_posted);
+  /* Past 200 ms of quiet plus the READ's 2 s deadline, several times
+   * probed. */
+  uint64_t t0 = now_ns();
+  while (ms_since(t0) < 3000 || atomic_load(&w.r->probes_posted) < probes + 5) {
+    ASSERT_MSG(ms_since(t0) < HANG_MS, "the quiet lane was probed %llu times",
+               (unsigned long long)(atomic_load(&w.r->probes_posted) - probes));
+    usleep(10000);
+  }
+  struct sbr_receiver_stats s;
+  stats(&w, &s);
+  ASSERT_EQ(s.lanes_silent_closed, 0);
+  ASSERT_EQ(s.lanes_active, 2);
+  rogue_close(&g);
+  world_finish(&w);
+}
+
 /* The first RDMA device's name. */
 static void first_device_name(char *name, size_t len)
 {
@@ -1606,6 +1641,8 @@ static const struct table_entry all_tests[] = {
     {{"windows_off_by_configuration", windows_off_by_configuration},
      VERBS_ONLY},
     {{"new_lane_is_not_probed_at_once", new_lane_is_not_probed_at_once},
+     VERBS_ONLY},
+    {{"quiet_live_sender_keeps_its_lane", quiet_live_sender_keeps_its_lane},
      VERBS_ONLY},
     {{"memlock_below_a_lane_is_refused_for_good",
       memlock_below_a_lane_is_refused_for_good},

@@ -171,6 +171,53 @@ static void connect_private_data_round_trip(void)
             -EPROTO);
 }
 
+/* The probe target (iWARP senders) is optional: appended, it round-trips
+ * and the first 16 bytes still decode as before (an older receiver reads
+ * only those); without it (16 bytes, or zero padding, as IB CM pads)
+ * there is none; a length over the receiver's sink is refused. */
+static void connect_private_data_probe_target_is_optional(void)
+{
+  uint8_t priv[SBR__CONNECT_PRIV_PROBE_SIZE];
+  memset(priv, 0xa5, sizeof priv);
+  sbr__connect_priv_encode(priv, SBR_MECH_STATUS_BYTE, 4096, 32);
+  struct sbr__probe_target t = {
+      .addr = 0x0123456789abcdefull, .rkey = 0xfeedbeef, .len = 8};
+  sbr__connect_priv_add_probe(priv, &t);
+  uint8_t mech;
+  uint32_t bs, bc;
+  ASSERT_OK(sbr__connect_priv_decode(priv, sizeof priv, &mech, &bs, &bc));
+  ASSERT_EQ(mech, SBR_MECH_STATUS_BYTE);
+  ASSERT_EQ(bs, 4096);
+  ASSERT_EQ(bc, 32);
+  struct sbr__probe_target got;
+  ASSERT_OK(sbr__connect_priv_probe(priv, sizeof priv, &got));
+  ASSERT_EQ(got.addr, 0x0123456789abcdefull);
+  ASSERT_EQ(got.rkey, 0xfeedbeefu);
+  ASSERT_EQ(got.len, 8);
+
+  /* An older sender's 16 bytes, or a cut one: no target. */
+  got.len = 99;
+  ASSERT_OK(sbr__connect_priv_probe(priv, SBR__CONNECT_PRIV_SIZE, &got));
+  ASSERT_EQ(got.len, 0);
+  ASSERT_OK(sbr__connect_priv_probe(priv, sizeof priv - 1, &got));
+  ASSERT_EQ(got.len, 0);
+  /* IB CM's zero padding after an older sender's 16 bytes: none. */
+  uint8_t padded[56] = {0};
+  sbr__connect_priv_encode(padded, SBR_MECH_STATUS_BYTE, 4096, 32);
+  ASSERT_OK(sbr__connect_priv_probe(padded, sizeof padded, &got));
+  ASSERT_EQ(got.len, 0);
+  ASSERT_EQ(got.rkey, 0);
+
+  /* Longer than the receiver's sink: refused, never READ. */
+  t.len = SBR__PROBE_MAX + 1;
+  sbr__connect_priv_add_probe(priv, &t);
+  ASSERT_EQ(sbr__connect_priv_probe(priv, sizeof priv, &got), -EPROTO);
+  t.len = SBR__PROBE_MAX;
+  sbr__connect_priv_add_probe(priv, &t);
+  ASSERT_OK(sbr__connect_priv_probe(priv, sizeof priv, &got));
+  ASSERT_EQ(got.len, SBR__PROBE_MAX);
+}
+
 /* Protocol version 2 added the pause bitmap: a v1 peer (same magic) is
  * refused as another version, not as garbage, so the log can say so. */
 static void v1_private_data_is_refused(void)
@@ -448,6 +495,8 @@ int main(int argc, char **argv)
       {"rejects_stale_epoch", rejects_stale_epoch},
       {"rejects_fragment_outside_frame", rejects_fragment_outside_frame},
       {"connect_private_data_round_trip", connect_private_data_round_trip},
+      {"connect_private_data_probe_target_is_optional",
+       connect_private_data_probe_target_is_optional},
       {"v1_private_data_is_refused", v1_private_data_is_refused},
       {"accept_private_data_rejects_bad_lane",
        accept_private_data_rejects_bad_lane},

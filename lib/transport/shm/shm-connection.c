@@ -609,6 +609,9 @@ static bool shm_read_request(struct sbr__listener *l, int i,
   if (r >= SHM_MSG_HDR && msg[0] == SHM_SETUP_CONNECT)
     dec = sbr__connect_priv_decode(priv, len, &req->mechanism, &req->block_size,
                                    &req->block_count);
+  /* shm never probes, but refuses a bad probe target as verbs does. */
+  if (dec == 0)
+    dec = sbr__connect_priv_probe(priv, len, &req->probe);
   /* impl holds fd + 1, so NULL means "already answered". */
   req->impl = (void *)(intptr_t)(fd + 1);
   shm_peer_name(fd, req->peer, sizeof req->peer);

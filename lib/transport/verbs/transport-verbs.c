@@ -208,6 +208,20 @@ static int conn_create_bounce(struct sbr__conn *c, char *errbuf, size_t errlen)
   return 0;
 }
 
+int sbr__verbs_conn_create_probe(struct sbr__conn *c, int ibv_access)
+{
+  /* A page of its own (mmap): fork support's madvise then hides nothing
+   * else from a child. */
+  c->probe_map_len = SBR__PROBE_MAX;
+  c->probe = sbr__verbs_map(c->probe_map_len);
+  if (!c->probe)
+    return -ENOMEM;
+  c->probe_mr = ibv_reg_mr(c->pd, c->probe, SBR__PROBE_MAX, ibv_access);
+  if (!c->probe_mr)
+    return neg_errno(ENOMEM);
+  return 0;
+}
+
 /* rdma_create_qp with the most inline room the device takes, up to
  * want_inline: a device with less (X722: 48) or none refuses the QP
  * outright, so each refusal steps the size down, to 0 at worst.  attr's
@@ -520,11 +534,12 @@ void sbr__verbs_conn_free_verbs(struct sbr__conn *c)
   if (c->kick_ready)
     close(c->kick_fd);
   c->kick_ready = false;
-  struct ibv_mr *mrs[3] = {c->blocks_mr, c->status_mr, c->bounce_mr};
-  for (int i = 0; i < 3; i++)
+  struct ibv_mr *mrs[4] = {c->blocks_mr, c->status_mr, c->bounce_mr,
+                           c->probe_mr};
+  for (int i = 0; i < 4; i++)
     if (mrs[i])
       ibv_dereg_mr(mrs[i]);
-  c->blocks_mr = c->status_mr = c->bounce_mr = NULL;
+  c->blocks_mr = c->status_mr = c->bounce_mr = c->probe_mr = NULL;
   if (c->pd) {
     ret = ibv_dealloc_pd(c->pd);
     if (ret)
@@ -536,7 +551,8 @@ void sbr__verbs_conn_free_verbs(struct sbr__conn *c)
   sbr__verbs_unmap(c->blocks, c->blocks_len);
   sbr__verbs_unmap(c->status, c->status_len);
   sbr__verbs_unmap(c->bounce, c->bounce_len);
-  c->blocks = c->status = c->bounce = NULL;
+  sbr__verbs_unmap(c->probe, c->probe_map_len);
+  c->blocks = c->status = c->bounce = c->probe = NULL;
   free(c->sent);
   c->sent = NULL;
   c->sent_cap = c->sent_head = c->sent_count = 0;

@@ -135,6 +135,8 @@ static void handle_request(struct sbr__listener *l, struct rdma_cm_event *e,
       id->verbs && id->verbs->device->transport_type == IBV_TRANSPORT_IWARP;
   int dec = sbr__connect_priv_decode(priv, len, &req->mechanism,
                                      &req->block_size, &req->block_count);
+  if (dec == 0)
+    dec = sbr__connect_priv_probe(priv, len, &req->probe);
   if (dec == 0) {
     ev->type = SBR__EV_CONNECT_REQUEST;
     return;
@@ -582,6 +584,22 @@ int sbr__verbs_accept(struct sbr__listener *l, struct sbr__conn_request *req,
   if (ret)
     goto out_reject;
 
+  /* A sender that offered a probe target (iWARP) is probed with a READ
+   * of it, which lands here: a sink whose key never leaves the host
+   * (REMOTE_WRITE on iWARP all the same, verbs-caps.c).  Not with
+   * windows (IB only, whose senders offer none): their QP reached RTS
+   * with no READ credit (conn_bind_windows). */
+  bool read_probe = req->probe.len != 0 && !windows;
+  if (read_probe) {
+    ret = sbr__verbs_conn_create_probe(
+        c, sbr__verbs_mr_access(0, id->verbs->device->transport_type));
+    if (ret) {
+      SBR_WARN("verbs: %s: cannot accept %s: registering the probe sink: %s",
+               l->name, c->peer, strerror(-ret));
+      goto out_reject;
+    }
+  }
+
   uint8_t priv[SBR__ACCEPT_PRIV_SIZE];
   sbr__accept_priv_encode(priv, lane);
   struct rdma_conn_param param = {
@@ -590,7 +608,10 @@ int sbr__verbs_accept(struct sbr__listener *l, struct sbr__conn_request *req,
       /* As many READ credits as the sender asked for, clipped to the
        * device (librdmacm computes this for RDMA_MAX_RESP_RES). */
       .responder_resources = RDMA_MAX_RESP_RES,
-      .initiator_depth = 0, /* the receiver never READs */
+      /* READs: the probe's, one at a time, within the sender's
+       * responder resources (librdmacm clips RDMA_MAX_INIT_DEPTH to
+       * them and the device); else none. */
+      .initiator_depth = read_probe ? RDMA_MAX_INIT_DEPTH : 0,
       .retry_count = VERBS_RETRY_COUNT,
       .rnr_retry_count = 7,
   };
@@ -620,6 +641,11 @@ int sbr__verbs_accept(struct sbr__listener *l, struct sbr__conn_request *req,
   mem->blocks = c->blocks;
   mem->status = c->status;
   mem->windows = windows;
+  if (read_probe) {
+    mem->probe = req->probe;
+    mem->probe_sink = c->probe;
+    mem->probe_lkey = c->probe_mr->lkey;
+  }
   *out = c;
   return 0;
 

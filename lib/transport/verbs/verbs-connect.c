@@ -265,6 +265,39 @@ static int connect_resolve(struct sbr__conn *c, const char *host, uint16_t port,
   return 0;
 }
 
+/* Step 3b, iWARP only: a probe target for the receiver's liveness READ.
+ * There a zero-length WRITE completes once TCP has it and can't find a
+ * dead sender; a READ completes only when this host answers it
+ * (protocol.md, "Roles").  IB and RoCE acknowledge the WRITE in the NIC,
+ * so they offer none and keep the key unexposed.  An sbr connect
+ * request (16 bytes) is copied into full with the target appended, and
+ * *priv, *priv_len point at it; other private data (tests) is left. */
+static int connect_offer_probe(struct sbr__conn *c, const uint8_t **priv,
+                               size_t *priv_len,
+                               uint8_t full[SBR__CONNECT_PRIV_PROBE_SIZE],
+                               const char *hostport, char *errbuf,
+                               size_t errlen)
+{
+  if (c->id->verbs->device->transport_type != IBV_TRANSPORT_IWARP ||
+      *priv_len != SBR__CONNECT_PRIV_SIZE)
+    return 0;
+  /* REMOTE_READ only: the receiver reads these zeros and nothing else. */
+  int ret = sbr__verbs_conn_create_probe(c, IBV_ACCESS_REMOTE_READ);
+  if (ret) {
+    sbr__errf(errbuf, errlen, "verbs: %s: registering the probe target: %s",
+              hostport, strerror(-ret));
+    return ret;
+  }
+  memcpy(full, *priv, SBR__CONNECT_PRIV_SIZE);
+  struct sbr__probe_target t = {.addr = (uintptr_t)c->probe,
+                                .rkey = c->probe_mr->rkey,
+                                .len = 8}; /* a few bytes do */
+  sbr__connect_priv_add_probe(full, &t);
+  *priv = full;
+  *priv_len = SBR__CONNECT_PRIV_PROBE_SIZE;
+  return 0;
+}
+
 /* Step 4: rdma_connect with the private data and wait for ESTABLISHED.
  * Success: *out is the event, to be acked by the caller once it has read
  * the accept's private data. */
@@ -276,8 +309,8 @@ static int connect_establish(struct sbr__conn *c, const uint8_t *priv,
 {
   /* The sender READs the status array: ask for READ credits (initiator
    * depth), clipped to what the device allows or rdma_connect says EINVAL.
-   * responder_resources: the receiver issues no READs today; one slot keeps
-   * that possible and costs one responder resource. */
+   * responder_resources: one, for the receiver's liveness READ over iWARP
+   * (connect_offer_probe; it has one probe in flight at most). */
   struct ibv_device_attr dev;
   int ret;
   if (ibv_query_device(c->id->verbs, &dev)) {
@@ -395,6 +428,11 @@ int sbr__verbs_connect(const char *host, uint16_t port, const char *source,
   if (ret)
     goto out_free_conn;
   ret = sbr__verbs_conn_create_queues(c, caps, errbuf, errlen);
+  if (ret)
+    goto out_free_conn;
+  uint8_t full[SBR__CONNECT_PRIV_PROBE_SIZE];
+  ret =
+      connect_offer_probe(c, &priv, &priv_len, full, hostport, errbuf, errlen);
   if (ret)
     goto out_free_conn;
   ret = connect_establish(c, priv, priv_len, f->retry_count, hostport, deadline,

@@ -112,7 +112,12 @@ struct sbr__conn {
   uint32_t max_inline;                /* inline bytes the QP really got */
   uint8_t *bounce;   /* inline short: a VERBS_BOUNCE_SLOT per sent slot */
   size_t bounce_len; /* bytes mapped at bounce */
-  struct ibv_mr *bounce_mr;     /* bounce, local access only */
+  struct ibv_mr *bounce_mr; /* bounce, local access only */
+  /* The READ probe's page (iWARP): the sender's target, REMOTE_READ
+   * only, or the receiver's sink, local (verbs_mr_access). */
+  uint8_t *probe;
+  size_t probe_map_len;         /* bytes mapped at probe */
+  struct ibv_mr *probe_mr;      /* SBR__PROBE_MAX bytes of it */
   struct verbs_sent *sent;      /* send WRs in flight, a ring */
   uint32_t sent_cap;            /* ring size = the QP's max_send_wr */
   uint32_t sent_head;           /* oldest WR in flight */
@@ -192,6 +197,11 @@ int sbr__verbs_conn_create_queues(struct sbr__conn *c,
                                   char *errbuf, size_t errlen);
 
 void sbr__verbs_conn_free_verbs(struct sbr__conn *c);
+
+/* Maps and registers c->probe (SBR__PROBE_MAX bytes, zeroed) with the
+ * ibv access flags given, after the PD exists.  0 or -errno; teardown
+ * is sbr__verbs_conn_free_verbs's. */
+int sbr__verbs_conn_create_probe(struct sbr__conn *c, int ibv_access);
 
 /* Sets the id's TOS (when f sets one) and ACK timeout (when nonzero),
  * before it resolves a route or is accepted.  A TOS the kernel refuses
