@@ -537,6 +537,11 @@ struct sbr_sender_stats {
                                 submitted to be kept (submit_keep), whose
                                 payload was copied out of the lane into
                                 their own memory first */
+  uint64_t async_errors;     /* verbs: connections that ended because the
+                                device reported their QP or CQ in error,
+                                or itself failed (an async event read
+                                before the connection closed; the sender
+                                reconnects as after any failure) */
 };
 
 /* The stats, written as far as size (the caller's sizeof) reaches. */
@@ -630,11 +635,10 @@ struct sbr_receiver_config {
   uint32_t probe_after_ms;
   /* The QP's local ACK timeout exponent (verbs): each try waits 4.096 us
    * x 2^ack_timeout, and the NIC tries retry count + 1 times (the
-   * sender's retry_count, 6 by default) before it gives up.  Default 15: 134 ms a try,
-   * so a dead sender's lane closes about probe_after_ms + 0.9 s after its
-   * last block.
-   * 0 = rdma_cm's own (on RoCE, from the path's packet lifetime: seconds
-   * a try). */
+   * sender's retry_count, 6 by default) before it gives up.  Default 15: 134 ms
+   * a try, so a dead sender's lane closes about probe_after_ms + 0.9 s after
+   * its last block. 0 = rdma_cm's own (on RoCE, from the path's packet
+   * lifetime: seconds a try). */
   uint8_t ack_timeout;
   /* Fabric settings of the lanes (verbs; as sbr_sender_config's).  The
    * IP TOS byte, 0-255, -1 (default) = rdma_cm's own.  On RoCE the
@@ -822,6 +826,11 @@ struct sbr_receiver_stats {
    * passive receiver). */
   uint64_t poll_sleeps_woken;
   uint64_t poll_sleeps_timed_out;
+  /* Lanes closed because their RDMA device reported their QP or CQ in
+   * error, or itself failed (an async event: QP_FATAL, QP_REQ_ERR,
+   * QP_ACCESS_ERR, CQ_ERR, DEVICE_FATAL; docs/hardware.md).  Also in
+   * lanes_closed.  0 over shm. */
+  uint64_t async_errors;
 };
 /* A counter the platform doesn't have. */
 #define SBR_COUNTER_ABSENT UINT64_MAX
