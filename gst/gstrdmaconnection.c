@@ -588,7 +588,8 @@ void gst_rdma_connection_fill_stats(GstRdmaConnection *conn, GstStructure *s)
       (guint64)st.blocks, "connection-bytes", G_TYPE_UINT64, (guint64)st.bytes,
       "connection-drops", G_TYPE_UINT64, (guint64)st.drops, "wr-posted",
       G_TYPE_UINT64, (guint64)st.wr_posted, "acks", G_TYPE_UINT64,
-      (guint64)st.acks, NULL);
+      (guint64)st.acks, "async-errors", G_TYPE_UINT64, (guint64)st.async_errors,
+      NULL);
   /* Direct placement (shm): frames written in place, those copied, and
    * kept ones copied out of the lane. */
   gst_structure_set(s, "direct-blocks", G_TYPE_UINT64,

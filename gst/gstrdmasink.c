@@ -118,7 +118,9 @@
  * connection-users, connected, block-payload-size, reconnects, sync-reads
  * (status READs), sync-read-ns-max, held-skipped, busy-skipped,
  * no-free-waits, connection-blocks, connection-bytes, connection-drops,
- * wr-posted, acks (sliding-window), direct-blocks (shm: blocks the camera
+ * wr-posted, acks (sliding-window), async-errors (connections ended
+ * because the RDMA device reported their QP or CQ in error, or itself
+ * failed), direct-blocks (shm: blocks the camera
  * wrote straight into the receiver's lane), direct-fallbacks (shm: buffers
  * of the sink's allocator copied into the lane after all), kept-copies
  * (shm: buffers of the sink's allocator that someone else held, copied

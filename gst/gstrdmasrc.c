@@ -235,6 +235,8 @@
  * refused-receiver-memlock (its memlock limit is below a lane),
  * refused-device (sliding-window asked of an iWARP device);
  * lanes-opened, lanes-closed, lanes-active (sender connections),
+ * async-errors (lanes closed because their RDMA device reported their QP
+ * or CQ in error, or itself failed: docs/hardware.md, "Async events"),
  * lanes-windowed (lanes whose keys are type-2 memory windows bound to the
  * lane's QP, not memory regions), nic-remote-access-errors (the RDMA
  * port's own count of WRITEs and READs refused for a bad key, address or

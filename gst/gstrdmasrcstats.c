@@ -99,7 +99,8 @@ GstStructure *gst_rdma_src_stats_new(sbr_receiver *receiver,
       G_TYPE_UINT64, (guint64)rs.frames_predicted, "frames-missed",
       G_TYPE_UINT64, (guint64)rs.frames_missed, "poll-sleeps-woken",
       G_TYPE_UINT64, (guint64)rs.poll_sleeps_woken, "poll-sleeps-timed-out",
-      G_TYPE_UINT64, (guint64)rs.poll_sleeps_timed_out, NULL);
+      G_TYPE_UINT64, (guint64)rs.poll_sleeps_timed_out, "async-errors",
+      G_TYPE_UINT64, (guint64)rs.async_errors, NULL);
   /* Absent, not 0, where the NIC doesn't count them: 0 would claim no
    * rogue ever tried. */
   if (receiver && rs.nic_remote_access_errors != SBR_COUNTER_ABSENT)

@@ -537,6 +537,11 @@ struct sbr_sender_stats {
                                 submitted to be kept (submit_keep), whose
                                 payload was copied out of the lane into
                                 their own memory first */
+  uint64_t async_errors;     /* verbs: connections that ended because the
+                                device reported their QP or CQ in error,
+                                or itself failed (an async event read
+                                before the connection closed; the sender
+                                reconnects as after any failure) */
 };
 
 /* The stats, written as far as size (the caller's sizeof) reaches. */
@@ -824,6 +829,11 @@ struct sbr_receiver_stats {
    * passive receiver). */
   uint64_t poll_sleeps_woken;
   uint64_t poll_sleeps_timed_out;
+  /* Lanes closed because their RDMA device reported their QP or CQ in
+   * error, or itself failed (an async event: QP_FATAL, QP_REQ_ERR,
+   * QP_ACCESS_ERR, CQ_ERR, DEVICE_FATAL; docs/hardware.md).  Also in
+   * lanes_closed.  0 over shm. */
+  uint64_t async_errors;
 };
 /* A counter the platform doesn't have. */
 #define SBR_COUNTER_ABSENT UINT64_MAX

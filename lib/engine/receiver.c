@@ -850,6 +850,11 @@ static void accept_event(struct sbr_receiver *r, struct sbr__listen_event *ev)
   } else if (ev->type == SBR__EV_BAD_REQUEST) {
     lane_refuse(r, &ev->req, &ev->req.refusal, false);
   } else if (ev->type == SBR__EV_DISCONNECTED) {
+    if (ev->async_error) {
+      pthread_mutex_lock(&r->stats_lock);
+      r->stats.async_errors++;
+      pthread_mutex_unlock(&r->stats_lock);
+    }
     struct sbr__handoff *h = calloc(1, sizeof *h);
     if (!h) {
       /* The lane ends when its sender's NIC stops answering the probe

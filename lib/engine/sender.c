@@ -464,6 +464,11 @@ static void disconnect_engine_locked(struct sbr_sender *s)
 {
   if (!s->conn)
     return;
+  if (s->ops->async_failed && s->ops->async_failed(s->conn)) {
+    pthread_mutex_lock(&s->lock);
+    s->stats.async_errors++;
+    pthread_mutex_unlock(&s->lock);
+  }
   sbr__direct_disconnect(s);
   s->engine->stop(s);
   s->ops->dereg_mr(s->blocks_mr);

@@ -358,6 +358,9 @@ struct sbr__listen_event {
   enum sbr__listen_event_type type;
   struct sbr__conn_request req; /* CONNECT_REQUEST */
   struct sbr__conn *conn;       /* DISCONNECTED */
+  /* DISCONNECTED: the device reported the lane's QP or CQ (or itself)
+   * failed (verbs: an async event), not the peer. */
+  bool async_error;
 };
 
 /* Parameters the engine hands a back end.  Queue sizes are maxima the engine
@@ -512,6 +515,10 @@ struct sbr__transport_ops {
    * flushed.  verbs: the QP goes to ERR; shm: the next WR the NIC thread
    * executes fails as fail_after_wrs does. */
   int (*test_fail)(struct sbr__conn *c);
+  /* Optional (NULL: never): whether the device reported the connection's
+   * QP or CQ (or itself) failed (verbs: an async event, verbs-async.h),
+   * for the sender's count; looks at the device's events first. */
+  bool (*async_failed)(struct sbr__conn *c);
 };
 
 extern const struct sbr__transport_ops sbr__transport_shm;

@@ -542,6 +542,8 @@ static void check_twelve(GstElement *rx_bin, GstElement **tx_bins, Collector *c,
   /* ... and the receiver saw exactly one connection (lane). */
   s = stats_named(rx_bin, "r");
   fail_unless_equals_int(u64(s, "lanes-opened"), 1);
+  /* No device reported an error (async event) on the lane. */
+  fail_unless_equals_int(u64(s, "async-errors"), 0);
   /* Keys: shm has neither windows nor a NIC (the field is absent, not 0);
    * rxe binds type-2 windows, siw has none (MR keys); neither counts
    * remote access errors. */
@@ -2260,6 +2262,8 @@ GST_START_TEST(test_receiver_restart_reconnects)
   s = stats_n(tx, "tx", 4);
   fail_unless(u64(s, "reconnects") >= 1);
   fail_unless(u64(s, "reconnect-drops") > 0);
+  /* The receiver went away: a disconnect, not a device's error. */
+  fail_unless_equals_int(u64(s, "async-errors"), 0);
   fail_unless(gst_structure_has_field(s, "connected"));
   gst_structure_free(s);
   /* No error anywhere. */

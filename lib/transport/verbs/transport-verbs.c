@@ -70,6 +70,7 @@
 #include "util/clock.h"
 #include "util/log.h"
 #include "transport/transport.h"
+#include "transport/verbs/verbs-async.h"
 #include "transport/verbs/verbs-caps.h"
 #include "transport/verbs/verbs-keys.h"
 #include "transport/verbs/verbs-internal.h"
@@ -143,6 +144,7 @@ void sbr__verbs_listener_unref(struct sbr__listener *l)
     return;
   /* Last user: every id on the channel is destroyed by now. */
   rdma_destroy_event_channel(l->channel);
+  pthread_mutex_destroy(&l->lanes_lock);
   free(l);
 }
 
@@ -325,7 +327,7 @@ int sbr__verbs_conn_create_queues(struct sbr__conn *c,
   c->comp_vector = sbr__fabric_comp_vector(f->comp_vector, f->comp_index,
                                            c->id->verbs->num_comp_vectors);
   c->send_cq =
-      ibv_create_cq(c->id->verbs, q.send_cqe, NULL, c->comp, c->comp_vector);
+      ibv_create_cq(c->id->verbs, q.send_cqe, c, c->comp, c->comp_vector);
   if (!c->send_cq) {
     ret = neg_errno(ENOMEM);
     sbr__errf(errbuf, errlen, "verbs: ibv_create_cq(%d) failed: %s", q.send_cqe,
@@ -333,7 +335,7 @@ int sbr__verbs_conn_create_queues(struct sbr__conn *c,
     goto out_destroy_comp;
   }
   c->recv_cq =
-      ibv_create_cq(c->id->verbs, q.recv_cqe, NULL, c->comp, c->comp_vector);
+      ibv_create_cq(c->id->verbs, q.recv_cqe, c, c->comp, c->comp_vector);
   if (!c->recv_cq) {
     ret = neg_errno(ENOMEM);
     sbr__errf(errbuf, errlen, "verbs: ibv_create_cq(%d) failed: %s", q.recv_cqe,
@@ -341,7 +343,10 @@ int sbr__verbs_conn_create_queues(struct sbr__conn *c,
     goto out_destroy_send_cq;
   }
 
+  /* c as the QP's and CQs' context: an async event on them names its
+   * connection (verbs-async.c). */
   struct ibv_qp_init_attr attr = {
+      .qp_context = c,
       .send_cq = c->send_cq,
       .recv_cq = c->recv_cq,
       .qp_type = IBV_QPT_RC,
@@ -558,7 +563,8 @@ void sbr__verbs_conn_free_verbs(struct sbr__conn *c)
   c->sent_cap = c->sent_head = c->sent_count = 0;
 }
 
-/* Frees whatever part of c exists: its verbs objects
+/* Frees whatever part of c exists: first, a receiver's lane leaves its
+ * listener's list (verbs-async.c); its verbs objects
  * (sbr__verbs_conn_free_verbs), then
  *   4. the cm_id after its QP (rdma_destroy_id leaves the QP alone).  It
  *      also discards the id's events not yet read.
@@ -566,6 +572,9 @@ void sbr__verbs_conn_free_verbs(struct sbr__conn *c)
  *      reference on the listener's channel; the last one closes it. */
 void sbr__verbs_conn_free(struct sbr__conn *c)
 {
+  /* First: a DEVICE_FATAL looks at the listed lanes' ids. */
+  if (c->listener)
+    sbr__verbs_lanes_remove(c->listener, c);
   sbr__verbs_conn_free_verbs(c);
   if (c->id)
     rdma_destroy_id(c->id);
@@ -644,4 +653,5 @@ const struct sbr__transport_ops sbr__transport_verbs = {
     .has_write_imm = verbs_has_write_imm,
     .check_host = verbs_check_host,
     .test_fail = verbs_test_fail,
+    .async_failed = sbr__verbs_async_failed,
 };

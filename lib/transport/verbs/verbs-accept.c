@@ -23,6 +23,7 @@
 #include "util/clock.h"
 #include "util/log.h"
 #include "transport/transport.h"
+#include "transport/verbs/verbs-async.h"
 #include "transport/verbs/verbs-caps.h"
 #include "transport/verbs/verbs-internal.h"
 #include "transport/verbs/verbs-keys.h"
@@ -46,6 +47,7 @@ int sbr__verbs_listen(const char *addr, uint16_t port,
     return -ENOMEM;
   }
   atomic_init(&l->refs, 1);
+  pthread_mutex_init(&l->lanes_lock, NULL);
   sbr__verbs_format_hostport(l->name, sizeof l->name, addr, port);
 
   ret = sbr__verbs_open_channel(l->name, &l->channel, errbuf, errlen);
@@ -108,6 +110,7 @@ out_destroy_id:
 out_destroy_channel:
   rdma_destroy_event_channel(l->channel);
 out_free_listener:
+  pthread_mutex_destroy(&l->lanes_lock);
   free(l);
   return ret;
 }
@@ -164,6 +167,22 @@ static void report_lane_gone(struct sbr__listener *l, struct rdma_cm_event *e,
             rdma_event_str(e->event), c->peer, e->status);
   ev->type = SBR__EV_DISCONNECTED;
   ev->conn = c;
+}
+
+/* A lane an async event marked failed: reported as gone (the receiver
+ * closes it), with async_error for its count.  More may be marked: the
+ * next call looks again. */
+static bool report_async_failed(struct sbr__listener *l,
+                                struct sbr__listen_event *ev)
+{
+  struct sbr__conn *c = sbr__verbs_lanes_take_failed(l);
+  if (!c)
+    return false;
+  atomic_store(&l->async_pending, true);
+  ev->type = SBR__EV_DISCONNECTED;
+  ev->conn = c;
+  ev->async_error = true;
+  return true;
 }
 
 /* Is the listener bound to one address (not 0.0.0.0 or ::)? */
@@ -256,11 +275,37 @@ int sbr__verbs_get_event(struct sbr__listener *l, int timeout_ms,
       timeout_ms = wait;
   }
 
-  struct pollfd pfd = {.fd = l->channel->fd, .events = POLLIN};
-  int n = poll(&pfd, 1, timeout_ms < 0 ? -1 : timeout_ms);
+  /* A lane an async event marked (read here or by a sender of this
+   * process on the same device) goes first. */
+  if (atomic_exchange(&l->async_pending, false) && report_async_failed(l, ev))
+    return 0;
+
+  /* The channel, and beside it each watched device's async events. */
+  struct ibv_context *ctxs[VERBS_PROBED_DEVICES];
+  unsigned nctx = sbr__verbs_listener_watched(l, ctxs);
+  struct pollfd pfd[1 + VERBS_PROBED_DEVICES];
+  unsigned nfd = 0;
+  pfd[nfd++] = (struct pollfd){.fd = l->channel->fd, .events = POLLIN};
+  for (unsigned i = 0; i < nctx; i++)
+    pfd[nfd++] = (struct pollfd){.fd = ctxs[i]->async_fd, .events = POLLIN};
+  int n = poll(pfd, nfd, timeout_ms < 0 ? -1 : timeout_ms);
   if (n < 0)
     return errno == EINTR ? 0 : neg_errno(EIO);
   if (n == 0)
+    return 0;
+  for (unsigned i = 1; i < nfd; i++) {
+    if (!pfd[i].revents)
+      continue;
+    struct ibv_context *ctx = ctxs[i - 1];
+    /* A device gone under us (disassociated): its fd only says so from
+     * now on. */
+    if ((pfd[i].revents & (POLLERR | POLLHUP | POLLNVAL)) ||
+        sbr__verbs_async_read(ctx, l, NULL) < 0)
+      sbr__verbs_listener_unwatch(l, ctx);
+  }
+  if (atomic_exchange(&l->async_pending, false) && report_async_failed(l, ev))
+    return 0;
+  if (!pfd[0].revents)
     return 0;
 
   struct rdma_cm_event *e;
@@ -638,6 +683,7 @@ int sbr__verbs_accept(struct sbr__listener *l, struct sbr__conn_request *req,
             windows ? "keys: type-2 memory windows bound to the QP"
                     : "keys: memory regions (no type-2 windows)");
   sbr__verbs_log_fabric(c, c->peer);
+  sbr__verbs_lanes_add(l, c);
   mem->blocks = c->blocks;
   mem->status = c->status;
   mem->windows = windows;

@@ -24,6 +24,7 @@
 #include "util/log.h"
 #include "transport/transport.h"
 #include "transport/verbs/verbs-caps.h"
+#include "transport/verbs/verbs-async.h"
 #include "transport/verbs/verbs-internal.h"
 #include "transport/verbs/verbs-keys.h"
 
@@ -327,6 +328,24 @@ static int drain_cq(struct sbr__conn *c, struct ibv_cq *cq, bool send_queue,
 /* Sender: drain the event channel (non-blocking) for signs of the peer
  * leaving.  Only called from poll_cq when both CQs were empty, at most every
  * VERBS_CM_CHECK_MS. */
+/* The device's async events, read where the channel is (a QP error while
+ * nothing is posted shows nowhere else; COMM_EST for rdma_notify). */
+static void sender_check_async(struct sbr__conn *c)
+{
+  struct ibv_context *ctx = c->id ? c->id->verbs : NULL;
+  if (!ctx)
+    return;
+  if (!c->async_nonblock) {
+    if (sbr__verbs_async_nonblocking(ctx) < 0)
+      return;
+    c->async_nonblock = true;
+  }
+  /* Bounded: a device flooding events can't hold the sender here. */
+  for (int i = 0; i < VERBS_POLL_BATCH; i++)
+    if (sbr__verbs_async_read(ctx, NULL, c) <= 0)
+      break;
+}
+
 static void sender_check_cm(struct sbr__conn *c)
 {
   uint64_t now = now_ms();
@@ -349,6 +368,7 @@ static void sender_check_cm(struct sbr__conn *c)
     }
     rdma_ack_cm_event(e);
   }
+  sender_check_async(c);
 }
 
 int sbr__verbs_poll_cq(struct sbr__conn *c, struct sbr__wc *out, int max)
@@ -374,9 +394,23 @@ int sbr__verbs_poll_cq(struct sbr__conn *c, struct sbr__wc *out, int max)
    * sets the flag from its own thread; the sender looks itself. */
   if (c->channel)
     sender_check_cm(c);
-  if (atomic_load(&c->disconnected))
+  /* A receiver's lane marked by an async event ends when its listener
+   * reports it (async_errors), not through a probe that happens to poll
+   * first. */
+  if (atomic_load(&c->disconnected) ||
+      (c->channel && atomic_load(&c->async_failed)))
     return -ENOTCONN;
   return 0;
+}
+
+bool sbr__verbs_async_failed(struct sbr__conn *c)
+{
+  if (!c)
+    return false;
+  /* An error completion usually comes first: the event may be waiting. */
+  if (c->channel)
+    sender_check_async(c);
+  return atomic_load(&c->async_failed);
 }
 
 void sbr__verbs_arm_cq(struct sbr__conn *c)

@@ -11,11 +11,13 @@
  *   verbs-datapath.c   registration, posting, completions, closing
  *   verbs-keys.c       which keys a lane grants (MRs or type-2 windows)
  *   verbs-caps.c       what a device can do (inline, windows, limits)
+ *   verbs-async.c      the devices' async events (QP, CQ, port, device)
  */
 #ifndef SBR_VERBS_INTERNAL_H
 #define SBR_VERBS_INTERNAL_H
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -87,6 +89,18 @@ struct sbr__listener {
   uint64_t relisten_ms;         /* next try (now_ms clock); 0 = listening */
   uint32_t relisten_backoff_ms; /* the wait after the next failed try */
   bool relisten_failing;        /* a try failed (logged once) */
+  /* Async events (verbs-async.h), accept thread only: the device
+   * contexts whose fds were made non-blocking, and those whose fd failed
+   * (a device gone), ... */
+  struct ibv_context *watched[VERBS_PROBED_DEVICES];
+  unsigned n_watched;
+  struct ibv_context *dead[VERBS_PROBED_DEVICES];
+  unsigned n_dead;
+  /* ... and the accepted lanes, which an event may mark failed: added by
+   * accept, taken out by conn_free (any thread), under lanes_lock. */
+  pthread_mutex_t lanes_lock;
+  struct sbr__conn *lanes;   /* singly linked through lane_next */
+  atomic_bool async_pending; /* a lane was marked: report it */
 };
 
 /* One control block per connection owns every verbs object of it. */
@@ -124,6 +138,12 @@ struct sbr__conn {
   uint32_t sent_count;          /* WRs in flight */
   atomic_bool disconnected;     /* rdma_cm said the peer left */
   atomic_bool closing;          /* close() began: stop reporting it */
+  atomic_bool async_failed;     /* its device reported the QP or CQ (or
+                                   itself) failed (verbs-async.h) */
+  struct sbr__conn *lane_next;  /* receiver: the listener's next lane */
+  bool lane_listed;             /* receiver: in the listener's lanes */
+  bool async_nonblock;          /* sender: its device's async fd is
+                                   non-blocking */
   _Atomic uint64_t posted_recv; /* receive WRs ever posted */
   uint64_t next_cm_check_ms;    /* sender: next look at the channel */
   int comp_vector;              /* the CQs' completion vector */
@@ -271,5 +291,7 @@ void sbr__verbs_kick_cq(struct sbr__conn *c);
 void sbr__verbs_disconnect(struct sbr__conn *c);
 
 void sbr__verbs_close(struct sbr__conn *c);
+
+bool sbr__verbs_async_failed(struct sbr__conn *c);
 
 #endif /* SBR_VERBS_INTERNAL_H */

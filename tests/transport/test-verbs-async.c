@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * test-verbs-async.c - what the verbs back end does with each of a
+ * device's async events (lib/transport/verbs/verbs-async.h), and the
+ * receiver's list of lanes an event marks, on any host: the mapping is a
+ * pure function, and the list needs no device.  The events themselves are
+ * read in the Soft-RoCE VM (tests/engine/test-accept.c).
+ */
+#include <stdlib.h>
+
+#include "test.h"
+#include "transport/verbs/verbs-async.h"
+#include "transport/verbs/verbs-internal.h"
+
+static void qp_and_cq_errors_end_the_connection(void)
+{
+  ASSERT_EQ(sbr__verbs_async_action(IBV_EVENT_QP_FATAL),
+            SBR__VERBS_ASYNC_CONN_FAILED);
+  ASSERT_EQ(sbr__verbs_async_action(IBV_EVENT_QP_REQ_ERR),
+            SBR__VERBS_ASYNC_CONN_FAILED);
+  ASSERT_EQ(sbr__verbs_async_action(IBV_EVENT_QP_ACCESS_ERR),
+            SBR__VERBS_ASYNC_CONN_FAILED);
+  ASSERT_EQ(sbr__verbs_async_action(IBV_EVENT_CQ_ERR),
+            SBR__VERBS_ASYNC_CONN_FAILED);
+}
+
+static void port_events_are_logged(void)
+{
+  ASSERT_EQ(sbr__verbs_async_action(IBV_EVENT_PORT_ERR), SBR__VERBS_ASYNC_PORT);
+  ASSERT_EQ(sbr__verbs_async_action(IBV_EVENT_PORT_ACTIVE),
+            SBR__VERBS_ASYNC_PORT);
+  ASSERT_EQ(sbr__verbs_async_action(IBV_EVENT_LID_CHANGE),
+            SBR__VERBS_ASYNC_PORT);
+  ASSERT_EQ(sbr__verbs_async_action(IBV_EVENT_GID_CHANGE),
+            SBR__VERBS_ASYNC_PORT);
+}
+
+static void device_fatal_and_comm_est(void)
+{
+  ASSERT_EQ(sbr__verbs_async_action(IBV_EVENT_DEVICE_FATAL),
+            SBR__VERBS_ASYNC_DEVICE_FATAL);
+  ASSERT_EQ(sbr__verbs_async_action(IBV_EVENT_COMM_EST),
+            SBR__VERBS_ASYNC_COMM_EST);
+}
+
+static void the_rest_changes_nothing(void)
+{
+  static const enum ibv_event_type rest[] = {
+      IBV_EVENT_PATH_MIG,          IBV_EVENT_PATH_MIG_ERR,
+      IBV_EVENT_SQ_DRAINED,        IBV_EVENT_SRQ_ERR,
+      IBV_EVENT_SRQ_LIMIT_REACHED, IBV_EVENT_QP_LAST_WQE_REACHED,
+      IBV_EVENT_PKEY_CHANGE,       IBV_EVENT_SM_CHANGE,
+      IBV_EVENT_CLIENT_REREGISTER, IBV_EVENT_WQ_FATAL,
+  };
+  for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++)
+    ASSERT_EQ(sbr__verbs_async_action(rest[i]), SBR__VERBS_ASYNC_NOTHING);
+}
+
+/* A marked lane is reported once; a closing one or one rdma_cm already
+ * reported is not; one taken out of the list is not. */
+static void marked_lanes_are_reported_once(void)
+{
+  struct sbr__listener *l = calloc(1, sizeof *l);
+  struct sbr__conn *c = calloc(4, sizeof *c);
+  ASSERT(l && c);
+  pthread_mutex_init(&l->lanes_lock, NULL);
+  for (int i = 0; i < 4; i++) {
+    c[i].listener = l;
+    sbr__verbs_lanes_add(l, &c[i]);
+  }
+  ASSERT(sbr__verbs_lanes_take_failed(l) == NULL);
+
+  atomic_store(&c[0].async_failed, true);
+  atomic_store(&c[0].closing, true); /* its owner closes it anyway */
+  atomic_store(&c[1].async_failed, true);
+  atomic_store(&c[1].disconnected, true); /* rdma_cm said it first */
+  atomic_store(&c[2].async_failed, true);
+  atomic_store(&c[3].async_failed, true);
+  sbr__verbs_lanes_remove(l, &c[3]); /* being freed */
+
+  ASSERT(sbr__verbs_lanes_take_failed(l) == &c[2]);
+  ASSERT(atomic_load(&c[2].disconnected));
+  ASSERT(sbr__verbs_lanes_take_failed(l) == NULL);
+  for (int i = 0; i < 3; i++)
+    sbr__verbs_lanes_remove(l, &c[i]);
+  ASSERT(l->lanes == NULL);
+  pthread_mutex_destroy(&l->lanes_lock);
+  free(c);
+  free(l);
+}
+
+int main(int argc, char **argv)
+{
+  static const struct test_entry tests[] = {
+      {"qp_and_cq_errors_end_the_connection",
+       qp_and_cq_errors_end_the_connection},
+      {"port_events_are_logged", port_events_are_logged},
+      {"device_fatal_and_comm_est", device_fatal_and_comm_est},
+      {"the_rest_changes_nothing", the_rest_changes_nothing},
+      {"marked_lanes_are_reported_once", marked_lanes_are_reported_once},
+      {NULL, NULL},
+  };
+  return test_main(tests, argc, argv);
+}
