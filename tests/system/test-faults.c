@@ -959,22 +959,6 @@ static bool link_available(void)
   return true;
 }
 
-/* Either RC retries outlast it, or the QP goes to error and the sender
- * reconnects once packets pass again: only what was in flight is lost. */
-static void link_dead_2s(void)
-{
-  link_available();
-  run_case(F_LINK_DEAD,
-           (struct outcome){"link_dead_2s", SEND_BLOCKS, true, false});
-}
-
-/* RC retransmits hide loss and delay: nothing lost, no reconnect. */
-static void netem_loss_delay_10s(void)
-{
-  link_available();
-  run_case(F_NETEM, (struct outcome){"netem_loss_delay_10s", 0, true, true});
-}
-
 /* A sender that dies without a word (power loss, kernel panic, a cable
  * cut longer than the CM's DREQ retries): its lane closes on the
  * receiver's probe, and the same address streams again once the link
@@ -992,6 +976,25 @@ static uint64_t silent_loss_allowed(void)
     return SEND_BLOCKS + LANE_BLOCKS;
 #endif
   return SEND_BLOCKS;
+}
+
+/* Either RC retries outlast it, or the QP goes to error (or the
+ * receiver's probe closes the lane) and the sender reconnects once packets
+ * pass again: only what was in flight is lost.  Over iWARP the probe's
+ * READ deadline (2 s) is shorter than the fault, and what the sender had
+ * handed to TCP is lost with the lane, as for a silent sender. */
+static void link_dead_2s(void)
+{
+  link_available();
+  run_case(F_LINK_DEAD, (struct outcome){"link_dead_2s", silent_loss_allowed(),
+                                         true, false});
+}
+
+/* RC retransmits hide loss and delay: nothing lost, no reconnect. */
+static void netem_loss_delay_10s(void)
+{
+  link_available();
+  run_case(F_NETEM, (struct outcome){"netem_loss_delay_10s", 0, true, true});
 }
 
 static void sender_dies_silently(void)
