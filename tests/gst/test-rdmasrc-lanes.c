@@ -260,6 +260,20 @@ static guint window_frames(guint d)
   return n;
 }
 
+/* Waits until devices 0..n-1 each had at least want frames through the
+ * window, or fails saying which fell short. */
+static void wait_window_frames(guint n, guint want)
+{
+  for (guint d = 0; d < n; d++) {
+    gint64 end = g_get_monotonic_time() + (gint64)(WAIT / GST_USECOND);
+
+    while (window_frames(d) < want && g_get_monotonic_time() < end)
+      g_usleep(20000);
+    fail_unless(window_frames(d) >= want, "device %u: %u frames", d,
+                window_frames(d));
+  }
+}
+
 static void window_clear(void)
 {
   g_mutex_lock(&window.lock);
@@ -322,14 +336,7 @@ GST_START_TEST(test_windowed_consumer_keeps_zero_copy)
   set_state(tx, GST_STATE_PLAYING);
   other = rig_process(port, 2, 2);
   /* Well past the window (at 25 fps, 3.5 s). */
-  for (guint d = 0; d < 4; d++) {
-    gint64 end = g_get_monotonic_time() + (gint64)(WAIT / GST_USECOND);
-
-    while (window_frames(d) < KEEP + 40 && g_get_monotonic_time() < end)
-      g_usleep(20000);
-    fail_unless(window_frames(d) >= KEEP + 40, "device %u: %u frames", d,
-                window_frames(d));
-  }
+  wait_window_frames(4, KEEP + 40);
   for (guint d = 0; d < 4; d++) {
     fail_unless_equals_int(device_u64(r, d, "copies"), 0);
     fail_unless_equals_int(device_u64(r, d, "drops-leaky"), 0);
@@ -368,14 +375,7 @@ GST_START_TEST(test_max_held_is_per_lane)
   tx = camera_rig_new(transport, rdma_addr, port, 0, 1, 0, "");
   set_state(tx, GST_STATE_PLAYING);
   other = rig_process(port, 1, 1);
-  for (guint d = 0; d < 2; d++) {
-    gint64 end = g_get_monotonic_time() + (gint64)(WAIT / GST_USECOND);
-
-    while (window_frames(d) < KEEP + 20 && g_get_monotonic_time() < end)
-      g_usleep(20000);
-    fail_unless(window_frames(d) >= KEEP + 20, "device %u: %u frames", d,
-                window_frames(d));
-  }
+  wait_window_frames(2, KEEP + 20);
   s = stats_of(r);
   fail_unless_equals_int(
       g_value_get_uint64(gst_structure_get_value(s, "copies")), 0);
