@@ -25,8 +25,8 @@
  * What falls back to the copy (the block's own registered memory, as
  * without direct placement), counted in direct_fallbacks:
  *   - an acquire that finds the pool empty and can't wait for it (drop
- *     backpressure, the reservations at their limit, or the wait timed
- *     out or was interrupted);
+ *     backpressure: a live camera never waits), or whose wait timed out
+ *     or was interrupted;
  *   - a block reserved in a lane that closed before its submit (a
  *     reconnect): its payload is copied into the block's own memory and
  *     sent on the new lane, so the frame arrives intact.
@@ -184,16 +184,17 @@ void sbr__direct_reserve_locked(struct sbr_sender *s, struct sbr_send_block *b)
     }
     pthread_mutex_lock(&s->lock);
   }
-  if (d->n_pool == 0 && d->held < d->limit &&
-      s->cfg.backpressure == SBR_BACKPRESSURE_WAIT) {
-    /* The pool runs dry when frames come faster than the sender thread
-     * refills it, and before the first READ.  Wait for the engine's next
-     * look at the lane, not for the receiver: two READs completed (the
-     * first may have been posted before this frame asked) without a
-     * free receive block, and the frame is copied.  A receiver that
-     * holds its blocks then slows nobody's producer down more than
-     * without direct placement. */
-    uint64_t looks = d->looks;
+  if (d->n_pool == 0 && s->cfg.backpressure == SBR_BACKPRESSURE_WAIT) {
+    /* A stream that waits (non-live, or over-budget=wait) waits for a
+     * receive block here rather than copy: a copied frame goes nowhere
+     * either until the receiver frees a block, so waiting gives up only
+     * the producer's lead (filling its next frame meanwhile) and saves a
+     * copy of every frame, which flat out is the CPU the producers lack
+     * (B6: two frames in three were copied while the wait ended after
+     * two looks at the lane).  Reservations at their limit come back as
+     * their producers submit.  Bounded as any wait for a block is
+     * (wait_timeout_ms): a producer holding many acquired blocks
+     * unsubmitted, or a receiver that keeps every block, gets the copy. */
     struct timespec deadline;
     if (s->cfg.wait_timeout_ms >= 0)
       sbr__deadline_after_us(&deadline,
@@ -202,7 +203,7 @@ void sbr__direct_reserve_locked(struct sbr_sender *s, struct sbr_send_block *b)
     d->waiters++;
     sbr__sender_wake_locked(s);
     while (d->n_pool == 0 && d->view == v && s->connected && !s->stopping &&
-           s->wakeups == wakeups && d->looks < looks + 2) {
+           s->wakeups == wakeups) {
       int r = s->cfg.wait_timeout_ms >= 0
                   ? pthread_cond_timedwait(&d->cond, &s->lock, &deadline)
                   : pthread_cond_wait(&d->cond, &s->lock);
@@ -367,13 +368,4 @@ uint32_t sbr__direct_pool_take_back(struct sbr_sender *s, uint32_t *out,
     out[n++] = d->pool[--d->n_pool];
   pthread_mutex_unlock(&s->lock);
   return n;
-}
-
-void sbr__direct_looked(struct sbr_sender *s)
-{
-  pthread_mutex_lock(&s->lock);
-  s->direct.looks++;
-  if (s->direct.waiters)
-    pthread_cond_broadcast(&s->direct.cond);
-  pthread_mutex_unlock(&s->lock);
 }

@@ -117,7 +117,6 @@ struct sbr__direct {
                              queued (taken for posting: no longer counted) */
   uint32_t limit;         /* n_pool + held at most this */
   uint32_t waiters;       /* producers waiting in acquire for an entry */
-  uint64_t looks;         /* status READs the engine refilled the pool after */
   pthread_cond_t cond;    /* entries came, or the view changed */
   uint64_t want_until_ns; /* refill the pool until then (acquires came) */
 };
@@ -296,10 +295,6 @@ void sbr__direct_pool_add(struct sbr_sender *s, const uint32_t *index,
                           uint32_t n);
 uint32_t sbr__direct_pool_take_back(struct sbr_sender *s, uint32_t *out,
                                     uint32_t max);
-/* The engine refilled the pool (as far as it could) after a status READ:
- * producers waiting for an entry learn whether the lane had one. */
-void sbr__direct_looked(struct sbr_sender *s);
-
 /* Where b's wire bytes (header, payload, trailer) are: in the lane when it
  * is placed directly, else in its own registered memory. */
 static inline uint8_t *sbr__send_block_wire(const struct sbr_send_block *b)

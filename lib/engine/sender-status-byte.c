@@ -463,7 +463,6 @@ static int sb_progress(struct sbr_sender *s)
   struct status_byte_state *st = s->engine_state;
   struct sbr__wc wc[POLL_BATCH];
   int progress = 0;
-  bool looked = false; /* a status READ completed */
 
   int n = s->ops->poll_cq(s->conn, wc, POLL_BATCH);
   if (n < 0)
@@ -476,10 +475,9 @@ static int sb_progress(struct sbr_sender *s)
                wc[k].vendor_err);
       return -EIO;
     }
-    if (wc[k].wr_id == READ_WR_ID) {
+    if (wc[k].wr_id == READ_WR_ID)
       read_completed(s, st);
-      looked = true;
-    } else
+    else
       runs_completed(s, st, wc[k].wr_id);
     progress++;
   }
@@ -521,8 +519,6 @@ static int sb_progress(struct sbr_sender *s)
   bool direct_short = false;
   if (!waiting)
     direct_short = refill_direct(s, st);
-  if (looked)
-    sbr__direct_looked(s);
   /* Sync when a block waits for a free one and no READ that could free one
    * is on its way (sync-when-empty). */
   uint64_t now = sbr__now_ns();

@@ -7,8 +7,10 @@
  * holds.  One behaviour per test, sender and receiver in one process.
  */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine-fixture.h"
 
@@ -131,6 +133,52 @@ static void acquire_that_cannot_wait_copies_and_counts_it(void)
   sbr_sender_get_stats(s, &st);
   ASSERT_EQ(st.direct_fallbacks, 1);
   ASSERT_EQ(st.direct_blocks, 0);
+  ASSERT_EQ(st.drops, 0);
+  sbr_sender_free(s);
+  sbr_receiver_free(r);
+}
+
+/* A stream that waits (backpressure WAIT: non-live) waits for a receive
+ * block rather than copy: with every block of the lane held by the
+ * receiver, an acquire waits until the receiver releases one, and the
+ * frame is placed in it, not copied (B6: flat out, two frames in three
+ * were copied when the wait ended after two looks at the lane). */
+struct release_later {
+  struct sbr_frame *frames;
+  unsigned n;
+};
+
+static void *release_after_a_while(void *arg)
+{
+  struct release_later *rl = arg;
+  usleep(300 * 1000); /* long past the engine's looks at the lane */
+  for (unsigned i = 0; i < rl->n; i++)
+    sbr_frame_release(&rl->frames[i]);
+  return NULL;
+}
+
+static void waiting_acquire_places_in_the_block_the_receiver_frees(void)
+{
+  enum { LANE = 4 };
+  uint16_t port = fixture_port();
+  sbr_receiver *r = fixture_receiver(port, LANE, 64 * KIB);
+  sbr_sender *s = direct_sender(r, port, false);
+  struct sbr_frame held[LANE];
+  for (unsigned i = 0; i < LANE; i++) {
+    fill_and_submit(s, 0, i, 3000);
+    next_frame_ok(r, &held[i]);
+    ASSERT_EQ(fixture_check_frame(&held[i]), i);
+  }
+  struct release_later rl = {held, LANE};
+  pthread_t t;
+  ASSERT_EQ(pthread_create(&t, NULL, release_after_a_while, &rl), 0);
+  fill_and_submit(s, 0, LANE, 3000); /* waits for the releases */
+  receive_frame(r, 0, LANE);
+  pthread_join(t, NULL);
+  struct sbr_sender_stats st;
+  sbr_sender_get_stats(s, &st);
+  ASSERT_EQ(st.direct_fallbacks, 0);
+  ASSERT_EQ(st.direct_blocks, LANE + 1);
   ASSERT_EQ(st.drops, 0);
   sbr_sender_free(s);
   sbr_receiver_free(r);
@@ -271,6 +319,8 @@ int main(int argc, char **argv)
       {"copy_into_lane_copies_every_frame", copy_into_lane_copies_every_frame},
       {"acquire_that_cannot_wait_copies_and_counts_it",
        acquire_that_cannot_wait_copies_and_counts_it},
+      {"waiting_acquire_places_in_the_block_the_receiver_frees",
+       waiting_acquire_places_in_the_block_the_receiver_frees},
       {"reconnect_delivers_held_frames_intact",
        reconnect_delivers_held_frames_intact},
       {"abandoned_block_goes_back_to_the_pool",
