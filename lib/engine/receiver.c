@@ -1310,6 +1310,13 @@ static struct sbr__lane *wake_lane(struct sbr_receiver *r)
   return pick;
 }
 
+/* One lane is open and its writer can end our sleep (wake_lane). */
+static bool only_lane_wakes(struct sbr_receiver *r)
+{
+  struct sbr__lane *l = r->lanes;
+  return l && !l->next && !l->disconnected && wake_lane(r) == l;
+}
+
 /* Sleeps until t_ns (CLOCK_MONOTONIC) or, where the lane's writer can
  * wake us, until a status byte lands, whichever comes first.  True when
  * it ran to t_ns. */
@@ -1375,6 +1382,16 @@ static void wait_for_more(struct sbr_receiver *r, struct wait *w,
     break;
   }
   uint64_t now = sbr__now_ns();
+  if (only_lane_wakes(r)) {
+    /* Its writer ends the sleep when a status byte lands (shm): no window
+     * to aim at, no spin, no timer precision needed.  Flat out, spinning
+     * and the clock reads it takes were most of this thread's time (B6);
+     * with several lanes the futex is one lane's, so the others' frames
+     * still need the pace below. */
+    uint64_t cap = r->last_event_check_ns + EVENT_CHECK_NS;
+    wait_sleep(r, w, deadline < cap ? deadline : cap);
+    return;
+  }
   struct sbr__pace_plan plan;
   sbr__pace_plan(&r->pace, now, &plan);
   if (plan.action == SBR__PACE_SPIN) {
