@@ -18,6 +18,7 @@
 #include "engine/sender-internal.h"
 #ifdef SBR_HAVE_VERBS
 #include "transport/verbs/verbs-async.h"
+#include "verbs-device.h"
 #endif
 
 #define KIB 1024u
@@ -525,7 +526,8 @@ static void link_down_up_port_events_are_read(void)
 
 /* What the verbs back end logs when a bond fails over under it, counted
  * (any thread) and passed on to stderr as usual. */
-static atomic_int listener_addr_changes, relistens, lane_addr_changes;
+static atomic_int listener_addr_changes, relistens, relisten_failures,
+    lane_addr_changes;
 
 static void count_bond_events(void *data, enum sbr_log_level level,
                               const char *msg)
@@ -534,6 +536,8 @@ static void count_bond_events(void *data, enum sbr_log_level level,
     atomic_fetch_add(&listener_addr_changes, 1);
   if (strstr(msg, ": listening again ("))
     atomic_fetch_add(&relistens, 1);
+  if (strstr(msg, ": cannot listen yet ("))
+    atomic_fetch_add(&relisten_failures, 1);
   /* A lane's (or the sender's) id: only logged. */
   if (strstr(msg, ": RDMA_CM_EVENT_ADDR_CHANGE"))
     atomic_fetch_add(&lane_addr_changes, 1);
@@ -551,12 +555,12 @@ static void read_line(const char *path, char *buf, size_t len)
   buf[strcspn(buf, "\n")] = 0;
 }
 
-/* The bond's first slave that is not active. */
-static void other_slave(const char *netdev, char *out, size_t len)
+/* The bond's active slave, and its first slave that is not. */
+static void bond_slaves(const char *netdev, char *active, char *out, size_t len)
 {
-  char path[128], active[32], slaves[128];
+  char path[128], slaves[128];
   snprintf(path, sizeof path, "/sys/class/net/%s/bonding/active_slave", netdev);
-  read_line(path, active, sizeof active);
+  read_line(path, active, len);
   snprintf(path, sizeof path, "/sys/class/net/%s/bonding/slaves", netdev);
   read_line(path, slaves, sizeof slaves);
   out[0] = 0;
@@ -567,6 +571,17 @@ static void other_slave(const char *netdev, char *out, size_t len)
       break;
     }
   ASSERT_MSG(out[0], "%s has no slave besides '%s'", netdev, active);
+}
+
+/* Fails the bond over to slave, as it would on a link going down. */
+static void set_active_slave(const char *netdev, const char *slave)
+{
+  char path[128];
+  snprintf(path, sizeof path, "/sys/class/net/%s/bonding/active_slave", netdev);
+  FILE *f = fopen(path, "w");
+  ASSERT_MSG(f != NULL, "%s: %s", path, strerror(errno));
+  ASSERT_MSG(fprintf(f, "%s\n", slave) > 0 && fclose(f) == 0,
+             "cannot make %s the active slave of %s", slave, netdev);
 }
 
 /* The first sender's cameras, a frame each every 40 ms through the
@@ -658,11 +673,14 @@ static void listener_follows_bond_failover(void)
                     "SBR_RDMA_BOND_ADDR, _DEV, _NETDEV unset)\n");
     exit(77);
   }
-  char slave[32];
-  other_slave(netdev, slave, sizeof slave);
+  char first[32], slave[32];
+  bond_slaves(netdev, first, slave, sizeof slave);
+  struct test_verbs_device vd;
+  bool iwarp = test_verbs_device(&vd) && vd.transport == IBV_TRANSPORT_IWARP;
 
   atomic_store(&listener_addr_changes, 0);
   atomic_store(&relistens, 0);
+  atomic_store(&relisten_failures, 0);
   atomic_store(&lane_addr_changes, 0);
   sbr_set_log_handler(count_bond_events, NULL);
 
@@ -688,14 +706,8 @@ static void listener_follows_bond_failover(void)
       got++;
   }
 
-  /* Fail over, as the bond would on a link going down. */
-  char path[128];
-  snprintf(path, sizeof path, "/sys/class/net/%s/bonding/active_slave", netdev);
-  FILE *f = fopen(path, "w");
-  ASSERT_MSG(f != NULL, "%s: %s", path, strerror(errno));
-  ASSERT_MSG(fprintf(f, "%s\n", slave) > 0 && fclose(f) == 0,
-             "cannot make %s the active slave of %s", slave, netdev);
-  uint64_t t0 = now_ms(), t_changed = 0, t_listening = 0;
+  set_active_slave(netdev, slave);
+  uint64_t t0 = now_ms(), t_changed = 0, t_listening = 0, t_back = 0;
   deadline = t0 + 20000;
   while (!t_listening && now_ms() < deadline) {
     if (take_bond_frame(r, next, &gaps) >= 0)
@@ -704,12 +716,25 @@ static void listener_follows_bond_failover(void)
       t_changed = now_ms();
     if (atomic_load(&relistens))
       t_listening = now_ms();
+    /* iWARP devices take their GID from the netdev's MAC when created
+     * (siw_device_create) and rdma_cm finds an address's device by that
+     * GID: with the bond's MAC now the other slave's, no device has the
+     * address and binding it fails (ENODEV) until the MAC comes back.
+     * Failing back is that; the listener must bind again then. */
+    if (iwarp && !t_back && atomic_load(&relisten_failures)) {
+      set_active_slave(netdev, first);
+      t_back = now_ms();
+    }
   }
   ASSERT_MSG(atomic_load(&listener_addr_changes) >= 1,
              "the listener on %s never saw ADDR_CHANGE after %s failed "
              "over to %s",
              bond_addr, netdev, slave);
-  ASSERT_MSG(t_listening, "the receiver did not listen again on %s", bond_addr);
+  ASSERT_MSG(t_listening, "the receiver did not listen again on %s%s",
+             bond_addr, t_back ? " after the bond failed back" : "");
+  if (iwarp)
+    ASSERT_MSG(t_back, "the listener on iWARP bound the address again while "
+                       "the bond's MAC was not the device's");
 
   /* The open lane: a second more of frames, then every accepted one
    * delivered, or what was lost counted. */
@@ -735,14 +760,16 @@ static void listener_follows_bond_failover(void)
           "%s failed over to %s: the listener saw ADDR_CHANGE after %llu ms "
           "and listened again after %llu ms; the open lane: %u frames sent, "
           "%u delivered (%u gaps), sender %s, %u sends refused (first: %s), "
-          "%d lane or sender ADDR_CHANGE events, lanes closed %llu\n",
+          "%d lane or sender ADDR_CHANGE events, lanes closed %llu; failed "
+          "back after %lld ms (iWARP only)\n",
           netdev, slave, (unsigned long long)(t_changed - t0),
           (unsigned long long)(t_listening - t0), sent, got, gaps,
           survived ? "still connected" : "disconnected",
           atomic_load(&b.refused),
           atomic_load(&b.first_error) ? strerror(atomic_load(&b.first_error))
                                       : "none",
-          atomic_load(&lane_addr_changes), (unsigned long long)st.lanes_closed);
+          atomic_load(&lane_addr_changes), (unsigned long long)st.lanes_closed,
+          t_back ? (long long)(t_back - t0) : -1LL);
 
   /* The same sender comes back (rdmasink reconnects so) if its lane
    * died, and every camera's next frame arrives intact. */
