@@ -632,8 +632,9 @@ static void *reconnect_thread(void *arg)
 /* The first sender's frame number once it streams again. */
 #define AFTER_FAILOVER 1000
 
-/* Takes one frame, if any: checks its bytes, and a first-sender camera's
- * frames come in order with none missing.  Returns its device, or -1. */
+/* Takes one frame, if any: checks its bytes, and that a first-sender
+ * camera's frames come in order (frames skipped are added to *gaps).
+ * Returns its device, or -1. */
 static int take_bond_frame(sbr_receiver *r, unsigned next[CAMERAS],
                            unsigned *gaps)
 {
@@ -656,7 +657,8 @@ static int take_bond_frame(sbr_receiver *r, unsigned next[CAMERAS],
  * address) fails over while a sender streams.  The kernel tells the
  * listening id (RDMA_CM_EVENT_ADDR_CHANGE, as the bond's MAC changed:
  * fail_over_mac=active); the receiver binds its address again, on
- * whatever device has it now, and a new sender is accepted and streams.
+ * whatever device has it now; the sender, if its lane died, reconnects,
+ * and a new sender is accepted, both streaming intact frames.
  * Without that handling a listener on a real bond of two NICs would stay
  * on the old one's device and never see another sender; over rxe on the
  * bond the device stays the same, so here the log lines are what tell.
