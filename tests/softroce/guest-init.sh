@@ -113,7 +113,36 @@ ip rule del pref 0
 rdma link add "${sbr_family}1" type "$sbr_family" netdev veth1 ||
 	fail "rdma link add ${sbr_family}1 failed"
 
-for dev in "${sbr_family}0" "${sbr_family}1"; do
+# A bond for tests of a failover: the kernel raises RDMA_CM_EVENT_ADDR_CHANGE
+# only on NETDEV_BONDING_FAILOVER, for ids bound to the bond whose MAC
+# changed (drivers/infiniband/core/cma.c, cma_netdev_change).  In
+# active-backup mode the bond's MAC changes on failover only with
+# fail_over_mac=active (it takes the new active slave's).  The slaves are
+# veths whose peers stay up (carrier); loading the module made a bond0 of
+# the default mode (the initramfs's insmod has no max_bonds=0), so it is
+# made afresh.  Optional: without it only the bond's tests skip.
+setup_bond() {
+	[ -d /sys/module/bonding ] || modprobe bonding 2>/dev/null || return 1
+	ip link del bond0 2>/dev/null || true
+	ip link add bond0 mtu 9000 type bond mode active-backup \
+		fail_over_mac active miimon 100 || return 1
+	for s in bslave0 bslave1; do
+		ip link add "$s" mtu 9000 type veth peer name "${s}p" mtu 9000 &&
+			ip link set "${s}p" up &&
+			ip link set "$s" master bond0 || return 1
+	done
+	ip addr add 10.77.1.1/24 dev bond0 &&
+		ip link set bond0 up &&
+		rdma link add "${sbr_family}2" type "$sbr_family" netdev bond0
+}
+bond=
+if setup_bond; then
+	bond=${sbr_family}2
+else
+	log "no bond (bonding module missing?): the bond failover tests will skip"
+fi
+
+for dev in "${sbr_family}0" "${sbr_family}1" $bond; do
 	state=/sys/class/infiniband/$dev/ports/1/state
 	i=0
 	until grep -q ACTIVE "$state" 2>/dev/null; do
@@ -154,6 +183,10 @@ set +e
 	export TERM=dumb
 	# shellcheck source=/dev/null
 	. "$ctl/env.sh"
+	if [ -n "$bond" ]; then
+		export SBR_RDMA_BOND_ADDR=10.77.1.1 SBR_RDMA_BOND_DEV="$bond" \
+			SBR_RDMA_BOND_NETDEV=bond0
+	fi
 	exec "$@"
 ) </dev/null >"$out" 2>"$err"
 status=$?

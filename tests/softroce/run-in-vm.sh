@@ -24,6 +24,10 @@
 # (10.77.0.2), is there for tests whose packets must cross a netdev (tc
 # and netem faults): a client that binds 10.77.0.2 reaches 10.77.0.1 over
 # the veth pair; rxe0 talking to itself never leaves the driver.
+# A third, rxe2, is on bond0 (active-backup, fail_over_mac=active, over
+# two veth slaves; 10.77.1.1), for tests of a bond failing over: then
+# SBR_RDMA_BOND_ADDR, SBR_RDMA_BOND_DEV and SBR_RDMA_BOND_NETDEV=bond0
+# are exported too (not if the bond could not be made).
 #
 # --family (or SBR_VM_FAMILY) chooses the NIC family, one per boot, on
 # both veth ends (rdma_cm resolves an address to one device: never rxe and
@@ -273,8 +277,9 @@ fi
 
 # Modules needed before the real root is mounted (virtio, 9p, overlay)
 # plus the RDMA ones (loading them here is quicker than modprobe over 9p).
+# bonding: the bond whose failover raises ADDR_CHANGE (guest-init.sh).
 modules=(virtio_pci virtio_console 9pnet_virtio 9p overlay crc32_generic
-	crc32_pclmul veth ib_uverbs rdma_ucm)
+	crc32_pclmul veth bonding ib_uverbs rdma_ucm)
 case $family in
 rxe) modules+=(rdma_rxe) ;;
 siw)

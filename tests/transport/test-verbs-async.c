@@ -6,7 +6,9 @@
  * pure function, and the list needs no device.  The events themselves are
  * read in the Soft-RoCE VM (tests/engine/test-accept.c).
  */
+#include <fcntl.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "test.h"
 #include "transport/verbs/verbs-async.h"
@@ -89,6 +91,85 @@ static void marked_lanes_are_reported_once(void)
   free(l);
 }
 
+static bool watched(struct sbr__listener *l, const struct ibv_context *ctx)
+{
+  unsigned seen = 0;
+  for (unsigned i = 0; i < l->watched.n; i++)
+    seen += l->watched.v[i] == ctx;
+  ASSERT_MSG(seen <= 1, "a context watched %u times", seen);
+  return seen == 1;
+}
+
+/* A wildcard listener's lanes may be on every device of the host (ten
+ * or more on GPU servers, more with SR-IOV functions): the async fds of
+ * all of them are watched, each once and made non-blocking.  There were
+ * 8 slots: lanes on a ninth device had their events unread.  A device
+ * given up on stays out while used; one nothing uses is forgotten. */
+static void every_device_of_the_lanes_is_watched(void)
+{
+  enum { N = 12 };
+  struct sbr__listener *l = calloc(1, sizeof *l);
+  struct ibv_device *dev = calloc(N, sizeof *dev);
+  struct ibv_context *ctx = calloc(N, sizeof *ctx);
+  struct rdma_cm_id *id = calloc(2 * N, sizeof *id);
+  struct sbr__conn *c = calloc(2 * N, sizeof *c);
+  ASSERT(l && dev && ctx && id && c);
+  pthread_mutex_init(&l->lanes_lock, NULL);
+  int fds[N][2];
+  for (int i = 0; i < N; i++) {
+    ASSERT(pipe(fds[i]) == 0);
+    snprintf(dev[i].name, sizeof dev[i].name, "fake%d", i);
+    ctx[i].device = &dev[i];
+    ctx[i].async_fd = fds[i][0];
+  }
+  /* Two lanes per device. */
+  for (int i = 0; i < 2 * N; i++) {
+    id[i].verbs = &ctx[i % N];
+    c[i].id = &id[i];
+    c[i].listener = l;
+    sbr__verbs_lanes_add(l, &c[i]);
+  }
+
+  ASSERT_EQ(sbr__verbs_listener_watched(l), N);
+  for (int i = 0; i < N; i++) {
+    ASSERT_MSG(watched(l, &ctx[i]), "device %d not watched", i);
+    ASSERT(fcntl(fds[i][0], F_GETFL) & O_NONBLOCK);
+  }
+
+  sbr__verbs_listener_unwatch(l, &ctx[3]); /* its fd failed */
+  ASSERT_EQ(sbr__verbs_listener_watched(l), N - 1);
+  ASSERT(!watched(l, &ctx[3]));
+  sbr__verbs_lanes_remove(l, &c[5]);
+  sbr__verbs_lanes_remove(l, &c[5 + N]);
+  ASSERT_EQ(sbr__verbs_listener_watched(l), N - 2);
+  ASSERT(!watched(l, &ctx[5]));
+  /* Device 3's lanes go too: forgotten, so a new device that gets its
+   * context's address is watched. */
+  sbr__verbs_lanes_remove(l, &c[3]);
+  sbr__verbs_lanes_remove(l, &c[3 + N]);
+  ASSERT_EQ(sbr__verbs_listener_watched(l), N - 2);
+  ASSERT_EQ(l->dead.n, 0);
+  sbr__verbs_lanes_add(l, &c[3]);
+  ASSERT_EQ(sbr__verbs_listener_watched(l), N - 1);
+  ASSERT(watched(l, &ctx[3]));
+
+  for (int i = 0; i < 2 * N; i++)
+    if (i != 5 && i != 5 + N && i != 3 + N)
+      sbr__verbs_lanes_remove(l, &c[i]);
+  ASSERT(l->lanes == NULL);
+  sbr__verbs_listener_watch_free(l);
+  for (int i = 0; i < N; i++) {
+    close(fds[i][0]);
+    close(fds[i][1]);
+  }
+  pthread_mutex_destroy(&l->lanes_lock);
+  free(c);
+  free(id);
+  free(ctx);
+  free(dev);
+  free(l);
+}
+
 int main(int argc, char **argv)
 {
   static const struct test_entry tests[] = {
@@ -98,6 +179,8 @@ int main(int argc, char **argv)
       {"device_fatal_and_comm_est", device_fatal_and_comm_est},
       {"the_rest_changes_nothing", the_rest_changes_nothing},
       {"marked_lanes_are_reported_once", marked_lanes_are_reported_once},
+      {"every_device_of_the_lanes_is_watched",
+       every_device_of_the_lanes_is_watched},
       {NULL, NULL},
   };
   return test_main(tests, argc, argv);

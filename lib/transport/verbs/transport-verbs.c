@@ -144,6 +144,7 @@ void sbr__verbs_listener_unref(struct sbr__listener *l)
     return;
   /* Last user: every id on the channel is destroyed by now. */
   rdma_destroy_event_channel(l->channel);
+  sbr__verbs_listener_watch_free(l);
   pthread_mutex_destroy(&l->lanes_lock);
   free(l);
 }

@@ -280,10 +280,23 @@ int sbr__verbs_get_event(struct sbr__listener *l, int timeout_ms,
   if (atomic_exchange(&l->async_pending, false) && report_async_failed(l, ev))
     return 0;
 
-  /* The channel, and beside it each watched device's async events. */
-  struct ibv_context *ctxs[VERBS_PROBED_DEVICES];
-  unsigned nctx = sbr__verbs_listener_watched(l, ctxs);
-  struct pollfd pfd[1 + VERBS_PROBED_DEVICES];
+  /* The channel, and beside it each watched device's async events (out
+   * of memory for the poll set: those that fit). */
+  unsigned nctx = sbr__verbs_listener_watched(l);
+  if (l->pfd_cap < 1 + nctx) {
+    struct pollfd *p = realloc(l->pfd, (1 + nctx) * sizeof *p);
+    if (p) {
+      l->pfd = p;
+      l->pfd_cap = 1 + nctx;
+    } else if (!l->pfd) {
+      return neg_errno(ENOMEM);
+    }
+  }
+  if (nctx > l->pfd_cap - 1)
+    nctx = l->pfd_cap - 1;
+  /* unwatch below adds to the dead set only: watched stays as it is. */
+  struct ibv_context **ctxs = l->watched.v;
+  struct pollfd *pfd = l->pfd;
   unsigned nfd = 0;
   pfd[nfd++] = (struct pollfd){.fd = l->channel->fd, .events = POLLIN};
   for (unsigned i = 0; i < nctx; i++)

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <infiniband/verbs.h>
@@ -188,55 +189,78 @@ struct sbr__conn *sbr__verbs_lanes_take_failed(struct sbr__listener *l)
   return found;
 }
 
-static bool ctx_in(struct ibv_context *const *set, unsigned n,
+static bool ctx_in(const struct sbr__ctx_set *set,
                    const struct ibv_context *ctx)
 {
-  for (unsigned i = 0; i < n; i++)
-    if (set[i] == ctx)
+  for (unsigned i = 0; i < set->n; i++)
+    if (set->v[i] == ctx)
       return true;
   return false;
 }
 
-static void ctx_add(struct ibv_context **set, unsigned *n,
-                    struct ibv_context *ctx)
+/* Room for one more (no duplicate check); false if out of memory. */
+static bool ctx_push(struct sbr__ctx_set *set, struct ibv_context *ctx)
 {
-  if (ctx && *n < VERBS_PROBED_DEVICES && !ctx_in(set, *n, ctx))
-    set[(*n)++] = ctx;
+  if (set->n == set->cap) {
+    unsigned cap = set->cap ? set->cap * 2 : 4;
+    struct ibv_context **v = realloc(set->v, cap * sizeof *v);
+    if (!v)
+      return false;
+    set->v = v;
+    set->cap = cap;
+  }
+  set->v[set->n++] = ctx;
+  return true;
 }
 
-unsigned sbr__verbs_listener_watched(struct sbr__listener *l,
-                                     struct ibv_context **out)
+/* Out of memory, a context is left out: its events go unread (its
+ * connections still end on error completions, rdma_cm and the probe). */
+static void ctx_add(struct sbr__ctx_set *set, struct ibv_context *ctx)
 {
-  struct ibv_context *used[VERBS_PROBED_DEVICES];
-  unsigned n_used = 0, n = 0;
-  ctx_add(used, &n_used, l->id ? l->id->verbs : NULL);
+  if (ctx && !ctx_in(set, ctx))
+    (void)ctx_push(set, ctx);
+}
+
+unsigned sbr__verbs_listener_watched(struct sbr__listener *l)
+{
+  /* Every device the listening id and the lanes use: no bound but the
+   * host's devices.  The sets grow; once big enough, nothing is
+   * allocated here. */
+  l->used.n = 0;
+  ctx_add(&l->used, l->id ? l->id->verbs : NULL);
   pthread_mutex_lock(&l->lanes_lock);
   for (struct sbr__conn *c = l->lanes; c; c = c->lane_next)
-    ctx_add(used, &n_used, c->id ? c->id->verbs : NULL);
+    ctx_add(&l->used, c->id ? c->id->verbs : NULL);
   pthread_mutex_unlock(&l->lanes_lock);
 
-  unsigned n_dead = 0;
-  for (unsigned i = 0; i < n_used; i++) {
-    struct ibv_context *ctx = used[i];
-    if (ctx_in(l->dead, l->n_dead, ctx)) {
-      l->dead[n_dead++] = ctx; /* still used: still not polled */
+  /* What nothing uses any more is forgotten: a context at the same
+   * address later is a new device's.  Dead ones still used stay dead
+   * (not polled). */
+  unsigned k = 0;
+  for (unsigned i = 0; i < l->dead.n; i++)
+    if (ctx_in(&l->used, l->dead.v[i]))
+      l->dead.v[k++] = l->dead.v[i];
+  l->dead.n = k;
+  /* A new context is made non-blocking once; one that can't be is dead. */
+  k = 0;
+  for (unsigned i = 0; i < l->used.n; i++) {
+    struct ibv_context *ctx = l->used.v[i];
+    if (ctx_in(&l->dead, ctx))
       continue;
-    }
-    if (!ctx_in(l->watched, l->n_watched, ctx) &&
-        sbr__verbs_async_nonblocking(ctx) < 0) {
+    if (!ctx_in(&l->watched, ctx) && sbr__verbs_async_nonblocking(ctx) < 0) {
       SBR_WARN("verbs: %s: %s: async events unread (fcntl: %s)", l->name,
                ibv_get_device_name(ctx->device), strerror(errno));
-      l->dead[n_dead++] = ctx;
+      ctx_add(&l->dead, ctx);
       continue;
     }
-    out[n++] = ctx;
+    l->used.v[k++] = ctx;
   }
-  /* Forget what nothing uses any more: a context of the same address
-   * later is a new device's. */
-  memcpy(l->watched, out, n * sizeof *out);
-  l->n_watched = n;
-  l->n_dead = n_dead;
-  return n;
+  l->used.n = k;
+  /* What is left is watched now; the old set becomes the scratch. */
+  struct sbr__ctx_set old = l->watched;
+  l->watched = l->used;
+  l->used = old;
+  return l->watched.n;
 }
 
 void sbr__verbs_listener_unwatch(struct sbr__listener *l,
@@ -244,7 +268,18 @@ void sbr__verbs_listener_unwatch(struct sbr__listener *l,
 {
   SBR_DEBUG("verbs: %s: %s: no more async events", l->name,
             ibv_get_device_name(ctx->device));
-  ctx_add(l->dead, &l->n_dead, ctx);
+  ctx_add(&l->dead, ctx);
+}
+
+void sbr__verbs_listener_watch_free(struct sbr__listener *l)
+{
+  free(l->watched.v);
+  free(l->dead.v);
+  free(l->used.v);
+  free(l->pfd);
+  l->watched = l->dead = l->used = (struct sbr__ctx_set){0};
+  l->pfd = NULL;
+  l->pfd_cap = 0;
 }
 
 int sbr__verbs_test_async_event(struct sbr__conn *c, enum ibv_event_type type)

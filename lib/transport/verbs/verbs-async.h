@@ -68,17 +68,19 @@ void sbr__verbs_lanes_remove(struct sbr__listener *l, struct sbr__conn *c);
  * reported (disconnected); NULL when none. */
 struct sbr__conn *sbr__verbs_lanes_take_failed(struct sbr__listener *l);
 
-/* The device contexts whose async events the listener reads now: the
- * listening id's and its lanes' (live ids hold them open; a context kept
- * after its last id could be closed under us once its device is
- * removed), non-blocking, less those unwatch gave up on.  Accept thread;
- * out has VERBS_PROBED_DEVICES slots; returns how many it filled. */
-unsigned sbr__verbs_listener_watched(struct sbr__listener *l,
-                                     struct ibv_context **out);
+/* The device contexts whose async events the listener reads now, in
+ * l->watched: the listening id's and its lanes' (live ids hold them
+ * open; a context kept after its last id could be closed under us once
+ * its device is removed), non-blocking, less those unwatch gave up on;
+ * as many as there are (a wildcard listener's lanes may be on every
+ * device of the host).  Accept thread; returns how many. */
+unsigned sbr__verbs_listener_watched(struct sbr__listener *l);
 /* ctx's async fd failed (its device is gone): not polled again while
  * anything of ours still uses it. */
 void sbr__verbs_listener_unwatch(struct sbr__listener *l,
                                  struct ibv_context *ctx);
+/* Frees what the two above allocated (listener teardown). */
+void sbr__verbs_listener_watch_free(struct sbr__listener *l);
 
 /* TEST ONLY (fault hook): handles an event of type on c's QP as if its
  * device had reported it.  rxe and siw can't be made to raise QP_FATAL

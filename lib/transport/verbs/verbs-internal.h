@@ -17,6 +17,7 @@
 #define SBR_VERBS_INTERNAL_H
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -50,7 +51,9 @@
  * QP got less inline room than the engine posts (engines post at most
  * 64 inline bytes, transport.h's caps). */
 #define VERBS_BOUNCE_SLOT 64
-/* Devices whose window probe a wildcard listener remembers. */
+/* Devices whose window probe a wildcard listener remembers; on a host
+ * with more, a device past them is probed again at each accept (a
+ * window allocated, bound and freed: correct, a little slower). */
 #define VERBS_PROBED_DEVICES 8
 #define VERBS_LISTEN_BACKLOG 16
 /* Used when the caller passes no connect timeout: never wait forever. */
@@ -72,6 +75,12 @@
 #define VERBS_REJ_INVALID_SERVICE_ID 8
 #define VERBS_REJ_CONSUMER_DEFINED 28
 
+/* A growable set of device contexts (verbs-async.c). */
+struct sbr__ctx_set {
+  struct ibv_context **v; /* n of them, room for cap */
+  unsigned n, cap;
+};
+
 struct sbr__listener {
   struct rdma_event_channel *channel; /* the listen id's and accepted ids' */
   struct rdma_cm_id *id;              /* listening id; NULL once closed */
@@ -90,12 +99,14 @@ struct sbr__listener {
   uint32_t relisten_backoff_ms; /* the wait after the next failed try */
   bool relisten_failing;        /* a try failed (logged once) */
   /* Async events (verbs-async.h), accept thread only: the device
-   * contexts whose fds were made non-blocking, and those whose fd failed
-   * (a device gone), ... */
-  struct ibv_context *watched[VERBS_PROBED_DEVICES];
-  unsigned n_watched;
-  struct ibv_context *dead[VERBS_PROBED_DEVICES];
-  unsigned n_dead;
+   * contexts whose fds were made non-blocking, those whose fd failed (a
+   * device gone), the contexts in use (scratch), and get_event's poll
+   * set (the channel, then watched's fds).  Grown as needed: a wildcard
+   * listener's lanes may be on every device of the host (ten or more on
+   * GPU servers, more with SR-IOV functions), ... */
+  struct sbr__ctx_set watched, dead, used;
+  struct pollfd *pfd;
+  unsigned pfd_cap;
   /* ... and the accepted lanes, which an event may mark failed: added by
    * accept, taken out by conn_free (any thread), under lanes_lock. */
   pthread_mutex_t lanes_lock;
