@@ -14,27 +14,27 @@
 #      (gst) and samples suites; the unit, shm
 #      and element suites under ASan + UBSan; the unit and shm suites
 #      under ThreadSanitizer,
-#   6. meanwhile, in the background: boots the Soft-RoCE VM and runs the
-#      verbs suite on real verbs, runs the README's demo (12 cameras over
-#      Soft-RoCE into a mosaic), then boots the VM with soft-iWARP (siw)
-#      and runs the library's verbs tests over iWARP (tests skip, saying
-#      why, only what siw can't do); the element tests, which sit above
-#      the library and are two thirds of the suite's time, run over
-#      Soft-RoCE only, and over siw too with SBR_VM_SIW=all,
+#   6. meanwhile, in the background, two VMs side by side: one boots with
+#      Soft-RoCE, runs the verbs suite on real verbs, then the README's
+#      demo (12 cameras over Soft-RoCE into a mosaic); the other boots
+#      with soft-iWARP (siw) and runs the verbs suite over iWARP (tests
+#      skip, saying why, only what siw can't do),
 # then prints "N passed, M failed" and each step's time, and exits
 # non-zero if anything failed.
 #
 # Why two phases: the builds and the fuzz runs keep both cores busy, so
 # they come first, alone, and so do the tests of suite 'timing' (lateness
-# against a real-time clock), each right after its build.  The host suites then mostly wait (sleeps,
-# timeouts, other processes: about 15 % of a core), and the emulated VM
-# is the one big consumer of CPU, so the two run side by side, the VM at
-# a lower priority (nice 10) so the host tests' wake-ups are not delayed
-# behind it.  The VMs run one after the other, never two at once.
+# against a real-time clock), each right after its build.  The host suites
+# then mostly wait (sleeps, timeouts, other processes: about 15 % of a
+# core), and so does each emulated VM a quarter of its time (its tests'
+# sleeps and timeouts: 0.75 of a core on average), so the host suites and
+# both VMs run side by side, the VMs at a lower priority (nice 10) so the
+# host tests' wake-ups are not delayed behind them.
 #
 # Environment: SBR_SKIP_VM=1 skips step 6 (counted as failed, not passed,
 # so a run without the VM can never look green), SBR_VM_SIW=0 its iWARP
-# part (counted as failed too); SBR_SKIP_ASAN=1 skips the
+# part (counted as failed too) and SBR_VM_SIW=lib runs only the library's
+# tests over iWARP, not the elements'; SBR_SKIP_ASAN=1 skips the
 # ASan build and suites, SBR_SKIP_TSAN=1 the TSan ones, SBR_SKIP_FUZZ=1
 # step 3; SBR_SERIAL=1 runs step 6 after step 5 instead of beside it.
 set -u
@@ -191,17 +191,18 @@ rm -f "$install_log"
 
 # --- phase 2: the VM in the background, the host suites meanwhile --------
 
-# Runs the VM steps one after the other, each into its own log and status
-# file under $vm_out, for vm_report to tally.
+# The VM steps, each into its own log and status file under $vm_out, for
+# vm_report to tally: the Soft-RoCE VM (verbs suite, then the demo) and
+# the soft-iWARP one, run side by side (vm_steps).
 vm_out=$(mktemp -d)
-vm_steps() {
+rxe_steps() {
   local t=$SECONDS
   # The verbs suite over Soft-RoCE.  Its own log name, so the host suites
   # running meanwhile in the same build never read or overwrite it.
   rm -f build-ci/meson-logs/verbs-rxe.json
   tests/softroce/run-in-vm.sh -- meson test -C build-ci --suite verbs \
     --print-errorlogs --no-rebuild --logbase verbs-rxe >"$vm_out/rxe.log" 2>&1
-  echo "VM: verbs suite over Soft-RoCE: $((SECONDS - t)) s" >"$vm_out/times"
+  echo "VM: verbs suite over Soft-RoCE: $((SECONDS - t)) s" >"$vm_out/times-rxe"
   t=$SECONDS
   # The README's demo, as a user runs it: 12 cameras over Soft-RoCE into a
   # mosaic; it fails when a frame is lost or either side fails.
@@ -212,23 +213,33 @@ vm_steps() {
   else
     echo 1 >"$vm_out/demo.rc"
   fi
-  echo "VM: demo: $((SECONDS - t)) s" >>"$vm_out/times"
-  t=$SECONDS
-  # The library's verbs tests over iWARP (see the top): the first run on a
-  # machine builds siw.ko (Debian's kernel has none; about a minute, then
-  # cached).
-  if [ "${SBR_VM_SIW:-lib}" != 0 ]; then
-    local siw_tests=()
-    if [ "${SBR_VM_SIW:-lib}" != all ]; then
-      mapfile -t siw_tests < <(meson test -C build-ci --list --no-rebuild --suite verbs \
-        2>/dev/null | sed -n 's|^[^ ]*:verbs / ||p' | grep -v '^rdma')
-    fi
-    rm -f build-ci/meson-logs/verbs-siw.json
-    tests/softroce/run-in-vm.sh --family siw -- meson test -C build-ci \
-      --suite verbs --print-errorlogs --no-rebuild --logbase verbs-siw \
-      "${siw_tests[@]}" >"$vm_out/siw.log" 2>&1
-    echo "VM: verbs suite over soft-iWARP: $((SECONDS - t)) s" >>"$vm_out/times"
+  echo "VM: demo: $((SECONDS - t)) s" >>"$vm_out/times-rxe"
+}
+
+siw_steps() {
+  local t=$SECONDS
+  # The verbs suite over iWARP (see the top): the first run on a machine
+  # builds siw.ko (Debian's kernel has none; about a minute, then cached).
+  local siw_tests=()
+  if [ "${SBR_VM_SIW:-all}" = lib ]; then
+    mapfile -t siw_tests < <(meson test -C build-ci --list --no-rebuild --suite verbs \
+      2>/dev/null | sed -n 's|^[^ ]*:verbs / ||p' | grep -v '^rdma')
   fi
+  rm -f build-ci/meson-logs/verbs-siw.json
+  tests/softroce/run-in-vm.sh --family siw -- meson test -C build-ci \
+    --suite verbs --print-errorlogs --no-rebuild --logbase verbs-siw \
+    "${siw_tests[@]}" >"$vm_out/siw.log" 2>&1
+  echo "VM: verbs suite over soft-iWARP: $((SECONDS - t)) s" >"$vm_out/times-siw"
+}
+
+# Both VMs side by side (each waits a quarter of its time: see the top).
+vm_steps() {
+  rxe_steps &
+  local rxe=$!
+  if [ "${SBR_VM_SIW:-all}" != 0 ]; then
+    siw_steps
+  fi
+  wait "$rxe"
 }
 
 vm_report() {
@@ -243,16 +254,17 @@ vm_report() {
   else
     step_failed "demo: scripts/demo.sh failed (see above)"
   fi
-  if [ "${SBR_VM_SIW:-lib}" != 0 ]; then
+  if [ "${SBR_VM_SIW:-all}" != 0 ]; then
     note "verbs tests in the soft-iWARP VM"
     cat "$vm_out/siw.log"
     tally build-ci/meson-logs/verbs-siw.json "soft-iWARP VM (verbs)"
   else
     step_failed "verbs tests over soft-iWARP not run (SBR_VM_SIW=0)"
   fi
-  if [ -f "$vm_out/times" ]; then
-    while IFS= read -r line; do times+=("$line"); done <"$vm_out/times"
-  fi
+  for f in "$vm_out/times-rxe" "$vm_out/times-siw"; do
+    [ -f "$f" ] || continue
+    while IFS= read -r line; do times+=("$line"); done <"$f"
+  done
 }
 
 vm_pid=
