@@ -1731,7 +1731,58 @@ def targets(results):
                                f"{v:.0f}" for k, v in vals),
                      verdict(max(v for _, v in vals) <= 2000), "callgrind, host shm"))
     rows += b9_targets(results.get("B9"))
+    rows += b21_targets(results)
     rows += b10_targets(results)
+    return rows
+
+
+def b6_medians(res):
+    """B6 per transport: (frames/s, receiver CPU s per GB, frames lost per
+    run), medians over the runs, as the B6 table shows them."""
+    out = {}
+    for t in ("rdma-sb", "shm"):
+        rs = [r for r in (res or {}).get("B6", []) if r["transport"] == t]
+        if not rs:
+            continue
+        fps = med([(r.get("rx") or {}).get("frames_per_s") for r in rs])
+        rxc = med([(r["rx"]["cpu_s_streaming"] / (r["rx"]["bytes"] / 1e9))
+                   if r.get("rx") and r["rx"].get("bytes") else None for r in rs])
+        lost = [12 * r["tx"]["frames_each"] - r["rx"]["frames"]
+                for r in rs if r.get("tx") and r.get("rx")]
+        out[t] = (fps, rxc, lost)
+    return out
+
+
+def b21_targets(results):
+    """Issue #21's targets for B6 and B9, each beside its peer measured in
+    the same run (B10's are b10_targets)."""
+    rows = []
+    b6 = b6_medians(results.get("B56"))
+    ours, peer = b6.get("rdma-sb"), b6.get("shm")
+    where = "host shm (B6)"
+    if ours and peer:
+        x = ratio(ours[0], peer[0])
+        rows.append(("B6, 12 streams flat out: ours / shmsink frames/s", ">= 1.5",
+                     f"{fr(x)} ({fmt(ours[0])} against {fmt(peer[0])})",
+                     verdict(None if x is None else x >= 1.5), where))
+        rows.append(("B6: frames lost", "0", f"{', '.join(map(str, ours[2]))} per run "
+                     f"(shmsink: {', '.join(map(str, peer[2]))})",
+                     verdict(bool(ours[2]) and max(ours[2]) == 0), where))
+        ok = None if ours[1] is None or peer[1] is None else ours[1] <= peer[1]
+        rows.append(("B6: receiver CPU per GB", "<= shmsink's",
+                     f"{fmt(ours[1], 3)} s against {fmt(peer[1], 3)} s", verdict(ok), where))
+    else:
+        rows.append(("B6 (issue #21)", "see below", "not measured", "n/a", where))
+    b9 = results.get("B9")
+    for streams in (1, 12):
+        p = b9_gst(b9, "640x480@25", streams, "rdma", "adaptive")
+        q = b9_gst(b9, "640x480@25", streams, "shm")
+        x = ratio(p["p50_us"], q["p50_us"]) if p and q else None
+        rows.append((f"B9, {streams} camera(s) 640x480@25, `adaptive`: ours / shmsink p50",
+                     "<= 0.8",
+                     f"{fr(x)} ({fmt(p['p50_us'])} us against {fmt(q['p50_us'])} us)"
+                     if x is not None else "not measured",
+                     verdict(None if x is None else x <= 0.8), "host shm (B9)"))
     return rows
 
 
