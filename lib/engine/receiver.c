@@ -108,8 +108,7 @@ void sbr_receiver_config_init_sized(struct sbr_receiver_config *cfg,
 {
   struct sbr_receiver_config d;
   config_defaults(&d);
-  d.struct_size = (uint32_t)size;
-  sbr__sized_write(cfg, size, &d, sizeof d);
+  sbr__sized_config_init(cfg, size, &d, sizeof d);
 }
 
 int sbr__receiver_config_read(const struct sbr_receiver_config *app,
@@ -117,16 +116,8 @@ int sbr__receiver_config_read(const struct sbr_receiver_config *app,
                               char *errbuf, size_t errlen)
 {
   config_defaults(cfg);
-  if (sbr__sized_read(cfg, sizeof *cfg, app, app->struct_size, min_size) < 0) {
-    sbr__errf(errbuf, errlen,
-              "sbr_receiver_config of %u bytes: this libsbr takes %zu to %zu "
-              "(not set up with sbr_receiver_config_init, or built against "
-              "a newer sbr.h)",
-              app->struct_size, min_size, sizeof *cfg);
-    return -EINVAL;
-  }
-  cfg->struct_size = sizeof *cfg;
-  return 0;
+  return sbr__sized_config_read(cfg, sizeof *cfg, app, min_size,
+                                "sbr_receiver_config", errbuf, errlen);
 }
 
 /* The application's config (its struct_size) over the defaults. */
