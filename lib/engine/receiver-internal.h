@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * receiver-internal.h - what receiver.c (listening, lanes, validation,
- * ordering, frames, stats) shares with the mechanism-specific halves
- * (receiver-status-byte.c, receiver-sliding-window.c).
+ * receiver-internal.h - what receiver.c (lanes, validation, ordering,
+ * frames, stats) shares with its accept thread (receiver-accept.c) and the
+ * mechanism-specific halves (receiver-status-byte.c,
+ * receiver-sliding-window.c).
  *
  * Lifetimes: a lane is referenced by the receiver while its sender is
  * connected and by every block the application has not released.  The lane
@@ -130,7 +131,7 @@ extern uint64_t sbr__stale_bound_ns;
 #define SBR__MAX_NIC_PORTS 4
 
 /* What the accept thread hands the receive thread, in the order it
- * happened (receiver.c, "The accept thread"). */
+ * happened (receiver-accept.c). */
 enum sbr__handoff_kind {
   SBR__HANDOFF_LANE,         /* lane: accepted, set up, counted active */
   SBR__HANDOFF_DISCONNECTED, /* conn: its sender left */
@@ -197,7 +198,7 @@ struct sbr_receiver {
   } nic_ports[SBR__MAX_NIC_PORTS];
   unsigned n_nic_ports;
 
-  /* The accept thread (receiver.c): it alone uses the listener, the
+  /* The accept thread (receiver-accept.c): it alone uses the listener, the
    * connection-rate bucket, next_lane_id and next_epoch. */
   pthread_t accept_thread;
   atomic_bool accept_stop; /* sbr_receiver_free: end it */
@@ -213,6 +214,15 @@ struct sbr_receiver {
   struct sbr__handoff **handoff_tail;
   atomic_bool handoff_ready;
 };
+
+/* receiver-accept.c: the fabric settings of cfg for lane lane_id (its
+ * place in the spread over completion vectors); the accept thread's main
+ * loop (arg: the receiver); and its work done inline on the receive
+ * thread, for a back end that asks for it (ops->accept_inline). */
+void sbr__receiver_fabric(const struct sbr_receiver_config *cfg,
+                          uint32_t lane_id, struct sbr__fabric *f);
+void *sbr__receiver_accept_main(void *arg);
+void sbr__receiver_accept_inline(struct sbr_receiver *r);
 
 /* TEST ONLY (tests/engine/test-accept.c): called on the accept thread just
  * before a request's lane is allocated and registered, so a test can stall
