@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * receiver-internal.h - what receiver.c (lanes, validation, ordering,
- * frames, stats) shares with its accept thread (receiver-accept.c) and the
+ * frames, stats) shares with its accept thread (receiver-accept.c), the
+ * probing of quiet lanes (receiver-liveness.c) and the
  * mechanism-specific halves (receiver-status-byte.c,
  * receiver-sliding-window.c).
  *
@@ -92,7 +93,7 @@ struct sbr__lane {
   atomic_bool closed;   /* lane closed: release = no-op */
   bool disconnected;    /* sender gone; deliver what landed */
   /* Liveness (receiver thread): when a block last landed or a probe was
-   * answered, and whether a probe is in flight (receiver.c). */
+   * answered, and whether a probe is in flight (receiver-liveness.c). */
   uint64_t heard_ns;
   bool probing;
   uint64_t probe_ns; /* when the probe in flight was posted */
@@ -223,6 +224,19 @@ void sbr__receiver_fabric(const struct sbr_receiver_config *cfg,
                           uint32_t lane_id, struct sbr__fabric *f);
 void *sbr__receiver_accept_main(void *arg);
 void sbr__receiver_accept_inline(struct sbr_receiver *r);
+
+/* receiver.c: the lane's sender left (or stopped answering); its last
+ * blocks are taken in and the lane closes. */
+void sbr__lane_disconnected(struct sbr__lane *lane);
+
+/* receiver-liveness.c, receive thread: whether quiet lanes are probed at
+ * all; probing a lane quiet since its last block (now: when this pass
+ * began); and closing a quiet lane whose address fresh connects from. */
+bool sbr__receiver_probes_lanes(const struct sbr_receiver *r);
+void sbr__lane_check_alive(struct sbr_receiver *r, struct sbr__lane *lane,
+                           uint64_t now);
+void sbr__lane_replace_quiet(struct sbr_receiver *r,
+                             const struct sbr__lane *fresh);
 
 /* TEST ONLY (tests/engine/test-accept.c): called on the accept thread just
  * before a request's lane is allocated and registered, so a test can stall
