@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * receiver-internal.h - what receiver.c (lanes, validation, ordering,
- * frames, stats) shares with its accept thread (receiver-accept.c), the
- * probing of quiet lanes (receiver-liveness.c) and the
+ * stats) shares with its accept thread (receiver-accept.c), the probing
+ * of quiet lanes (receiver-liveness.c), frame reassembly
+ * (receiver-frames.c) and the
  * mechanism-specific halves (receiver-status-byte.c,
  * receiver-sliding-window.c).
  *
@@ -228,6 +229,11 @@ void sbr__receiver_accept_inline(struct sbr_receiver *r);
 /* receiver.c: the lane's sender left (or stopped answering); its last
  * blocks are taken in and the lane closes. */
 void sbr__lane_disconnected(struct sbr__lane *lane);
+
+/* receiver-frames.c: the device's unfinished frame, if any, is dropped:
+ * counted, its blocks released. */
+void sbr__lane_drop_partial(struct sbr__lane *lane,
+                            struct sbr__device_track *t);
 
 /* receiver-liveness.c, receive thread: whether quiet lanes are probed at
  * all; probing a lane quiet since its last block (now: when this pass

@@ -2,10 +2,10 @@
 /*
  * receiver.c - the receiver: listens (its accept thread, receiver-accept.c,
  * gives every connecting sender its own lane: rule 5), takes in the lanes,
- * validates what arrives (rule 3), delivers each lane's blocks
- * in sequence order (so every device's in packet order), reassembles
- * fragmented frames and keeps the statistics.  The mechanism halves only
- * find arrived blocks and hand released ones back.
+ * validates what arrives (rule 3), delivers each lane's blocks in sequence
+ * order (so every device's in packet order), from which receiver-frames.c
+ * reassembles fragmented frames, and keeps the statistics.  The mechanism
+ * halves only find arrived blocks and hand released ones back.
  *
  * Ordering: a sender posts its blocks on one RC QP in sequence order, so
  * they land in that order.  A scan of the status bytes may still see block
@@ -153,32 +153,6 @@ static void lane_unref(struct sbr__lane *lane)
   receiver_unref(r);
 }
 
-static void count_frame_drop(struct sbr_receiver *r, uint8_t device)
-{
-  pthread_mutex_lock(&r->stats_lock);
-  r->dev_stats[device].drops++;
-  pthread_mutex_unlock(&r->stats_lock);
-}
-
-static void release_frame_blocks(struct sbr_frame *f)
-{
-  for (uint32_t i = 0; i < f->n_blocks; i++)
-    sbr_block_release(f->blocks[i]);
-  f->n_blocks = 0;
-  free(f->copy);
-  f->copy = NULL;
-}
-
-static void drop_partial(struct sbr__lane *lane, struct sbr__device_track *t)
-{
-  if (!t->partial_active)
-    return;
-  t->partial_active = false;
-  lane->rx->pace.assembling--;
-  count_frame_drop(lane->rx, t->partial.info.device);
-  release_frame_blocks(&t->partial);
-}
-
 uint64_t sbr__warn_summary_ns = 10000000000ull;
 
 /* One summary line per reason with warnings held back since the last. */
@@ -236,7 +210,7 @@ static void lane_close(struct sbr_receiver *r, struct sbr__lane *lane,
   r->stats.lanes_active--;
   pthread_mutex_unlock(&r->stats_lock);
   for (int d = 0; d < SBR_MAX_DEVICES; d++)
-    drop_partial(lane, &lane->dev[d]);
+    sbr__lane_drop_partial(lane, &lane->dev[d]);
   atomic_store(&lane->closed, true);
   invalid_summary(lane); /* nothing held back is lost */
   /* The sender learns now, not when the application releases the last
@@ -1069,150 +1043,6 @@ void sbr_block_release(sbr_block *b)
   atomic_fetch_sub(&lane->releasing, 1);
   atomic_fetch_sub(&lane->n_out, 1);
   lane_unref(lane);
-}
-
-/* ------------------------------------------------------------- frames */
-
-static void frame_from_block(struct sbr_frame *f, struct sbr_block *b)
-{
-  memset(f, 0, sizeof *f);
-  f->info = b->info;
-  f->size = b->info.payload_len;
-  f->n_blocks = 1;
-  f->blocks[0] = b;
-}
-
-/* Whether frame p, being assembled zero-copy, must switch to a copy: the
- * blocks the application and partial frames hold (this fragment included)
- * would leave the sender no block to write the rest of the frame into. */
-static bool must_copy(struct sbr__lane *lane, const struct sbr_frame *p)
-{
-  return p->n_blocks >= SBR_FRAME_MAX_BLOCKS ||
-         atomic_load(&lane->n_out) + 1 >= lane->desc.block_count;
-}
-
-/* Moves a zero-copy partial frame into one heap buffer and releases its
- * blocks, so a lane can't run out of blocks while frames assemble. */
-static int partial_to_copy(struct sbr__lane *lane, struct sbr_frame *p)
-{
-  /* frame_size comes from the wire: what it can make us allocate is
-   * bounded when the block arrives (max_frame_size); checked again here
-   * because a malloc of it must never depend on a check elsewhere. */
-  if (p->info.frame_size > lane->rx->cfg.max_frame_size) {
-    SBR_WARN("receiver: lane %u device %u: a %u-byte frame is too large to "
-             "reassemble",
-             lane->id, p->info.device, p->info.frame_size);
-    return -EMSGSIZE;
-  }
-  uint8_t *copy = malloc(p->info.frame_size ? p->info.frame_size : 1);
-  if (!copy)
-    return -ENOMEM;
-  uint32_t off = 0;
-  for (uint32_t i = 0; i < p->n_blocks; i++) {
-    const struct sbr_block_info *bi = &p->blocks[i]->info;
-    memcpy(copy + off, bi->payload, bi->payload_len);
-    off += bi->payload_len;
-  }
-  for (uint32_t i = 0; i < p->n_blocks; i++)
-    sbr_block_release(p->blocks[i]);
-  p->n_blocks = 0;
-  p->copy = copy;
-  pthread_mutex_lock(&lane->rx->stats_lock);
-  lane->rx->stats.frames_copied++;
-  pthread_mutex_unlock(&lane->rx->stats_lock);
-  return 0;
-}
-
-/* Adds fragment b to partial frame p (zero copy or into the copy). */
-static int partial_append(struct sbr__lane *lane, struct sbr_frame *p,
-                          struct sbr_block *b)
-{
-  const struct sbr_block_info *bi = &b->info;
-  if (!p->copy && must_copy(lane, p)) {
-    int ret = partial_to_copy(lane, p);
-    if (ret < 0)
-      return ret;
-  }
-  if (p->copy) {
-    memcpy(p->copy + bi->frame_offset, bi->payload, bi->payload_len);
-    sbr_block_release(b);
-  } else {
-    p->blocks[p->n_blocks++] = b;
-  }
-  p->size += bi->payload_len;
-  return 0;
-}
-
-int sbr_receiver_next_frame(sbr_receiver *r, int timeout_ms,
-                            struct sbr_frame *out)
-{
-  uint64_t deadline = timeout_ms < 0
-                          ? UINT64_MAX
-                          : sbr__now_ns() + (uint64_t)timeout_ms * 1000000u;
-  for (;;) {
-    int left = -1;
-    if (timeout_ms >= 0) {
-      uint64_t now = sbr__now_ns();
-      left = now >= deadline ? 0 : (int)((deadline - now) / 1000000u);
-    }
-    sbr_block *b;
-    int ret = sbr_receiver_next(r, left, &b);
-    if (ret < 0)
-      return ret;
-    struct sbr__lane *lane = b->lane;
-    const struct sbr_block_info *bi = &b->info;
-    struct sbr__device_track *t = &lane->dev[bi->device];
-
-    bool first = bi->flags & SBR_FLAG_FIRST, last = bi->flags & SBR_FLAG_LAST;
-    if (bi->kind != SBR_KIND_DATA || (first && last)) {
-      drop_partial(lane, t); /* an unfinished frame can't continue now */
-      frame_from_block(out, b);
-      return 0;
-    }
-    if (first) {
-      drop_partial(lane, t);
-      frame_from_block(&t->partial, b);
-      t->partial_active = true;
-      r->pace.assembling++;
-      if (must_copy(lane, &t->partial) &&
-          partial_to_copy(lane, &t->partial) < 0)
-        drop_partial(lane, t);
-      continue;
-    }
-    if (!t->partial_active || bi->frame_offset != t->partial.size ||
-        bi->frame_size != t->partial.info.frame_size) {
-      /* A fragment without its beginning: the frame is lost, counted once
-       * (by drop_partial, or at its last fragment when nothing was kept). */
-      bool had_partial = t->partial_active;
-      drop_partial(lane, t);
-      if (!had_partial && last)
-        count_frame_drop(r, bi->device);
-      sbr_block_release(b);
-      continue;
-    }
-    if (partial_append(lane, &t->partial, b) < 0) {
-      drop_partial(lane, t);
-      sbr_block_release(b);
-      continue;
-    }
-    if (last) {
-      *out = t->partial;
-      if (out->copy) {
-        out->info.payload = out->copy;
-        out->info.payload_len = out->size;
-      }
-      out->info.flags |= SBR_FLAG_LAST;
-      t->partial_active = false;
-      r->pace.assembling--;
-      memset(&t->partial, 0, sizeof t->partial);
-      return 0;
-    }
-  }
-}
-
-void sbr_frame_release(struct sbr_frame *f)
-{
-  release_frame_blocks(f);
 }
 
 /* -------------------------------------------------------------- stats */
