@@ -240,6 +240,30 @@ int sbr__sender_test_fail_qp(struct sbr_sender *s);
  * (sender.c).  Under s->lock. */
 void sbr__sender_wake_locked(struct sbr_sender *s);
 
+/* Send blocks (sender.c), for the connection and the thread: allocating
+ * them at the first connect (their size is the lane's); settling a
+ * submitted one (true: back on the free list; the caller wakes free
+ * waiters); waking every free waiter (wakeup, disconnect, stop); counting
+ * a block lost to a failed connection as a drop.  All but the first
+ * under s->lock. */
+int sbr__sender_alloc_blocks(struct sbr_sender *s, uint32_t block_size);
+bool sbr__sender_settle_locked(struct sbr_sender *s, struct sbr_send_block *b);
+void sbr__sender_wake_all_free_waiters_locked(struct sbr_sender *s);
+void sbr__sender_count_drop_locked(struct sbr_sender *s,
+                                   const struct sbr_send_block *b);
+
+/* The connection (sender-connect.c), engine_lock held: the fabric
+ * settings of cfg (index: this connection's place in the spread over
+ * completion vectors); connecting (0 or a negative errno, errbuf says
+ * why); closing the engine and connection; and failing it on an error,
+ * which reclaims every queued or posted block. */
+void sbr__sender_fabric(const struct sbr_sender_config *cfg, uint32_t index,
+                        struct sbr__fabric *f);
+int sbr__sender_connect_locked(struct sbr_sender *s, char *errbuf,
+                               size_t errlen);
+void sbr__sender_disconnect_engine_locked(struct sbr_sender *s);
+void sbr__sender_fail_connection(struct sbr_sender *s, int err);
+
 /* Direct placement (sender-direct.c).  A send block a producer acquires
  * is, when the lane is mapped here (shm, status-byte), one of the lane's
  * receive blocks that the engine reserved from its status cache: the
