@@ -188,7 +188,7 @@ struct sbr_sender {
   struct sbr_device_stats dev_stats[SBR_MAX_DEVICES];
 };
 
-/* Engine helpers (sender.c).  Each takes s->lock once for a whole batch:
+/* Engine helpers (sender-thread.c).  Each takes s->lock once for a whole batch:
  * at small blocks the lock round trips cost more than the engine itself. */
 
 /* Takes queued blocks into out, one device's in turn (sender-queue.h),
@@ -239,6 +239,44 @@ int sbr__sender_test_fail_qp(struct sbr_sender *s);
 /* Wakes the sender thread, whether it sleeps idle or on a completion
  * (sender.c).  Under s->lock. */
 void sbr__sender_wake_locked(struct sbr_sender *s);
+
+/* A producer waiting for free send blocks (sender.c, wait_free_locked), on its
+ * own condition variable, in s->lock's FIFO list. */
+struct sbr__free_waiter {
+  pthread_cond_t cond;
+  uint32_t need;  /* blocks it waits for */
+  uint8_t device; /* for which device */
+  bool woken;     /* a waker chose it */
+  struct sbr__free_waiter *prev, *next;
+};
+
+static inline void sbr__sender_wake_waiter_locked(struct sbr__free_waiter *w)
+{
+  w->woken = true;
+  pthread_cond_signal(&w->cond); /* its only waiter */
+}
+
+/* The receiver's word on a device, as the last status READ brought it. */
+static inline bool sbr__sender_dev_paused_locked(const struct sbr_sender *s,
+                                                 uint8_t device)
+{
+  return s->paused[device / 8] & (1u << (device % 8));
+}
+
+static inline bool sbr__sender_dev_refused_locked(const struct sbr_sender *s,
+                                                  uint8_t device)
+{
+  return s->refused[device / 8] & (1u << (device % 8));
+}
+
+/* The waiters that can take blocks now are woken (sender.c); does a
+ * producer wait for a paused device, or was one of a refused device
+ * turned away lately (sender-thread.c)?  Under s->lock. */
+void sbr__sender_wake_free_waiters_locked(struct sbr_sender *s);
+bool sbr__sender_pause_waiting_locked(const struct sbr_sender *s);
+
+/* The sender thread's main loop (sender-thread.c); arg: the sender. */
+void *sbr__sender_thread(void *arg);
 
 /* Send blocks (sender.c), for the connection and the thread: allocating
  * them at the first connect (their size is the lane's); settling a
