@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
  * receiver-internal.h - what receiver.c (lanes, validation, ordering,
- * stats) shares with its accept thread (receiver-accept.c), the probing
- * of quiet lanes (receiver-liveness.c), frame reassembly
- * (receiver-frames.c) and the
+ * stats) shares with its accept thread (receiver-accept.c), the probing of
+ * quiet lanes (receiver-liveness.c), frame reassembly (receiver-frames.c),
+ * the application's calls about devices (receiver-devices.c) and the
  * mechanism-specific halves (receiver-status-byte.c,
  * receiver-sliding-window.c).
  *
@@ -229,6 +229,11 @@ void sbr__receiver_accept_inline(struct sbr_receiver *r);
 /* receiver.c: the lane's sender left (or stopped answering); its last
  * blocks are taken in and the lane closes. */
 void sbr__lane_disconnected(struct sbr__lane *lane);
+
+/* receiver-devices.c: the receiver's pause bitmap copied into the lane's
+ * memory, where its sender READs it.  Under stats_lock. */
+void sbr__lane_store_pause_locked(struct sbr_receiver *r,
+                                  struct sbr__lane *lane);
 
 /* receiver-frames.c: the device's unfinished frame, if any, is dropped:
  * counted, its blocks released. */
