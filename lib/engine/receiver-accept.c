@@ -118,7 +118,7 @@ static bool request_screened_out(struct sbr_receiver *r,
  * decides block size and count and a sender adapts to any within the
  * protocol's limits, which sbr_receiver_new enforces, except that a
  * sliding-window sender acknowledges at most as many slots as it posts ACK
- * receives for (sender.c sizes its queue before it knows the lane). */
+ * receives for (sender-connect.c sizes its queue before it knows the lane). */
 static bool request_refused(struct sbr_receiver *r,
                             const struct sbr__conn_request *req,
                             struct sbr__refusal *why)

@@ -160,7 +160,7 @@ struct sbr_sender {
   uint64_t paused_since_ns[SBR_MAX_DEVICES];
   /* Refused bitmap as the newest status READ of this lane found it, and
    * when a producer of a refused device was last turned away (0: never;
-   * keeps the forced READs going, sender.c). */
+   * keeps the forced READs going, sender-thread.c). */
   uint8_t refused[SBR_MAX_DEVICES / 8];
   uint64_t refused_try_ns;
   struct sbr__send_queue queue; /* submitted blocks (sender-queue.h) */
