@@ -387,14 +387,8 @@ static void gst_rdma_sink_set_property(GObject *object, guint prop_id,
   GstRdmaSink *self = GST_RDMA_SINK(object);
 
   if (prop_id == PROP_URI) {
-    /* The handler sets the other properties, taking the lock itself. */
-    gchar *why = gst_rdma_uri_property_set(GST_URI_HANDLER(self),
-                                           g_value_get_string(value));
-
-    GST_OBJECT_LOCK(self);
-    g_free(self->uri_error);
-    self->uri_error = why;
-    GST_OBJECT_UNLOCK(self);
+    gst_rdma_uri_property_set(GST_URI_HANDLER(self), g_value_get_string(value),
+                              &self->uri_error);
     return;
   }
   GST_OBJECT_LOCK(self);
@@ -660,14 +654,8 @@ static gboolean gst_rdma_sink_start(GstBaseSink *bsink)
   gchar *host;
 
   GST_OBJECT_LOCK(self);
-  if (self->uri_error) {
-    gchar *why = g_strdup(self->uri_error);
-
-    GST_OBJECT_UNLOCK(self);
-    GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("Bad uri: %s", why), (NULL));
-    g_free(why);
+  if (!gst_rdma_uri_error_check_locked(GST_ELEMENT(self), self->uri_error))
     return FALSE;
-  }
   host = g_strdup(self->host);
   cfg.transport = self->transport;
   cfg.mechanism = self->mechanism;
