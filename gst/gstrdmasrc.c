@@ -681,14 +681,8 @@ static void gst_rdma_src_set_property(GObject *object, guint prop_id,
     return;
   }
   if (prop_id == PROP_URI) {
-    /* The handler sets the other properties, taking the lock itself. */
-    gchar *why = gst_rdma_uri_property_set(GST_URI_HANDLER(self),
-                                           g_value_get_string(value));
-
-    GST_OBJECT_LOCK(self);
-    g_free(self->uri_error);
-    self->uri_error = why;
-    GST_OBJECT_UNLOCK(self);
+    gst_rdma_uri_property_set(GST_URI_HANDLER(self), g_value_get_string(value),
+                              &self->uri_error);
     return;
   }
   if (prop_id == PROP_OVER_BUDGET) {
@@ -1017,14 +1011,8 @@ static gboolean gst_rdma_src_open(GstRdmaSrc *self)
   int ret;
 
   GST_OBJECT_LOCK(self);
-  if (self->uri_error) {
-    gchar *why = g_strdup(self->uri_error);
-
-    GST_OBJECT_UNLOCK(self);
-    GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("Bad uri: %s", why), (NULL));
-    g_free(why);
+  if (!gst_rdma_uri_error_check_locked(GST_ELEMENT(self), self->uri_error))
     return FALSE;
-  }
   address = g_strdup(self->address);
   allowed = g_strdup(self->allowed_senders);
   cfg.transport = self->transport;

@@ -252,7 +252,7 @@ GParamSpec *gst_rdma_uri_param_spec(void)
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
 }
 
-gchar *gst_rdma_uri_property_set(GstURIHandler *handler, const gchar *uri)
+static gchar *uri_set(GstURIHandler *handler, const gchar *uri)
 {
   GError *error = NULL;
   gchar *why;
@@ -263,4 +263,30 @@ gchar *gst_rdma_uri_property_set(GstURIHandler *handler, const gchar *uri)
   GST_WARNING_OBJECT(handler, "uri not set: %s", why);
   g_error_free(error);
   return why;
+}
+
+void gst_rdma_uri_property_set(GstURIHandler *handler, const gchar *uri,
+                               gchar **uri_error)
+{
+  /* The handler sets the other properties, taking the lock itself. */
+  gchar *why = uri_set(handler, uri);
+
+  GST_OBJECT_LOCK(handler);
+  g_free(*uri_error);
+  *uri_error = why;
+  GST_OBJECT_UNLOCK(handler);
+}
+
+gboolean gst_rdma_uri_error_check_locked(GstElement *element,
+                                         const gchar *uri_error)
+{
+  gchar *why;
+
+  if (!uri_error)
+    return TRUE;
+  why = g_strdup(uri_error);
+  GST_OBJECT_UNLOCK(element);
+  GST_ELEMENT_ERROR(element, RESOURCE, SETTINGS, ("Bad uri: %s", why), (NULL));
+  g_free(why);
+  return FALSE;
 }

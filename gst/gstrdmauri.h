@@ -25,10 +25,16 @@ void gst_rdma_sink_uri_handler_init(gpointer g_iface, gpointer data);
 /* The "uri" property of both elements (srtsink and srtsrc have one), so a
  * launch line takes a URI: reads and writes through the handler above. */
 GParamSpec *gst_rdma_uri_param_spec(void);
-/* Sets uri (NULL: nothing).  A URI the handler refuses changes nothing and
- * returns why (free it): the element keeps it and fails its start with it,
- * as a typo must not run with other settings. */
-gchar *gst_rdma_uri_property_set(GstURIHandler *handler, const gchar *uri);
+/* Sets uri (NULL: nothing).  A URI the handler refuses changes nothing;
+ * why is kept in *uri_error (under the object lock; NULL once a URI is
+ * set) and fails the element's start, as a typo must not run with other
+ * settings. */
+void gst_rdma_uri_property_set(GstURIHandler *handler, const gchar *uri,
+                               gchar **uri_error);
+/* At start, object lock held: TRUE when no URI was refused; else the
+ * lock is released, the element error posted, and FALSE. */
+gboolean gst_rdma_uri_error_check_locked(GstElement *element,
+                                         const gchar *uri_error);
 
 G_END_DECLS
 

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * receiver-internal.h - what receiver.c (listening, lanes, validation,
- * ordering, frames, stats) shares with the mechanism-specific halves
- * (receiver-status-byte.c, receiver-sliding-window.c).
+ * receiver-internal.h - what receiver.c (lanes, validation, ordering,
+ * stats) shares with its accept thread (receiver-accept.c), the probing of
+ * quiet lanes (receiver-liveness.c), frame reassembly (receiver-frames.c),
+ * the application's calls about devices (receiver-devices.c) and the
+ * mechanism-specific halves (receiver-status-byte.c,
+ * receiver-sliding-window.c).
  *
  * Lifetimes: a lane is referenced by the receiver while its sender is
  * connected and by every block the application has not released.  The lane
@@ -91,7 +94,7 @@ struct sbr__lane {
   atomic_bool closed;   /* lane closed: release = no-op */
   bool disconnected;    /* sender gone; deliver what landed */
   /* Liveness (receiver thread): when a block last landed or a probe was
-   * answered, and whether a probe is in flight (receiver.c). */
+   * answered, and whether a probe is in flight (receiver-liveness.c). */
   uint64_t heard_ns;
   bool probing;
   uint64_t probe_ns; /* when the probe in flight was posted */
@@ -130,7 +133,7 @@ extern uint64_t sbr__stale_bound_ns;
 #define SBR__MAX_NIC_PORTS 4
 
 /* What the accept thread hands the receive thread, in the order it
- * happened (receiver.c, "The accept thread"). */
+ * happened (receiver-accept.c). */
 enum sbr__handoff_kind {
   SBR__HANDOFF_LANE,         /* lane: accepted, set up, counted active */
   SBR__HANDOFF_DISCONNECTED, /* conn: its sender left */
@@ -197,7 +200,7 @@ struct sbr_receiver {
   } nic_ports[SBR__MAX_NIC_PORTS];
   unsigned n_nic_ports;
 
-  /* The accept thread (receiver.c): it alone uses the listener, the
+  /* The accept thread (receiver-accept.c): it alone uses the listener, the
    * connection-rate bucket, next_lane_id and next_epoch. */
   pthread_t accept_thread;
   atomic_bool accept_stop; /* sbr_receiver_free: end it */
@@ -213,6 +216,38 @@ struct sbr_receiver {
   struct sbr__handoff **handoff_tail;
   atomic_bool handoff_ready;
 };
+
+/* receiver-accept.c: the fabric settings of cfg for lane lane_id (its
+ * place in the spread over completion vectors); the accept thread's main
+ * loop (arg: the receiver); and its work done inline on the receive
+ * thread, for a back end that asks for it (ops->accept_inline). */
+void sbr__receiver_fabric(const struct sbr_receiver_config *cfg,
+                          uint32_t lane_id, struct sbr__fabric *f);
+void *sbr__receiver_accept_main(void *arg);
+void sbr__receiver_accept_inline(struct sbr_receiver *r);
+
+/* receiver.c: the lane's sender left (or stopped answering); its last
+ * blocks are taken in and the lane closes. */
+void sbr__lane_disconnected(struct sbr__lane *lane);
+
+/* receiver-devices.c: the receiver's pause bitmap copied into the lane's
+ * memory, where its sender READs it.  Under stats_lock. */
+void sbr__lane_store_pause_locked(struct sbr_receiver *r,
+                                  struct sbr__lane *lane);
+
+/* receiver-frames.c: the device's unfinished frame, if any, is dropped:
+ * counted, its blocks released. */
+void sbr__lane_drop_partial(struct sbr__lane *lane,
+                            struct sbr__device_track *t);
+
+/* receiver-liveness.c, receive thread: whether quiet lanes are probed at
+ * all; probing a lane quiet since its last block (now: when this pass
+ * began); and closing a quiet lane whose address fresh connects from. */
+bool sbr__receiver_probes_lanes(const struct sbr_receiver *r);
+void sbr__lane_check_alive(struct sbr_receiver *r, struct sbr__lane *lane,
+                           uint64_t now);
+void sbr__lane_replace_quiet(struct sbr_receiver *r,
+                             const struct sbr__lane *fresh);
 
 /* TEST ONLY (tests/engine/test-accept.c): called on the accept thread just
  * before a request's lane is allocated and registered, so a test can stall

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * receiver.c - the receiver: listens, gives every connecting sender its own
- * lane (rule 5), validates what arrives (rule 3), delivers each lane's blocks
- * in sequence order (so every device's in packet order), reassembles
- * fragmented frames and keeps the statistics.  The mechanism halves only
- * find arrived blocks and hand released ones back.
+ * receiver.c - the receiver: listens (its accept thread, receiver-accept.c,
+ * gives every connecting sender its own lane: rule 5), takes in the lanes,
+ * validates what arrives (rule 3), delivers each lane's blocks in sequence
+ * order (so every device's in packet order), from which receiver-frames.c
+ * reassembles fragmented frames, and keeps the statistics.  The mechanism
+ * halves only find arrived blocks and hand released ones back.
  *
  * Ordering: a sender posts its blocks on one RC QP in sequence order, so
  * they land in that order.  A scan of the status bytes may still see block
@@ -19,7 +20,6 @@
  * is dropped, never delivered out of order.
  */
 #include <errno.h>
-#include <netinet/in.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,22 +42,6 @@
  * 134 ms: a dead sender's lane closes about 2 s after its last block. */
 #define DEFAULT_PROBE_AFTER_MS 1000
 #define DEFAULT_ACK_TIMEOUT 15
-/* A probe a live sender's NIC has not answered in this long has lost a
- * try at least (the ACK timeout is 134 ms): its lane may be replaced by
- * a new one from the same address. */
-#define PROBE_UNANSWERED_NS 250000000u
-/* A READ probe (iWARP) has no NIC retry budget that ends it: TCP would
- * retransmit it for minutes (tcp_retries2).  So the receiver gives it the
- * budget ack_timeout gives the WRITE on RoCE (probe_read_deadline_ns),
- * but never less than this: a live sender's kernel answers in
- * milliseconds, and the floor is generous for a loaded host.  By
- * default a dead sender's lane closes about 3 s after its last block,
- * against RoCE's 2 s. */
-#define PROBE_READ_MIN_NS 2000000000u
-/* The tries a RoCE NIC makes with the receiver's retry count (6). */
-#define PROBE_READ_TRIES 7u
-/* The probe's wr_id: the status-byte receiver posts nothing else. */
-#define PROBE_WR_ID UINT64_MAX
 /* With no sender at all, wait for the accept thread's hand-off in slices
  * this long (ms): the bound on how late a wakeup or timeout is noticed
  * while idle. */
@@ -69,11 +53,6 @@
  * saying so.  It bounds what one device of one lane can make the receiver
  * allocate to reassemble a frame (sbr.h). */
 #define DEFAULT_MAX_FRAME_SIZE (64u << 20)
-/* The accept thread waits for a listener event this long at a time: the
- * bound on how long sbr_receiver_free waits for it to end. */
-#define ACCEPT_WAIT_MS 20
-/* Listener events an inline look handles (ops->accept_inline). */
-#define ACCEPT_INLINE_EVENTS 16
 /* Connection attempts a second, by default. */
 #define DEFAULT_MAX_CONNECTS_PER_S 50
 
@@ -108,8 +87,7 @@ void sbr_receiver_config_init_sized(struct sbr_receiver_config *cfg,
 {
   struct sbr_receiver_config d;
   config_defaults(&d);
-  d.struct_size = (uint32_t)size;
-  sbr__sized_write(cfg, size, &d, sizeof d);
+  sbr__sized_config_init(cfg, size, &d, sizeof d);
 }
 
 int sbr__receiver_config_read(const struct sbr_receiver_config *app,
@@ -117,16 +95,8 @@ int sbr__receiver_config_read(const struct sbr_receiver_config *app,
                               char *errbuf, size_t errlen)
 {
   config_defaults(cfg);
-  if (sbr__sized_read(cfg, sizeof *cfg, app, app->struct_size, min_size) < 0) {
-    sbr__errf(errbuf, errlen,
-              "sbr_receiver_config of %u bytes: this libsbr takes %zu to %zu "
-              "(not set up with sbr_receiver_config_init, or built against "
-              "a newer sbr.h)",
-              app->struct_size, min_size, sizeof *cfg);
-    return -EINVAL;
-  }
-  cfg->struct_size = sizeof *cfg;
-  return 0;
+  return sbr__sized_config_read(cfg, sizeof *cfg, app, min_size,
+                                "sbr_receiver_config", errbuf, errlen);
 }
 
 /* The application's config (its struct_size) over the defaults. */
@@ -146,21 +116,6 @@ static inline int block_state(const struct sbr_block *b)
 static inline void set_block_state(struct sbr_block *b, int state)
 {
   __atomic_store_n(&b->state, state, __ATOMIC_RELEASE);
-}
-
-/* The fabric settings of cfg for the lane lane_id (its place in the
- * spread over completion vectors).  The retry count is the sender's: a
- * receiver's QP takes it from the connect request. */
-static void receiver_fabric(const struct sbr_receiver_config *cfg,
-                            uint32_t lane_id, struct sbr__fabric *f)
-{
-  sbr__fabric_defaults(f);
-  f->tos = cfg->tos;
-  f->ack_timeout = cfg->ack_timeout;
-  f->comp_vector = cfg->comp_vector;
-  f->comp_index = lane_id;
-  f->numa_node = cfg->numa_node;
-  f->huge_pages = cfg->huge_pages;
 }
 
 /* ------------------------------------------------------------ lifetime */
@@ -195,32 +150,6 @@ static void lane_unref(struct sbr__lane *lane)
   free(lane->blocks);
   free(lane);
   receiver_unref(r);
-}
-
-static void count_frame_drop(struct sbr_receiver *r, uint8_t device)
-{
-  pthread_mutex_lock(&r->stats_lock);
-  r->dev_stats[device].drops++;
-  pthread_mutex_unlock(&r->stats_lock);
-}
-
-static void release_frame_blocks(struct sbr_frame *f)
-{
-  for (uint32_t i = 0; i < f->n_blocks; i++)
-    sbr_block_release(f->blocks[i]);
-  f->n_blocks = 0;
-  free(f->copy);
-  f->copy = NULL;
-}
-
-static void drop_partial(struct sbr__lane *lane, struct sbr__device_track *t)
-{
-  if (!t->partial_active)
-    return;
-  t->partial_active = false;
-  lane->rx->pace.assembling--;
-  count_frame_drop(lane->rx, t->partial.info.device);
-  release_frame_blocks(&t->partial);
 }
 
 uint64_t sbr__warn_summary_ns = 10000000000ull;
@@ -280,7 +209,7 @@ static void lane_close(struct sbr_receiver *r, struct sbr__lane *lane,
   r->stats.lanes_active--;
   pthread_mutex_unlock(&r->stats_lock);
   for (int d = 0; d < SBR_MAX_DEVICES; d++)
-    drop_partial(lane, &lane->dev[d]);
+    sbr__lane_drop_partial(lane, &lane->dev[d]);
   atomic_store(&lane->closed, true);
   invalid_summary(lane); /* nothing held back is lost */
   /* The sender learns now, not when the application releases the last
@@ -293,483 +222,13 @@ static void lane_close(struct sbr_receiver *r, struct sbr__lane *lane,
   lane_unref(lane);
 }
 
-/* The lane's copy of the pause bitmap.  Byte stores with release
- * semantics: the NIC (or the shm NIC thread) reads them with the status
- * bytes at any time; a byte is only ever this receiver's to write. */
-static void lane_store_pause_locked(struct sbr_receiver *r,
-                                    struct sbr__lane *lane)
-{
-  volatile uint8_t *bitmap = lane->mem.status + lane->desc.pause_offset;
-  for (unsigned i = 0; i < sizeof r->paused; i++)
-    __atomic_store_n(&bitmap[i], r->paused[i], __ATOMIC_RELEASE);
-}
-
-int sbr_receiver_pause_device(sbr_receiver *r, uint8_t device, bool paused)
-{
-  if (!r)
-    return -EINVAL;
-  /* The sliding window has no region the sender reads: nowhere to say it. */
-  if (r->cfg.mechanism != SBR_MECH_STATUS_BYTE)
-    return -ENOTSUP;
-  uint8_t bit = (uint8_t)(1u << (device % 8));
-  pthread_mutex_lock(&r->stats_lock);
-  uint8_t *byte = &r->paused[device / 8];
-  *byte = paused ? (uint8_t)(*byte | bit) : (uint8_t)(*byte & ~bit);
-  for (struct sbr__lane *l = r->lanes; l; l = l->next)
-    __atomic_store_n(&l->mem.status[l->desc.pause_offset + device / 8], *byte,
-                     __ATOMIC_RELEASE);
-  pthread_mutex_unlock(&r->stats_lock);
-  return 0;
-}
-
-/* The refused bitmap is per lane: its bytes live only in the lane's
- * memory, stored (release) by this receiver under stats_lock, read by the
- * NIC with the status bytes. */
-static void lane_store_refused_locked(struct sbr__lane *lane, uint8_t device,
-                                      bool refused)
-{
-  volatile uint8_t *byte =
-      &lane->mem.status[lane->desc.refused_offset + device / 8];
-  uint8_t bit = (uint8_t)(1u << (device % 8));
-  uint8_t old = __atomic_load_n(byte, __ATOMIC_RELAXED);
-  uint8_t now = refused ? (uint8_t)(old | bit) : (uint8_t)(old & ~bit);
-  if (now != old)
-    __atomic_store_n(byte, now, __ATOMIC_RELEASE);
-}
-
-int sbr_receiver_refuse_device(sbr_receiver *r, uint32_t lane_id,
-                               uint8_t device, bool refused)
-{
-  if (!r)
-    return -EINVAL;
-  if (r->cfg.mechanism != SBR_MECH_STATUS_BYTE)
-    return -ENOTSUP;
-  int ret = lane_id == SBR_LANE_ALL ? 0 : -ENOENT;
-  pthread_mutex_lock(&r->stats_lock); /* guards the list for other threads */
-  for (struct sbr__lane *l = r->lanes; l; l = l->next) {
-    if (lane_id != SBR_LANE_ALL && l->id != lane_id)
-      continue;
-    lane_store_refused_locked(l, device, refused);
-    ret = 0;
-  }
-  pthread_mutex_unlock(&r->stats_lock);
-  return ret;
-}
-
-bool sbr_receiver_device_paused(sbr_receiver *r, uint8_t device)
-{
-  pthread_mutex_lock(&r->stats_lock);
-  bool paused = r->paused[device / 8] & (1u << (device % 8));
-  pthread_mutex_unlock(&r->stats_lock);
-  return paused;
-}
-
-int sbr_receiver_lane_peer(sbr_receiver *r, uint32_t lane_id, char *peer,
-                           size_t len)
-{
-  int ret = -ENOENT;
-
-  pthread_mutex_lock(&r->stats_lock); /* guards the list for other threads */
-  for (struct sbr__lane *l = r->lanes; l; l = l->next) {
-    if (l->id == lane_id) {
-      if (peer && len)
-        snprintf(peer, len, "%s", l->peer);
-      ret = 0;
-      break;
-    }
-  }
-  pthread_mutex_unlock(&r->stats_lock);
-  return ret;
-}
-
-/* Queues h for the receive thread (accept thread). */
-static void handoff_push(struct sbr_receiver *r, struct sbr__handoff *h)
-{
-  h->next = NULL;
-  pthread_mutex_lock(&r->handoff_lock);
-  *r->handoff_tail = h;
-  r->handoff_tail = &h->next;
-  atomic_store_explicit(&r->handoff_ready, true, memory_order_release);
-  pthread_cond_signal(&r->handoff_cond);
-  pthread_mutex_unlock(&r->handoff_lock);
-}
-
-/* The one place a connection is refused (accept thread): the refusal is
- * logged, counted and queued for on_refusal, then the sender is told why
- * (unless the back end already did, when its accept failed): a sender
- * that hears of it finds it counted. */
-static void lane_refuse(struct sbr_receiver *r, struct sbr__conn_request *req,
-                        const struct sbr__refusal *why, bool answered)
-{
-  char text[256];
-  sbr_refusal_describe((enum sbr_refusal)why->reason, why->receiver_value,
-                       why->sender_value, text, sizeof text);
-  /* A flood is refused as busy: one warning per attempt would be a flood
-   * of its own (the application hears of each through on_refusal). */
-  sbr__log(why->reason == SBR_REFUSAL_BUSY ? SBR_LOG_DEBUG : SBR_LOG_WARNING,
-           "receiver: refused %s (%s): %s", req->peer,
-           sbr_refusal_name((enum sbr_refusal)why->reason), text);
-  pthread_mutex_lock(&r->stats_lock);
-  r->stats.refused++;
-  if (why->reason < SBR_REFUSAL_SLOTS)
-    r->stats.refused_by_reason[why->reason]++;
-  pthread_mutex_unlock(&r->stats_lock);
-  /* on_refusal runs on the receive thread (sbr.h): the application's
-   * handler may touch what that thread owns. */
-  struct sbr__handoff *h = r->cfg.on_refusal ? calloc(1, sizeof *h) : NULL;
-  if (h) {
-    h->kind = SBR__HANDOFF_REFUSAL;
-    h->reason = (enum sbr_refusal)why->reason;
-    snprintf(h->peer, sizeof h->peer, "%s", req->peer);
-    snprintf(h->text, sizeof h->text, "%s", text);
-    handoff_push(r, h);
-  } else if (r->cfg.on_refusal) {
-    SBR_WARN("receiver: out of memory: the application is not told of "
-             "this refusal");
-  }
-  if (!answered)
-    r->ops->reject(r->listener, req, why);
-}
-
-/* The checks every request meets first, before anything is allocated
- * for it and before the back end's own answer: is the sender on the
- * access list, and is there a token left in the connection-rate bucket?
- * A refused sender does not use a token up, so a flood from outside the
- * list can't starve the senders on it.  A clock read and a few compares. */
-static bool request_screened_out(struct sbr_receiver *r,
-                                 const struct sbr__conn_request *req,
-                                 struct sbr__refusal *why)
-{
-  if (r->allowed && !sbr_addr_list_allows(
-                        r->allowed, (const struct sockaddr *)&req->peer_addr)) {
-    sbr__refusal_set(why, SBR_REFUSAL_NOT_ALLOWED, 0, 0);
-    return true;
-  }
-  uint32_t rate = r->cfg.max_connects_per_s;
-  if (rate == 0)
-    return false;
-  uint64_t now = sbr__now_ns();
-  r->connect_tokens += (double)(now - r->connect_refill_ns) * rate / 1e9;
-  if (r->connect_tokens > rate)
-    r->connect_tokens = rate;
-  r->connect_refill_ns = now;
-  if (r->connect_tokens < 1.0) {
-    sbr__refusal_set(why, SBR_REFUSAL_BUSY, rate, 0);
-    return true;
-  }
-  r->connect_tokens -= 1.0;
-  return false;
-}
-
-/* Why this receiver can't take req, or false.  Geometry: the receiver
- * decides block size and count and a sender adapts to any within the
- * protocol's limits, which sbr_receiver_new enforces, except that a
- * sliding-window sender acknowledges at most as many slots as it posts ACK
- * receives for (sender.c sizes its queue before it knows the lane). */
-static bool request_refused(struct sbr_receiver *r,
-                            const struct sbr__conn_request *req,
-                            struct sbr__refusal *why)
-{
-  if (req->mechanism != r->cfg.mechanism) {
-    sbr__refusal_set(why, SBR_REFUSAL_MECHANISM, r->cfg.mechanism,
-                     req->mechanism);
-    return true;
-  }
-  if (r->cfg.mechanism == SBR_MECH_SLIDING_WINDOW && req->no_write_imm) {
-    /* Its engine's first WRITE with immediate would fail (EINVAL) and end
-     * the lane with no word to the sender, which would reconnect forever.
-     * Not retryable: the device won't change. */
-    sbr__refusal_set(why, SBR_REFUSAL_DEVICE, r->cfg.mechanism, 0);
-    return true;
-  }
-  if (r->cfg.mechanism == SBR_MECH_SLIDING_WINDOW) {
-    uint32_t can_ack =
-        req->block_count ? req->block_count : SBR__SW_DEFAULT_ACK_SLOTS;
-    if (r->cfg.block_count > can_ack) {
-      sbr__refusal_set(why, SBR_REFUSAL_GEOMETRY, r->cfg.block_count, can_ack);
-      return true;
-    }
-  }
-  /* lane_close, on the receive thread, lowers it. */
-  pthread_mutex_lock(&r->stats_lock);
-  bool full = r->stats.lanes_active >= r->cfg.max_lanes;
-  pthread_mutex_unlock(&r->stats_lock);
-  if (full) {
-    sbr__refusal_set(why, SBR_REFUSAL_LANES_FULL, r->cfg.max_lanes, 0);
-    return true;
-  }
-  return false;
-}
-
-/* Notes the RDMA port conn runs on, for nic_remote_access_errors. */
-static void remember_nic_port_locked(struct sbr_receiver *r,
-                                     struct sbr__conn *conn)
-{
-  struct sbr__nic_port p;
-  if (!r->ops->nic_port ||
-      r->ops->nic_port(conn, p.device, sizeof p.device, &p.port) < 0)
-    return;
-  for (unsigned i = 0; i < r->n_nic_ports; i++)
-    if (r->nic_ports[i].port == p.port &&
-        strcmp(r->nic_ports[i].device, p.device) == 0)
-      return;
-  if (r->n_nic_ports < SBR__MAX_NIC_PORTS)
-    r->nic_ports[r->n_nic_ports++] = p;
-}
-
-void (*_Atomic sbr__receiver_test_accept_hook)(const char *peer);
-
-/* Accept thread: sets up a lane for req (memory, registration, keys,
- * the engine) and hands it to the receive thread, which adopts it
- * (lane_adopt).  It counts as active from here, for max_lanes. */
-static void lane_open(struct sbr_receiver *r, struct sbr__conn_request *req)
-{
-  struct sbr__refusal why;
-  if (request_refused(r, req, &why)) {
-    lane_refuse(r, req, &why, false);
-    return;
-  }
-  struct sbr__handoff *h = NULL;
-  struct sbr__lane *lane = calloc(1, sizeof *lane);
-  if (!lane)
-    goto out_reject;
-  lane->blocks = calloc(r->cfg.block_count, sizeof *lane->blocks);
-  h = calloc(1, sizeof *h);
-  if (!lane->blocks || !h) {
-    free(h);
-    free(lane->blocks);
-    free(lane);
-    goto out_reject; /* nothing was answered yet */
-  }
-  lane->rx = r;
-  lane->id = r->next_lane_id++;
-  snprintf(lane->peer, sizeof lane->peer, "%s", req->peer);
-  lane->peer_addr = req->peer_addr;
-  lane->heard_ns = sbr__now_ns();
-  lane->engine = r->engine;
-  pthread_mutex_init(&lane->lock, NULL);
-  /* Epochs start at 1 and never repeat on one receiver, so a block a
-   * previous sender left in recycled memory is never accepted (rule 7). */
-  lane->desc = (struct sbr__lane_desc){
-      .mechanism = (uint8_t)r->cfg.mechanism,
-      .epoch = ++r->next_epoch ? r->next_epoch : ++r->next_epoch,
-      .block_size = r->cfg.block_size,
-      .block_count = r->cfg.block_count,
-      .lane_id = lane->id,
-      .pause_offset = sbr__pause_offset_for(r->cfg.block_count),
-      .refused_offset = sbr__refused_offset_for(r->cfg.block_count),
-  };
-  /* One send slot: the liveness probe (the status-byte engine posts
-   * nothing else). */
-  struct sbr__fabric fabric;
-  receiver_fabric(&r->cfg, lane->id, &fabric);
-  struct sbr__queue_caps caps = {
-      .max_send_wr = 1, .max_recv_wr = 0, .max_inline = 64, .fabric = &fabric};
-  if (r->cfg.mechanism == SBR_MECH_SLIDING_WINDOW) {
-    caps.max_send_wr = r->cfg.block_count + 4;
-    caps.max_recv_wr = r->cfg.block_count + 4;
-  }
-  void (*hook)(const char *) = sbr__receiver_test_accept_hook;
-  if (hook)
-    hook(req->peer);
-  int ret = r->ops->accept(r->listener, req, &caps, &lane->desc, &lane->conn,
-                           &lane->mem);
-  if (ret < 0) {
-    /* The back end has refused the peer already, saying so: with its
-     * own reason if it gave one (verbs: RLIMIT_MEMLOCK), else as out
-     * of resources. */
-    if (req->refusal.reason)
-      why = req->refusal;
-    else
-      sbr__refusal_set(&why, SBR_REFUSAL_RESOURCES, (uint32_t)-ret, 0);
-    lane_refuse(r, req, &why, true);
-    goto out_destroy;
-  }
-  for (uint32_t i = 0; i < r->cfg.block_count; i++) {
-    lane->blocks[i].lane = lane;
-    lane->blocks[i].index = i;
-    lane->blocks[i].state = SBR__RECV_FREE;
-  }
-  ret = lane->engine->start(lane);
-  if (ret < 0) {
-    SBR_WARN("receiver: lane for %s: %s engine failed: %s", req->peer,
-             lane->engine->name, strerror(-ret));
-    r->ops->close(lane->conn);
-    goto out_destroy;
-  }
-  atomic_init(&lane->refs, 1);
-  atomic_fetch_add(&r->refs, 1);
-  pthread_mutex_lock(&r->stats_lock);
-  r->stats.lanes_opened++;
-  r->stats.lanes_active++;
-  if (lane->mem.windows)
-    r->stats.lanes_windowed++;
-  remember_nic_port_locked(r, lane->conn);
-  pthread_mutex_unlock(&r->stats_lock);
-  SBR_INFO("receiver: lane %u for %s: %u blocks of %u bytes, epoch %u "
-           "(sender hinted %u x %u; this receiver's configuration decides), "
-           "keys: %s",
-           lane->id, req->peer, lane->desc.block_count, lane->desc.block_size,
-           lane->desc.epoch, req->block_count, req->block_size,
-           lane->mem.windows ? "memory windows bound to its QP"
-                             : "memory regions");
-  h->kind = SBR__HANDOFF_LANE;
-  h->lane = lane;
-  handoff_push(r, h);
-  return;
-
-out_destroy:
-  free(h);
-  pthread_mutex_destroy(&lane->lock);
-  free(lane->blocks);
-  free(lane);
-  return; /* the back end refused the peer, or it is connected and closed */
-out_reject:
-  sbr__refusal_set(&why, SBR_REFUSAL_RESOURCES, ENOMEM, 0);
-  lane_refuse(r, req, &why, false);
-}
-
 /* The sender left.  What it wrote before it went has landed (its writes
  * completed before it could see them complete), so one last scan takes it
  * in (see sbr_receiver_next); the lane closes once that is delivered. */
-static void lane_disconnected(struct sbr__lane *lane)
+void sbr__lane_disconnected(struct sbr__lane *lane)
 {
   SBR_INFO("receiver: lane %u: sender disconnected", lane->id);
   lane->disconnected = true;
-}
-
-/* Whether quiet lanes are probed: only where a peer can vanish unheard
- * (verbs), and only under the status-byte engine, which posts nothing
- * else on the lane's QP and polls nothing (the sliding-window engine's
- * ACK thread owns its CQ). */
-static bool probes_lanes(const struct sbr_receiver *r)
-{
-  return r->ops->peer_can_vanish && r->cfg.probe_after_ms &&
-         r->cfg.mechanism == SBR_MECH_STATUS_BYTE;
-}
-
-/* The sender stopped answering: the lane ends as if it had left. */
-static void lane_silent(struct sbr_receiver *r, struct sbr__lane *lane,
-                        const char *why)
-{
-  SBR_WARN("receiver: lane %u for %s: %s; closing it", lane->id, lane->peer,
-           why);
-  pthread_mutex_lock(&r->stats_lock);
-  r->stats.lanes_silent_closed++;
-  pthread_mutex_unlock(&r->stats_lock);
-  lane_disconnected(lane);
-}
-
-/* The READ probe's deadline (PROBE_READ_MIN_NS). */
-static uint64_t probe_read_deadline_ns(const struct sbr_receiver *r)
-{
-  /* Each try 4.096 us x 2^ack_timeout (0: rdma_cm's own, unknown here). */
-  uint64_t ns = r->cfg.ack_timeout && r->cfg.ack_timeout < 32
-                    ? (4096ull << r->cfg.ack_timeout) * PROBE_READ_TRIES
-                    : 0;
-  return ns > PROBE_READ_MIN_NS ? ns : PROBE_READ_MIN_NS;
-}
-
-/* A lane nothing landed in for probe_after_ms gets one signaled
- * zero-length RDMA WRITE (no rkey needed: IBTA C9-88).  The sender's NIC
- * answers it whatever its process is doing; when no ACK comes, the NIC
- * retries (ack_timeout, the sender's retry count) and completes it in
- * error, and the lane closes.  Over iWARP the WRITE completes once TCP
- * has it, so there the sender offers a few bytes to READ instead
- * (lane_mem.probe), which complete only when its host answers, and the
- * READ gets a deadline of its own (probe_read_deadline_ns): past it the
- * lane closes as departed, and its close moves the QP to error, which
- * flushes the READ.  Receiver thread. */
-static void lane_check_alive(struct sbr_receiver *r, struct sbr__lane *lane,
-                             uint64_t now)
-{
-  const struct sbr__lane_mem *m = &lane->mem;
-  if (lane->probing) {
-    struct sbr__wc wc;
-    int n = r->ops->poll_cq(lane->conn, &wc, 1);
-    uint64_t limit = probe_read_deadline_ns(r);
-    if (n == 0 && m->probe.len && now >= lane->probe_ns &&
-        now - lane->probe_ns >= limit) {
-      char why[80];
-      snprintf(why, sizeof why, "it did not answer a READ probe in %.1f s",
-               (double)limit / 1e9);
-      lane->probing = false;
-      lane_silent(r, lane, why);
-      return;
-    }
-    if (n == 0)
-      return;
-    lane->probing = false;
-    if (n > 0 && wc.status == SBR__WC_SUCCESS) {
-      lane->heard_ns = now;
-      return;
-    }
-    lane_silent(r, lane,
-                n < 0 ? "its connection failed while probed"
-                      : "it did not answer a probe (the NIC gave up)");
-    return;
-  }
-  /* now is when this pass began, and a lane accepted during it was heard
-   * later: without the first test the difference wraps and the new lane
-   * is probed at once.  Over iWARP that WRITE could reach the sender with
-   * the MPA reply, before its connect completed, and siw fails that
-   * connect (extra data after the reply: CONNECT_ERROR, EINVAL); MPA
-   * (RFC 5044 7.1.2) wants the responder to let the initiator send
-   * first. */
-  if (now < lane->heard_ns ||
-      now - lane->heard_ns < (uint64_t)r->cfg.probe_after_ms * 1000000u)
-    return;
-  struct sbr__wr wr = {
-      .wr_id = PROBE_WR_ID, .opcode = SBR__OP_WRITE, .signaled = true};
-  if (m->probe.len) {
-    wr.opcode = SBR__OP_READ;
-    wr.local_addr = m->probe_sink;
-    wr.lkey = m->probe_lkey;
-    wr.length = m->probe.len;
-    wr.remote_addr = m->probe.addr;
-    wr.rkey = m->probe.rkey;
-  }
-  int ret = r->ops->post_send(lane->conn, &wr, 1);
-  if (ret == 0) {
-    lane->probing = true;
-    lane->probe_ns = now;
-    atomic_fetch_add(&r->probes_posted, 1);
-  } else if (ret != -ENOTCONN)
-    SBR_WARN("receiver: lane %u: probe not posted: %d", lane->id, ret);
-}
-
-static bool same_host(const struct sockaddr_storage *a,
-                      const struct sockaddr_storage *b)
-{
-  if (a->ss_family != b->ss_family)
-    return false;
-  if (a->ss_family == AF_INET)
-    return !memcmp(&((const struct sockaddr_in *)a)->sin_addr,
-                   &((const struct sockaddr_in *)b)->sin_addr,
-                   sizeof(struct in_addr));
-  if (a->ss_family == AF_INET6)
-    return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-                   &((const struct sockaddr_in6 *)b)->sin6_addr,
-                   sizeof(struct in6_addr));
-  return false; /* AF_UNSPEC: no address to compare */
-}
-
-/* A sender that comes back (rebooted, its link healed) connects from the
- * address of its quiet old lane before the probe of it has failed: that
- * lane closes now, so its devices are free for the new one.  Only a lane
- * whose probe is going unanswered: one host may run several senders,
- * and an idle or paused one answers its probe at once. */
-static void lane_replace_quiet(struct sbr_receiver *r,
-                               const struct sbr__lane *fresh)
-{
-  if (!probes_lanes(r))
-    return;
-  uint64_t now = sbr__now_ns();
-  for (struct sbr__lane *l = r->lanes; l; l = l->next)
-    if (!l->disconnected && l->probing &&
-        now - l->probe_ns >= PROBE_UNANSWERED_NS &&
-        same_host(&l->peer_addr, &fresh->peer_addr))
-      lane_silent(r, l, "quiet, and its address connected again");
 }
 
 /* Receive thread: a lane the accept thread set up joins the open ones.
@@ -778,9 +237,9 @@ static void lane_replace_quiet(struct sbr_receiver *r,
  * after a READ (protocol.md, "Pause"). */
 static void lane_adopt(struct sbr_receiver *r, struct sbr__lane *lane)
 {
-  lane_replace_quiet(r, lane);
+  sbr__lane_replace_quiet(r, lane);
   pthread_mutex_lock(&r->stats_lock);
-  lane_store_pause_locked(r, lane);
+  sbr__lane_store_pause_locked(r, lane);
   lane->next = r->lanes;
   r->lanes = lane;
   pthread_mutex_unlock(&r->stats_lock);
@@ -805,7 +264,7 @@ static void handoff_take(struct sbr_receiver *r)
     } else if (h->kind == SBR__HANDOFF_DISCONNECTED) {
       for (struct sbr__lane *l = r->lanes; l; l = l->next)
         if (l->conn == h->conn && !l->disconnected)
-          lane_disconnected(l);
+          sbr__lane_disconnected(l);
     } else if (h->kind == SBR__HANDOFF_REFUSAL && r->cfg.on_refusal) {
       r->cfg.on_refusal(r->cfg.refusal_user_data, h->peer, h->reason, h->text);
     }
@@ -829,83 +288,6 @@ static void handoff_wait(struct sbr_receiver *r, int wait_ms)
   if (!r->handoff_head)
     pthread_cond_timedwait(&r->handoff_cond, &r->handoff_lock, &ts);
   pthread_mutex_unlock(&r->handoff_lock);
-}
-
-/* ------------------------------------------------ the accept thread */
-
-/* Connects and disconnects, on a thread of their own: allocating,
- * registering and binding a lane can take seconds on a slow device, and
- * the receive thread must go on delivering the open lanes' frames
- * meanwhile.  What it does reaches the receive thread through the
- * hand-off queue (lane_adopt, handoff_take). */
-static void accept_event(struct sbr_receiver *r, struct sbr__listen_event *ev)
-{
-  struct sbr__refusal why;
-  if ((ev->type == SBR__EV_CONNECT_REQUEST ||
-       ev->type == SBR__EV_BAD_REQUEST) &&
-      request_screened_out(r, &ev->req, &why)) {
-    lane_refuse(r, &ev->req, &why, false);
-  } else if (ev->type == SBR__EV_CONNECT_REQUEST) {
-    lane_open(r, &ev->req);
-  } else if (ev->type == SBR__EV_BAD_REQUEST) {
-    lane_refuse(r, &ev->req, &ev->req.refusal, false);
-  } else if (ev->type == SBR__EV_DISCONNECTED) {
-    if (ev->async_error) {
-      pthread_mutex_lock(&r->stats_lock);
-      r->stats.async_errors++;
-      pthread_mutex_unlock(&r->stats_lock);
-    }
-    struct sbr__handoff *h = calloc(1, sizeof *h);
-    if (!h) {
-      /* The lane ends when its sender's NIC stops answering the probe
-       * (verbs) or its connection fails. */
-      SBR_WARN("receiver: out of memory: a sender's disconnect is missed");
-      return;
-    }
-    h->kind = SBR__HANDOFF_DISCONNECTED;
-    h->conn = ev->conn;
-    handoff_push(r, h);
-  }
-}
-
-/* The accept thread's work on the receive thread, for a back end that
- * asks for it (ops->accept_inline): the events waiting now, at most a
- * few, so refusals can't hold the lanes' frames up for long. */
-static void accept_inline(struct sbr_receiver *r)
-{
-  for (int n = 0; n < ACCEPT_INLINE_EVENTS; n++) {
-    struct sbr__listen_event ev;
-    memset(&ev, 0, sizeof ev);
-    if (r->ops->get_event(r->listener, 0, &ev) < 0 || ev.type == SBR__EV_NONE)
-      return;
-    accept_event(r, &ev);
-  }
-}
-
-static void *accept_main(void *arg)
-{
-  struct sbr_receiver *r = arg;
-  pthread_setname_np(pthread_self(), "sbr-accept");
-  while (!atomic_load(&r->accept_stop)) {
-    struct sbr__listen_event ev;
-    memset(&ev, 0, sizeof ev);
-    int ret = r->ops->get_event(r->listener, ACCEPT_WAIT_MS, &ev);
-    if (ret < 0) {
-      sbr__sleep_us(ACCEPT_WAIT_MS * 1000u); /* never a spin on errors */
-      continue;
-    }
-    if (ev.type == SBR__EV_NONE)
-      continue;
-    atomic_store(&r->accept_busy, true);
-    accept_event(r, &ev);
-    atomic_store(&r->accept_busy, false);
-  }
-  return NULL;
-}
-
-bool sbr__receiver_accept_busy(sbr_receiver *r)
-{
-  return atomic_load(&r->accept_busy);
 }
 
 /* ----------------------------------------------------------- creation */
@@ -952,7 +334,7 @@ int sbr__receiver_new_with_ops(const struct sbr_receiver_config *app,
     return -EINVAL;
   }
   struct sbr__fabric fabric;
-  receiver_fabric(cfg, 0, &fabric);
+  sbr__receiver_fabric(cfg, 0, &fabric);
   int fret = sbr__fabric_check(&fabric, errbuf, errlen);
   if (fret)
     return fret;
@@ -1019,9 +401,9 @@ int sbr__receiver_new_with_ops(const struct sbr_receiver_config *app,
   ret = ops->listen(r->address, r->cfg.port, &r->listener, errbuf, errlen);
   if (ret < 0)
     goto out_free;
-  ret = ops->accept_inline
-            ? 0
-            : -pthread_create(&r->accept_thread, NULL, accept_main, r);
+  ret = ops->accept_inline ? 0
+                           : -pthread_create(&r->accept_thread, NULL,
+                                             sbr__receiver_accept_main, r);
   if (ret < 0) {
     sbr__errf(errbuf, errlen, "could not start the accept thread: %s",
               strerror(-ret));
@@ -1075,15 +457,6 @@ void sbr_receiver_free(sbr_receiver *r)
 void sbr_receiver_wakeup(sbr_receiver *r)
 {
   atomic_store(&r->wakeup, true);
-}
-
-int sbr_receiver_set_device_period(sbr_receiver *r, uint8_t device,
-                                   uint64_t period_ns)
-{
-  if (!r)
-    return -EINVAL;
-  __atomic_store_n(&r->period_hint[device], period_ns, __ATOMIC_RELAXED);
-  return 0;
 }
 
 /* ------------------------------------------------------------ arrival */
@@ -1457,7 +830,7 @@ static int receiver_next(sbr_receiver *r, int timeout_ms, sbr_block **out,
     uint64_t now = sbr__now_ns();
     if (r->ops->accept_inline &&
         (!r->lanes || now - r->last_event_check_ns >= EVENT_CHECK_NS))
-      accept_inline(r);
+      sbr__receiver_accept_inline(r);
     /* The accept thread's news: one atomic load per loop, the lock only
      * when there is some. */
     if (atomic_load_explicit(&r->handoff_ready, memory_order_acquire))
@@ -1513,8 +886,8 @@ static int receiver_next(sbr_receiver *r, int timeout_ms, sbr_block **out,
       }
       if (quiet)
         l->scan_gen++; /* a complete scan, nothing skipped mid-release */
-      if (probes_lanes(r))
-        lane_check_alive(r, l, now);
+      if (sbr__receiver_probes_lanes(r))
+        sbr__lane_check_alive(r, l, now);
     }
     r->after_sleep = false;
     for (struct sbr__lane *l = r->lanes; l; l = l->next) {
@@ -1588,150 +961,6 @@ void sbr_block_release(sbr_block *b)
   atomic_fetch_sub(&lane->releasing, 1);
   atomic_fetch_sub(&lane->n_out, 1);
   lane_unref(lane);
-}
-
-/* ------------------------------------------------------------- frames */
-
-static void frame_from_block(struct sbr_frame *f, struct sbr_block *b)
-{
-  memset(f, 0, sizeof *f);
-  f->info = b->info;
-  f->size = b->info.payload_len;
-  f->n_blocks = 1;
-  f->blocks[0] = b;
-}
-
-/* Whether frame p, being assembled zero-copy, must switch to a copy: the
- * blocks the application and partial frames hold (this fragment included)
- * would leave the sender no block to write the rest of the frame into. */
-static bool must_copy(struct sbr__lane *lane, const struct sbr_frame *p)
-{
-  return p->n_blocks >= SBR_FRAME_MAX_BLOCKS ||
-         atomic_load(&lane->n_out) + 1 >= lane->desc.block_count;
-}
-
-/* Moves a zero-copy partial frame into one heap buffer and releases its
- * blocks, so a lane can't run out of blocks while frames assemble. */
-static int partial_to_copy(struct sbr__lane *lane, struct sbr_frame *p)
-{
-  /* frame_size comes from the wire: what it can make us allocate is
-   * bounded when the block arrives (max_frame_size); checked again here
-   * because a malloc of it must never depend on a check elsewhere. */
-  if (p->info.frame_size > lane->rx->cfg.max_frame_size) {
-    SBR_WARN("receiver: lane %u device %u: a %u-byte frame is too large to "
-             "reassemble",
-             lane->id, p->info.device, p->info.frame_size);
-    return -EMSGSIZE;
-  }
-  uint8_t *copy = malloc(p->info.frame_size ? p->info.frame_size : 1);
-  if (!copy)
-    return -ENOMEM;
-  uint32_t off = 0;
-  for (uint32_t i = 0; i < p->n_blocks; i++) {
-    const struct sbr_block_info *bi = &p->blocks[i]->info;
-    memcpy(copy + off, bi->payload, bi->payload_len);
-    off += bi->payload_len;
-  }
-  for (uint32_t i = 0; i < p->n_blocks; i++)
-    sbr_block_release(p->blocks[i]);
-  p->n_blocks = 0;
-  p->copy = copy;
-  pthread_mutex_lock(&lane->rx->stats_lock);
-  lane->rx->stats.frames_copied++;
-  pthread_mutex_unlock(&lane->rx->stats_lock);
-  return 0;
-}
-
-/* Adds fragment b to partial frame p (zero copy or into the copy). */
-static int partial_append(struct sbr__lane *lane, struct sbr_frame *p,
-                          struct sbr_block *b)
-{
-  const struct sbr_block_info *bi = &b->info;
-  if (!p->copy && must_copy(lane, p)) {
-    int ret = partial_to_copy(lane, p);
-    if (ret < 0)
-      return ret;
-  }
-  if (p->copy) {
-    memcpy(p->copy + bi->frame_offset, bi->payload, bi->payload_len);
-    sbr_block_release(b);
-  } else {
-    p->blocks[p->n_blocks++] = b;
-  }
-  p->size += bi->payload_len;
-  return 0;
-}
-
-int sbr_receiver_next_frame(sbr_receiver *r, int timeout_ms,
-                            struct sbr_frame *out)
-{
-  uint64_t deadline = timeout_ms < 0
-                          ? UINT64_MAX
-                          : sbr__now_ns() + (uint64_t)timeout_ms * 1000000u;
-  for (;;) {
-    int left = -1;
-    if (timeout_ms >= 0) {
-      uint64_t now = sbr__now_ns();
-      left = now >= deadline ? 0 : (int)((deadline - now) / 1000000u);
-    }
-    sbr_block *b;
-    int ret = sbr_receiver_next(r, left, &b);
-    if (ret < 0)
-      return ret;
-    struct sbr__lane *lane = b->lane;
-    const struct sbr_block_info *bi = &b->info;
-    struct sbr__device_track *t = &lane->dev[bi->device];
-
-    bool first = bi->flags & SBR_FLAG_FIRST, last = bi->flags & SBR_FLAG_LAST;
-    if (bi->kind != SBR_KIND_DATA || (first && last)) {
-      drop_partial(lane, t); /* an unfinished frame can't continue now */
-      frame_from_block(out, b);
-      return 0;
-    }
-    if (first) {
-      drop_partial(lane, t);
-      frame_from_block(&t->partial, b);
-      t->partial_active = true;
-      r->pace.assembling++;
-      if (must_copy(lane, &t->partial) &&
-          partial_to_copy(lane, &t->partial) < 0)
-        drop_partial(lane, t);
-      continue;
-    }
-    if (!t->partial_active || bi->frame_offset != t->partial.size ||
-        bi->frame_size != t->partial.info.frame_size) {
-      /* A fragment without its beginning: the frame is lost, counted once
-       * (by drop_partial, or at its last fragment when nothing was kept). */
-      bool had_partial = t->partial_active;
-      drop_partial(lane, t);
-      if (!had_partial && last)
-        count_frame_drop(r, bi->device);
-      sbr_block_release(b);
-      continue;
-    }
-    if (partial_append(lane, &t->partial, b) < 0) {
-      drop_partial(lane, t);
-      sbr_block_release(b);
-      continue;
-    }
-    if (last) {
-      *out = t->partial;
-      if (out->copy) {
-        out->info.payload = out->copy;
-        out->info.payload_len = out->size;
-      }
-      out->info.flags |= SBR_FLAG_LAST;
-      t->partial_active = false;
-      r->pace.assembling--;
-      memset(&t->partial, 0, sizeof t->partial);
-      return 0;
-    }
-  }
-}
-
-void sbr_frame_release(struct sbr_frame *f)
-{
-  release_frame_blocks(f);
 }
 
 /* -------------------------------------------------------------- stats */

@@ -159,7 +159,7 @@ struct sbr_sender {
   uint64_t paused_since_ns[SBR_MAX_DEVICES];
   /* Refused bitmap as the newest status READ of this lane found it, and
    * when a producer of a refused device was last turned away (0: never;
-   * keeps the forced READs going, sender.c). */
+   * keeps the forced READs going, sender-thread.c). */
   uint8_t refused[SBR_MAX_DEVICES / 8];
   uint64_t refused_try_ns;
   struct sbr__send_queue queue; /* submitted blocks (sender-queue.h) */
@@ -187,7 +187,7 @@ struct sbr_sender {
   struct sbr_device_stats dev_stats[SBR_MAX_DEVICES];
 };
 
-/* Engine helpers (sender.c).  Each takes s->lock once for a whole batch:
+/* Engine helpers (sender-thread.c).  Each takes s->lock once for a whole batch:
  * at small blocks the lock round trips cost more than the engine itself. */
 
 /* Takes queued blocks into out, one device's in turn (sender-queue.h),
@@ -238,6 +238,68 @@ int sbr__sender_test_fail_qp(struct sbr_sender *s);
 /* Wakes the sender thread, whether it sleeps idle or on a completion
  * (sender.c).  Under s->lock. */
 void sbr__sender_wake_locked(struct sbr_sender *s);
+
+/* A producer waiting for free send blocks (sender.c, wait_free_locked), on its
+ * own condition variable, in s->lock's FIFO list. */
+struct sbr__free_waiter {
+  pthread_cond_t cond;
+  uint32_t need;  /* blocks it waits for */
+  uint8_t device; /* for which device */
+  bool woken;     /* a waker chose it */
+  struct sbr__free_waiter *prev, *next;
+};
+
+static inline void sbr__sender_wake_waiter_locked(struct sbr__free_waiter *w)
+{
+  w->woken = true;
+  pthread_cond_signal(&w->cond); /* its only waiter */
+}
+
+/* The receiver's word on a device, as the last status READ brought it. */
+static inline bool sbr__sender_dev_paused_locked(const struct sbr_sender *s,
+                                                 uint8_t device)
+{
+  return s->paused[device / 8] & (1u << (device % 8));
+}
+
+static inline bool sbr__sender_dev_refused_locked(const struct sbr_sender *s,
+                                                  uint8_t device)
+{
+  return s->refused[device / 8] & (1u << (device % 8));
+}
+
+/* The waiters that can take blocks now are woken (sender.c); does a
+ * producer wait for a paused device, or was one of a refused device
+ * turned away lately (sender-thread.c)?  Under s->lock. */
+void sbr__sender_wake_free_waiters_locked(struct sbr_sender *s);
+bool sbr__sender_pause_waiting_locked(const struct sbr_sender *s);
+
+/* The sender thread's main loop (sender-thread.c); arg: the sender. */
+void *sbr__sender_thread(void *arg);
+
+/* Send blocks (sender.c), for the connection and the thread: allocating
+ * them at the first connect (their size is the lane's); settling a
+ * submitted one (true: back on the free list; the caller wakes free
+ * waiters); waking every free waiter (wakeup, disconnect, stop); counting
+ * a block lost to a failed connection as a drop.  All but the first
+ * under s->lock. */
+int sbr__sender_alloc_blocks(struct sbr_sender *s, uint32_t block_size);
+bool sbr__sender_settle_locked(struct sbr_sender *s, struct sbr_send_block *b);
+void sbr__sender_wake_all_free_waiters_locked(struct sbr_sender *s);
+void sbr__sender_count_drop_locked(struct sbr_sender *s,
+                                   const struct sbr_send_block *b);
+
+/* The connection (sender-connect.c), engine_lock held: the fabric
+ * settings of cfg (index: this connection's place in the spread over
+ * completion vectors); connecting (0 or a negative errno, errbuf says
+ * why); closing the engine and connection; and failing it on an error,
+ * which reclaims every queued or posted block. */
+void sbr__sender_fabric(const struct sbr_sender_config *cfg, uint32_t index,
+                        struct sbr__fabric *f);
+int sbr__sender_connect_locked(struct sbr_sender *s, char *errbuf,
+                               size_t errlen);
+void sbr__sender_disconnect_engine_locked(struct sbr_sender *s);
+void sbr__sender_fail_connection(struct sbr_sender *s, int err);
 
 /* Direct placement (sender-direct.c).  A send block a producer acquires
  * is, when the lane is mapped here (shm, status-byte), one of the lane's

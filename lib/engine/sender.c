@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * sender.c - the sender: connection, send blocks, the thread-safe fill API
- * for many producers, fragmentation, backpressure and the sender thread that
- * hands queued blocks to the posting engine of the chosen mechanism.
+ * sender.c - the sender: send blocks, the thread-safe fill API for many
+ * producers, fragmentation and backpressure.  Its connection is
+ * sender-connect.c; the sender thread that hands queued blocks to the
+ * posting engine of the chosen mechanism is sender-thread.c.
  *
  * Packet numbers are assigned at submit under s->lock and each device's
  * blocks queue in order (sender-queue.c: one FIFO per device, served round
@@ -27,13 +28,6 @@
  * device is seen within ~1 ms + a round trip, for at most one READ (a
  * cache line) per millisecond, which even Soft-RoCE doesn't notice. */
 #define DEFAULT_PAUSE_POLL_US 1000
-/* A sender thread with nothing queued re-checks this often anyway (so a
- * dead connection is noticed while idle). */
-#define IDLE_CHECK_MS 50
-/* After a producer of a refused device was turned away, keep the forced
- * status READs going this long, so the next one learns whether the bit
- * cleared (a camera tries at least once a second). */
-#define REFUSED_POLL_WINDOW_NS (1000ull * 1000u * 1000u)
 
 static void config_defaults(struct sbr_sender_config *cfg)
 {
@@ -58,25 +52,11 @@ static void config_defaults(struct sbr_sender_config *cfg)
   cfg->comp_vector = f.comp_vector;
 }
 
-/* The fabric settings of cfg; index: this connection's place in the
- * spread over completion vectors. */
-static void sender_fabric(const struct sbr_sender_config *cfg, uint32_t index,
-                          struct sbr__fabric *f)
-{
-  sbr__fabric_defaults(f);
-  f->tos = cfg->tos;
-  f->ack_timeout = cfg->ack_timeout;
-  f->retry_count = cfg->retry_count;
-  f->comp_vector = cfg->comp_vector;
-  f->comp_index = index;
-}
-
 void sbr_sender_config_init_sized(struct sbr_sender_config *cfg, size_t size)
 {
   struct sbr_sender_config d;
   config_defaults(&d);
-  d.struct_size = (uint32_t)size;
-  sbr__sized_write(cfg, size, &d, sizeof d);
+  sbr__sized_config_init(cfg, size, &d, sizeof d);
 }
 
 int sbr__sender_config_read(const struct sbr_sender_config *app,
@@ -84,16 +64,8 @@ int sbr__sender_config_read(const struct sbr_sender_config *app,
                             char *errbuf, size_t errlen)
 {
   config_defaults(cfg);
-  if (sbr__sized_read(cfg, sizeof *cfg, app, app->struct_size, min_size) < 0) {
-    sbr__errf(errbuf, errlen,
-              "sbr_sender_config of %u bytes: this libsbr takes %zu to %zu "
-              "(not set up with sbr_sender_config_init, or built against "
-              "a newer sbr.h)",
-              app->struct_size, min_size, sizeof *cfg);
-    return -EINVAL;
-  }
-  cfg->struct_size = sizeof *cfg;
-  return 0;
+  return sbr__sized_config_read(cfg, sizeof *cfg, app, min_size,
+                                "sbr_sender_config", errbuf, errlen);
 }
 
 /* The application's config (its struct_size) over the defaults. */
@@ -132,7 +104,7 @@ static void init_cond(pthread_cond_t *c)
 
 /* ------------------------------------------------------------ blocks */
 
-static int alloc_blocks(struct sbr_sender *s, uint32_t block_size)
+int sbr__sender_alloc_blocks(struct sbr_sender *s, uint32_t block_size)
 {
   size_t total = (size_t)s->n_blocks * block_size;
   if (posix_memalign((void **)&s->block_mem, 4096, total) != 0)
@@ -160,7 +132,7 @@ static int alloc_blocks(struct sbr_sender *s, uint32_t block_size)
 }
 
 /* Returns b to the free list; the caller then wakes waiters with
- * wake_free_waiters_locked for everything it freed. */
+ * sbr__sender_wake_free_waiters_locked for everything it freed. */
 static void push_free_locked(struct sbr_sender *s, struct sbr_send_block *b)
 {
   sbr__direct_detach_locked(s, b, false);
@@ -177,7 +149,7 @@ static void push_free_locked(struct sbr_sender *s, struct sbr_send_block *b)
 /* A submitted block is done with (its WRITE completed, or its connection
  * went): back on the free list, or DONE and still the caller's when it
  * was kept and not released.  The caller wakes free waiters. */
-static bool settle_locked(struct sbr_sender *s, struct sbr_send_block *b)
+bool sbr__sender_settle_locked(struct sbr_sender *s, struct sbr_send_block *b)
 {
   if (b->keep && !b->release_pending) {
     b->state = SBR__SEND_DONE;
@@ -189,36 +161,11 @@ static bool settle_locked(struct sbr_sender *s, struct sbr_send_block *b)
   return true;
 }
 
-/* A producer waiting for free send blocks (wait_free_locked), on its own
- * condition variable, in s->lock's FIFO list. */
-struct sbr__free_waiter {
-  pthread_cond_t cond;
-  uint32_t need;  /* blocks it waits for */
-  uint8_t device; /* for which device */
-  bool woken;     /* a waker chose it */
-  struct sbr__free_waiter *prev, *next;
-};
-
-static void wake_waiter_locked(struct sbr__free_waiter *w)
-{
-  w->woken = true;
-  pthread_cond_signal(&w->cond); /* its only waiter */
-}
-
-static bool dev_paused_locked(const struct sbr_sender *s, uint8_t device)
-{
-  return s->paused[device / 8] & (1u << (device % 8));
-}
-
-static bool dev_refused_locked(const struct sbr_sender *s, uint8_t device)
-{
-  return s->refused[device / 8] & (1u << (device % 8));
-}
-
 /* Paused or refused: the device takes no send block now. */
 static bool dev_stopped_locked(const struct sbr_sender *s, uint8_t device)
 {
-  return dev_paused_locked(s, device) || dev_refused_locked(s, device);
+  return sbr__sender_dev_paused_locked(s, device) ||
+         sbr__sender_dev_refused_locked(s, device);
 }
 
 /* Devices other than device with a producer waiting for blocks (paused
@@ -291,7 +238,7 @@ static bool may_take_locked(const struct sbr_sender *s, uint8_t device,
  * several waiters of one variable can be lost in older glibc, sourceware
  * #25847) and only those chosen are woken.  A woken waiter that finds its
  * blocks taken meanwhile queues again. */
-static void wake_free_waiters_locked(struct sbr_sender *s)
+void sbr__sender_wake_free_waiters_locked(struct sbr_sender *s)
 {
   if (!s->free_waiters_head || s->n_free == 0)
     return;
@@ -317,260 +264,29 @@ static void wake_free_waiters_locked(struct sbr_sender *s)
     }
     if (!best)
       break;
-    wake_waiter_locked(best);
+    sbr__sender_wake_waiter_locked(best);
     promised += best->need;
     extra[best->device] += best->need;
   }
 }
 
 /* Every waiter looks again (wakeup, disconnect, stop). */
-static void wake_all_free_waiters_locked(struct sbr_sender *s)
+void sbr__sender_wake_all_free_waiters_locked(struct sbr_sender *s)
 {
   for (struct sbr__free_waiter *w = s->free_waiters_head; w; w = w->next)
-    wake_waiter_locked(w);
+    sbr__sender_wake_waiter_locked(w);
   /* And those waiting for a receive block to place a frame directly. */
   pthread_cond_broadcast(&s->direct.cond);
 }
 
-static void count_drop_locked(struct sbr_sender *s,
-                              const struct sbr_send_block *b)
+void sbr__sender_count_drop_locked(struct sbr_sender *s,
+                                   const struct sbr_send_block *b)
 {
   /* A frame counts once: at its last fragment (or unfragmented block). */
   if (b->header.kind == SBR_KIND_DATA && !(b->header.flags & SBR_FLAG_LAST))
     return;
   s->dev_stats[b->header.device].drops++;
   s->stats.drops++;
-}
-
-/* ------------------------------------------------------- connection */
-
-static int connect_locked(struct sbr_sender *s, char *errbuf, size_t errlen)
-{
-  uint8_t priv[SBR__CONNECT_PRIV_SIZE];
-  sbr__connect_priv_encode(priv, (uint8_t)s->cfg.mechanism,
-                           s->cfg.block_size_hint, s->cfg.block_count_hint);
-  /* Queue bounds: every block is at most 2 WRs in flight, plus one status
-   * READ; the sliding window also posts one receive per slot for ACKs. */
-  /* Every connection of this process (senders, reconnects) takes the
-   * next completion vector when they are spread. */
-  static atomic_uint connections;
-  struct sbr__fabric fabric;
-  sender_fabric(&s->cfg, atomic_fetch_add(&connections, 1), &fabric);
-  struct sbr__queue_caps caps = {
-      .max_send_wr = 2 * s->n_blocks + 4,
-      .max_recv_wr = 0,
-      .max_inline = 64,
-      .fabric = &fabric,
-  };
-  if (s->cfg.mechanism == SBR_MECH_SLIDING_WINDOW)
-    caps.max_recv_wr =
-        s->cfg.block_count_hint ? s->cfg.block_count_hint + 4 : 1024;
-  struct sbr__lane_desc lane;
-  struct sbr__conn *conn = NULL;
-  int ret =
-      s->ops->connect(s->host, s->cfg.port, s->cfg.source, priv, sizeof priv,
-                      &caps, &s->knobs.faults, s->cfg.connect_timeout_ms, &conn,
-                      &lane, errbuf, errlen);
-  if (ret < 0)
-    return ret;
-  if (lane.mechanism == SBR_MECH_SLIDING_WINDOW &&
-      lane.block_count + 4 > caps.max_recv_wr) {
-    /* One ACK receive per slot must be posted; the QP was sized before the
-     * lane was known. */
-    sbr__errf(errbuf, errlen,
-              "receiver at %s:%u has %u slots; this sliding-window sender "
-              "can take %u (set block_count_hint)",
-              s->host, s->cfg.port, lane.block_count, caps.max_recv_wr - 4);
-    ret = -EPROTO;
-    goto out_close;
-  }
-  if (lane.mechanism != s->cfg.mechanism) {
-    sbr__errf(errbuf, errlen, "receiver at %s:%u runs %s, this sender %s",
-              s->host, s->cfg.port, sbr_mechanism_name(lane.mechanism),
-              sbr_mechanism_name(s->cfg.mechanism));
-    ret = -EPROTO;
-    goto out_close;
-  }
-  if (lane.mechanism == SBR_MECH_SLIDING_WINDOW && s->ops->has_write_imm &&
-      !s->ops->has_write_imm(conn)) {
-    /* A receiver that knows refuses this itself (SBR_REFUSAL_DEVICE); an
-     * older one accepts, and the first WRITE with immediate would fail
-     * and reconnect in a loop. */
-    sbr__errf(errbuf, errlen,
-              "this sender's RDMA device is iWARP, which has no RDMA WRITE "
-              "with immediate: the sliding-window mechanism can't run on it "
-              "(use status-byte)");
-    ret = -EPROTONOSUPPORT;
-    goto out_close;
-  }
-  if (!s->block_mem) {
-    ret = alloc_blocks(s, lane.block_size);
-    if (ret < 0) {
-      sbr__errf(errbuf, errlen, "cannot allocate %u send blocks of %u bytes",
-                s->n_blocks, lane.block_size);
-      goto out_close;
-    }
-  } else if (lane.block_size < s->block_size) {
-    /* Producers may hold pointers into the old blocks: they can't shrink. */
-    sbr__errf(errbuf, errlen,
-              "receiver's blocks shrank from %u to %u bytes; recreate the "
-              "sender",
-              s->block_size, lane.block_size);
-    ret = -EPROTO;
-    goto out_close;
-  }
-  ret = s->ops->reg_mr(conn, s->block_mem, (size_t)s->n_blocks * s->block_size,
-                       SBR__ACCESS_LOCAL_WRITE, &s->blocks_mr);
-  if (ret < 0) {
-    sbr__errf(errbuf, errlen, "cannot register send blocks: %s",
-              strerror(-ret));
-    goto out_close;
-  }
-  /* Producers read the lane (epoch) under s->lock; the engine reads conn
-   * and lane with engine_lock held, which the caller holds. */
-  pthread_mutex_lock(&s->lock);
-  s->conn = conn;
-  s->lane = lane;
-  /* Refusals belong to a lane: a new one starts with none. */
-  memset(s->refused, 0, sizeof s->refused);
-  pthread_mutex_unlock(&s->lock);
-  ret = s->engine->start(s);
-  if (ret < 0) {
-    sbr__errf(errbuf, errlen, "%s engine failed to start: %s", s->engine->name,
-              strerror(-ret));
-    goto out_dereg;
-  }
-  pthread_mutex_lock(&s->lock);
-  s->connected = true;
-  pthread_mutex_unlock(&s->lock);
-  sbr__direct_connect(s);
-  SBR_INFO("sender: connected to %s:%u over %s, lane %u: %u blocks of %u "
-           "bytes, epoch %u",
-           s->host, s->cfg.port, s->ops->name, lane.lane_id, lane.block_count,
-           lane.block_size, lane.epoch);
-  return 0;
-
-out_dereg:
-  s->ops->dereg_mr(s->blocks_mr);
-  s->blocks_mr = NULL;
-  s->conn = NULL;
-out_close:
-  s->ops->close(conn);
-  return ret;
-}
-
-/* Called with engine_lock held (the thread is not in the engine). */
-static void disconnect_engine_locked(struct sbr_sender *s)
-{
-  if (!s->conn)
-    return;
-  if (s->ops->async_failed && s->ops->async_failed(s->conn)) {
-    pthread_mutex_lock(&s->lock);
-    s->stats.async_errors++;
-    pthread_mutex_unlock(&s->lock);
-  }
-  sbr__direct_disconnect(s);
-  s->engine->stop(s);
-  s->ops->dereg_mr(s->blocks_mr);
-  s->blocks_mr = NULL;
-  s->ops->close(s->conn);
-  s->conn = NULL;
-}
-
-/* The connection failed: everything queued or in flight is lost.  Blocks
- * producers are filling stay theirs; submit will refuse them. */
-static void fail_connection(struct sbr_sender *s, int err)
-{
-  pthread_mutex_lock(&s->lock);
-  if (s->connected)
-    SBR_WARN("sender: connection to %s:%u lost: %s", s->host, s->cfg.port,
-             strerror(-err));
-  s->connected = false;
-  pthread_mutex_unlock(&s->lock);
-
-  /* Stop the engine before reclaiming: posted blocks are the NIC's until the
-   * QP is gone. */
-  disconnect_engine_locked(s);
-
-  pthread_mutex_lock(&s->lock);
-  for (uint32_t i = 0; i < s->n_blocks; i++) {
-    struct sbr_send_block *b = &s->blocks[i];
-    if (b->state == SBR__SEND_POSTED || b->state == SBR__SEND_QUEUED) {
-      count_drop_locked(s, b);
-      /* A kept block stays the caller's (DONE): its memory may still be
-       * read, and is released by its owner. */
-      settle_locked(s, b);
-    }
-  }
-  sbr__queue_init(&s->queue, s->queue.fifo);
-  s->n_queued = 0;
-  s->n_posted = 0;
-  pthread_cond_broadcast(&s->idle_cond);
-  wake_all_free_waiters_locked(s);
-  pthread_mutex_unlock(&s->lock);
-}
-
-/* Does a producer wait for a paused device, or was one of a refused
- * device turned away lately?  Either must learn when its bit clears. */
-static bool pause_waiting_locked(const struct sbr_sender *s)
-{
-  for (const struct sbr__free_waiter *w = s->free_waiters_head; w; w = w->next)
-    if (dev_paused_locked(s, w->device))
-      return true;
-  return s->refused_try_ns != 0 &&
-         sbr__now_ns() - s->refused_try_ns < REFUSED_POLL_WINDOW_NS;
-}
-
-/* Status-byte only: the sliding window has no READ to force. */
-static bool pause_poll_locked(const struct sbr_sender *s)
-{
-  return s->cfg.pause_poll_us > 0 && s->cfg.mechanism == SBR_MECH_STATUS_BYTE &&
-         pause_waiting_locked(s);
-}
-
-static void *sender_thread(void *arg)
-{
-  struct sbr_sender *s = arg;
-  pthread_setname_np(pthread_self(), "sbr-sender");
-  sbr__thread_precise_sleeps();
-  for (;;) {
-    pthread_mutex_lock(&s->lock);
-    bool stop = s->stopping;
-    bool connected = s->connected;
-    /* A producer waiting for a paused device keeps the engine READing,
-     * and so does a direct placement pool producers draw on. */
-    bool busy = s->n_queued > 0 || s->n_posted > 0 || pause_poll_locked(s) ||
-                sbr__direct_wanted_locked(s);
-    if (!stop && (!connected || !busy)) {
-      /* Nothing to post, nothing to reap: sleep until a submit. */
-      struct timespec ts;
-      deadline_after_ms(&ts, IDLE_CHECK_MS);
-      pthread_cond_timedwait(&s->work_cond, &s->lock, &ts);
-      stop = s->stopping;
-      connected = s->connected;
-      busy = s->n_queued > 0 || s->n_posted > 0 || pause_poll_locked(s) ||
-             sbr__direct_wanted_locked(s);
-    }
-    pthread_mutex_unlock(&s->lock);
-    if (stop)
-      break;
-    if (!connected)
-      continue;
-
-    pthread_mutex_lock(&s->engine_lock);
-    int r = s->conn ? s->engine->progress(s) : 0;
-    if (r == 0 && busy && s->conn && !sbr__backoff_spin(&s->backoff)) {
-      /* Sleep on what the engine waits for rather than a fixed nap: a
-       * completion is noticed when it comes, not after the nap. */
-      r = s->engine->sleep(s, sbr__backoff_next_sleep_us(&s->backoff));
-    }
-    if (r < 0)
-      fail_connection(s, r);
-    pthread_mutex_unlock(&s->engine_lock);
-    if (r > 0)
-      sbr__backoff_reset(&s->backoff);
-  }
-  return NULL;
 }
 
 /* Frees what sbr_sender_new set up, once the connection is closed and the
@@ -619,7 +335,7 @@ int sbr__sender_new_knobs(const struct sbr_sender_config *app,
       cfg->send_order != SBR_SEND_ORDER_FIFO)
     return -EINVAL;
   struct sbr__fabric fabric;
-  sender_fabric(cfg, 0, &fabric);
+  sbr__sender_fabric(cfg, 0, &fabric);
   int fret = sbr__fabric_check(&fabric, errbuf, errlen);
   if (fret)
     return fret;
@@ -667,10 +383,10 @@ int sbr__sender_new_knobs(const struct sbr_sender_config *app,
   sbr__direct_init(s);
   sbr__backoff_init(&s->backoff, &s->cfg.backoff);
 
-  ret = connect_locked(s, errbuf, errlen);
+  ret = sbr__sender_connect_locked(s, errbuf, errlen);
   if (ret < 0)
     goto out_free;
-  ret = pthread_create(&s->thread, NULL, sender_thread, s);
+  ret = pthread_create(&s->thread, NULL, sbr__sender_thread, s);
   if (ret != 0) {
     ret = -ret;
     sbr__errf(errbuf, errlen, "cannot start the sender thread");
@@ -681,7 +397,7 @@ int sbr__sender_new_knobs(const struct sbr_sender_config *app,
   return 0;
 
 out_disconnect:
-  disconnect_engine_locked(s);
+  sbr__sender_disconnect_engine_locked(s);
 out_free:
   destroy_sender(s);
   return ret;
@@ -695,61 +411,21 @@ void sbr_sender_free(sbr_sender *s)
   pthread_mutex_lock(&s->lock);
   s->stopping = true;
   pthread_cond_broadcast(&s->work_cond);
-  wake_all_free_waiters_locked(s);
+  sbr__sender_wake_all_free_waiters_locked(s);
   pthread_mutex_unlock(&s->lock);
   if (s->thread_started)
     pthread_join(s->thread, NULL);
   pthread_mutex_lock(&s->engine_lock);
-  disconnect_engine_locked(s);
+  sbr__sender_disconnect_engine_locked(s);
   pthread_mutex_unlock(&s->engine_lock);
   destroy_sender(s);
-}
-
-bool sbr_sender_is_connected(sbr_sender *s)
-{
-  pthread_mutex_lock(&s->lock);
-  bool c = s->connected;
-  pthread_mutex_unlock(&s->lock);
-  return c;
-}
-
-int sbr_sender_reconnect(sbr_sender *s, char *errbuf, size_t errlen)
-{
-  sbr__errf(errbuf, errlen, "%s", "");
-  pthread_mutex_lock(&s->engine_lock);
-  pthread_mutex_lock(&s->lock);
-  bool connected = s->connected;
-  pthread_mutex_unlock(&s->lock);
-  int ret = 0;
-  if (!connected) {
-    /* A half-dead connection (the engine saw no error yet) goes first. */
-    disconnect_engine_locked(s);
-    ret = connect_locked(s, errbuf, errlen);
-    if (ret == 0) {
-      pthread_mutex_lock(&s->lock);
-      s->stats.reconnects++;
-      pthread_cond_broadcast(&s->work_cond);
-      pthread_mutex_unlock(&s->lock);
-    }
-  }
-  pthread_mutex_unlock(&s->engine_lock);
-  return ret;
-}
-
-int sbr__sender_test_fail_qp(struct sbr_sender *s)
-{
-  /* engine_lock keeps s->conn from being closed meanwhile. */
-  pthread_mutex_lock(&s->engine_lock);
-  int ret = s->conn ? s->ops->test_fail(s->conn) : -ENOTCONN;
-  pthread_mutex_unlock(&s->engine_lock);
-  return ret;
 }
 
 void sbr_sender_wakeup(sbr_sender *s)
 {
   pthread_mutex_lock(&s->lock);
   s->wakeups++;
-  wake_all_free_waiters_locked(s);
+  sbr__sender_wake_all_free_waiters_locked(s);
   pthread_mutex_unlock(&s->lock);
 }
 
@@ -793,10 +469,11 @@ static int sleep_free_waiter_locked(struct sbr_sender *s,
 }
 
 /* A producer of a refused device is turned away: the sender thread keeps
- * READing for a while (pause_waiting_locked) so a cleared bit is seen. */
+ * READing for a while (sbr__sender_pause_waiting_locked) so a cleared bit is
+ * seen. */
 static int refused_locked(struct sbr_sender *s)
 {
-  bool polling = pause_waiting_locked(s);
+  bool polling = sbr__sender_pause_waiting_locked(s);
   s->refused_try_ns = sbr__now_ns();
   if (!polling)
     pthread_cond_signal(&s->work_cond);
@@ -813,7 +490,7 @@ static int wait_free_locked(struct sbr_sender *s, uint32_t n, uint8_t device)
     return -EMSGSIZE;
   if (!s->connected || s->stopping)
     return -ENOTCONN;
-  if (dev_refused_locked(s, device))
+  if (sbr__sender_dev_refused_locked(s, device))
     return refused_locked(s);
   if (may_take_locked(s, device, n))
     return 0; /* the usual case: no waiter to set up */
@@ -831,13 +508,13 @@ static int wait_free_locked(struct sbr_sender *s, uint32_t n, uint8_t device)
       ret = -EINTR;
       break;
     }
-    if (dev_refused_locked(s, device)) {
+    if (sbr__sender_dev_refused_locked(s, device)) {
       ret = refused_locked(s);
       break;
     }
     /* Waiting for a resume: the sender thread must keep READing the
      * bitmap even with nothing to send (it looks at the waiters). */
-    if (dev_paused_locked(s, device))
+    if (sbr__sender_dev_paused_locked(s, device))
       pthread_cond_signal(&s->work_cond);
     if (sleep_free_waiter_locked(
             s, &w, s->cfg.wait_timeout_ms >= 0 ? &deadline : NULL) ==
@@ -852,7 +529,7 @@ static int wait_free_locked(struct sbr_sender *s, uint32_t n, uint8_t device)
   /* Our device no longer competes (or was chosen for blocks it won't
    * take): others may go on. */
   if (ret != 0)
-    wake_free_waiters_locked(s);
+    sbr__sender_wake_free_waiters_locked(s);
   pthread_cond_destroy(&w.cond);
   return ret;
 }
@@ -874,7 +551,7 @@ static void count_backpressure_drop_locked(struct sbr_sender *s, uint8_t device)
 {
   s->dev_stats[device].drops++;
   s->stats.drops++;
-  if (dev_paused_locked(s, device))
+  if (sbr__sender_dev_paused_locked(s, device))
     s->dev_stats[device].paused_drops++;
 }
 
@@ -897,7 +574,7 @@ int sbr_sender_acquire(sbr_sender *s, uint8_t device, sbr_send_block **out)
   int ret = wait_free_locked(s, 1, device);
   if (ret == 0) {
     *out = pop_free_locked(s, device);
-    wake_free_waiters_locked(s); /* the next device's turn */
+    sbr__sender_wake_free_waiters_locked(s); /* the next device's turn */
     sbr__direct_reserve_locked(s, *out);
   } else {
     count_wait_drop_locked(s, device, ret);
@@ -1045,12 +722,12 @@ static int submit_unlock(struct sbr_sender *s, struct sbr_send_block *b,
                          const struct sbr_block_meta *m, size_t payload_len)
 {
   if (!s->connected) {
-    count_drop_locked(s,
-                      &(struct sbr_send_block){.header = {.kind = m->kind,
-                                                          .device = m->device,
-                                                          .flags = m->flags}});
-    if (settle_locked(s, b))
-      wake_free_waiters_locked(s);
+    sbr__sender_count_drop_locked(
+        s, &(struct sbr_send_block){.header = {.kind = m->kind,
+                                               .device = m->device,
+                                               .flags = m->flags}});
+    if (sbr__sender_settle_locked(s, b))
+      sbr__sender_wake_free_waiters_locked(s);
     pthread_mutex_unlock(&s->lock);
     return -ENOTCONN;
   }
@@ -1134,7 +811,7 @@ void sbr_sender_release(sbr_sender *s, sbr_send_block *b)
   switch (b->state) {
   case SBR__SEND_DONE:
     push_free_locked(s, b);
-    wake_free_waiters_locked(s);
+    sbr__sender_wake_free_waiters_locked(s);
     break;
   case SBR__SEND_QUEUED:
   case SBR__SEND_POSTED:
@@ -1145,7 +822,7 @@ void sbr_sender_release(sbr_sender *s, sbr_send_block *b)
     /* Never submitted: as sbr_sender_abandon. */
     sbr__direct_detach_locked(s, b, true);
     push_free_locked(s, b);
-    wake_free_waiters_locked(s);
+    sbr__sender_wake_free_waiters_locked(s);
     break;
   case SBR__SEND_FREE:
   default:
@@ -1160,7 +837,7 @@ void sbr_sender_abandon(sbr_sender *s, sbr_send_block *b)
   if (b->state == SBR__SEND_FILLING) {
     sbr__direct_detach_locked(s, b, true);
     push_free_locked(s, b);
-    wake_free_waiters_locked(s);
+    sbr__sender_wake_free_waiters_locked(s);
   }
   pthread_mutex_unlock(&s->lock);
 }
@@ -1193,7 +870,7 @@ int sbr_sender_send(sbr_sender *s, const struct sbr_block_meta *meta,
   }
   for (uint32_t i = 0; i < n; i++)
     frag[i] = pop_free_locked(s, meta->device);
-  wake_free_waiters_locked(s); /* the next device's turn */
+  sbr__sender_wake_free_waiters_locked(s); /* the next device's turn */
   pthread_mutex_unlock(&s->lock);
 
   /* Copy outside the lock: other producers keep filling meanwhile. */
@@ -1209,7 +886,7 @@ int sbr_sender_send(sbr_sender *s, const struct sbr_block_meta *meta,
   if (!s->connected) {
     for (uint32_t i = 0; i < n; i++)
       push_free_locked(s, frag[i]);
-    wake_free_waiters_locked(s);
+    sbr__sender_wake_free_waiters_locked(s);
     count_backpressure_drop_locked(s, meta->device);
     pthread_mutex_unlock(&s->lock);
     ret = -ENOTCONN;
@@ -1302,181 +979,6 @@ sbr_send_block *sbr__sender_block_from_payload(sbr_sender *s, void *ptr)
   return &s->blocks[off / s->block_size];
 }
 
-/* ---------------------------------------------------- engine helpers */
-
-uint32_t sbr__sender_take_queued(struct sbr_sender *s,
-                                 struct sbr_send_block **out,
-                                 uint32_t max_blocks, uint64_t max_bytes)
-{
-  uint32_t n = 0;
-  uint64_t bytes = 0;
-  pthread_mutex_lock(&s->lock);
-  struct sbr_send_block *b;
-  while ((b = sbr__queue_peek(&s->queue)) != NULL) {
-    /* A block placed directly goes alone, whatever max_blocks says: it
-     * needs no free receive block, it is one (its post is its status
-     * WRITE); copies don't join it. */
-    if (b->direct_mem ? n > 0
-                      : n >= max_blocks || (n > 0 && out[0]->direct_mem))
-      break;
-    if (n > 0 && bytes + b->wire_len > max_bytes)
-      break;
-    bytes += b->wire_len;
-    sbr__queue_pop(&s->queue);
-    /* The lane's sequence numbers follow the posting order, which the
-     * round robin makes differ from the submit order (the receiver
-     * delivers a lane in sequence order). */
-    b->header.seq = s->next_seq++;
-    sbr__block_encode(sbr__send_block_wire(b), s->block_size, &b->header);
-    sbr__direct_posting_locked(s, b);
-    s->n_queued--;
-    s->n_posted++;
-    b->next = NULL;
-    b->state = SBR__SEND_POSTED;
-    out[n++] = b;
-  }
-  pthread_mutex_unlock(&s->lock);
-  return n;
-}
-
-void sbr__sender_requeue_front(struct sbr_sender *s,
-                               struct sbr_send_block *const *blocks, uint32_t n)
-{
-  pthread_mutex_lock(&s->lock);
-  for (uint32_t k = n; k-- > 0;) {
-    struct sbr_send_block *b = blocks[k];
-    b->state = SBR__SEND_QUEUED;
-    sbr__direct_requeued_locked(s, b);
-    sbr__queue_push_front(&s->queue, b); /* a new seq when taken again */
-    s->n_queued++;
-    s->n_posted--;
-  }
-  pthread_mutex_unlock(&s->lock);
-}
-
-bool sbr__sender_pause_waiting(struct sbr_sender *s)
-{
-  pthread_mutex_lock(&s->lock);
-  bool waiting = pause_waiting_locked(s);
-  pthread_mutex_unlock(&s->lock);
-  return waiting;
-}
-
-void sbr__sender_pause_seen(struct sbr_sender *s, const uint8_t *bitmap)
-{
-  pthread_mutex_lock(&s->lock);
-  if (memcmp(bitmap, s->paused, sizeof s->paused) == 0) {
-    pthread_mutex_unlock(&s->lock); /* the usual case */
-    return;
-  }
-  uint64_t now = sbr__now_ns();
-  bool resumed = false;
-  for (unsigned d = 0; d < SBR_MAX_DEVICES; d++) {
-    uint8_t bit = (uint8_t)(1u << (d % 8));
-    bool was = s->paused[d / 8] & bit, is = bitmap[d / 8] & bit;
-    if (was == is)
-      continue;
-    if (is) {
-      s->paused_since_ns[d] = now;
-      SBR_DEBUG("sender: the receiver paused device %u", d);
-    } else {
-      s->dev_stats[d].paused_ns += now - s->paused_since_ns[d];
-      resumed = true;
-      SBR_DEBUG("sender: the receiver resumed device %u", d);
-    }
-  }
-  memcpy(s->paused, bitmap, sizeof s->paused);
-  if (resumed)
-    wake_free_waiters_locked(s);
-  pthread_mutex_unlock(&s->lock);
-}
-
-void sbr__sender_refused_seen(struct sbr_sender *s, const uint8_t *bitmap)
-{
-  pthread_mutex_lock(&s->lock);
-  if (memcmp(bitmap, s->refused, sizeof s->refused) == 0) {
-    pthread_mutex_unlock(&s->lock); /* the usual case */
-    return;
-  }
-  bool refused = false, accepted = false;
-  for (unsigned d = 0; d < SBR_MAX_DEVICES; d++) {
-    uint8_t bit = (uint8_t)(1u << (d % 8));
-    bool was = s->refused[d / 8] & bit, is = bitmap[d / 8] & bit;
-    if (was == is)
-      continue;
-    if (is) {
-      refused = true;
-      SBR_INFO("sender: the receiver refuses device %u from this sender "
-               "(another sender owns it)",
-               d);
-    } else {
-      accepted = true;
-      SBR_INFO("sender: the receiver takes device %u from this sender again",
-               d);
-    }
-  }
-  memcpy(s->refused, bitmap, sizeof s->refused);
-  /* Newly refused: its waiters return -EADDRINUSE (the others keep their
-   * place); accepted again: it may take blocks. */
-  if (refused)
-    for (struct sbr__free_waiter *w = s->free_waiters_head; w; w = w->next)
-      if (dev_refused_locked(s, w->device))
-        wake_waiter_locked(w);
-  if (accepted)
-    wake_free_waiters_locked(s);
-  pthread_mutex_unlock(&s->lock);
-}
-
-bool sbr__sender_has_queued(struct sbr_sender *s)
-{
-  pthread_mutex_lock(&s->lock);
-  bool queued = s->n_queued > 0;
-  pthread_mutex_unlock(&s->lock);
-  return queued;
-}
-
-void sbr__sender_blocks_done(struct sbr_sender *s, const uint32_t *index,
-                             uint32_t n)
-{
-  uint32_t freed = 0;
-  pthread_mutex_lock(&s->lock);
-  for (uint32_t k = 0; k < n; k++) {
-    if (index[k] >= s->n_blocks)
-      continue;
-    struct sbr_send_block *b = &s->blocks[index[k]];
-    if (b->state == SBR__SEND_POSTED) {
-      s->n_posted--;
-      freed += settle_locked(s, b);
-    }
-  }
-  if (freed)
-    wake_free_waiters_locked(s);
-  if (n > 0 && s->n_posted == 0 && s->n_queued == 0)
-    pthread_cond_broadcast(&s->idle_cond);
-  pthread_mutex_unlock(&s->lock);
-}
-
-void sbr__sender_count_posts(struct sbr_sender *s,
-                             struct sbr_send_block *const *blocks, uint32_t n,
-                             unsigned n_wr, unsigned n_status_writes)
-{
-  pthread_mutex_lock(&s->lock);
-  for (uint32_t k = 0; k < n; k++) {
-    const struct sbr__header *h = &blocks[k]->header;
-    struct sbr_device_stats *d = &s->dev_stats[h->device];
-    d->blocks++;
-    d->bytes += h->payload_len;
-    if (h->kind == SBR_KIND_DATA && (h->flags & SBR_FLAG_LAST))
-      d->frames++;
-    s->stats.blocks++;
-    s->stats.bytes += h->payload_len;
-    s->stats.direct_blocks += blocks[k]->direct_mem != NULL;
-  }
-  s->stats.wr_posted += n_wr;
-  s->stats.status_writes += n_status_writes;
-  pthread_mutex_unlock(&s->lock);
-}
-
 /* ------------------------------------------------------------- stats */
 
 int sbr_sender_get_stats_sized(sbr_sender *s, struct sbr_sender_stats *out,
@@ -1494,8 +996,8 @@ int sbr_sender_get_device_stats_sized(sbr_sender *s, uint8_t device,
 {
   pthread_mutex_lock(&s->lock);
   struct sbr_device_stats st = s->dev_stats[device];
-  st.refused = dev_refused_locked(s, device);
-  st.paused = dev_paused_locked(s, device);
+  st.refused = sbr__sender_dev_refused_locked(s, device);
+  st.paused = sbr__sender_dev_paused_locked(s, device);
   if (st.paused)
     st.paused_ns += sbr__now_ns() - s->paused_since_ns[device];
   pthread_mutex_unlock(&s->lock);

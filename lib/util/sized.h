@@ -13,6 +13,8 @@
 
 #include <errno.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "sbr.h"
@@ -48,6 +50,48 @@ static inline void sbr__sized_write(void *app, size_t app_size, const void *src,
   memcpy(app, src, app_size < src_size ? app_size : src_size);
   if (app_size > src_size)
     memset((char *)app + src_size, 0, app_size - src_size);
+}
+
+/* Every config opens with its struct_size: the helpers below set and read
+ * it through a void pointer, for the sender's and the receiver's alike. */
+_Static_assert(offsetof(struct sbr_sender_config, struct_size) == 0,
+               "struct_size first");
+_Static_assert(offsetof(struct sbr_receiver_config, struct_size) == 0,
+               "struct_size first");
+
+/* sbr_*_config_init_sized: the defaults in dflt (dflt_size long, this
+ * library's layout) written into the application's app_size bytes, with
+ * struct_size saying how far its struct reaches. */
+static inline void sbr__sized_config_init(void *app, size_t app_size,
+                                          void *dflt, size_t dflt_size)
+{
+  uint32_t size = (uint32_t)app_size;
+  memcpy(dflt, &size, sizeof size);
+  sbr__sized_write(app, app_size, dflt, dflt_size);
+}
+
+/* sbr__*_config_read: the application's config (as far as its
+ * struct_size) over cfg, which holds the defaults and is cfg_size long.
+ * On a size this library can't take, -EINVAL and errbuf says why, naming
+ * the struct (name).  On success cfg's struct_size is this library's. */
+static inline int sbr__sized_config_read(void *cfg, size_t cfg_size,
+                                         const void *app, size_t min_size,
+                                         const char *name, char *errbuf,
+                                         size_t errlen)
+{
+  uint32_t app_size;
+  memcpy(&app_size, app, sizeof app_size);
+  if (sbr__sized_read(cfg, cfg_size, app, app_size, min_size) < 0) {
+    if (errbuf && errlen)
+      snprintf(errbuf, errlen,
+               "%s of %u bytes: this libsbr takes %zu to %zu (not set up "
+               "with %s_init, or built against a newer sbr.h)",
+               name, app_size, min_size, cfg_size, name);
+    return -EINVAL;
+  }
+  uint32_t size = (uint32_t)cfg_size;
+  memcpy(cfg, &size, sizeof size);
+  return 0;
 }
 
 #endif /* SBR_SIZED_H */

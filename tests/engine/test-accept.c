@@ -86,6 +86,46 @@ static void sender_config(struct sbr_sender_config *sc, uint16_t port)
   sc->host = addr;
 }
 
+/* A sender on port (its config in *sc) whose first frame has arrived at
+ * r: its lane is open and carries frames. */
+static sbr_sender *sender_with_first_frame(sbr_receiver *r, uint16_t port,
+                                           struct sbr_sender_config *sc)
+{
+  sender_config(sc, port);
+  sbr_sender *s = fixture_sender(r, sc);
+  ASSERT_OK(fixture_send(s, 0, 0, FRAME_SIZE));
+  struct sbr_frame f;
+  ASSERT_OK(sbr_receiver_next_frame(r, 10000, &f));
+  fixture_check_frame(&f);
+  sbr_frame_release(&f);
+  return s;
+}
+
+/* A sender with config sc, tried every 100 ms until r accepts it; fails
+ * the test at deadline (now_ms), saying after what (after).  *tries: how
+ * many it took, if asked. */
+static sbr_sender *sender_once_accepted(sbr_receiver *r,
+                                        struct sbr_sender_config *sc,
+                                        uint64_t deadline, const char *after,
+                                        unsigned *tries)
+{
+  sc->connect_timeout_ms = 2000;
+  sbr_sender *s = NULL;
+  unsigned n = 0;
+  for (;;) {
+    char err[256];
+    n++;
+    if (fixture_connect(r, sc, &s, err, sizeof err) == 0)
+      break;
+    ASSERT_MSG(now_ms() < deadline, "no sender accepted %s (%u tries; %s)",
+               after, n, err);
+    usleep(100000);
+  }
+  if (tries)
+    *tries = n;
+  return s;
+}
+
 /* The open lane's twelve cameras, a frame each every 20 ms. */
 struct cameras {
   sbr_sender *s;
@@ -301,13 +341,7 @@ static void listener_returns_after_device_removal(void)
   uint16_t port = fixture_port();
   sbr_receiver *r = new_receiver(port);
   struct sbr_sender_config sc;
-  sender_config(&sc, port);
-  sbr_sender *first = fixture_sender(r, &sc);
-  ASSERT_OK(fixture_send(first, 0, 0, FRAME_SIZE));
-  struct sbr_frame f;
-  ASSERT_OK(sbr_receiver_next_frame(r, 10000, &f));
-  fixture_check_frame(&f);
-  sbr_frame_release(&f);
+  sbr_sender *first = sender_with_first_frame(r, port, &sc);
 
   /* The sender is on the same device (the VM's second one is on the
    * far end of the veth, and the receiver's is the one deleted). */
@@ -329,23 +363,16 @@ static void listener_returns_after_device_removal(void)
   uint64_t t_added = now_ms();
 
   /* A new sender, trying until the receiver listens again. */
-  sc.connect_timeout_ms = 2000;
-  sbr_sender *second = NULL;
-  unsigned tries = 0;
-  for (;;) {
-    char err[256];
-    tries++;
-    if (fixture_connect(r, &sc, &second, err, sizeof err) == 0)
-      break;
-    ASSERT_MSG(now_ms() < t_added + 30000,
-               "no sender accepted 30 s after %s came back (%u tries; %s)",
-               rx_dev, tries, err);
-    usleep(100000);
-  }
+  char after[64];
+  snprintf(after, sizeof after, "30 s after %s came back", rx_dev);
+  unsigned tries;
+  sbr_sender *second =
+      sender_once_accepted(r, &sc, t_added + 30000, after, &tries);
   uint64_t t_again = now_ms();
   for (unsigned d = 0; d < CAMERAS; d++)
     ASSERT_OK(fixture_send(second, d, 1, FRAME_SIZE));
   bool seen[CAMERAS] = {false};
+  struct sbr_frame f;
   for (unsigned got = 0; got < CAMERAS;) {
     ASSERT_OK(sbr_receiver_next_frame(r, 10000, &f));
     /* The first sender's frame 0 went before the removal. */
@@ -378,12 +405,8 @@ static void async_qp_error_closes_lane_and_connection(void)
   uint16_t port = fixture_port();
   sbr_receiver *r = new_receiver(port);
   struct sbr_sender_config sc;
-  sender_config(&sc, port);
-  sbr_sender *s = fixture_sender(r, &sc);
-  ASSERT_OK(fixture_send(s, 0, 0, FRAME_SIZE));
+  sbr_sender *s = sender_with_first_frame(r, port, &sc);
   struct sbr_frame f;
-  ASSERT_OK(sbr_receiver_next_frame(r, 10000, &f));
-  sbr_frame_release(&f);
 
   /* The receiver's lane: its QP "fails". */
   pthread_mutex_lock(&r->stats_lock);
@@ -481,12 +504,8 @@ static void link_down_up_port_events_are_read(void)
   uint16_t port = fixture_port();
   sbr_receiver *r = new_receiver(port);
   struct sbr_sender_config sc;
-  sender_config(&sc, port);
-  sbr_sender *s = fixture_sender(r, &sc);
-  ASSERT_OK(fixture_send(s, 0, 0, FRAME_SIZE));
+  sbr_sender *s = sender_with_first_frame(r, port, &sc);
   struct sbr_frame f;
-  ASSERT_OK(sbr_receiver_next_frame(r, 10000, &f));
-  sbr_frame_release(&f);
 
   atomic_store(&port_errors, 0);
   atomic_store(&ports_active, 0);
@@ -499,19 +518,8 @@ static void link_down_up_port_events_are_read(void)
   sbr_sender_free(s);
 
   /* Still serving: a new sender, tried until the link carries it. */
-  sc.connect_timeout_ms = 2000;
-  sbr_sender *again = NULL;
-  uint64_t deadline = now_ms() + 30000;
-  for (;;) {
-    char err[256];
-    if (fixture_connect(r, &sc, &again, err, sizeof err) == 0)
-      break;
-    ASSERT_MSG(now_ms() < deadline,
-               "no sender accepted after the link "
-               "came back (%s)",
-               err);
-    usleep(100000);
-  }
+  sbr_sender *again = sender_once_accepted(r, &sc, now_ms() + 30000,
+                                           "after the link came back", NULL);
   ASSERT_OK(fixture_send(again, 1, 0, FRAME_SIZE));
   bool got = false;
   while (!got) {

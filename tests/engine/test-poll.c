@@ -121,6 +121,23 @@ static void stream_join(struct stream *st)
   ASSERT_MSG(st->ret == 0, "send failed: %d (%s)", st->ret, strerror(-st->ret));
 }
 
+/* A receiver in mode (16 blocks of 16 KiB) and a sender connected to it,
+ * streaming st (its shape set by the caller) from its own thread. */
+static sbr_receiver *stream_open(enum sbr_poll_mode mode, struct stream *st)
+{
+  uint16_t port = fixture_port();
+  sbr_receiver *r = new_receiver(mode, port, 16, 16 * KIB);
+  st->s = new_sender(r, port);
+  stream_start(st);
+  return r;
+}
+
+static void stream_close(sbr_receiver *r, struct stream *st)
+{
+  sbr_sender_free(st->s);
+  sbr_receiver_free(r);
+}
+
 /* Takes frames on this thread until every device has all of them: each
  * complete (pattern checked) and in order.  Returns this thread's CPU
  * time spent doing it; *learned (if given) counts the frames after which
@@ -166,16 +183,10 @@ static uint64_t receive_all(sbr_receiver *r, const struct stream *st,
 
 static void stream_is_delivered_in_order(enum sbr_poll_mode mode)
 {
-  uint16_t port = fixture_port();
   /* 16 KiB blocks, frames up to 40 KB: some take three fragments. */
-  sbr_receiver *r = new_receiver(mode, port, 16, 16 * KIB);
-  sbr_sender *s = new_sender(r, port);
-  struct stream st = {.s = s,
-                      .devices = 3,
-                      .frames = 100,
-                      .period_ns = 2 * MS,
-                      .max_size = 40000};
-  stream_start(&st);
+  struct stream st = {
+      .devices = 3, .frames = 100, .period_ns = 2 * MS, .max_size = 40000};
+  sbr_receiver *r = stream_open(mode, &st);
   receive_all(r, &st, NULL);
   stream_join(&st);
   struct sbr_receiver_stats rs;
@@ -195,8 +206,7 @@ static void stream_is_delivered_in_order(enum sbr_poll_mode mode)
           sbr_poll_mode_name(mode), rs.poll_sleeps, rs.poll_sleep_ns / 1e6,
           rs.poll_busy_ns / 1e6, rs.frames_predicted, rs.frames_missed,
           rs.frames_unpredicted);
-  sbr_sender_free(s);
-  sbr_receiver_free(r);
+  stream_close(r, &st);
 }
 
 static void busy_delivers_in_order(void)
@@ -219,16 +229,10 @@ static void backoff_delivers_in_order(void)
  * most) and uses a few per cent of a core (under 15 %, see below). */
 static void adaptive_sleeps_when_idle(void)
 {
-  uint16_t port = fixture_port();
-  sbr_receiver *r = new_receiver(SBR_POLL_ADAPTIVE, port, 16, 16 * KIB);
-  sbr_sender *s = new_sender(r, port);
   /* A short periodic stream first, so the quiet follows a learned one. */
-  struct stream st = {.s = s,
-                      .devices = 1,
-                      .frames = 20,
-                      .period_ns = 10 * MS,
-                      .max_size = 1000};
-  stream_start(&st);
+  struct stream st = {
+      .devices = 1, .frames = 20, .period_ns = 10 * MS, .max_size = 1000};
+  sbr_receiver *r = stream_open(SBR_POLL_ADAPTIVE, &st);
   receive_all(r, &st, NULL);
   stream_join(&st);
 
@@ -257,8 +261,7 @@ static void adaptive_sleeps_when_idle(void)
              asleep_ms);
   ASSERT_MSG(sleeps <= 2000, "%" PRIu64 " wake-ups in the quiet second",
              sleeps);
-  sbr_sender_free(s);
-  sbr_receiver_free(r);
+  stream_close(r, &st);
 }
 
 /* 100 fps for two seconds: the adaptive receiver learns the 10 ms period
@@ -276,8 +279,7 @@ static void adaptive_learns_a_periodic_stream(void)
    * (shm) adaptive just sleeps until woken (the next test); with several
    * it paces, as over verbs. */
   sbr_sender *idle = new_sender(r, port);
-  sbr_sender *s = new_sender(r, port);
-  struct stream st = {.s = s,
+  struct stream st = {.s = new_sender(r, port),
                       .devices = 1,
                       .frames = 200,
                       .period_ns = 10 * MS,
@@ -307,9 +309,8 @@ static void adaptive_learns_a_periodic_stream(void)
   ASSERT_MSG(rs.frames_predicted * 20 >= st.frames,
              "only %" PRIu64 " of %u frames predicted", rs.frames_predicted,
              st.frames);
-  sbr_sender_free(s);
   sbr_sender_free(idle);
-  sbr_receiver_free(r);
+  stream_close(r, &st);
 }
 
 /* One lane over shm, whose status WRITEs end the receiver's sleep: adaptive
@@ -320,15 +321,9 @@ static void adaptive_learns_a_periodic_stream(void)
  * the frame landed). */
 static void adaptive_sleeps_until_its_only_lane_wakes_it(void)
 {
-  uint16_t port = fixture_port();
-  sbr_receiver *r = new_receiver(SBR_POLL_ADAPTIVE, port, 16, 16 * KIB);
-  sbr_sender *s = new_sender(r, port);
-  struct stream st = {.s = s,
-                      .devices = 1,
-                      .frames = 60,
-                      .period_ns = 20 * MS,
-                      .max_size = 1000};
-  stream_start(&st);
+  struct stream st = {
+      .devices = 1, .frames = 60, .period_ns = 20 * MS, .max_size = 1000};
+  sbr_receiver *r = stream_open(SBR_POLL_ADAPTIVE, &st);
   receive_all(r, &st, NULL);
   stream_join(&st);
   struct sbr_receiver_stats rs;
@@ -344,23 +339,16 @@ static void adaptive_sleeps_until_its_only_lane_wakes_it(void)
   ASSERT_MSG(rs.poll_sleeps_woken * 2 >= st.frames,
              "%" PRIu64 " of %u frames ended a sleep", rs.poll_sleeps_woken,
              st.frames);
-  sbr_sender_free(s);
-  sbr_receiver_free(r);
+  stream_close(r, &st);
 }
 
 /* The receiving thread's CPU for one second of the 100 fps stream, and
  * how often it slept. */
 static double stream_cpu_pct(enum sbr_poll_mode mode, uint64_t *sleeps)
 {
-  uint16_t port = fixture_port();
-  sbr_receiver *r = new_receiver(mode, port, 16, 16 * KIB);
-  sbr_sender *s = new_sender(r, port);
-  struct stream st = {.s = s,
-                      .devices = 1,
-                      .frames = 100,
-                      .period_ns = 10 * MS,
-                      .max_size = 1000};
-  stream_start(&st);
+  struct stream st = {
+      .devices = 1, .frames = 100, .period_ns = 10 * MS, .max_size = 1000};
+  sbr_receiver *r = stream_open(mode, &st);
   uint64_t t0 = now_ns();
   uint64_t cpu = receive_all(r, &st, NULL);
   uint64_t wall = now_ns() - t0;
@@ -368,8 +356,7 @@ static double stream_cpu_pct(enum sbr_poll_mode mode, uint64_t *sleeps)
   struct sbr_receiver_stats rs;
   sbr_receiver_get_stats(r, &rs);
   *sleeps = rs.poll_sleeps;
-  sbr_sender_free(s);
-  sbr_receiver_free(r);
+  stream_close(r, &st);
   return 100.0 * (double)cpu / (double)wall;
 }
 
@@ -409,15 +396,9 @@ static void adaptive_costs_far_less_than_busy(void)
  * verbs nothing wakes the receiver (a one-sided peer can't): none is. */
 static void stream_wakes_the_receiver(enum sbr_poll_mode mode)
 {
-  uint16_t port = fixture_port();
-  sbr_receiver *r = new_receiver(mode, port, 16, 16 * KIB);
-  sbr_sender *s = new_sender(r, port);
-  struct stream st = {.s = s,
-                      .devices = 1,
-                      .frames = 50,
-                      .period_ns = 40 * MS,
-                      .max_size = 1000};
-  stream_start(&st);
+  struct stream st = {
+      .devices = 1, .frames = 50, .period_ns = 40 * MS, .max_size = 1000};
+  sbr_receiver *r = stream_open(mode, &st);
   receive_all(r, &st, NULL);
   stream_join(&st);
   struct sbr_receiver_stats rs;
@@ -443,8 +424,7 @@ static void stream_wakes_the_receiver(enum sbr_poll_mode mode)
                rs.poll_sleeps_woken, st.frames, rs.frames_predicted);
     ASSERT_MSG(rs.poll_sleeps_woken > 0, "no frame ended a sleep");
   }
-  sbr_sender_free(s);
-  sbr_receiver_free(r);
+  stream_close(r, &st);
 }
 
 static void backoff_is_woken_by_a_frame(void)
