@@ -137,8 +137,8 @@ if [ "${SBR_SKIP_ASAN:-0}" != 1 ]; then
     GST_REGISTRY_FORK=no ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
       UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
       LD_PRELOAD="$(gcc -print-file-name=libasan.so)" \
-      meson test -C build-asan --suite timing --print-errorlogs \
-      --logbase timing
+      meson test -C build-asan --suite timing --no-suite samples \
+      --print-errorlogs --logbase timing
     tally build-asan/meson-logs/timing.json "sanitizers, alone (timing)"
   else
     step_failed "sanitizer build failed"
