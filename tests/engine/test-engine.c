@@ -1126,8 +1126,11 @@ static void read_ahead_keeps_several_reads_in_flight(void)
   sc.send_blocks = 16;
   sc.read_ahead = 4;
   sc.status_batch_bytes = 1; /* one block per run */
-  /* Both READs are still in flight at post. */
-  struct sbr__sender_knobs k = {.faults.delay_us = 200000};
+  /* Both READs are still in flight at post.  Each completes a second
+   * after it went out: the frame (written after the first) is checked long
+   * before the next two complete, even on a host so loaded (two VMs and
+   * four suites under ASan) that 200 ms weren't enough. */
+  struct sbr__sender_knobs k = {.faults.delay_us = 1000000};
   sbr_sender *s = fixture_sender_knobs(r, &sc, &k);
   size_t len = 16 * sbr_sender_block_payload_size(s);
   ASSERT_OK(fixture_send(s, 1, 4, len));
