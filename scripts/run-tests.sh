@@ -14,22 +14,22 @@
 #      (gst) and samples suites; the unit, shm
 #      and element suites under ASan + UBSan; the unit and shm suites
 #      under ThreadSanitizer,
-#   6. meanwhile, in the background, two VMs side by side: one boots with
-#      Soft-RoCE, runs the verbs suite on real verbs, then the README's
-#      demo (12 cameras over Soft-RoCE into a mosaic); the other boots
-#      with soft-iWARP (siw) and runs the verbs suite over iWARP (tests
-#      skip, saying why, only what siw can't do),
+#   6. meanwhile, in the background, two VMs side by side, one emulated
+#      CPU each: one boots with Soft-RoCE, runs the verbs suite on real
+#      verbs, then the README's demo (12 cameras over Soft-RoCE into a
+#      mosaic); the other boots with soft-iWARP (siw) and runs the verbs
+#      suite over iWARP (tests skip, saying why, only what siw can't do),
 # then prints "N passed, M failed" and each step's time, and exits
 # non-zero if anything failed.
 #
 # Why two phases: the timing tests (suite 'timing': lateness against a
 # real-time clock) run alone, each right after its build (warnings as
 # errors, then ASan + UBSan).  Then the two VMs start in the background at
-# a lower priority (nice 10), and the rest runs beside them: the TSan build,
-# the fuzz runs and the install check (which the VMs yield to), then the
-# host suites, which mostly wait (sleeps, timeouts, other processes: about
-# 15 % of a core), as each VM does a quarter of its time (its tests' sleeps
-# and timeouts: 0.75 of a core on average).
+# a lower priority (nice 10), and the rest runs beside them: the TSan
+# build, the fuzz runs and the install check (which the VMs yield to),
+# then the four host suites side by side (they mostly wait: sleeps,
+# timeouts, other processes), then the Debian packages.  The VMs are the
+# critical path: each keeps about one core busy.
 #
 # Environment: SBR_SKIP_VM=1 skips step 6 (counted as failed, not passed,
 # so a run without the VM can never look green), SBR_VM_SIW=0 its iWARP
@@ -158,8 +158,9 @@ rxe_steps() {
   # The verbs suite over Soft-RoCE.  Its own log name, so the host suites
   # running meanwhile in the same build never read or overwrite it.
   rm -f build-ci/meson-logs/verbs-rxe.json
-  tests/softroce/run-in-vm.sh -- meson test -C build-ci --suite verbs \
-    --print-errorlogs --no-rebuild --logbase verbs-rxe >"$vm_out/rxe.log" 2>&1
+  tests/softroce/run-in-vm.sh --cpus 1 -- meson test -C build-ci \
+    --suite verbs --print-errorlogs --no-rebuild --logbase verbs-rxe \
+    >"$vm_out/rxe.log" 2>&1
   echo "VM: verbs suite over Soft-RoCE: $((SECONDS - t)) s" >"$vm_out/times-rxe"
   t=$SECONDS
   # The README's demo, as a user runs it: 12 cameras over Soft-RoCE into a
@@ -184,13 +185,18 @@ siw_steps() {
       2>/dev/null | sed -n 's|^[^ ]*:verbs / ||p' | grep -v '^rdma')
   fi
   rm -f build-ci/meson-logs/verbs-siw.json
-  tests/softroce/run-in-vm.sh --family siw -- meson test -C build-ci \
+  tests/softroce/run-in-vm.sh --cpus 1 --family siw -- meson test -C build-ci \
     --suite verbs --print-errorlogs --no-rebuild --logbase verbs-siw \
     "${siw_tests[@]}" >"$vm_out/siw.log" 2>&1
   echo "VM: verbs suite over soft-iWARP: $((SECONDS - t)) s" >"$vm_out/times-siw"
 }
 
-# Both VMs side by side (each waits a quarter of its time: see the top).
+# Both VMs side by side, one emulated CPU each.  With two each, the two
+# VMs' four vCPU threads shared this machine's two cores, and an emulated
+# CPU that waits for another (a spinlock, an IPI) while that one's thread
+# is off the core burns its time: each VM's verbs suite cost 520 s of CPU
+# and took 581-608 s, against 268 s of CPU and 394-407 s with one CPU
+# each (side by side, nothing else running; 327 s alone with two).
 vm_steps() {
   rxe_steps &
   local rxe=$!
@@ -299,55 +305,104 @@ failed=$((failed + n_bad))
 summary+=("install: $n_ok checks passed, $n_bad failed")
 rm -f "$install_log"
 
-if [ "$build_ok" = 1 ]; then
-  step_time "host suites (unit, shm, gst, samples)"
-  note "unit + shm + element + samples tests"
-  meson test -C build-ci --suite unit --suite shm --suite gst --suite samples \
-    --no-suite timing --print-errorlogs
-  tally build-ci/meson-logs/testlog.json "host (unit, shm, gst, samples)"
+# The host suites, side by side: they mostly wait (sleeps, timeouts, other
+# processes: all four together used 136 s of CPU in 223 s, measured on
+# 2026-11-26), so one after the other they added 584 s to CI's wall
+# clock.  Each runs in a network namespace of its own when this machine
+# lets us make one: a shm receiver's name is an abstract unix socket
+# named by its port, and those are per namespace, so tests of two suites
+# that happen to pick the same port never meet.  Without namespaces they
+# run one after the other, as before.
+host_out=$(mktemp -d)
+isolated=0
+if unshare --net true 2>/dev/null; then
+  isolated=1
 fi
 
+# host_suite LOGBASE BUILD-DIR LABEL [ENV=VALUE...] -- MESON-TEST-ARGS...
+# In the background: its output into $host_out/LOGBASE.log for
+# host_report, its wall clock into LOGBASE.time.
+host_suite() {
+  local logbase=$1 dir=$2 label=$3 envs=()
+  shift 3
+  while [ "$1" != -- ]; do
+    envs+=("$1")
+    shift
+  done
+  shift
+  rm -f "$dir/meson-logs/$logbase.json"
+  echo "$logbase $dir $label" >>"$host_out/order"
+  (
+    t=$SECONDS
+    if [ "$isolated" = 1 ]; then
+      env "${envs[@]}" unshare --net sh -c 'ip link set lo up && exec "$@"' sh \
+        meson test -C "$dir" --no-rebuild --print-errorlogs \
+        --logbase "$logbase" "$@" >"$host_out/$logbase.log" 2>&1
+    else
+      env "${envs[@]}" meson test -C "$dir" --no-rebuild --print-errorlogs \
+        --logbase "$logbase" "$@" >"$host_out/$logbase.log" 2>&1
+    fi
+    echo "$label: $((SECONDS - t)) s" >"$host_out/$logbase.time"
+  ) &
+  host_pids+=($!)
+  # One at a time without namespaces.
+  [ "$isolated" = 1 ] || wait "${host_pids[@]}"
+}
+
+host_pids=()
+step_time "host suites (side by side)"
+if [ "$isolated" = 1 ]; then
+  note "host suites side by side, each in a network namespace of its own"
+else
+  note "host suites one after the other (no network namespaces here)"
+fi
+if [ "$build_ok" = 1 ]; then
+  host_suite host build-ci "host (unit, shm, gst, samples)" -- \
+    --suite unit --suite shm --suite gst --suite samples --no-suite timing
+fi
 if [ "$asan_ok" = 1 ]; then
-  step_time "host suites under ASan + UBSan"
-  note "unit + shm tests under sanitizers"
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    meson test -C build-asan --suite unit --suite shm --no-suite timing \
-      --print-errorlogs
-  tally build-asan/meson-logs/testlog.json "sanitizers (unit, shm)"
+  host_suite asan-lib build-asan "sanitizers (unit, shm)" \
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 -- \
+    --suite unit --suite shm --no-suite timing
   # The elements too (per-pad threads, state cycles): the plugin is
   # loaded into the sanitized test binary, so the registry is scanned in
   # process (gst-plugin-scanner isn't sanitized).  Leak checking stays
-  # off here: GStreamer keeps process-wide caches it never frees.
-  note "element tests under sanitizers"
-  # Some tests run gst-launch-1.0 as a user would; it loads the
-  # sanitized plugin into an unsanitized program, so ASan's runtime must
-  # be preloaded to come first (it is the same runtime the test binaries
+  # off here: GStreamer keeps process-wide caches it never frees.  Some
+  # tests run gst-launch-1.0 as a user would; it loads the sanitized
+  # plugin into an unsanitized program, so ASan's runtime must be
+  # preloaded to come first (it is the same runtime the test binaries
   # link).
-  GST_REGISTRY_FORK=no ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+  host_suite asan-gst build-asan "sanitizers (gst elements)" \
+    GST_REGISTRY_FORK=no ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    LD_PRELOAD="$(gcc -print-file-name=libasan.so)" \
-    meson test -C build-asan --suite gst --no-suite timing --print-errorlogs
-  tally build-asan/meson-logs/testlog.json "sanitizers (gst elements)"
+    LD_PRELOAD="$(gcc -print-file-name=libasan.so)" -- \
+    --suite gst --no-suite timing
 fi
-
 if [ "$tsan_ok" = 1 ]; then
-  # The library's threads (sender engine, shm NIC thread, receiver, releases
-  # from any thread).  The element suite is not run under TSan: GLib's
-  # GMutex/GCond are futex-based and invisible to it (tests/fuzz/README.md,
-  # "ThreadSanitizer").  What it can't see either: the shm segment is mapped
-  # twice (receiver and sender mapping, even within one test process), and
-  # TSan tracks addresses, not pages, so accesses through the two mappings
-  # are never compared.
-  step_time "host suites under ThreadSanitizer"
-  note "unit + shm tests under ThreadSanitizer"
+  # The library's threads (sender engine, shm NIC thread, receiver,
+  # releases from any thread).  The element suite is not run under TSan:
+  # GLib's GMutex/GCond are futex-based and invisible to it
+  # (tests/fuzz/README.md, "ThreadSanitizer").  What it can't see either:
+  # the shm segment is mapped twice (receiver and sender mapping, even
+  # within one test process), and TSan tracks addresses, not pages, so
+  # accesses through the two mappings are never compared.
   # --no-suite timing: devices-shm-hold asserts a timing TSan's slowdown
   # breaks (tests/meson.build).
-  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-    meson test -C build-tsan --suite unit --suite shm --no-suite timing \
-    --print-errorlogs
-  tally build-tsan/meson-logs/testlog.json "ThreadSanitizer (unit, shm)"
+  host_suite tsan build-tsan "ThreadSanitizer (unit, shm)" \
+    TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 -- \
+    --suite unit --suite shm --no-suite timing
 fi
+[ ${#host_pids[@]} -eq 0 ] || wait "${host_pids[@]}"
+if [ -f "$host_out/order" ]; then
+  while read -r logbase dir label; do
+    note "$label"
+    cat "$host_out/$logbase.log"
+    tally "$dir/meson-logs/$logbase.json" "$label"
+    times+=("$(cat "$host_out/$logbase.time")")
+  done <"$host_out/order"
+fi
+rm -rf "$host_out"
 
 # Here, while the VM (if any) still runs: its build (~20 s on two cores)
 # and the throw-away root's checks take cores the host suites leave idle.
