@@ -48,8 +48,10 @@
  *   the arrivals, sleeps until just before the next frame of any device
  *   is due, in sleeps no longer than the back-off's 1 ms ceiling, and
  *   polls through a short window; back-off for streams that aren't
- *   periodic and while idle) or backoff (spin 20 us, then sleeps
- *   doubling up to 1 ms).  In adaptive mode a call that sleeps lowers the
+ *   periodic and while idle; over shm, where the sender's status WRITE
+ *   ends a sleep, one lane is slept on without the ceiling, and its
+ *   window polled only while it carries one device) or backoff (spin
+ *   20 us, then sleeps doubling up to 1 ms).  In adaptive mode a call that sleeps lowers the
  *   calling thread's timer slack to 1 ns (PR_SET_TIMERSLACK; Linux adds
  *   50 us to every timed sleep by default) and restores it before it
  *   returns.

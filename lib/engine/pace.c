@@ -163,14 +163,15 @@ enum sbr__pace_verdict sbr__pace_arrival(struct sbr__pace *p, uint8_t device,
 void sbr__pace_plan(const struct sbr__pace *p, uint64_t now_ns,
                     struct sbr__pace_plan *out)
 {
-  uint64_t next_start = UINT64_MAX;
-  bool active = false, irregular = false;
+  uint64_t next_start = UINT64_MAX, open_end = 0;
+  uint32_t active = 0;
+  bool irregular = false;
 
   for (uint32_t i = 0; i < p->n_ids; i++) {
     const struct sbr__pace_dev *d = &p->dev[p->ids[i]];
     if (d->last_ns == 0 || now_ns - d->last_ns > SBR__PACE_QUIET_NS)
       continue;
-    active = true;
+    active++;
     if (!sbr__pace_periodic(d)) {
       irregular = true;
       continue;
@@ -182,12 +183,18 @@ void sbr__pace_plan(const struct sbr__pace *p, uint64_t now_ns,
       continue;
     }
     if (now_ns >= start) {
-      out->action = SBR__PACE_SPIN;
-      out->until_ns = end;
-      return;
+      if (open_end == 0)
+        open_end = end; /* the first open window, as before the count */
+      continue;
     }
     if (start < next_start)
       next_start = start;
+  }
+  out->active = active;
+  if (open_end) {
+    out->action = SBR__PACE_SPIN;
+    out->until_ns = open_end;
+    return;
   }
   /* A frame in assembly: its next fragment comes behind the one found (a
    * big frame's blocks follow each other, interleaved with other devices'

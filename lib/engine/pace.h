@@ -91,6 +91,7 @@ struct sbr__pace_plan {
   enum sbr__pace_action action;
   uint64_t until_ns; /* SLEEP/BACKOFF: earliest window start, or
                         UINT64_MAX; SPIN: when the open window closes */
+  uint32_t active;   /* devices heard from lately */
 };
 
 void sbr__pace_init(struct sbr__pace *p);

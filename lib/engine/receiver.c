@@ -755,19 +755,21 @@ static void wait_for_more(struct sbr_receiver *r, struct wait *w,
     break;
   }
   uint64_t now = sbr__now_ns();
-  if (only_lane_wakes(r)) {
-    /* Its writer ends the sleep when a status byte lands (shm): no window
-     * to aim at, no spin, no timer precision needed.  Flat out, spinning
-     * and the clock reads it takes were most of this thread's time (B6);
-     * with several lanes the futex is one lane's, so the others' frames
-     * still need the pace below. */
-    uint64_t cap = r->last_event_check_ns + EVENT_CHECK_NS;
-    wait_sleep(r, w, deadline < cap ? deadline : cap);
-    return;
-  }
   struct sbr__pace_plan plan;
   sbr__pace_plan(&r->pace, now, &plan);
-  if (plan.action == SBR__PACE_SPIN) {
+  /* One lane whose writer ends our sleep when a status byte lands (shm):
+   * no ceiling and no back-off, one sleep to the next window or until
+   * woken (flat out nothing is periodic, and this sleep ends at each
+   * landing: B6).  Its window is polled through only when the lane
+   * carries one camera: then a sleeping thread's wake-up is most of each
+   * frame's latency where idle cores are slow to wake (B9, one camera:
+   * p50 125-231 us polling, 297-407 us woken); cameras captured together
+   * land in a burst that one wake-up serves, and a thread polling beside
+   * the writer took the core the writer needed (twelve: p50 188-205 us
+   * polling, 91-128 us woken, at twice the CPU).  With several lanes the
+   * futex is one lane's, so the others' frames need the ceiling below. */
+  bool woken_lane = only_lane_wakes(r);
+  if (plan.action == SBR__PACE_SPIN && (!woken_lane || plan.active == 1)) {
     /* Poll, but let another thread of this core run: a receiver that
      * slept for most of a period is the scheduler's favourite when it
      * wakes, and on a busy host a pure spin through the window delayed
@@ -775,6 +777,23 @@ static void wait_for_more(struct sbr_receiver *r, struct wait *w,
      * sender, same host): 100 fps arrivals then alternated 9.6/10.5 ms
      * and most fell outside the window. */
     sched_yield();
+    return;
+  }
+  if (woken_lane) {
+    uint64_t cap = r->last_event_check_ns + EVENT_CHECK_NS;
+    if (deadline < cap)
+      cap = deadline;
+    bool to_window = plan.action == SBR__PACE_SLEEP && plan.active == 1 &&
+                     plan.until_ns < cap;
+    uint64_t t = to_window ? plan.until_ns : cap;
+    if (t <= now + MIN_SLEEP_NS) {
+      sbr__cpu_relax();
+      return;
+    }
+    if (wait_sleep_until(r, w, t) && to_window) {
+      uint64_t woke = sbr__now_ns();
+      sbr__pace_overslept(&r->pace, woke > t ? woke - t : 0);
+    }
     return;
   }
   /* Never past the caller's deadline, nor the next look for connects and
