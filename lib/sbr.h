@@ -51,10 +51,10 @@
  *   periodic and while idle; over shm, where the sender's status WRITE
  *   ends a sleep, one lane is slept on without the ceiling, and its
  *   window polled only while it carries one device) or backoff (spin
- *   20 us, then sleeps doubling up to 1 ms).  In adaptive mode a call that sleeps lowers the
- *   calling thread's timer slack to 1 ns (PR_SET_TIMERSLACK; Linux adds
- *   50 us to every timed sleep by default) and restores it before it
- *   returns.
+ *   20 us, then sleeps doubling up to 1 ms).  In adaptive mode a call
+ *   that sleeps lowers the calling thread's timer slack to 1 ns
+ *   (PR_SET_TIMERSLACK; Linux adds 50 us to every timed sleep by
+ *   default) and restores it before it returns.
  *
  * Memory
  *   A send block belongs to the caller between acquire and submit/abandon,

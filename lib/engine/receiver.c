@@ -779,51 +779,42 @@ static void wait_for_more(struct sbr_receiver *r, struct wait *w,
     sched_yield();
     return;
   }
-  if (woken_lane) {
-    uint64_t cap = r->last_event_check_ns + EVENT_CHECK_NS;
-    if (deadline < cap)
-      cap = deadline;
-    bool to_window = plan.action == SBR__PACE_SLEEP && plan.active == 1 &&
-                     plan.until_ns < cap;
-    uint64_t t = to_window ? plan.until_ns : cap;
-    if (t <= now + MIN_SLEEP_NS) {
-      sbr__cpu_relax();
-      return;
-    }
-    if (wait_sleep_until(r, w, t) && to_window) {
-      uint64_t woke = sbr__now_ns();
-      sbr__pace_overslept(&r->pace, woke > t ? woke - t : 0);
-    }
-    return;
-  }
   /* Never past the caller's deadline, nor the next look for connects and
    * disconnects (that also bounds how late a wakeup is seen: 10 ms). */
   uint64_t cap = r->last_event_check_ns + EVENT_CHECK_NS;
   if (deadline < cap)
     cap = deadline;
-  uint64_t t = plan.until_ns;
-  if (plan.action == SBR__PACE_SLEEP) {
-    /* Never longer than the back-off's ceiling: a frame that comes early
-     * (a burst at a stream's start, a sender that caught up) waits no
-     * longer than it would in backoff mode.  Sleeping to the window in
-     * one go let such frames wait up to a period, and twelve cameras'
-     * delayed frames then reached rdmasrc in bursts its per-device share
-     * dropped from (test-rdmasrc-streams). */
-    uint64_t ceiling = now + (uint64_t)r->backoff.cfg.max_sleep_us * 1000u;
-    if (ceiling < t)
-      t = ceiling;
-  } else if (plan.action == SBR__PACE_BACKOFF) {
-    if (sbr__backoff_spin(&r->backoff))
-      return;
-    uint64_t backoff_end =
-        now + (uint64_t)sbr__backoff_next_sleep_us(&r->backoff) * 1000u;
-    if (backoff_end < t)
-      t = backoff_end;
-  }
-  bool to_window = t == plan.until_ns;
-  if (cap < t) {
-    t = cap;
-    to_window = false;
+  uint64_t t;
+  bool to_window;
+  if (woken_lane) {
+    to_window = plan.action == SBR__PACE_SLEEP && plan.active == 1 &&
+                plan.until_ns < cap;
+    t = to_window ? plan.until_ns : cap;
+  } else {
+    t = plan.until_ns;
+    if (plan.action == SBR__PACE_SLEEP) {
+      /* Never longer than the back-off's ceiling: a frame that comes early
+       * (a burst at a stream's start, a sender that caught up) waits no
+       * longer than it would in backoff mode.  Sleeping to the window in
+       * one go let such frames wait up to a period, and twelve cameras'
+       * delayed frames then reached rdmasrc in bursts its per-device share
+       * dropped from (test-rdmasrc-streams). */
+      uint64_t ceiling = now + (uint64_t)r->backoff.cfg.max_sleep_us * 1000u;
+      if (ceiling < t)
+        t = ceiling;
+    } else if (plan.action == SBR__PACE_BACKOFF) {
+      if (sbr__backoff_spin(&r->backoff))
+        return;
+      uint64_t backoff_end =
+          now + (uint64_t)sbr__backoff_next_sleep_us(&r->backoff) * 1000u;
+      if (backoff_end < t)
+        t = backoff_end;
+    }
+    to_window = t == plan.until_ns;
+    if (cap < t) {
+      t = cap;
+      to_window = false;
+    }
   }
   if (t <= now + MIN_SLEEP_NS) {
     sbr__cpu_relax();
