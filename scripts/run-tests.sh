@@ -92,6 +92,23 @@ step_failed() {
   summary+=("$1")
 }
 
+# run_checks PREFIX SCRIPT LABEL: runs a check script whose lines
+# "PREFIX: ok ..." and "PREFIX: FAILED ..." are its checks, and counts
+# them (a script that checked nothing is a failure).
+run_checks() {
+  local prefix=$1 script=$2 label=$3 log n_ok n_bad
+  log=$(mktemp)
+  "$script" | tee "$log"
+  n_ok=$(grep -c "^$prefix: ok" "$log")
+  n_bad=$(grep -c "^$prefix: FAILED" "$log")
+  passed=$((passed + n_ok))
+  failed=$((failed + n_bad))
+  [ "$n_ok" -gt 0 ] || [ "$n_bad" -gt 0 ] ||
+    step_failed "$prefix: $(basename "$script") checked nothing"
+  summary+=("$label: $n_ok checks passed, $n_bad failed")
+  rm -f "$log"
+}
+
 step_time "dependencies"
 note "dependencies"
 scripts/install-deps.sh || step_failed "install-deps failed"
@@ -295,15 +312,7 @@ fi
 
 step_time "install"
 note "install into a prefix (tests/install/check-install.sh)"
-install_log=$(mktemp)
-tests/install/check-install.sh | tee "$install_log"
-n_ok=$(grep -c '^install: ok' "$install_log")
-n_bad=$(grep -c '^install: FAILED' "$install_log")
-passed=$((passed + n_ok))
-failed=$((failed + n_bad))
-[ "$n_ok" -gt 0 ] || [ "$n_bad" -gt 0 ] || step_failed "install: check-install.sh checked nothing"
-summary+=("install: $n_ok checks passed, $n_bad failed")
-rm -f "$install_log"
+run_checks install tests/install/check-install.sh install
 
 # The host suites, side by side: they mostly wait (sleeps, timeouts, other
 # processes: all four together used 136 s of CPU in 223 s, measured on
@@ -407,15 +416,7 @@ rm -rf "$host_out"
 # Here, while the VM (if any) still runs: its build (~20 s on two cores)
 # and the throw-away root's checks take cores the host suites leave idle.
 note "Debian packages (tests/package/check-package.sh)"
-package_log=$(mktemp)
-tests/package/check-package.sh | tee "$package_log"
-n_ok=$(grep -c '^package: ok' "$package_log")
-n_bad=$(grep -c '^package: FAILED' "$package_log")
-passed=$((passed + n_ok))
-failed=$((failed + n_bad))
-[ "$n_ok" -gt 0 ] || [ "$n_bad" -gt 0 ] || step_failed "package: check-package.sh checked nothing"
-summary+=("Debian packages: $n_ok checks passed, $n_bad failed")
-rm -f "$package_log"
+run_checks package tests/package/check-package.sh "Debian packages"
 
 if [ -n "$vm_pid" ]; then
   step_time "waiting for the VM steps (after the host suites)"
