@@ -11,6 +11,9 @@ packages=(
   gcc meson ninja-build pkg-config clang-format
   # tests/abi/: abidiff against lib/abi/ (scripts/update-abi.sh: abidw)
   abigail-tools
+  # run-tests.sh: each host suite in a network namespace of its own, with
+  # its loopback up (ip)
+  iproute2
   # tests/fuzz/: libFuzzer comes with clang's runtime libraries
   clang libclang-rt-14-dev
   # core library: rdma-core

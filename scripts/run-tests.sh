@@ -324,7 +324,7 @@ run_checks install tests/install/check-install.sh install
 # run one after the other, as before.
 host_out=$(mktemp -d)
 isolated=0
-if unshare --net true 2>/dev/null; then
+if unshare --net sh -c 'ip link set lo up' 2>/dev/null; then
   isolated=1
 fi
 
@@ -343,14 +343,17 @@ host_suite() {
   echo "$logbase $dir $label" >>"$host_out/order"
   (
     t=$SECONDS
+    # The suite's environment (ASan's LD_PRELOAD among it) for meson and
+    # the tests only, not for unshare, sh and ip.
     if [ "$isolated" = 1 ]; then
-      env "${envs[@]}" unshare --net sh -c 'ip link set lo up && exec "$@"' sh \
-        meson test -C "$dir" --no-rebuild --print-errorlogs \
+      unshare --net sh -c 'ip link set lo up && exec env "$@"' sh \
+        "${envs[@]}" meson test -C "$dir" --no-rebuild --print-errorlogs \
         --logbase "$logbase" "$@" >"$host_out/$logbase.log" 2>&1
     else
       env "${envs[@]}" meson test -C "$dir" --no-rebuild --print-errorlogs \
         --logbase "$logbase" "$@" >"$host_out/$logbase.log" 2>&1
     fi
+    echo $? >"$host_out/$logbase.rc"
     echo "$label: $((SECONDS - t)) s" >"$host_out/$logbase.time"
   ) &
   host_pids+=($!)
@@ -359,10 +362,11 @@ host_suite() {
 }
 
 host_pids=()
-step_time "host suites (side by side)"
 if [ "$isolated" = 1 ]; then
+  step_time "host suites (side by side)"
   note "host suites side by side, each in a network namespace of its own"
 else
+  step_time "host suites (one after the other)"
   note "host suites one after the other (no network namespaces here)"
 fi
 if [ "$build_ok" = 1 ]; then
@@ -408,13 +412,21 @@ if [ -f "$host_out/order" ]; then
     note "$label"
     cat "$host_out/$logbase.log"
     tally "$dir/meson-logs/$logbase.json" "$label"
-    times+=("$(cat "$host_out/$logbase.time")")
+    # meson failing for itself (not a test's failure) leaves a log of
+    # only the tests that finished.
+    rc=$(cat "$host_out/$logbase.rc" 2>/dev/null || echo missing)
+    if [ "$rc" != 0 ] && ! grep -q '"result": "\(FAIL\|TIMEOUT\|ERROR\)' \
+      "$dir/meson-logs/$logbase.json" 2>/dev/null; then
+      step_failed "$label: meson test exited $rc with no test failed (see above)"
+    fi
+    times+=("$(cat "$host_out/$logbase.time" 2>/dev/null || echo "$label: ? s")")
   done <"$host_out/order"
 fi
 rm -rf "$host_out"
 
 # Here, while the VM (if any) still runs: its build (~20 s on two cores)
 # and the throw-away root's checks take cores the host suites leave idle.
+step_time "Debian packages"
 note "Debian packages (tests/package/check-package.sh)"
 run_checks package tests/package/check-package.sh "Debian packages"
 

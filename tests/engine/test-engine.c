@@ -1144,7 +1144,7 @@ static void read_ahead_keeps_several_reads_in_flight(void)
   ASSERT_EQ(st.wr_posted, 16 + 16 + 3);
   ASSERT(st.sync_reads <= 1);
   sbr_frame_release(&f);
-  ASSERT_OK(sbr_sender_flush(s, 5000));
+  ASSERT_OK(sbr_sender_flush(s, 10000));
   sbr_sender_free(s);
   sbr_receiver_free(r);
 }

@@ -166,6 +166,30 @@ static void plan_wakes_for_the_earliest_device(void)
   ASSERT(start0 < t1 + 40 * MS);
 }
 
+static void plan_counts_the_devices_heard_from(void)
+{
+  /* Two devices with open windows at once: the first one's window is
+   * polled, and both count; a device quiet for longer than QUIET_NS
+   * doesn't (the receiver polls one camera's window only: receiver.c). */
+  static struct sbr__pace p;
+  sbr__pace_init(&p);
+  feed(&p, 0, T0, 20, 40 * MS, 0, 0);
+  uint64_t t = feed(&p, 1, T0, 20, 40 * MS, 0, 0);
+  struct sbr__pace_plan plan;
+  sbr__pace_plan(&p, t + 40 * MS, &plan);
+  ASSERT_EQ(plan.action, SBR__PACE_SPIN);
+  uint64_t start0, end0;
+  sbr__pace_window(&p, &p.dev[0], &start0, &end0);
+  ASSERT_EQ(plan.until_ns, end0);
+  ASSERT_EQ(plan.active, 2);
+  /* Device 1 stops; device 0 goes on past QUIET_NS. */
+  uint64_t t0 = feed(&p, 0, t + 40 * MS, 40, 40 * MS, 0, 0);
+  ASSERT(t0 - t > SBR__PACE_QUIET_NS);
+  sbr__pace_plan(&p, t0 + 1 * MS, &plan);
+  ASSERT_EQ(plan.action, SBR__PACE_SLEEP);
+  ASSERT_EQ(plan.active, 1);
+}
+
 static void plan_backs_off_for_an_irregular_device(void)
 {
   static struct sbr__pace p;
@@ -288,6 +312,8 @@ int main(int argc, char **argv)
       {"plan_sleeps_until_the_next_window", plan_sleeps_until_the_next_window},
       {"plan_wakes_for_the_earliest_device",
        plan_wakes_for_the_earliest_device},
+      {"plan_counts_the_devices_heard_from",
+       plan_counts_the_devices_heard_from},
       {"plan_backs_off_for_an_irregular_device",
        plan_backs_off_for_an_irregular_device},
       {"plan_backs_off_when_a_frame_is_overdue",
