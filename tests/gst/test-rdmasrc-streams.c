@@ -7,8 +7,9 @@
  * Senders are live videotestsrc cameras into rdmasink (one connection for
  * all, as on a rig) in the same process; the transport is SBR_TEST_TRANSPORT
  * (shm on the host, verbs in the Soft-RoCE VM).  Every fast pad is checked
- * for every frame, in order: consecutive packet numbers (OFFSET), no
- * DISCONT after the first buffer.
+ * for every frame, in order: consecutive packet numbers (OFFSET).  DISCONT
+ * flags are counted apart: rdmasrc also marks a frame whose timestamps it
+ * re-based (Counts.discont), which loses nothing.
  */
 #include <gst/app/gstappsink.h>
 #include <gst/check/gstcheck.h>
@@ -40,12 +41,17 @@ typedef struct {
   GMutex lock;
   guint frames[MAX_PADS];
   guint64 last_offset[MAX_PADS];
-  guint out_of_order[MAX_PADS]; /* gaps, reorders, DISCONT after the first */
+  guint out_of_order[MAX_PADS]; /* gaps and reorders of packet numbers */
   guint backwards[MAX_PADS];    /* packet numbers that went back: frames of
                                    two senders mixed (gaps and DISCONT are
                                    not: a starved sender makes those) */
   gsize first_size[MAX_PADS];
   guint other_size[MAX_PADS]; /* frames not the size of the first one */
+  /* DISCONT frames, counted apart: besides after a drop, rdmasrc marks
+   * one where it re-based the sender's timestamps, which it does when the
+   * sender's capture clock ran ahead of its running time, as a sender
+   * starved of CPU's does (the VM's emulated CPU, or this host running
+   * two VMs beside four suites: one in a whole run, CI at 80ad8b1). */
   guint discont[MAX_PADS];
 } Counts;
 
@@ -71,11 +77,8 @@ static void on_handoff(GstElement *sink, GstBuffer *buf, GstPad *pad,
   } else {
     counts.first_size[d] = gst_buffer_get_size(buf);
   }
-  if (GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_DISCONT)) {
+  if (GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_DISCONT))
     counts.discont[d]++;
-    if (counts.frames[d] > 0)
-      counts.out_of_order[d]++;
-  }
   counts.last_offset[d] = GST_BUFFER_OFFSET(buf);
   counts.frames[d]++;
   g_mutex_unlock(&counts.lock);
@@ -464,9 +467,9 @@ GST_START_TEST(test_slow_consumer_does_not_slow_the_others)
     fail_unless(drops - start_drops[d] <= SLOW_FRAMES / 10,
                 "device %u: %" G_GUINT64_FORMAT " dropped after PLAYING", d,
                 drops - start_drops[d]);
-    /* In order, but for the gap (and DISCONT) of each dropped frame, which
+    /* In order, but for the gap a run of dropped frames leaves, which
      * shows when the frame after it is pushed. */
-    fail_unless(counts.out_of_order[d] <= start_disorder[d] + 2 * drops,
+    fail_unless(counts.out_of_order[d] <= start_disorder[d] + drops,
                 "device %u: %u out of order", d, counts.out_of_order[d]);
     fail_unless_equals_int(frames_of(d) + drops, SLOW_FRAMES);
   }
@@ -545,7 +548,7 @@ GST_START_TEST(test_stuck_consumer_then_resumes)
   s = rdmasrc_stats(rx);
   for (guint d = 1; d < n; d++)
     fail_unless(counts.out_of_order[d] <=
-                    2 * u64(device_stats(s, d), "drops-leaky"),
+                    u64(device_stats(s, d), "drops-leaky"),
                 "device %u: %u out of order", d, counts.out_of_order[d]);
   gst_structure_free(s);
   gst_object_unref(stuck);
