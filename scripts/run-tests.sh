@@ -317,11 +317,12 @@ run_checks install tests/install/check-install.sh install
 # The host suites, side by side: they mostly wait (sleeps, timeouts, other
 # processes: all four together used 136 s of CPU in 223 s, measured on
 # 2026-11-26), so one after the other they added 584 s to CI's wall
-# clock.  The two element suites still take turns (below).  Each runs in a network namespace of its own when this machine
-# lets us make one: a shm receiver's name is an abstract unix socket
-# named by its port, and those are per namespace, so tests of two suites
-# that happen to pick the same port never meet.  Without namespaces they
-# run one after the other, as before.
+# clock.  The two element suites still take turns (below).  Each runs in
+# a network namespace of its own when this machine lets us make one: a
+# shm receiver's name is an abstract unix socket named by its port, and
+# those are per namespace, so tests of two suites that happen to pick the
+# same port never meet.  Without namespaces they run one after the other,
+# as before.
 host_out=$(mktemp -d)
 isolated=0
 if unshare --net sh -c 'ip link set lo up' 2>/dev/null; then
@@ -329,8 +330,9 @@ if unshare --net sh -c 'ip link set lo up' 2>/dev/null; then
 fi
 
 # host_suite LOGBASE BUILD-DIR LABEL [ENV=VALUE...] -- MESON-TEST-ARGS...
-# In the background: its output into $host_out/LOGBASE.log for
-# host_report, its wall clock into LOGBASE.time.
+# In the background: its output into $host_out/LOGBASE.log, meson's exit
+# status into LOGBASE.rc and its wall clock into LOGBASE.time, for the
+# report below.
 host_suite() {
   local logbase=$1 dir=$2 label=$3 envs=()
   shift 3

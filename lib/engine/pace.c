@@ -184,7 +184,7 @@ void sbr__pace_plan(const struct sbr__pace *p, uint64_t now_ns,
     }
     if (now_ns >= start) {
       if (open_end == 0)
-        open_end = end; /* the first open window, as before the count */
+        open_end = end; /* the first open window is the one polled */
       continue;
     }
     if (start < next_start)

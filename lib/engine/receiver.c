@@ -769,7 +769,8 @@ static void wait_for_more(struct sbr_receiver *r, struct wait *w,
    * polling, 91-128 us woken, at twice the CPU).  With several lanes the
    * futex is one lane's, so the others' frames need the ceiling below. */
   bool woken_lane = only_lane_wakes(r);
-  if (plan.action == SBR__PACE_SPIN && (!woken_lane || plan.active == 1)) {
+  bool poll_window = !woken_lane || plan.active == 1;
+  if (plan.action == SBR__PACE_SPIN && poll_window) {
     /* Poll, but let another thread of this core run: a receiver that
      * slept for most of a period is the scheduler's favourite when it
      * wakes, and on a busy host a pure spin through the window delayed
@@ -787,8 +788,8 @@ static void wait_for_more(struct sbr_receiver *r, struct wait *w,
   uint64_t t;
   bool to_window;
   if (woken_lane) {
-    to_window = plan.action == SBR__PACE_SLEEP && plan.active == 1 &&
-                plan.until_ns < cap;
+    to_window =
+        plan.action == SBR__PACE_SLEEP && poll_window && plan.until_ns < cap;
     t = to_window ? plan.until_ns : cap;
   } else {
     t = plan.until_ns;

@@ -276,9 +276,9 @@ static void adaptive_learns_a_periodic_stream(void)
   uint16_t port = fixture_port();
   sbr_receiver *r = new_receiver(SBR_POLL_ADAPTIVE, port, 16, 16 * KIB);
   /* A second lane, idle: with one lane whose writer wakes the receiver
-   * (shm) adaptive just sleeps until woken
-   * (adaptive_sleeps_to_the_window_of_its_only_lane); with several it paces, as
-   * over verbs. */
+   * (shm) adaptive sleeps to the window with no 1 ms ceiling
+   * (adaptive_sleeps_to_the_window_of_its_only_lane); with several it
+   * paces with the ceiling, as over verbs. */
   sbr_sender *idle = new_sender(r, port);
   struct stream st = {.s = new_sender(r, port),
                       .devices = 1,
