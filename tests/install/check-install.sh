@@ -1,22 +1,28 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: LGPL-2.1-or-later
 #
-# The install, as a user or a packager meets it (issue #20 item 3):
-#   1. configure with --prefix in a temporary directory, `meson install`;
+# The install, as a user or a packager meets it:
+#   1. the README's "Install" lines, run literally in a copy of the source
+#      tree with a fresh HOME and no other environment (no
+#      LD_LIBRARY_PATH): `meson setup build --prefix ~/.local && ninja -C
+#      build install`, `export GST_PLUGIN_PATH=...`, then
+#      `gst-inspect-1.0 rdmasrc` must find the element (the installed
+#      plugin finds the installed libsbr through its run path,
+#      gst/meson.build);
 #   2. the plugin is under <prefix>/<libdir>/gstreamer-1.0, with sbr.h,
 #      sbr.pc and libsbr beside it, and no tool or sample (opt-in);
 #   3. gst-inspect-1.0 finds rdmasink and rdmasrc in the installed plugin
-#      alone (GST_PLUGIN_SYSTEM_PATH emptied), with its package name;
+#      alone (GST_PLUGIN_SYSTEM_PATH emptied of this build);
 #   4. a small C program built with `pkg-config --cflags --libs sbr`
 #      against the installed files sends and receives over shm;
 #   5. gst-launch-1.0 moves frames from rdmasink to rdmasrc through the
 #      installed plugin;
 #   6. a build without rdma-core says so when configured, and
 #      transport=verbs fails at once with a message that says why.
-# Prints "install: ok" or "install: FAILED <why>" per check; exit 0 when
-# all passed.
+# Prints "install: ok: ..." or "install: FAILED: ..." per check (the meson
+# test 'install' reads them through tests/tap.sh); exit 0 when all passed.
 set -u
-top=$(cd "$(dirname "$0")/../.." && pwd)
+top=$(cd "$(dirname "$0")/../.." && pwd -P)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failed=0
@@ -24,16 +30,36 @@ failed=0
 ok() { echo "install: ok: $*"; }
 fail() { echo "install: FAILED: $*"; failed=$((failed + 1)); }
 
-prefix=$work/prefix
-if ! meson setup "$work/build" "$top" --prefix "$prefix" -Dtests=disabled \
-  -Dsamples=disabled -Dpackage-name="install check" >"$work/setup.log" 2>&1 ||
-  ! ninja -C "$work/build" >"$work/build.log" 2>&1 ||
-  ! meson install -C "$work/build" >"$work/install.log" 2>&1; then
-  tail -20 "$work"/*.log
-  fail "configure, build or install into $prefix"
+# A copy of the tree as a commit of it would hold (tracked and new files,
+# no build directories): the README's `meson setup build` writes there.
+src=$work/src
+mkdir "$src"
+(cd "$top" && git ls-files -z --cached --others --exclude-standard |
+  tar --null -T - --ignore-failed-read -cf - 2>/dev/null) | tar -C "$src" -xf -
+home=$work/home
+mkdir "$home"
+readme_lines=$(awk '/^## /{ on = ($0 == "## Install") } on && /^    [^ ]/' \
+  "$top/README.md" | sed 's/^    //')
+if [ -z "$readme_lines" ]; then
+  fail "README.md has no indented command lines under \"## Install\""
   exit 1
 fi
-libdir=$(meson introspect "$work/build" --buildoptions |
+printf '%s\n' "$readme_lines" | sed 's/^/  README: /'
+# shellcheck disable=SC2016 # expanded by the inner shell
+if (cd "$src" && env -i PATH="$PATH" HOME="$home" LANG=C.UTF-8 bash -c '
+  set -e
+  eval "$1" >"$2/readme-install.log" 2>&1
+  gst-inspect-1.0 rdmasrc >"$2/readme-inspect.log" 2>&1' _ \
+  "$readme_lines" "$work"); then
+  ok "the README's install lines, then gst-inspect-1.0 rdmasrc with only GST_PLUGIN_PATH set"
+else
+  tail -20 "$work"/readme-*.log
+  fail "the README's install lines and gst-inspect-1.0 rdmasrc (above)"
+  exit 1
+fi
+
+prefix=$home/.local
+libdir=$(meson introspect "$src/build" --buildoptions |
   python3 -c 'import json,sys; print([o["value"] for o in json.load(sys.stdin) if o["name"]=="libdir"][0])')
 plugin=$prefix/$libdir/gstreamer-1.0/libgstrdma.so
 if [ -f "$plugin" ] && [ -f "$prefix/include/sbr/sbr.h" ] &&
@@ -52,8 +78,8 @@ fi
 
 # Only the installed plugin and the system's own: the build tree's must not
 # be found, so the caller's GST_PLUGIN_PATH is replaced, and the registry
-# is a fresh one.
-export LD_LIBRARY_PATH=$prefix/$libdir
+# is a fresh one.  No LD_LIBRARY_PATH: the plugin's run path finds libsbr.
+unset LD_LIBRARY_PATH GST_PLUGIN_PATH_1_0 GST_PLUGIN_SYSTEM_PATH_1_0 GST_REGISTRY_1_0
 export GST_PLUGIN_PATH=$prefix/$libdir/gstreamer-1.0
 GST_PLUGIN_SYSTEM_PATH=$(pkg-config --variable=pluginsdir gstreamer-1.0)
 export GST_PLUGIN_SYSTEM_PATH
@@ -61,7 +87,6 @@ export GST_REGISTRY=$work/registry.bin
 if gst-inspect-1.0 rdma >"$work/inspect.txt" 2>&1 &&
   grep -q "rdmasink" "$work/inspect.txt" &&
   grep -q "rdmasrc" "$work/inspect.txt" &&
-  grep -q "install check" "$work/inspect.txt" &&
   grep -q "$plugin" "$work/inspect.txt"; then
   ok "gst-inspect-1.0 lists rdmasink and rdmasrc from $plugin"
 else
@@ -74,7 +99,9 @@ export PKG_CONFIG_PATH=$prefix/$libdir/pkgconfig
 if cc -Wall -Wextra -Werror -o "$work/sbr-consumer" \
   "$top/tests/install/sbr-consumer.c" $(pkg-config --cflags --libs sbr) \
   -pthread 2>"$work/cc.log"; then
-  if out=$(timeout 60 "$work/sbr-consumer" $((20000 + $$ % 20000)) 2>&1); then
+  # An app linked against a library under a user prefix finds it as any
+  # such app does: LD_LIBRARY_PATH (or its own run path).
+  if out=$(LD_LIBRARY_PATH=$prefix/$libdir timeout 60 "$work/sbr-consumer" $((20000 + $$ % 20000)) 2>&1); then
     ok "$out"
   else
     echo "$out"
