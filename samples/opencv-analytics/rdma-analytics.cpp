@@ -21,6 +21,12 @@
 // (the sender's wall clock, from the buffer's timestamp/x-unix
 // GstReferenceTimestampMeta); across hosts it includes their clock offset.
 // Events are lines too: {"device":3,"event":"added"|"stream-start"|"eos"}.
+// A camera's "eos" line also says what became of the frames of the stream
+// it ends: "received" from rdmasrc, "analysed", "dropped" by this app (its
+// leaky queue keeps the newest two while an analysis runs, as live
+// analytics should) and "rdmasrc_dropped" (what the camera's rdmasrc pad
+// dropped: drop-oldest over its budget, before PLAYING, after EOS; its
+// stats' drops-*).  Every frame sent is in one of the last three.
 // A camera's EOS is reported and the app keeps running: when the camera
 // comes back (a new sender), the same pad gets stream-start and frames.
 //
@@ -46,6 +52,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -80,6 +87,12 @@ struct Device {
   cv::CascadeClassifier faces;
   std::mutex lock;
   uint64_t frames = 0, motion_frames = 0, eos_count = 0;
+  // Frames rdmasrc pushed, in total and when each stream's EOS passed its
+  // pad (the next stream's frames may follow before the EOS reaches the
+  // appsink); what the last "eos" line reported.
+  uint64_t received = 0;
+  std::deque<uint64_t> received_at_eos;
+  uint64_t reported_received = 0, reported_frames = 0, reported_drops = 0;
   bool ended = false;
   std::vector<double> latency_us;
   cv::Mat last; // annotated copy of the latest frame, for the mosaic
@@ -88,6 +101,7 @@ struct Device {
 struct App {
   Options opt;
   GstElement *pipeline = nullptr;
+  GstElement *src = nullptr; // rdmasrc, for its stats
   GMainLoop *loop = nullptr;
   std::mutex lock; // devices, stdout
   std::map<unsigned, std::unique_ptr<Device>> devices;
@@ -265,6 +279,54 @@ struct ProbeCtx {
   Device *dev;
 };
 
+// What the camera's rdmasrc pad has dropped so far (its stats' drops-*).
+uint64_t rdmasrc_drops(App *app, unsigned number)
+{
+  GstStructure *stats = nullptr, *device = nullptr;
+  uint64_t total = 0;
+  g_object_get(app->src, "stats", &stats, nullptr);
+  std::string name = "device-" + std::to_string(number);
+  if (stats && gst_structure_get(stats, name.c_str(), GST_TYPE_STRUCTURE,
+                                 &device, nullptr)) {
+    for (const char *f : {"drops-leaky", "drops-not-playing", "drops-ended"}) {
+      guint64 v = 0;
+      if (gst_structure_get_uint64(device, f, &v))
+        total += v;
+    }
+    gst_structure_free(device);
+  }
+  if (stats)
+    gst_structure_free(stats);
+  return total;
+}
+
+// The "eos" line: the stream's frames received, analysed and dropped.
+void emit_eos(App *app, Device *dev)
+{
+  uint64_t drops = rdmasrc_drops(app, dev->number);
+  uint64_t received, analysed, rdmasrc_dropped;
+  {
+    std::lock_guard<std::mutex> g(dev->lock);
+    uint64_t at_eos = dev->received;
+    if (!dev->received_at_eos.empty()) {
+      at_eos = dev->received_at_eos.front();
+      dev->received_at_eos.pop_front();
+    }
+    received = at_eos - dev->reported_received;
+    analysed = dev->frames - dev->reported_frames;
+    rdmasrc_dropped = drops - dev->reported_drops;
+    dev->reported_received = at_eos;
+    dev->reported_frames = dev->frames;
+    dev->reported_drops = drops;
+  }
+  emit(app, "{\"device\":" + std::to_string(dev->number) +
+                ",\"event\":\"eos\",\"received\":" + std::to_string(received) +
+                ",\"analysed\":" + std::to_string(analysed) +
+                ",\"dropped\":" + std::to_string(received - analysed) +
+                ",\"rdmasrc_dropped\":" + std::to_string(rdmasrc_dropped) +
+                "}");
+}
+
 GstPadProbeReturn on_branch_event(GstPad *, GstPadProbeInfo *info,
                                   gpointer data)
 {
@@ -282,7 +344,7 @@ GstPadProbeReturn on_branch_event(GstPad *, GstPadProbeInfo *info,
       c->dev->ended = true;
       c->dev->eos_count++;
     }
-    emit_event(c->app, c->dev->number, "eos");
+    emit_eos(c->app, c->dev);
     g_idle_add(quit_idle, c->app);
     return GST_PAD_PROBE_DROP;
   }
@@ -292,12 +354,28 @@ GstPadProbeReturn on_branch_event(GstPad *, GstPadProbeInfo *info,
   return GST_PAD_PROBE_OK;
 }
 
-// On rdmasrc's pad: a camera (re)starting.
-GstPadProbeReturn on_src_event(GstPad *, GstPadProbeInfo *info, gpointer data)
+// On rdmasrc's pad, in its thread: a frame received, a camera (re)starting
+// or ending.
+GstPadProbeReturn on_src_pad(GstPad *, GstPadProbeInfo *info, gpointer data)
 {
   auto *c = static_cast<ProbeCtx *>(data);
-  if (GST_EVENT_TYPE(GST_PAD_PROBE_INFO_EVENT(info)) == GST_EVENT_STREAM_START)
+  if (info->type & GST_PAD_PROBE_TYPE_BUFFER) {
+    std::lock_guard<std::mutex> g(c->dev->lock);
+    c->dev->received++;
+    return GST_PAD_PROBE_OK;
+  }
+  switch (GST_EVENT_TYPE(GST_PAD_PROBE_INFO_EVENT(info))) {
+  case GST_EVENT_STREAM_START:
     emit_event(c->app, c->dev->number, "stream-start");
+    break;
+  case GST_EVENT_EOS: {
+    std::lock_guard<std::mutex> g(c->dev->lock);
+    c->dev->received_at_eos.push_back(c->dev->received);
+    break;
+  }
+  default:
+    break;
+  }
   return GST_PAD_PROBE_OK;
 }
 
@@ -346,8 +424,10 @@ void on_pad_added(GstElement *, GstPad *pad, gpointer data)
                     [](gpointer p) { delete static_cast<ProbeCtx *>(p); });
   gst_object_unref(sinkpad);
   auto *sctx = new ProbeCtx{app, dev.get()};
-  gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, on_src_event,
-                    sctx,
+  gst_pad_add_probe(pad,
+                    (GstPadProbeType)(GST_PAD_PROBE_TYPE_BUFFER |
+                                      GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM),
+                    on_src_pad, sctx,
                     [](gpointer p) { delete static_cast<ProbeCtx *>(p); });
 
   {
@@ -536,6 +616,7 @@ int main(int argc, char **argv)
     g_printerr("rdma-analytics: no rdmasrc (set GST_PLUGIN_PATH)\n");
     return 1;
   }
+  app.src = src;
   gst_util_set_object_arg(G_OBJECT(src), "transport",
                           app.opt.transport.c_str());
   g_object_set(src, "port", app.opt.port, nullptr);

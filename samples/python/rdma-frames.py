@@ -7,7 +7,14 @@
 
 One JSON line per frame on stdout: device, packet number, capture time
 (the sender's wall clock, ns), motion (yes/no) and the changed fraction;
-{"device": N, "event": "eos"} when a camera ends.  Ends after --seconds,
+{"device": N, "event": "eos", ...} when a camera ends, with what became of
+that camera's frames since its stream started: "received" from rdmasrc,
+"analysed", "dropped" by this app (its leaky queue keeps the newest two
+while an analysis runs, as live analytics should) and "rdmasrc_dropped"
+(what the camera's rdmasrc pad dropped: its drop-oldest over the camera's
+budget, frames before PLAYING or after EOS; its stats' drops-*).
+Every frame sent is in exactly one of analysed, dropped and
+rdmasrc_dropped.  Ends after --seconds,
 once --devices cameras have ended, or on Ctrl-C.  Needs python3-gi,
 gir1.2-gstreamer-1.0, gir1.2-gst-plugins-base-1.0 and python3-numpy.
 """
@@ -52,6 +59,7 @@ def emit(record):
 
 def on_sample(sink, dev):
     sample = sink.emit("pull-sample")
+    dev["analysed"] += 1
     buf, s = sample.get_buffer(), sample.get_caps().get_structure(0)
     w, h = s.get_value("width"), s.get_value("height")
     ok, info = buf.map(Gst.MapFlags.READ)  # one contiguous block
@@ -88,9 +96,41 @@ def main():
     pipeline.add(src)
     ended = set()
 
-    def on_eos(pad, info, number):  # report a camera's end, keep its branch
+    def rdmasrc_drops(number):  # what the camera's pad dropped so far
+        # The stats stay referenced while their device structure is read:
+        # it lives inside them.
+        stats = src.get_property("stats")
+        device = stats.get_value("device-%d" % number)
+        if not device:
+            return 0
+        return sum(device.get_value(f) for f in
+                   ("drops-leaky", "drops-not-playing", "drops-ended"))
+
+    def on_received(pad, info, dev):  # on rdmasrc's pad, its thread
+        if info.type & Gst.PadProbeType.BUFFER:
+            dev["received"] += 1
+        elif info.get_event().type == Gst.EventType.EOS:
+            # What this stream brought, before the next one's frames count.
+            dev["received_at_eos"].append(dev["received"])
+        return Gst.PadProbeReturn.OK
+
+    def on_eos(pad, info, dev):  # report a camera's end, keep its branch
+        number = dev["number"]
         if info.get_event().type == Gst.EventType.EOS:
-            emit({"device": number, "event": "eos"})
+            # EOS follows the stream's last frame through the queue: each
+            # frame it brought has been analysed or dropped by now.
+            received = dev["received_at_eos"].pop(0)
+            drops = rdmasrc_drops(number)
+            last = dev["reported"]
+            emit({"device": number, "event": "eos",
+                  "received": received - last["received"],
+                  "analysed": dev["analysed"] - last["analysed"],
+                  "dropped": (received - dev["analysed"]) -
+                  (last["received"] - last["analysed"]),
+                  "rdmasrc_dropped": drops - last["rdmasrc_dropped"]})
+            dev["reported"] = {"received": received,
+                               "analysed": dev["analysed"],
+                               "rdmasrc_dropped": drops}
             ended.add(number)
             if args.devices and len(ended) >= args.devices:
                 GLib.idle_add(loop.quit)
@@ -106,9 +146,15 @@ def main():
             "video/x-raw,format=RGB ! appsink name=sink sync=false "
             "emit-signals=true max-buffers=2 drop=true", True)
         sink = branch.get_by_name("sink")
-        sink.connect("new-sample", on_sample, {"number": number})
+        dev = {"number": number, "received": 0, "analysed": 0,
+               "received_at_eos": [],
+               "reported": {"received": 0, "analysed": 0,
+                            "rdmasrc_dropped": 0}}
+        sink.connect("new-sample", on_sample, dev)
         sink.get_static_pad("sink").add_probe(
-            Gst.PadProbeType.EVENT_DOWNSTREAM, on_eos, number)
+            Gst.PadProbeType.EVENT_DOWNSTREAM, on_eos, dev)
+        pad.add_probe(Gst.PadProbeType.BUFFER |
+                      Gst.PadProbeType.EVENT_DOWNSTREAM, on_received, dev)
         pipeline.add(branch)
         branch.sync_state_with_parent()
         pad.link(branch.get_static_pad("sink"))
