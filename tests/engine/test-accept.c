@@ -846,51 +846,29 @@ static void listener_follows_bond_failover(void)
 #endif
 
 /* Rows marked VERBS_ONLY need the VM's devices. */
-#define ANY false
-#define VERBS_ONLY true
-static const struct {
-  struct test_entry t;
-  bool verbs_only;
-} all_tests[] = {
-    {{"slow_accept_holds_up_no_open_lane", slow_accept_holds_up_no_open_lane},
-     ANY},
-    {{"free_during_a_stalled_accept", free_during_a_stalled_accept}, ANY},
-    {{"listener_returns_after_device_removal",
-      listener_returns_after_device_removal},
-     VERBS_ONLY},
+static const struct test_entry all_tests[] = {
+    {"slow_accept_holds_up_no_open_lane", slow_accept_holds_up_no_open_lane,
+     ANY_BACKEND},
+    {"free_during_a_stalled_accept", free_during_a_stalled_accept, ANY_BACKEND},
+    {"listener_returns_after_device_removal",
+     listener_returns_after_device_removal, VERBS_ONLY},
 #ifdef SBR_HAVE_VERBS
-    {{"async_qp_error_closes_lane_and_connection",
-      async_qp_error_closes_lane_and_connection},
+    {"async_qp_error_closes_lane_and_connection",
+     async_qp_error_closes_lane_and_connection, VERBS_ONLY},
+    {"link_down_up_port_events_are_read", link_down_up_port_events_are_read,
      VERBS_ONLY},
-    {{"link_down_up_port_events_are_read", link_down_up_port_events_are_read},
-     VERBS_ONLY},
-    {{"listener_follows_bond_failover", listener_follows_bond_failover},
+    {"listener_follows_bond_failover", listener_follows_bond_failover,
      VERBS_ONLY},
 #endif
+    {NULL, NULL, ANY_BACKEND},
 };
-#define N_TESTS (sizeof all_tests / sizeof all_tests[0])
 
 int main(int argc, char **argv)
 {
-  if (argc >= 2 && strcmp(argv[1], "shm") == 0) {
-    backend = SBR_BACKEND_SHM;
-  } else if (argc >= 2 && strcmp(argv[1], "verbs") == 0) {
-    backend = SBR_BACKEND_VERBS;
-  } else {
-    fprintf(stderr, "usage: %s shm|verbs [test-name...]\n", argv[0]);
+  if (test_parse_backend(argc, argv, &backend, &addr) < 0)
     return 2;
-  }
-  if (backend == SBR_BACKEND_VERBS && getenv("SBR_RDMA_ADDR"))
-    addr = getenv("SBR_RDMA_ADDR");
   if (getenv("SBR_RDMA_DEV"))
     rx_dev = getenv("SBR_RDMA_DEV");
   sbr_set_log_handler(test_log_to_stderr, NULL);
-  bool is_verbs = backend == SBR_BACKEND_VERBS;
-  struct test_entry tests[N_TESTS + 1];
-  size_t n = 0;
-  for (size_t i = 0; i < N_TESTS; i++)
-    if (is_verbs || !all_tests[i].verbs_only)
-      tests[n++] = all_tests[i].t;
-  tests[n] = (struct test_entry){NULL, NULL};
-  return test_main(tests, argc - 1, argv + 1);
+  return test_main_over_backend(all_tests, backend, argc, argv);
 }

@@ -236,11 +236,13 @@ static void honest_sender_is_never_stale(void)
 int main(int argc, char **argv)
 {
   static const struct test_entry tests[] = {
-      {"stale_block_waits_for_its_data", stale_block_waits_for_its_data},
+      {"stale_block_waits_for_its_data", stale_block_waits_for_its_data,
+       ANY_BACKEND},
       {"stale_block_never_replaced_is_dropped_after_the_bound",
-       stale_block_never_replaced_is_dropped_after_the_bound},
-      {"honest_sender_is_never_stale", honest_sender_is_never_stale},
-      {NULL, NULL},
+       stale_block_never_replaced_is_dropped_after_the_bound, ANY_BACKEND},
+      {"honest_sender_is_never_stale", honest_sender_is_never_stale,
+       ANY_BACKEND},
+      {NULL, NULL, ANY_BACKEND},
   };
   return test_main(tests, argc, argv);
 }

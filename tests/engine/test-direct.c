@@ -315,18 +315,21 @@ static void sliding_window_keeps_copying(void)
 int main(int argc, char **argv)
 {
   static const struct test_entry tests[] = {
-      {"acquired_frames_are_never_copied", acquired_frames_are_never_copied},
-      {"copy_into_lane_copies_every_frame", copy_into_lane_copies_every_frame},
+      {"acquired_frames_are_never_copied", acquired_frames_are_never_copied,
+       ANY_BACKEND},
+      {"copy_into_lane_copies_every_frame", copy_into_lane_copies_every_frame,
+       ANY_BACKEND},
       {"acquire_that_cannot_wait_copies_and_counts_it",
-       acquire_that_cannot_wait_copies_and_counts_it},
+       acquire_that_cannot_wait_copies_and_counts_it, ANY_BACKEND},
       {"waiting_acquire_places_in_the_block_the_receiver_frees",
-       waiting_acquire_places_in_the_block_the_receiver_frees},
+       waiting_acquire_places_in_the_block_the_receiver_frees, ANY_BACKEND},
       {"reconnect_delivers_held_frames_intact",
-       reconnect_delivers_held_frames_intact},
+       reconnect_delivers_held_frames_intact, ANY_BACKEND},
       {"abandoned_block_goes_back_to_the_pool",
-       abandoned_block_goes_back_to_the_pool},
-      {"sliding_window_keeps_copying", sliding_window_keeps_copying},
-      {NULL, NULL},
+       abandoned_block_goes_back_to_the_pool, ANY_BACKEND},
+      {"sliding_window_keeps_copying", sliding_window_keeps_copying,
+       ANY_BACKEND},
+      {NULL, NULL, ANY_BACKEND},
   };
   return test_main(tests, argc, argv);
 }

@@ -263,13 +263,14 @@ int main(int argc, char **argv)
 {
   static const struct test_entry tests[] = {
       {"kept_block_is_not_reused_until_released",
-       kept_block_is_not_reused_until_released},
+       kept_block_is_not_reused_until_released, ANY_BACKEND},
       {"kept_block_released_in_flight_goes_back_at_completion",
-       kept_block_released_in_flight_goes_back_at_completion},
-      {"reconnect_leaves_kept_block_done", reconnect_leaves_kept_block_done},
+       kept_block_released_in_flight_goes_back_at_completion, ANY_BACKEND},
+      {"reconnect_leaves_kept_block_done", reconnect_leaves_kept_block_done,
+       ANY_BACKEND},
       {"kept_direct_block_is_copied_out_of_the_lane",
-       kept_direct_block_is_copied_out_of_the_lane},
-      {NULL, NULL},
+       kept_direct_block_is_copied_out_of_the_lane, ANY_BACKEND},
+      {NULL, NULL, ANY_BACKEND},
   };
   return test_main(tests, argc, argv);
 }

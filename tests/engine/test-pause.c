@@ -728,20 +728,22 @@ int main(int argc, char **argv)
 {
   static const struct test_entry tests[] = {
       {"paused_device_drops_while_another_delivers",
-       paused_device_drops_while_another_delivers},
-      {"paused_device_waits_then_gives_up", paused_device_waits_then_gives_up},
-      {"resume_wakes_a_waiting_producer", resume_wakes_a_waiting_producer},
+       paused_device_drops_while_another_delivers, ANY_BACKEND},
+      {"paused_device_waits_then_gives_up", paused_device_waits_then_gives_up,
+       ANY_BACKEND},
+      {"resume_wakes_a_waiting_producer", resume_wakes_a_waiting_producer,
+       ANY_BACKEND},
       {"forced_read_sees_pause_without_running_out",
-       forced_read_sees_pause_without_running_out},
+       forced_read_sees_pause_without_running_out, ANY_BACKEND},
       {"pause_poll_zero_reads_only_when_empty",
-       pause_poll_zero_reads_only_when_empty},
+       pause_poll_zero_reads_only_when_empty, ANY_BACKEND},
       {"busy_device_does_not_starve_another",
-       busy_device_does_not_starve_another},
+       busy_device_does_not_starve_another, ANY_BACKEND},
       {"refused_device_fails_at_once_then_resumes",
-       refused_device_fails_at_once_then_resumes},
-      {"refusal_is_per_lane", refusal_is_per_lane},
-      {"sliding_window_cannot_pause", sliding_window_cannot_pause},
-      {NULL, NULL},
+       refused_device_fails_at_once_then_resumes, ANY_BACKEND},
+      {"refusal_is_per_lane", refusal_is_per_lane, ANY_BACKEND},
+      {"sliding_window_cannot_pause", sliding_window_cannot_pause, ANY_BACKEND},
+      {NULL, NULL, ANY_BACKEND},
   };
   return test_main(tests, argc, argv);
 }

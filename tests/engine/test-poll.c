@@ -490,50 +490,29 @@ static void unknown_mode_is_refused(void)
   ASSERT_EQ(rc.poll_mode, SBR_POLL_ADAPTIVE);
 }
 
-/* Rows marked true run over shm only: CPU comparisons mean nothing on the
- * VM's emulated CPU. */
-static const struct {
-  struct test_entry t;
-  bool shm_only;
-} all_tests[] = {
-    {{"busy_delivers_in_order", busy_delivers_in_order}, false},
-    {{"adaptive_delivers_in_order", adaptive_delivers_in_order}, false},
-    {{"backoff_delivers_in_order", backoff_delivers_in_order}, false},
-    {{"adaptive_sleeps_when_idle", adaptive_sleeps_when_idle}, true},
-    {{"adaptive_learns_a_periodic_stream", adaptive_learns_a_periodic_stream},
-     true},
-    {{"adaptive_sleeps_to_the_window_of_its_only_lane",
-      adaptive_sleeps_to_the_window_of_its_only_lane},
-     true},
-    {{"adaptive_polls_no_window_for_cameras_sharing_its_lane",
-      adaptive_polls_no_window_for_cameras_sharing_its_lane},
-     true},
-    {{"adaptive_costs_far_less_than_busy", adaptive_costs_far_less_than_busy},
-     true},
-    {{"backoff_is_woken_by_a_frame", backoff_is_woken_by_a_frame}, false},
-    {{"adaptive_is_woken_by_a_frame", adaptive_is_woken_by_a_frame}, false},
-    {{"unknown_mode_is_refused", unknown_mode_is_refused}, true},
+/* SHM_ONLY rows: CPU comparisons mean nothing on the VM's emulated CPU. */
+static const struct test_entry all_tests[] = {
+    {"busy_delivers_in_order", busy_delivers_in_order, ANY_BACKEND},
+    {"adaptive_delivers_in_order", adaptive_delivers_in_order, ANY_BACKEND},
+    {"backoff_delivers_in_order", backoff_delivers_in_order, ANY_BACKEND},
+    {"adaptive_sleeps_when_idle", adaptive_sleeps_when_idle, SHM_ONLY},
+    {"adaptive_learns_a_periodic_stream", adaptive_learns_a_periodic_stream,
+     SHM_ONLY},
+    {"adaptive_sleeps_to_the_window_of_its_only_lane",
+     adaptive_sleeps_to_the_window_of_its_only_lane, SHM_ONLY},
+    {"adaptive_polls_no_window_for_cameras_sharing_its_lane",
+     adaptive_polls_no_window_for_cameras_sharing_its_lane, SHM_ONLY},
+    {"adaptive_costs_far_less_than_busy", adaptive_costs_far_less_than_busy,
+     SHM_ONLY},
+    {"backoff_is_woken_by_a_frame", backoff_is_woken_by_a_frame, ANY_BACKEND},
+    {"adaptive_is_woken_by_a_frame", adaptive_is_woken_by_a_frame, ANY_BACKEND},
+    {"unknown_mode_is_refused", unknown_mode_is_refused, SHM_ONLY},
+    {NULL, NULL, ANY_BACKEND},
 };
-#define N_TESTS (sizeof all_tests / sizeof all_tests[0])
 
 int main(int argc, char **argv)
 {
-  if (argc >= 2 && strcmp(argv[1], "shm") == 0) {
-    backend = SBR_BACKEND_SHM;
-  } else if (argc >= 2 && strcmp(argv[1], "verbs") == 0) {
-    backend = SBR_BACKEND_VERBS;
-  } else {
-    fprintf(stderr, "usage: %s shm|verbs [test-name...]\n", argv[0]);
+  if (test_parse_backend(argc, argv, &backend, &addr) < 0)
     return 2;
-  }
-  if (backend == SBR_BACKEND_VERBS && getenv("SBR_RDMA_ADDR"))
-    addr = getenv("SBR_RDMA_ADDR");
-  bool is_shm = backend == SBR_BACKEND_SHM;
-  struct test_entry tests[N_TESTS + 1];
-  size_t n = 0;
-  for (size_t i = 0; i < N_TESTS; i++)
-    if (is_shm || !all_tests[i].shm_only)
-      tests[n++] = all_tests[i].t;
-  tests[n] = (struct test_entry){NULL, NULL};
-  return test_main(tests, argc - 1, argv + 1);
+  return test_main_over_backend(all_tests, backend, argc, argv);
 }

@@ -306,19 +306,20 @@ int main(int argc, char **argv)
 {
   static const struct test_entry tests[] = {
       {"block_queued_during_a_wait_is_posted_behind_it",
-       block_queued_during_a_wait_is_posted_behind_it},
+       block_queued_during_a_wait_is_posted_behind_it, ANY_BACKEND},
       {"devices_frames_are_interleaved_block_by_block",
-       devices_frames_are_interleaved_block_by_block},
+       devices_frames_are_interleaved_block_by_block, ANY_BACKEND},
       {"fifo_posts_frames_whole_in_submit_order",
-       fifo_posts_frames_whole_in_submit_order},
-      {"small_frame_overtakes_a_big_one", small_frame_overtakes_a_big_one},
+       fifo_posts_frames_whole_in_submit_order, ANY_BACKEND},
+      {"small_frame_overtakes_a_big_one", small_frame_overtakes_a_big_one,
+       ANY_BACKEND},
       {"idle_sender_posts_on_the_producers_thread",
-       idle_sender_posts_on_the_producers_thread},
+       idle_sender_posts_on_the_producers_thread, ANY_BACKEND},
       {"sender_thread_posts_leaves_posting_to_the_thread",
-       sender_thread_posts_leaves_posting_to_the_thread},
+       sender_thread_posts_leaves_posting_to_the_thread, ANY_BACKEND},
       {"producer_stalled_before_its_copy_holds_up_nobody",
-       producer_stalled_before_its_copy_holds_up_nobody},
-      {NULL, NULL},
+       producer_stalled_before_its_copy_holds_up_nobody, ANY_BACKEND},
+      {NULL, NULL, ANY_BACKEND},
   };
   return test_main(tests, argc, argv);
 }

@@ -219,17 +219,18 @@ int main(int argc, char **argv)
 {
   static const struct test_entry tests[] = {
       {"config_init_writes_only_the_callers_size",
-       config_init_writes_only_the_callers_size},
+       config_init_writes_only_the_callers_size, ANY_BACKEND},
       {"older_sender_config_gets_defaults_for_newer_fields",
-       older_sender_config_gets_defaults_for_newer_fields},
+       older_sender_config_gets_defaults_for_newer_fields, ANY_BACKEND},
       {"older_receiver_config_gets_defaults_for_newer_fields",
-       older_receiver_config_gets_defaults_for_newer_fields},
+       older_receiver_config_gets_defaults_for_newer_fields, ANY_BACKEND},
       {"config_of_an_unknown_size_is_refused",
-       config_of_an_unknown_size_is_refused},
-      {"first_released_layout_connects", first_released_layout_connects},
+       config_of_an_unknown_size_is_refused, ANY_BACKEND},
+      {"first_released_layout_connects", first_released_layout_connects,
+       ANY_BACKEND},
       {"stats_are_written_only_as_far_as_the_callers_size",
-       stats_are_written_only_as_far_as_the_callers_size},
-      {NULL, NULL},
+       stats_are_written_only_as_far_as_the_callers_size, ANY_BACKEND},
+      {NULL, NULL, ANY_BACKEND},
   };
   return test_main(tests, argc, argv);
 }

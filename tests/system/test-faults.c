@@ -1163,44 +1163,34 @@ static void memlock_non_root(void)
 }
 
 /* Rows marked VERBS_ONLY fault a network link; shm has none. */
-#define ANY false
-#define VERBS_ONLY true
-static const struct {
-  struct test_entry t;
-  bool verbs_only;
-} all_tests[] = {
-    {{"receiver_killed_restarts", receiver_killed_restarts}, ANY},
-    {{"sender_killed_replaced", sender_killed_replaced}, ANY},
-    {{"qp_error_midrun", qp_error_midrun}, ANY},
-    {{"receiver_blocked_5s", receiver_blocked_5s}, ANY},
-    {{"link_dead_2s", link_dead_2s}, VERBS_ONLY},
-    {{"netem_loss_delay_10s", netem_loss_delay_10s}, VERBS_ONLY},
-    {{"sender_dies_silently", sender_dies_silently}, VERBS_ONLY},
-    {{"sender_returns_from_same_address", sender_returns_from_same_address},
+static const struct test_entry all_tests[] = {
+    {"receiver_killed_restarts", receiver_killed_restarts, ANY_BACKEND},
+    {"sender_killed_replaced", sender_killed_replaced, ANY_BACKEND},
+    {"qp_error_midrun", qp_error_midrun, ANY_BACKEND},
+    {"receiver_blocked_5s", receiver_blocked_5s, ANY_BACKEND},
+    {"link_dead_2s", link_dead_2s, VERBS_ONLY},
+    {"netem_loss_delay_10s", netem_loss_delay_10s, VERBS_ONLY},
+    {"sender_dies_silently", sender_dies_silently, VERBS_ONLY},
+    {"sender_returns_from_same_address", sender_returns_from_same_address,
      VERBS_ONLY},
-    {{"sender_spawns_children", sender_spawns_children}, ANY},
-    {{"memlock_non_root", memlock_non_root}, VERBS_ONLY},
+    {"sender_spawns_children", sender_spawns_children, ANY_BACKEND},
+    {"memlock_non_root", memlock_non_root, VERBS_ONLY},
+    {NULL, NULL, ANY_BACKEND},
 };
-#define N_TESTS (sizeof all_tests / sizeof all_tests[0])
 
 int main(int argc, char **argv)
 {
-  if (argc >= 2 && strcmp(argv[1], "shm") == 0) {
-    backend = SBR_BACKEND_SHM;
+  if (test_parse_backend(argc, argv, &backend, &addr) < 0)
+    return 2;
+  if (backend == SBR_BACKEND_SHM) {
     fps = 50;
     max_size = 4000;
-  } else if (argc >= 2 && strcmp(argv[1], "verbs") == 0) {
+  } else {
     /* The VM's CPU is emulated: 12 x 25 small frames a second. */
-    backend = SBR_BACKEND_VERBS;
     fps = 25;
     max_size = 2000;
-  } else {
-    fprintf(stderr, "usage: %s shm|verbs [test-name...]\n", argv[0]);
-    return 2;
   }
   wait_timeout = 1000;
-  if (backend == SBR_BACKEND_VERBS && getenv("SBR_RDMA_ADDR"))
-    addr = getenv("SBR_RDMA_ADDR");
   src_addr = getenv("SBR_RDMA_SRC_ADDR");
   src_netdev = getenv("SBR_RDMA_SRC_NETDEV");
   if (getenv("SBR_RDMA_NETDEV"))
@@ -1209,12 +1199,5 @@ int main(int argc, char **argv)
   coordinator = getpid();
   atexit(kill_children);
   setvbuf(stderr, NULL, _IOLBF, 0);
-  bool is_verbs = backend == SBR_BACKEND_VERBS;
-  struct test_entry tests[N_TESTS + 1];
-  size_t n = 0;
-  for (size_t i = 0; i < N_TESTS; i++)
-    if (is_verbs || !all_tests[i].verbs_only)
-      tests[n++] = all_tests[i].t;
-  tests[n] = (struct test_entry){NULL, NULL};
-  return test_main(tests, argc - 1, argv + 1);
+  return test_main_over_backend(all_tests, backend, argc, argv);
 }

@@ -342,43 +342,23 @@ static void connection_burst_over_the_rate_is_refused(void)
   sbr_receiver_free(r);
 }
 
-/* Rows marked true need no back end: they run once, with the shm tests. */
-static const struct {
-  struct test_entry t;
-  bool shm_only;
-} all_tests[] = {
-    {{"parser_takes_good_lists", parser_takes_good_lists}, true},
-    {{"parser_names_the_bad_entry", parser_names_the_bad_entry}, true},
-    {{"list_matches_prefixes", list_matches_prefixes}, true},
-    {{"receiver_refuses_a_bad_list", receiver_refuses_a_bad_list}, true},
-    {{"sender_not_on_the_list_is_refused_at_once",
-      sender_not_on_the_list_is_refused_at_once},
-     false},
-    {{"sender_on_the_list_connects", sender_on_the_list_connects}, false},
-    {{"connection_burst_over_the_rate_is_refused",
-      connection_burst_over_the_rate_is_refused},
-     false},
+/* SHM_ONLY rows need no back end: they run once, with the shm tests. */
+static const struct test_entry all_tests[] = {
+    {"parser_takes_good_lists", parser_takes_good_lists, SHM_ONLY},
+    {"parser_names_the_bad_entry", parser_names_the_bad_entry, SHM_ONLY},
+    {"list_matches_prefixes", list_matches_prefixes, SHM_ONLY},
+    {"receiver_refuses_a_bad_list", receiver_refuses_a_bad_list, SHM_ONLY},
+    {"sender_not_on_the_list_is_refused_at_once",
+     sender_not_on_the_list_is_refused_at_once, ANY_BACKEND},
+    {"sender_on_the_list_connects", sender_on_the_list_connects, ANY_BACKEND},
+    {"connection_burst_over_the_rate_is_refused",
+     connection_burst_over_the_rate_is_refused, ANY_BACKEND},
+    {NULL, NULL, ANY_BACKEND},
 };
-#define N_TESTS (sizeof all_tests / sizeof all_tests[0])
 
 int main(int argc, char **argv)
 {
-  if (argc >= 2 && strcmp(argv[1], "shm") == 0) {
-    backend = SBR_BACKEND_SHM;
-  } else if (argc >= 2 && strcmp(argv[1], "verbs") == 0) {
-    backend = SBR_BACKEND_VERBS;
-  } else {
-    fprintf(stderr, "usage: %s shm|verbs [test-name...]\n", argv[0]);
+  if (test_parse_backend(argc, argv, &backend, &addr) < 0)
     return 2;
-  }
-  if (backend == SBR_BACKEND_VERBS && getenv("SBR_RDMA_ADDR"))
-    addr = getenv("SBR_RDMA_ADDR");
-  bool is_shm = backend == SBR_BACKEND_SHM;
-  struct test_entry tests[N_TESTS + 1];
-  size_t n = 0;
-  for (size_t i = 0; i < N_TESTS; i++)
-    if (is_shm || !all_tests[i].shm_only)
-      tests[n++] = all_tests[i].t;
-  tests[n] = (struct test_entry){NULL, NULL};
-  return test_main(tests, argc - 1, argv + 1);
+  return test_main_over_backend(all_tests, backend, argc, argv);
 }

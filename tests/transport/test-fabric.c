@@ -285,20 +285,21 @@ static void shm_lane_gets_huge_pages_unless_switched_off(void)
 int main(int argc, char **argv)
 {
   static const struct test_entry tests[] = {
-      {"defaults_are_the_documented_ones", defaults_are_the_documented_ones},
+      {"defaults_are_the_documented_ones", defaults_are_the_documented_ones,
+       ANY_BACKEND},
       {"ranges_are_checked_with_a_clear_error",
-       ranges_are_checked_with_a_clear_error},
+       ranges_are_checked_with_a_clear_error, ANY_BACKEND},
       {"out_of_range_configs_are_refused_at_new",
-       out_of_range_configs_are_refused_at_new},
+       out_of_range_configs_are_refused_at_new, ANY_BACKEND},
       {"lanes_spread_over_completion_vectors",
-       lanes_spread_over_completion_vectors},
+       lanes_spread_over_completion_vectors, ANY_BACKEND},
       {"numa_node_follows_the_device_unless_told",
-       numa_node_follows_the_device_unless_told},
+       numa_node_follows_the_device_unless_told, ANY_BACKEND},
       {"place_advises_large_mappings_and_binds",
-       place_advises_large_mappings_and_binds},
+       place_advises_large_mappings_and_binds, ANY_BACKEND},
       {"shm_lane_gets_huge_pages_unless_switched_off",
-       shm_lane_gets_huge_pages_unless_switched_off},
-      {NULL, NULL},
+       shm_lane_gets_huge_pages_unless_switched_off, ANY_BACKEND},
+      {NULL, NULL, ANY_BACKEND},
   };
   return test_main(tests, argc, argv);
 }

@@ -106,10 +106,10 @@ static void malformed_is_an_error(void)
 int main(int argc, char **argv)
 {
   static const struct test_entry tests[] = {
-      {"reads_the_responder_counter", reads_the_responder_counter},
-      {"rxe_counters_have_none", rxe_counters_have_none},
-      {"malformed_is_an_error", malformed_is_an_error},
-      {NULL, NULL},
+      {"reads_the_responder_counter", reads_the_responder_counter, ANY_BACKEND},
+      {"rxe_counters_have_none", rxe_counters_have_none, ANY_BACKEND},
+      {"malformed_is_an_error", malformed_is_an_error, ANY_BACKEND},
+      {NULL, NULL, ANY_BACKEND},
   };
   return test_main(tests, argc, argv);
 }

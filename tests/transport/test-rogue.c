@@ -1558,84 +1558,66 @@ static void nic_counter_absent_over_shm(void)
 
 /* ---------------------------------------------------------------- main */
 
-/* Where a test runs: both back ends (false), shm only (true), verbs only
- * (tests/list-tests.py reads these words). */
-#define VERBS_ONLY 2
-struct table_entry {
-  struct test_entry t;
-  int only;
-};
-
-static const struct table_entry all_tests[] = {
-    {{"malformed_connect_is_refused", malformed_connect_is_refused}, false},
-    {{"garbage_block_is_rejected", garbage_block_is_rejected}, false},
-    {{"bad_magic_is_rejected", bad_magic_is_rejected}, false},
-    {{"bad_version_is_rejected", bad_version_is_rejected}, false},
-    {{"bad_kind_is_rejected", bad_kind_is_rejected}, false},
-    {{"wrong_epoch_is_rejected", wrong_epoch_is_rejected}, false},
-    {{"trailer_mismatch_is_rejected", trailer_mismatch_is_rejected}, false},
-    {{"payload_len_past_block_is_rejected", payload_len_past_block_is_rejected},
-     false},
-    {{"payload_len_huge_is_rejected", payload_len_huge_is_rejected}, false},
-    {{"fragment_past_frame_is_rejected", fragment_past_frame_is_rejected},
-     false},
-    {{"first_fragment_not_at_zero_is_rejected",
-      first_fragment_not_at_zero_is_rejected},
-     false},
-    {{"last_fragment_short_of_frame_is_rejected",
-      last_fragment_short_of_frame_is_rejected},
-     false},
-    {{"unknown_device_is_rejected", unknown_device_is_rejected}, false},
-    {{"packet_jump_is_counted_as_gap", packet_jump_is_counted_as_gap}, false},
-    {{"packet_backwards_is_not_a_huge_gap", packet_backwards_is_not_a_huge_gap},
-     false},
-    {{"fragments_that_dont_fit_are_dropped",
-      fragments_that_dont_fit_are_dropped},
-     false},
-    {{"oversized_frame_is_rejected_before_allocation",
-      oversized_frame_is_rejected_before_allocation},
-     false},
-    {{"garbage_flood_does_not_disturb_honest_lane",
-      garbage_flood_does_not_disturb_honest_lane},
-     false},
-    {{"invalid_block_warnings_are_rate_limited",
-      invalid_block_warnings_are_rate_limited},
-     false},
-    {{"status_other_than_one_delivers_nothing",
-      status_other_than_one_delivers_nothing},
-     false},
-    {{"read_of_blocks_fails", read_of_blocks_fails}, false},
-    {{"read_of_blocks_with_status_key_fails",
-      read_of_blocks_with_status_key_fails},
-     false},
-    {{"write_outside_lane_fails", write_outside_lane_fails}, false},
-    {{"write_with_other_lanes_keys_fails", write_with_other_lanes_keys_fails},
-     false},
-    {{"reconnect_gets_fresh_keys_old_keys_fail",
-      reconnect_gets_fresh_keys_old_keys_fail},
-     false},
+static const struct test_entry all_tests[] = {
+    {"malformed_connect_is_refused", malformed_connect_is_refused, ANY_BACKEND},
+    {"garbage_block_is_rejected", garbage_block_is_rejected, ANY_BACKEND},
+    {"bad_magic_is_rejected", bad_magic_is_rejected, ANY_BACKEND},
+    {"bad_version_is_rejected", bad_version_is_rejected, ANY_BACKEND},
+    {"bad_kind_is_rejected", bad_kind_is_rejected, ANY_BACKEND},
+    {"wrong_epoch_is_rejected", wrong_epoch_is_rejected, ANY_BACKEND},
+    {"trailer_mismatch_is_rejected", trailer_mismatch_is_rejected, ANY_BACKEND},
+    {"payload_len_past_block_is_rejected", payload_len_past_block_is_rejected,
+     ANY_BACKEND},
+    {"payload_len_huge_is_rejected", payload_len_huge_is_rejected, ANY_BACKEND},
+    {"fragment_past_frame_is_rejected", fragment_past_frame_is_rejected,
+     ANY_BACKEND},
+    {"first_fragment_not_at_zero_is_rejected",
+     first_fragment_not_at_zero_is_rejected, ANY_BACKEND},
+    {"last_fragment_short_of_frame_is_rejected",
+     last_fragment_short_of_frame_is_rejected, ANY_BACKEND},
+    {"unknown_device_is_rejected", unknown_device_is_rejected, ANY_BACKEND},
+    {"packet_jump_is_counted_as_gap", packet_jump_is_counted_as_gap,
+     ANY_BACKEND},
+    {"packet_backwards_is_not_a_huge_gap", packet_backwards_is_not_a_huge_gap,
+     ANY_BACKEND},
+    {"fragments_that_dont_fit_are_dropped", fragments_that_dont_fit_are_dropped,
+     ANY_BACKEND},
+    {"oversized_frame_is_rejected_before_allocation",
+     oversized_frame_is_rejected_before_allocation, ANY_BACKEND},
+    {"garbage_flood_does_not_disturb_honest_lane",
+     garbage_flood_does_not_disturb_honest_lane, ANY_BACKEND},
+    {"invalid_block_warnings_are_rate_limited",
+     invalid_block_warnings_are_rate_limited, ANY_BACKEND},
+    {"status_other_than_one_delivers_nothing",
+     status_other_than_one_delivers_nothing, ANY_BACKEND},
+    {"read_of_blocks_fails", read_of_blocks_fails, ANY_BACKEND},
+    {"read_of_blocks_with_status_key_fails",
+     read_of_blocks_with_status_key_fails, ANY_BACKEND},
+    {"write_outside_lane_fails", write_outside_lane_fails, ANY_BACKEND},
+    {"write_with_other_lanes_keys_fails", write_with_other_lanes_keys_fails,
+     ANY_BACKEND},
+    {"reconnect_gets_fresh_keys_old_keys_fail",
+     reconnect_gets_fresh_keys_old_keys_fail, ANY_BACKEND},
 #ifdef SBR_HAVE_VERBS
-    {{"lanes_use_memory_windows", lanes_use_memory_windows}, VERBS_ONLY},
-    {{"mr_fallback_without_windows", mr_fallback_without_windows}, VERBS_ONLY},
-    {{"failed_windows_fall_back_to_mrs", failed_windows_fall_back_to_mrs},
+    {"lanes_use_memory_windows", lanes_use_memory_windows, VERBS_ONLY},
+    {"mr_fallback_without_windows", mr_fallback_without_windows, VERBS_ONLY},
+    {"failed_windows_fall_back_to_mrs", failed_windows_fall_back_to_mrs,
      VERBS_ONLY},
-    {{"timed_out_bind_falls_back_to_mrs", timed_out_bind_falls_back_to_mrs},
+    {"timed_out_bind_falls_back_to_mrs", timed_out_bind_falls_back_to_mrs,
      VERBS_ONLY},
-    {{"windows_off_by_configuration", windows_off_by_configuration},
+    {"windows_off_by_configuration", windows_off_by_configuration, VERBS_ONLY},
+    {"new_lane_is_not_probed_at_once", new_lane_is_not_probed_at_once,
      VERBS_ONLY},
-    {{"new_lane_is_not_probed_at_once", new_lane_is_not_probed_at_once},
+    {"quiet_live_sender_keeps_its_lane", quiet_live_sender_keeps_its_lane,
      VERBS_ONLY},
-    {{"quiet_live_sender_keeps_its_lane", quiet_live_sender_keeps_its_lane},
-     VERBS_ONLY},
-    {{"memlock_below_a_lane_is_refused_for_good",
-      memlock_below_a_lane_is_refused_for_good},
-     VERBS_ONLY},
-    {{"nic_remote_access_errors_counted", nic_remote_access_errors_counted},
+    {"memlock_below_a_lane_is_refused_for_good",
+     memlock_below_a_lane_is_refused_for_good, VERBS_ONLY},
+    {"nic_remote_access_errors_counted", nic_remote_access_errors_counted,
      VERBS_ONLY},
 #endif
-    {{"nic_counter_absent_over_shm", nic_counter_absent_over_shm}, true},
+    {"nic_counter_absent_over_shm", nic_counter_absent_over_shm, SHM_ONLY},
+    {NULL, NULL, ANY_BACKEND},
 };
-#define N_TESTS (sizeof all_tests / sizeof all_tests[0])
 
 /* SBR_TEST_LOG=1: the library's messages on stderr, for a failure's
  * story. */
@@ -1649,16 +1631,8 @@ int main(int argc, char **argv)
 {
   if (getenv("SBR_TEST_LOG"))
     sbr_set_log_handler(log_to_stderr, NULL);
-  if (argc >= 2 && strcmp(argv[1], "shm") == 0) {
-    backend = SBR_BACKEND_SHM;
-  } else if (argc >= 2 && strcmp(argv[1], "verbs") == 0) {
-    backend = SBR_BACKEND_VERBS;
-  } else {
-    fprintf(stderr, "usage: %s shm|verbs [test-name...]\n", argv[0]);
+  if (test_parse_backend(argc, argv, &backend, &addr) < 0)
     return 2;
-  }
-  if (backend == SBR_BACKEND_VERBS && getenv("SBR_RDMA_ADDR"))
-    addr = getenv("SBR_RDMA_ADDR");
 #ifdef SBR_HAVE_VERBS
   if (backend == SBR_BACKEND_VERBS)
     iwarp = test_verbs_is_iwarp();
@@ -1668,12 +1642,5 @@ int main(int argc, char **argv)
     fprintf(stderr, "back end %s is not built in\n", argv[1]);
     return 77;
   }
-  bool is_shm = backend == SBR_BACKEND_SHM;
-  struct test_entry tests[N_TESTS + 1];
-  size_t n = 0;
-  for (size_t i = 0; i < N_TESTS; i++)
-    if (is_shm ? all_tests[i].only != VERBS_ONLY : all_tests[i].only != true)
-      tests[n++] = all_tests[i].t;
-  tests[n] = (struct test_entry){NULL, NULL};
-  return test_main(tests, argc - 1, argv + 1);
+  return test_main_over_backend(all_tests, backend, argc, argv);
 }

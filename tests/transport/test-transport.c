@@ -1760,63 +1760,53 @@ static void test_status_write_wakes_sleeper(void)
   run_pair(status_write_wakes_sleeper_rx, status_write_wakes_sleeper_tx, false);
 }
 
-static const struct {
-  struct test_entry t;
-  bool shm_only; /* needs fault injection */
-} all_tests[] = {
-    {{"write_then_inline_status", test_write_then_inline_status}, false},
-    {{"inline_forced_to_zero", test_inline_forced_to_zero}, false},
-    {{"fabric_settings_reach_the_qp", test_fabric_settings_reach_the_qp},
-     false},
-    {{"read_status_array", test_read_status_array}, false},
-    {{"pause_bitmap_read_with_status", test_pause_bitmap_read_with_status},
-     false},
-    {{"bitmap_write_refused", test_bitmap_write_refused}, true},
-    {{"read_of_blocks_region_fails", test_read_of_blocks_region_fails}, false},
-    {{"bad_rkey_or_bounds_fails", test_bad_rkey_or_bounds_fails}, false},
-    {{"write_imm_and_ack", test_write_imm_and_ack}, false},
-    {{"sliding_window_sender_on_iwarp_stops",
-      test_sliding_window_sender_on_iwarp_stops},
-     false},
-    {{"receiver_posts_no_receives", test_receiver_posts_no_receives}, false},
-    {{"disconnect_reported", test_disconnect_reported}, false},
-    {{"connect_refused_is_clear", test_connect_refused_is_clear}, false},
-    {{"v1_sender_is_refused", test_v1_sender_is_refused}, false},
-    {{"refusal_reason_reaches_sender", test_refusal_reason_reaches_sender},
-     false},
-    {{"refusal_retryable_stays_retryable",
-      test_refusal_retryable_stays_retryable},
-     false},
-    {{"receiver_leaves", test_receiver_leaves}, false},
-    {{"injected_delay", test_injected_delay}, true},
-    {{"injected_error", test_injected_error}, true},
-    {{"send_queue_full_until_polled", test_send_queue_full_until_polled}, true},
-    {{"wait_cq_sleeps_until_a_completion",
-      test_wait_cq_sleeps_until_a_completion},
-     false},
-    {{"status_write_wakes_sleeper", test_status_write_wakes_sleeper}, true},
+/* SHM_ONLY rows need the shm back end's fault injection. */
+static const struct test_entry all_tests[] = {
+    {"write_then_inline_status", test_write_then_inline_status, ANY_BACKEND},
+    {"inline_forced_to_zero", test_inline_forced_to_zero, ANY_BACKEND},
+    {"fabric_settings_reach_the_qp", test_fabric_settings_reach_the_qp,
+     ANY_BACKEND},
+    {"read_status_array", test_read_status_array, ANY_BACKEND},
+    {"pause_bitmap_read_with_status", test_pause_bitmap_read_with_status,
+     ANY_BACKEND},
+    {"bitmap_write_refused", test_bitmap_write_refused, SHM_ONLY},
+    {"read_of_blocks_region_fails", test_read_of_blocks_region_fails,
+     ANY_BACKEND},
+    {"bad_rkey_or_bounds_fails", test_bad_rkey_or_bounds_fails, ANY_BACKEND},
+    {"write_imm_and_ack", test_write_imm_and_ack, ANY_BACKEND},
+    {"sliding_window_sender_on_iwarp_stops",
+     test_sliding_window_sender_on_iwarp_stops, ANY_BACKEND},
+    {"receiver_posts_no_receives", test_receiver_posts_no_receives,
+     ANY_BACKEND},
+    {"disconnect_reported", test_disconnect_reported, ANY_BACKEND},
+    {"connect_refused_is_clear", test_connect_refused_is_clear, ANY_BACKEND},
+    {"v1_sender_is_refused", test_v1_sender_is_refused, ANY_BACKEND},
+    {"refusal_reason_reaches_sender", test_refusal_reason_reaches_sender,
+     ANY_BACKEND},
+    {"refusal_retryable_stays_retryable",
+     test_refusal_retryable_stays_retryable, ANY_BACKEND},
+    {"receiver_leaves", test_receiver_leaves, ANY_BACKEND},
+    {"injected_delay", test_injected_delay, SHM_ONLY},
+    {"injected_error", test_injected_error, SHM_ONLY},
+    {"send_queue_full_until_polled", test_send_queue_full_until_polled,
+     SHM_ONLY},
+    {"wait_cq_sleeps_until_a_completion",
+     test_wait_cq_sleeps_until_a_completion, ANY_BACKEND},
+    {"status_write_wakes_sleeper", test_status_write_wakes_sleeper, SHM_ONLY},
+    {NULL, NULL, ANY_BACKEND},
 };
-#define N_TESTS (sizeof all_tests / sizeof all_tests[0])
 
 int main(int argc, char **argv)
 {
   enum sbr_backend backend;
-  if (argc >= 2 && strcmp(argv[1], "shm") == 0) {
-    backend = SBR_BACKEND_SHM;
-  } else if (argc >= 2 && strcmp(argv[1], "verbs") == 0) {
-    backend = SBR_BACKEND_VERBS;
-  } else {
-    fprintf(stderr, "usage: %s shm|verbs [test-name...]\n", argv[0]);
+  if (test_parse_backend(argc, argv, &backend, &rdma_addr) < 0)
     return 2;
-  }
   ops = sbr__transport_get(backend);
   if (!ops) {
     fprintf(stderr, "the %s back end is not built in; skipping\n", argv[1]);
     return 77; /* meson: skipped */
   }
   is_shm = backend == SBR_BACKEND_SHM;
-  if (!is_shm && getenv("SBR_RDMA_ADDR"))
-    rdma_addr = getenv("SBR_RDMA_ADDR");
 #ifdef SBR_HAVE_VERBS
   iwarp = !is_shm && test_verbs_is_iwarp();
 #endif
@@ -1825,12 +1815,5 @@ int main(int argc, char **argv)
   atexit(kill_children);
   sbr_set_log_handler(log_to_stderr, NULL);
 
-  struct test_entry tests[N_TESTS + 1];
-  size_t n = 0;
-  for (size_t i = 0; i < N_TESTS; i++)
-    if (is_shm || !all_tests[i].shm_only)
-      tests[n++] = all_tests[i].t;
-  tests[n] = (struct test_entry){NULL, NULL};
-  /* test_main takes argv[1..] as test names; ours start at argv[2]. */
-  return test_main(tests, argc - 1, argv + 1);
+  return test_main_over_backend(all_tests, backend, argc, argv);
 }

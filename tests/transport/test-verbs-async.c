@@ -174,14 +174,15 @@ int main(int argc, char **argv)
 {
   static const struct test_entry tests[] = {
       {"qp_and_cq_errors_end_the_connection",
-       qp_and_cq_errors_end_the_connection},
-      {"port_events_are_logged", port_events_are_logged},
-      {"device_fatal_and_comm_est", device_fatal_and_comm_est},
-      {"the_rest_changes_nothing", the_rest_changes_nothing},
-      {"marked_lanes_are_reported_once", marked_lanes_are_reported_once},
+       qp_and_cq_errors_end_the_connection, ANY_BACKEND},
+      {"port_events_are_logged", port_events_are_logged, ANY_BACKEND},
+      {"device_fatal_and_comm_est", device_fatal_and_comm_est, ANY_BACKEND},
+      {"the_rest_changes_nothing", the_rest_changes_nothing, ANY_BACKEND},
+      {"marked_lanes_are_reported_once", marked_lanes_are_reported_once,
+       ANY_BACKEND},
       {"every_device_of_the_lanes_is_watched",
-       every_device_of_the_lanes_is_watched},
-      {NULL, NULL},
+       every_device_of_the_lanes_is_watched, ANY_BACKEND},
+      {NULL, NULL, ANY_BACKEND},
   };
   return test_main(tests, argc, argv);
 }

@@ -225,22 +225,24 @@ static void lane_memory_is_mapped_pages(void)
 int main(int argc, char **argv)
 {
   static const struct test_entry tests[] = {
-      {"iwarp_read_sinks_get_remote_write", iwarp_read_sinks_get_remote_write},
+      {"iwarp_read_sinks_get_remote_write", iwarp_read_sinks_get_remote_write,
+       ANY_BACKEND},
       {"ib_and_roce_grant_only_what_is_asked",
-       ib_and_roce_grant_only_what_is_asked},
-      {"never_windows_on_iwarp", never_windows_on_iwarp},
-      {"inline_steps_down_to_zero", inline_steps_down_to_zero},
-      {"queues_are_clamped_to_the_device", queues_are_clamped_to_the_device},
+       ib_and_roce_grant_only_what_is_asked, ANY_BACKEND},
+      {"never_windows_on_iwarp", never_windows_on_iwarp, ANY_BACKEND},
+      {"inline_steps_down_to_zero", inline_steps_down_to_zero, ANY_BACKEND},
+      {"queues_are_clamped_to_the_device", queues_are_clamped_to_the_device,
+       ANY_BACKEND},
       {"memlock_below_a_lane_is_named_with_its_fixes",
-       memlock_below_a_lane_is_named_with_its_fixes},
+       memlock_below_a_lane_is_named_with_its_fixes, ANY_BACKEND},
       {"memlock_read_sees_this_process_limit",
-       memlock_read_sees_this_process_limit},
+       memlock_read_sees_this_process_limit, ANY_BACKEND},
       {"configuration_forces_capabilities_down",
-       configuration_forces_capabilities_down},
+       configuration_forces_capabilities_down, ANY_BACKEND},
       {"fork_init_only_where_the_kernel_needs_it",
-       fork_init_only_where_the_kernel_needs_it},
-      {"lane_memory_is_mapped_pages", lane_memory_is_mapped_pages},
-      {NULL, NULL},
+       fork_init_only_where_the_kernel_needs_it, ANY_BACKEND},
+      {"lane_memory_is_mapped_pages", lane_memory_is_mapped_pages, ANY_BACKEND},
+      {NULL, NULL, ANY_BACKEND},
   };
   return test_main(tests, argc, argv);
 }

@@ -164,18 +164,18 @@ static void an_unknown_completion_leaves_the_ring_alone(void)
 int main(int argc, char **argv)
 {
   static const struct test_entry tests[] = {
-      {"in_order_is_a_fifo", in_order_is_a_fifo},
+      {"in_order_is_a_fifo", in_order_is_a_fifo, ANY_BACKEND},
       {"write_completing_before_a_read_leaves_it_in_flight",
-       write_completing_before_a_read_leaves_it_in_flight},
+       write_completing_before_a_read_leaves_it_in_flight, ANY_BACKEND},
       {"reads_keep_their_order_across_the_wrap",
-       reads_keep_their_order_across_the_wrap},
+       reads_keep_their_order_across_the_wrap, ANY_BACKEND},
       {"a_full_queue_counts_the_outstanding_read",
-       a_full_queue_counts_the_outstanding_read},
-      {"flushes_behind_an_outstanding_read",
-       flushes_behind_an_outstanding_read},
+       a_full_queue_counts_the_outstanding_read, ANY_BACKEND},
+      {"flushes_behind_an_outstanding_read", flushes_behind_an_outstanding_read,
+       ANY_BACKEND},
       {"an_unknown_completion_leaves_the_ring_alone",
-       an_unknown_completion_leaves_the_ring_alone},
-      {NULL, NULL},
+       an_unknown_completion_leaves_the_ring_alone, ANY_BACKEND},
+      {NULL, NULL, ANY_BACKEND},
   };
   return test_main(tests, argc, argv);
 }

@@ -65,12 +65,12 @@ int main(int argc, char **argv)
 {
   static const struct test_entry tests[] = {
       {"spin_reads_the_clock_every_sixteenth_wait",
-       spin_reads_the_clock_every_sixteenth_wait},
+       spin_reads_the_clock_every_sixteenth_wait, ANY_BACKEND},
       {"sleeps_double_up_to_the_ceiling_and_reset_restarts",
-       sleeps_double_up_to_the_ceiling_and_reset_restarts},
+       sleeps_double_up_to_the_ceiling_and_reset_restarts, ANY_BACKEND},
       {"zero_config_takes_the_documented_defaults",
-       zero_config_takes_the_documented_defaults},
-      {NULL, NULL},
+       zero_config_takes_the_documented_defaults, ANY_BACKEND},
+      {NULL, NULL, ANY_BACKEND},
   };
   return test_main(tests, argc, argv);
 }
