@@ -114,7 +114,14 @@ ensure_packages() {
 	"${apt[@]}" install -y --no-install-recommends --allow-downgrades "${missing[@]}" >&2 ||
 		die "apt-get install ${missing[*]} failed"
 }
+# One installer at a time: two VMs started side by side on a fresh machine
+# (tests/softroce/ci-vms.sh) both install, and `apt-get update` fails at
+# once on the package lists' lock the other holds (DPkg::Lock::Timeout
+# covers only dpkg's lock).  The second then finds the packages there.
+exec {apt_lock}>/run/lock/sbr-softroce-apt.lock
+flock "$apt_lock"
 ensure_packages
+exec {apt_lock}>&-
 
 kbuild=/lib/modules/$kver/build
 [ -e "$kbuild/Makefile" ] || die "no kernel headers at $kbuild (package $hdr_pkg)"

@@ -196,7 +196,14 @@ ensure_packages() {
 	"${apt[@]}" install -y --no-install-recommends "${missing[@]}" >&2 ||
 		die "apt-get install ${missing[*]} failed"
 }
+# One installer at a time: two VMs started side by side on a fresh machine
+# (tests/softroce/ci-vms.sh) both install, and `apt-get update` fails at
+# once on the package lists' lock the other holds (DPkg::Lock::Timeout
+# covers only dpkg's lock).  The second then finds the packages there.
+exec {apt_lock}>/run/lock/sbr-softroce-apt.lock
+flock "$apt_lock"
 ensure_packages
+exec {apt_lock}>&-
 
 kver=$(find_kernel)
 [ -n "$kver" ] || die "no kernel with rdma_rxe in /boot (install linux-image-amd64)"

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# One libFuzzer target, as the meson test fuzz/<target> (suite 'fuzz',
+# registered in tests/fuzz/meson.build) runs it: every saved crash in
+# regressions/<target>/ once, then the fuzzer from corpus/<target>/ for
+# SBR_FUZZ_RUNS runs (default 20000) with seed 1, or for SBR_FUZZ_TIME
+# seconds when that is set (tests/fuzz/run.sh sets both from its options).
+# New inputs go to BUILD/fuzz-corpus/<target>/ (the repository's corpus is
+# read, never written); a crash leaves its input in
+# BUILD/fuzz-artifacts/<target>/.  Exits non-zero on any crash.
+#
+#   fuzz-one.sh EXECUTABLE TARGET SOURCE-DIR BUILD-DIR
+set -u
+exe=$1 t=$2 here=$3 build=$4
+new=$build/fuzz-corpus/$t
+art=$build/fuzz-artifacts/$t
+mkdir -p "$new" "$art"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+
+# Every crash found so far, replayed as it was found.
+regressions=("$here"/regressions/"$t"/*)
+if [ -e "${regressions[0]}" ] && ! "$exe" "${regressions[@]}"; then
+  echo "fuzz $t: FAILED: a saved regression input crashes again"
+  exit 1
+fi
+if [ -n "${SBR_FUZZ_TIME:-}" ]; then
+  limit=(-max_total_time="$SBR_FUZZ_TIME")
+else
+  limit=(-runs="${SBR_FUZZ_RUNS:-20000}" -seed=1)
+fi
+"$exe" "${limit[@]}" -print_final_stats=1 -artifact_prefix="$art/" \
+  "$new" "$here/corpus/$t"
