@@ -79,9 +79,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   # Other jobs on a shared machine may hold dpkg's lock: wait for it rather
   # than fail.
-  nice apt-get -o DPkg::Lock::Timeout=900 update -qq
-  nice apt-get -o DPkg::Lock::Timeout=900 install -y -qq \
-    --no-install-recommends "${missing[@]}" >/dev/null
+  mkdir -p "$cache"
+  { nice apt-get -o DPkg::Lock::Timeout=900 update -qq &&
+    nice apt-get -o DPkg::Lock::Timeout=900 install -y -qq \
+      --no-install-recommends "${missing[@]}"; } > "$cache/apt.log" 2>&1 ||
+    { tail -n 20 "$cache/apt.log"; die "apt-get (log: $cache/apt.log)"; }
 else
   echo "all installed"
 fi
@@ -163,7 +165,7 @@ nice podman "${runtime[@]}" build --pull=never --network host "${limits[@]}" \
   --ignorefile "$here/containerignore" \
   -f "$here/Containerfile" -t "$image" "$src" > "$cache/podman-build.log" 2>&1 ||
   { tail -n 30 "$cache/podman-build.log"; die "podman build (log: $cache/podman-build.log)"; }
-grep -E '^(STEP|--> Using cache)' "$cache/podman-build.log" || true
+grep -E '^(STEP|--> Using cache)|^Need to get' "$cache/podman-build.log" || true
 echo "image: $(podman image inspect -f '{{.Id}}' "$image" | cut -c1-12)" \
      "$(podman image inspect -f '{{.Size}}' "$image" | awk '{printf "%.0f MB", $1/1e6}')"
 
@@ -264,7 +266,7 @@ a_eos=$(grep -c '"event":"eos"' "$out/app.out" || true)
 a_ok=0
 [ "$tx_status" -eq 0 ] && [ "$rx_status" -eq 0 ] && [ "$a_got" -ge 1 ] &&
   [ "$a_eos" -ge 1 ] && a_ok=1
-echo "  rdma-analytics analysed $a_got of $frames frames (EOS: $a_eos; the rest dropped by its leaky queue, load: $(cut -d' ' -f1-3 /proc/loadavg))"
+echo "  rdma-analytics analysed $a_got of $frames frames (EOS: $a_eos; any not analysed were dropped by its leaky queue; load: $(cut -d' ' -f1-3 /proc/loadavg))"
 
 step "done"
 if [ "$t_ok" -eq 1 ] && [ "$a_ok" -eq 1 ]; then
