@@ -10,8 +10,9 @@
  *   shm    same host, across processes.  The receiver's lane lives in a memfd
  *          passed over a Unix socket; a "NIC" thread in the sender process
  *          executes posted WRITE/READ requests in order with memcpy and
- *          completes them.  The receiver stays passive.  It also takes fault
- *          injection (added delay, completion errors) for tests.
+ *          completes them.  The receiver stays passive.  Tests inject
+ *          faults into its connections (added delay, completion errors)
+ *          from outside this interface: transport/fault-injection.h.
  *
  * The vocabulary is the verbs one on purpose: a work request (sbr__wr) is an
  * RDMA WRITE, WRITE WITH IMMEDIATE, READ or SEND; chains are posted with one
@@ -55,7 +56,6 @@
 #include "transport/fabric.h"
 #include "util/errors.h"
 #include "wire/private-data.h"
-#include "sbr-testing.h"
 
 /* A sliding-window sender without a block count hint posts this many ACK
  * receives beyond its 4 spare ones: the most slots it can acknowledge. */
@@ -116,6 +116,12 @@ struct sbr__wc {
 
 struct sbr__conn;
 struct sbr__listener;
+
+/* An RDMA device port, named as the NIC's counters name it. */
+struct sbr__nic_port {
+  char device[64]; /* ibv_get_device_name */
+  unsigned port;   /* 1-based port number */
+};
 
 /* Receiver-side lane memory, allocated and registered by the back end when it
  * accepts (verbs: aligned heap + ibv_reg_mr; shm: a memfd mapping). */
@@ -192,18 +198,13 @@ struct sbr__transport_ops {
    * through post_send and polls its completion with poll_cq
    * (receiver.c).  shm: false (a dead process's socket closes). */
   bool peer_can_vanish;
-  /* Test back ends (tests/fuzz/) that aren't thread-safe: the receiver
-   * runs no accept thread and reads listener events on its receive
-   * thread, so a run is deterministic. */
-  bool accept_inline;
 
   /* Sender: resolve, connect with the private data, wait until established
    * or timeout_ms passes; fill lane from the accept private data.  source:
    * the local address to bind (NULL = routing decides; shm ignores it). */
   int (*connect)(const char *host, uint16_t port, const char *source,
                  const uint8_t *priv, size_t priv_len,
-                 const struct sbr__queue_caps *caps,
-                 const struct sbr__fault_injection *faults, int timeout_ms,
+                 const struct sbr__queue_caps *caps, int timeout_ms,
                  struct sbr__conn **out, struct sbr__lane_desc *lane,
                  char *errbuf, size_t errlen);
 
@@ -290,11 +291,17 @@ struct sbr__transport_ops {
    * closed; its bytes go nowhere); unmap_blocks undoes it.  0 or -errno. */
   int (*map_blocks)(struct sbr__conn *c, uint8_t **base, size_t *len);
   void (*unmap_blocks)(uint8_t *base, size_t len);
-  /* Optional (NULL: no NIC, e.g. shm): the RDMA device and port the
-   * connection runs on, for the NIC's counters (nic-counters.h).  0, or
+  /* Optional (NULL: no NIC, e.g. shm; then nic_remote_access_errors is
+   * NULL too): the RDMA device port the connection runs on.  0, or
    * -errno. */
-  int (*nic_port)(struct sbr__conn *c, char *device, size_t len,
-                  unsigned *port);
+  int (*nic_port)(struct sbr__conn *c, struct sbr__nic_port *out);
+  /* The port's responder remote-access-error count, all processes
+   * together (verbs: the driver's sysfs counter, nic-counters.h): 0 and
+   * *value, -ENOENT when the port has no such counter, -errno.  Takes a
+   * port, not a conn: the receiver counts the ports of lanes that have
+   * closed too. */
+  int (*nic_remote_access_errors)(const struct sbr__nic_port *port,
+                                  uint64_t *value);
   /* How many receive WRs were ever posted on this conn (for the test that
    * proves the status-byte receiver posts none). */
   uint64_t (*posted_recv_count)(struct sbr__conn *c);
@@ -339,10 +346,5 @@ const struct sbr__transport_ops *sbr__transport_get(enum sbr_backend backend);
 /* The error of a sender or receiver asked for a back end that isn't built
  * in: what is missing and what to do instead. */
 void sbr__backend_missing_errf(char *buf, size_t len, enum sbr_backend backend);
-
-/* TEST ONLY (tests/engine/test-sched.c): the shm back end calls it, when set,
- * on a thread about to execute a chain it claimed (post_send_here), before it
- * does, so a test can stall a producer right there.  NULL otherwise. */
-extern void (*sbr__shm_test_claim_hook)(void);
 
 #endif /* SBR_TRANSPORT_H */

@@ -70,6 +70,7 @@
 #include "util/clock.h"
 #include "util/log.h"
 #include "transport/transport.h"
+#include "transport/nic-counters.h"
 #include "transport/verbs/verbs-async.h"
 #include "transport/verbs/verbs-caps.h"
 #include "transport/verbs/verbs-keys.h"
@@ -586,14 +587,20 @@ void sbr__verbs_conn_free(struct sbr__conn *c)
   free(c);
 }
 
-static int verbs_nic_port(struct sbr__conn *c, char *device, size_t len,
-                          unsigned *port)
+static int verbs_nic_port(struct sbr__conn *c, struct sbr__nic_port *out)
 {
-  if (!c || !c->id || !c->id->verbs || !device || !len || !port)
+  if (!c || !c->id || !c->id->verbs || !out)
     return -EINVAL;
-  snprintf(device, len, "%s", ibv_get_device_name(c->id->verbs->device));
-  *port = c->id->port_num;
+  snprintf(out->device, sizeof out->device, "%s",
+           ibv_get_device_name(c->id->verbs->device));
+  out->port = c->id->port_num;
   return 0;
+}
+
+static int verbs_nic_remote_access_errors(const struct sbr__nic_port *port,
+                                          uint64_t *value)
+{
+  return sbr__nic_remote_access_errors(port->device, port->port, value);
 }
 
 static uint64_t verbs_posted_recv_count(struct sbr__conn *c)
@@ -640,6 +647,7 @@ const struct sbr__transport_ops sbr__transport_verbs = {
     .reject = sbr__verbs_reject,
     .close_listener = sbr__verbs_close_listener,
     .nic_port = verbs_nic_port,
+    .nic_remote_access_errors = verbs_nic_remote_access_errors,
     .reg_mr = sbr__verbs_reg_mr,
     .dereg_mr = sbr__verbs_dereg_mr,
     .post_send = sbr__verbs_post_send,
