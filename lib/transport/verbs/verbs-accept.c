@@ -256,32 +256,31 @@ static void listener_retry(struct sbr__listener *l)
            id->verbs ? ibv_get_device_name(id->verbs->device) : "no device");
 }
 
-int sbr__verbs_get_event(struct sbr__listener *l, int timeout_ms,
-                         struct sbr__listen_event *ev)
+/* While the listener is lost, the timeout that wakes get_event when the
+ * next bind is due (binding first when it is due now); else timeout_ms. */
+static int listener_relisten_timeout(struct sbr__listener *l, int timeout_ms)
 {
-  if (!l || !ev)
-    return -EINVAL;
-  memset(ev, 0, sizeof *ev);
-  ev->type = SBR__EV_NONE;
-
-  if (!l->id && l->relisten_ms) {
-    int wait = ms_left(l->relisten_ms);
-    if (wait == 0) {
-      listener_retry(l);
-      wait = ms_left(l->relisten_ms);
-    }
-    /* The lanes' events still come on the channel meanwhile. */
-    if (l->relisten_ms && (timeout_ms < 0 || wait < timeout_ms))
-      timeout_ms = wait;
+  if (l->id || !l->relisten_ms)
+    return timeout_ms;
+  int wait = ms_left(l->relisten_ms);
+  if (wait == 0) {
+    listener_retry(l);
+    wait = ms_left(l->relisten_ms);
   }
+  /* The lanes' events still come on the channel meanwhile. */
+  if (l->relisten_ms && (timeout_ms < 0 || wait < timeout_ms))
+    timeout_ms = wait;
+  return timeout_ms;
+}
 
-  /* A lane an async event marked (read here or by a sender of this
-   * process on the same device) goes first. */
-  if (atomic_exchange(&l->async_pending, false) && report_async_failed(l, ev))
-    return 0;
-
-  /* The channel, and beside it each watched device's async events (out
-   * of memory for the poll set: those that fit). */
+/* Waits at most timeout_ms for the rdma_cm channel and, beside it, each
+ * watched device's async events (out of memory for the poll set: those
+ * that fit), and reads the async events that came (marking the lanes they
+ * name: async_pending).  1 when something came (*cm_ready: an rdma_cm
+ * event), 0 at the timeout or on a signal, -errno. */
+static int listener_poll(struct sbr__listener *l, int timeout_ms,
+                         bool *cm_ready)
+{
   unsigned nctx = sbr__verbs_listener_watched(l);
   if (l->pfd_cap < 1 + nctx) {
     struct pollfd *p = realloc(l->pfd, (1 + nctx) * sizeof *p);
@@ -316,11 +315,15 @@ int sbr__verbs_get_event(struct sbr__listener *l, int timeout_ms,
         sbr__verbs_async_read(ctx, l, NULL) < 0)
       sbr__verbs_listener_unwatch(l, ctx);
   }
-  if (atomic_exchange(&l->async_pending, false) && report_async_failed(l, ev))
-    return 0;
-  if (!pfd[0].revents)
-    return 0;
+  *cm_ready = pfd[0].revents != 0;
+  return 1;
+}
 
+/* Takes one rdma_cm event off the listener's channel and turns it into
+ * ev (or into nothing the engine needs to see). */
+static int listener_take_cm_event(struct sbr__listener *l,
+                                  struct sbr__listen_event *ev)
+{
   struct rdma_cm_event *e;
   if (rdma_get_cm_event(l->channel, &e)) {
     /* Someone else's wake-up, or an event librdmacm consumed itself. */
@@ -331,7 +334,6 @@ int sbr__verbs_get_event(struct sbr__listener *l, int timeout_ms,
 
   struct sbr__conn *c = e->id->context;
   bool lost = false;
-  int ret = 0;
   switch (e->event) {
   case RDMA_CM_EVENT_CONNECT_REQUEST:
     handle_request(l, e, ev);
@@ -378,7 +380,34 @@ int sbr__verbs_get_event(struct sbr__listener *l, int timeout_ms,
     rdma_destroy_id(l->id);
     l->id = NULL;
   }
-  return ret;
+  return 0;
+}
+
+/* Three jobs, in order: bind the address again when the listener was
+ * lost and it is time; wait for the channel and the devices' async
+ * events; turn what came into one listener event. */
+int sbr__verbs_get_event(struct sbr__listener *l, int timeout_ms,
+                         struct sbr__listen_event *ev)
+{
+  if (!l || !ev)
+    return -EINVAL;
+  memset(ev, 0, sizeof *ev);
+  ev->type = SBR__EV_NONE;
+  timeout_ms = listener_relisten_timeout(l, timeout_ms);
+
+  /* A lane an async event marked (read here or by a sender of this
+   * process on the same device) goes first. */
+  if (atomic_exchange(&l->async_pending, false) && report_async_failed(l, ev))
+    return 0;
+  bool cm_ready = false;
+  int ret = listener_poll(l, timeout_ms, &cm_ready);
+  if (ret <= 0)
+    return ret;
+  if (atomic_exchange(&l->async_pending, false) && report_async_failed(l, ev))
+    return 0;
+  if (!cm_ready)
+    return 0;
+  return listener_take_cm_event(l, ev);
 }
 
 /* Bytes a lane's two regions pin; 0 when the geometry overflows. */
