@@ -321,6 +321,20 @@ static void conn_destroy_wakeup(struct sbr__conn *c)
   c->comp = NULL;
 }
 
+/* One CQ of cqe entries on c's completion channel (if any) and vector,
+ * with c as its context (an async event on it names its connection). */
+static int conn_create_cq(struct sbr__conn *c, int cqe, struct ibv_cq **out,
+                          char *errbuf, size_t errlen)
+{
+  *out = ibv_create_cq(c->id->verbs, cqe, c, c->comp, c->comp_vector);
+  if (*out)
+    return 0;
+  int ret = neg_errno(ENOMEM);
+  sbr__errf(errbuf, errlen, "verbs: ibv_create_cq(%d) failed: %s", cqe,
+            strerror(-ret));
+  return ret;
+}
+
 /* Two CQs: a completion's CQ says which queue it came from even when its
  * opcode is undefined (error and flush completions).  Lanes spread over
  * the completion vectors (their interrupts reach as many cores) unless
@@ -337,23 +351,10 @@ static int conn_create_cqs(struct sbr__conn *c, const struct sbr__fabric *f,
   }
   c->comp_vector = sbr__fabric_comp_vector(f->comp_vector, f->comp_index,
                                            c->id->verbs->num_comp_vectors);
-  c->send_cq =
-      ibv_create_cq(c->id->verbs, q->send_cqe, c, c->comp, c->comp_vector);
-  if (!c->send_cq) {
-    int ret = neg_errno(ENOMEM);
-    sbr__errf(errbuf, errlen, "verbs: ibv_create_cq(%d) failed: %s",
-              q->send_cqe, strerror(-ret));
+  int ret = conn_create_cq(c, q->send_cqe, &c->send_cq, errbuf, errlen);
+  if (ret)
     return ret;
-  }
-  c->recv_cq =
-      ibv_create_cq(c->id->verbs, q->recv_cqe, c, c->comp, c->comp_vector);
-  if (!c->recv_cq) {
-    int ret = neg_errno(ENOMEM);
-    sbr__errf(errbuf, errlen, "verbs: ibv_create_cq(%d) failed: %s",
-              q->recv_cqe, strerror(-ret));
-    return ret;
-  }
-  return 0;
+  return conn_create_cq(c, q->recv_cqe, &c->recv_cq, errbuf, errlen);
 }
 
 static void conn_destroy_cqs(struct sbr__conn *c)
