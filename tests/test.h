@@ -2,9 +2,10 @@
 /*
  * test.h - tiny assertion helpers for the core tests (plain C, no framework).
  *
- * A test binary holds several TEST(name) functions and a main() that runs the
- * ones named on the command line (or all).  Each failing ASSERT prints what
- * broke with file:line and aborts the test with exit status 1.
+ * A test binary holds several test functions (void name(void)), lists them
+ * by name in a struct test_entry table, and hands that to test_main, which
+ * runs the ones named on the command line (or all).  Each failing ASSERT
+ * prints what broke with file:line and ends the process with exit status 1.
  */
 #ifndef SBR_TEST_H
 #define SBR_TEST_H

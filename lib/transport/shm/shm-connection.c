@@ -9,8 +9,8 @@
  *   receiver -> sender   'A' 0 0 0 | accept private data (56 bytes),
  *                                    with the memfd attached (SCM_RIGHTS)
  *                    or  'R' 0 0 0 | reject private data (16 bytes, why;
- *                                    transport.h; an old receiver sent
- *                                    none)
+ *                                    wire/private-data.h; an old
+ *                                    receiver sent none)
  *
  * After that the socket carries nothing: its hang-up is the disconnect, seen
  * by the receiver's get_event and poll_cq and by the sender's NIC thread.

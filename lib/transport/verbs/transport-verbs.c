@@ -3,7 +3,8 @@
  * transport-verbs.c - the rdma-core back end: librdmacm sets connections up,
  * libibverbs moves the data.
  *
- * Connection setup (DESIGN.md section 4), one RC QP per sender:
+ * Connection setup (docs/protocol.md, "Connection setup"), one RC QP per
+ * sender:
  *
  *   sender                                  receiver
  *   ------                                  --------
@@ -17,13 +18,13 @@
  *                     ESTABLISHED <-------- rdma_accept(accept priv, 56 bytes)
  *   decode the lane                         ESTABLISHED (just acked)
  *
- * The private data codec lives in transport.c; this file only carries the
- * bytes.  The receiver's lane is two allocations: the blocks (registered
- * LOCAL_WRITE | REMOTE_WRITE only, so a READ of them fails: rule 8) and the
- * status array (LOCAL_WRITE | REMOTE_READ | REMOTE_WRITE, the sender reads it
- * to synchronise).  Where the device binds type-2 memory windows, those
- * rights come from two windows bound to the lane's QP and the MRs have none
- * (verbs-keys.h says why and in which order).  Nothing is registered with
+ * The private data codecs live in wire/private-data.c; this file only
+ * carries the bytes.  The receiver's lane is two allocations: the blocks
+ * (registered LOCAL_WRITE | REMOTE_WRITE only, so a READ of them fails: rule 8)
+ * and the status array (LOCAL_WRITE | REMOTE_READ | REMOTE_WRITE, the sender
+ * reads it to synchronise).  Where the device binds type-2 memory windows,
+ * those rights come from two windows bound to the lane's QP and the MRs have
+ * none (verbs-keys.h says why and in which order).  Nothing is registered with
  * IBV_ACCESS_RELAXED_ORDERING (rule 1: the status WRITE must land after the
  * data WRITE it follows).
  *
@@ -47,7 +48,7 @@
  * unusable).  timeout_ms <= 0 means 5 s: a connect never waits forever.
  *
  * Refusals: the receiver rejects with 16 bytes of reject private data
- * (transport.h); rdma_reject makes that an IB CM REJ with reason 28
+ * (wire/private-data.h); rdma_reject makes that an IB CM REJ with reason 28
  * (consumer defined) whose private data the sender's REJECTED event
  * carries (148 bytes over IB CM, the rest zero).
  */
