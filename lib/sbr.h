@@ -2,6 +2,32 @@
 /*
  * sbr.h - status-byte RDMA block transport.
  *
+ * Quick start (checks left out: every int call returns 0 or -errno)
+ *   Receiver, one thread:
+ *     char err[256];
+ *     struct sbr_receiver_config rc;
+ *     sbr_receiver_config_init(&rc);       // verbs, status-byte, port 7471
+ *     sbr_receiver *r;
+ *     sbr_block *b;
+ *     sbr_receiver_new(&rc, &r, err, sizeof err);
+ *     while (sbr_receiver_next(r, -1, &b) == 0) {  // -1: no timeout
+ *       const struct sbr_block_info *i = sbr_block_get_info(b);
+ *       use(i->device, i->payload, i->payload_len); // or _next_frame
+ *       sbr_block_release(b);
+ *     }
+ *     sbr_receiver_free(r);
+ *   Sender, any number of producer threads:
+ *     struct sbr_sender_config sc;
+ *     sbr_sender_config_init(&sc);
+ *     sc.host = "10.0.0.2";                // the receiver's RDMA address
+ *     sbr_sender *s;
+ *     struct sbr_block_meta m;
+ *     sbr_sender_new(&sc, &s, err, sizeof err);   // connects
+ *     sbr_block_meta_init(&m, 3);          // device (camera) 3
+ *     sbr_sender_send(s, &m, frame, frame_len); // or acquire/submit
+ *     sbr_sender_free(s);
+ *   Over shm (one host): backend = SBR_BACKEND_SHM on both sides.
+ *
  * What it does
  *   Moves blocks (a 64-byte header, a payload, an 8-byte trailer) from many
  *   producers in one sender process to one receiver over a single
@@ -13,6 +39,11 @@
  *   block carries a device number (0-255) and a per-device packet number, so
  *   many camera streams share one QP and the receiver delivers each device's
  *   blocks in packet order.  docs/protocol.md is the full specification.
+ *
+ *   The mechanism is the one described in "Status-Byte-Assisted RDMA
+ *   Transmission Mechanism for Optimizing Multi-Task Video Streaming in
+ *   Edge Computing" (Applied Sciences 2024, 14, 7437), "the paper" below;
+ *   docs/protocol.md says where this library differs from it.
  *
  *   A sliding-window mechanism (WRITE WITH IMMEDIATE into slot seq mod N,
  *   receives pre-posted, ACK by SEND) runs behind the same API as a baseline.
@@ -675,9 +706,12 @@ static inline void sbr_receiver_config_init(struct sbr_receiver_config *cfg)
   sbr_receiver_config_init_sized(cfg, sizeof *cfg);
 }
 
-/* Starts listening.  Connections are accepted (and departures noticed) only
- * while a thread is inside sbr_receiver_next / _next_frame: a sender
- * connecting to a receiver nobody reads waits until its connect timeout. */
+/* Starts listening, and the accept thread that accepts senders from now
+ * until sbr_receiver_free, whether or not a thread is inside
+ * sbr_receiver_next / _next_frame: that thread takes a new lane in (and
+ * notices a departure) at its next look.  A sender connecting to a
+ * receiver nobody reads is accepted and fills its lane, then waits for
+ * free blocks as backpressure says. */
 int sbr_receiver_new(const struct sbr_receiver_config *cfg, sbr_receiver **out,
                      char *errbuf, size_t errlen);
 /* Stops listening and disconnects senders.  Blocks still held by the caller

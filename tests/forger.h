@@ -32,7 +32,7 @@ static inline void *forger_connect(void *arg)
   struct sbr__queue_caps caps = {.max_send_wr = 8, .max_inline = 64};
   char err[128];
   f->ret = sbr__transport_shm.connect("127.0.0.1", f->port, NULL, priv,
-                                      sizeof priv, &caps, NULL, 3000, &f->conn,
+                                      sizeof priv, &caps, 3000, &f->conn,
                                       &f->lane, err, sizeof err);
   __atomic_store_n(&f->done, 1, __ATOMIC_RELEASE);
   return NULL;

@@ -389,33 +389,35 @@ static void check_windows(struct ibv_pd *pd, const char *dev, bool iwarp,
     return;
   }
   const char *type = cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B ? "2B" : "2A";
+  /* The library's rule (verbs-caps.c, sbr__verbs_windows_usable). */
+  if (iwarp) {
+    report(LVL_OK,
+           "%s: type-%s memory windows, not used on iWARP (a bind needs the "
+           "QP in RTS, which it reaches only inside the kernel's accept): "
+           "lanes' keys are memory regions",
+           dev, type);
+    return;
+  }
   struct ibv_mw *mw = pd ? ibv_alloc_mw(pd, IBV_MW_TYPE_2) : NULL;
   if (!mw) {
     report(LVL_WARN,
            "%s: advertises type-%s memory windows but ibv_alloc_mw fails "
-           "(%s); fix: none needed, a receiver refuses its first sender "
-           "once (retryable) and then uses memory regions (a probe at "
-           "listen is planned in issue 18 item 4)",
+           "(%s); fix: none needed, a receiver tries two windows when it "
+           "starts listening on this device (a wildcard listener at its "
+           "first lane here) and uses memory regions when it can't",
            dev, type, strerror(errno));
     return;
   }
   ibv_dealloc_mw(mw);
-  if (iwarp)
-    report(LVL_WARN,
-           "%s: type-%s memory windows on iWARP: the QP reaches RTS only "
-           "inside the kernel's accept, so binds before it never complete "
-           "(5 s per sender); fix: none here yet (issue 18 item 2: never "
-           "windows on iWARP)",
-           dev, type);
-  else
-    report(LVL_OK,
-           "%s: type-%s memory windows: lanes' keys are windows bound to "
-           "their QP",
-           dev, type);
+  report(LVL_OK,
+         "%s: type-%s memory windows: lanes' keys are windows bound to "
+         "their QP",
+         dev, type);
 }
 
-/* The engines create their QPs with CHECK_INLINE bytes of inline data; a
- * device that takes less refuses the QP, so find its maximum. */
+/* The engines ask for CHECK_INLINE bytes of inline data; a device that
+ * takes less refuses such a QP (the engines then step down, as the tries
+ * below do), so find its maximum. */
 static void check_inline(struct ibv_context *ctx, struct ibv_pd *pd,
                          const char *dev)
 {
@@ -427,7 +429,7 @@ static void check_inline(struct ibv_context *ctx, struct ibv_pd *pd,
            dev, strerror(errno));
     return;
   }
-  /* 48: X722's maximum (issue 18). */
+  /* 48: X722's maximum (docs/hardware.md). */
   static const uint32_t tries[] = {CHECK_INLINE, 48, 32, 16, 0};
   uint32_t got = 0;
   int best = -1;
@@ -456,10 +458,10 @@ static void check_inline(struct ibv_context *ctx, struct ibv_pd *pd,
     report(LVL_OK, "%s: inline data: %u bytes (the engines ask for %d)", dev,
            got, CHECK_INLINE);
   else if (best >= 0)
-    report(LVL_FAIL,
-           "%s: inline data: at most %d bytes, the engines ask for %d, so "
-           "every QP is refused; fix: none by configuration today (issue 18 "
-           "item 4 negotiates it down); use another NIC or shm",
+    report(LVL_OK,
+           "%s: inline data: at most %d bytes, the engines ask for %d: their "
+           "QPs take what the device has and copy longer inline WRITEs into "
+           "registered memory at post time",
            dev, best, CHECK_INLINE);
   else
     report(LVL_FAIL,

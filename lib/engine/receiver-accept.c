@@ -17,7 +17,7 @@
 /* The accept thread waits for a listener event this long at a time: the
  * bound on how long sbr_receiver_free waits for it to end. */
 #define ACCEPT_WAIT_MS 20
-/* Listener events an inline look handles (ops->accept_inline). */
+/* Listener events an inline look handles (r->accept_inline). */
 #define ACCEPT_INLINE_EVENTS 16
 
 /* The fabric settings of cfg for the lane lane_id (its place in the
@@ -159,8 +159,7 @@ static void remember_nic_port_locked(struct sbr_receiver *r,
                                      struct sbr__conn *conn)
 {
   struct sbr__nic_port p;
-  if (!r->ops->nic_port ||
-      r->ops->nic_port(conn, p.device, sizeof p.device, &p.port) < 0)
+  if (!r->ops->nic_port || r->ops->nic_port(conn, &p) < 0)
     return;
   for (unsigned i = 0; i < r->n_nic_ports; i++)
     if (r->nic_ports[i].port == p.port &&
@@ -317,8 +316,8 @@ static void accept_event(struct sbr_receiver *r, struct sbr__listen_event *ev)
   }
 }
 
-/* The accept thread's work on the receive thread, for a back end that
- * asks for it (ops->accept_inline): the events waiting now, at most a
+/* The accept thread's work on the receive thread, for a receiver made
+ * without one (r->accept_inline): the events waiting now, at most a
  * few, so refusals can't hold the lanes' frames up for long. */
 void sbr__receiver_accept_inline(struct sbr_receiver *r)
 {

@@ -194,15 +194,15 @@ struct sbr_receiver {
   /* RDMA ports lanes have run on (ops->nic_port), for the NIC's
    * counters; under stats_lock.  A receiver listens on one address, so
    * one port in practice; a few more cost nothing. */
-  struct sbr__nic_port {
-    char device[64];
-    unsigned port;
-  } nic_ports[SBR__MAX_NIC_PORTS];
+  struct sbr__nic_port nic_ports[SBR__MAX_NIC_PORTS];
   unsigned n_nic_ports;
 
   /* The accept thread (receiver-accept.c): it alone uses the listener, the
    * connection-rate bucket, next_lane_id and next_epoch. */
   pthread_t accept_thread;
+  /* No accept thread: the receive thread reads listener events itself
+   * (sbr__receiver_new_without_accept_thread). */
+  bool accept_inline;
   atomic_bool accept_stop; /* sbr_receiver_free: end it */
   /* From an event taken to its hand-off queued: a test waits for it to
    * clear before it looks at what the receive thread was handed. */
@@ -220,7 +220,7 @@ struct sbr_receiver {
 /* receiver-accept.c: the fabric settings of cfg for lane lane_id (its
  * place in the spread over completion vectors); the accept thread's main
  * loop (arg: the receiver); and its work done inline on the receive
- * thread, for a back end that asks for it (ops->accept_inline). */
+ * thread, for a receiver made without an accept thread. */
 void sbr__receiver_fabric(const struct sbr_receiver_config *cfg,
                           uint32_t lane_id, struct sbr__fabric *f);
 void *sbr__receiver_accept_main(void *arg);
@@ -259,12 +259,15 @@ extern void (*_Atomic sbr__receiver_test_accept_hook)(const char *peer);
  * takes it in at the start of its next sbr_receiver_next. */
 bool sbr__receiver_accept_busy(sbr_receiver *r);
 
-/* sbr_receiver_new over the given back end instead of cfg->backend's: the
- * fuzz targets (tests/fuzz/) run the real receiver over a back end of their
- * own whose lane memory they write as a hostile sender would. */
-int sbr__receiver_new_with_ops(const struct sbr_receiver_config *cfg,
-                               const struct sbr__transport_ops *ops,
-                               sbr_receiver **out, char *errbuf, size_t errlen);
+/* sbr_receiver_new over the given back end instead of cfg->backend's, and
+ * with no accept thread: the receive thread reads the listener's events
+ * itself, inside sbr_receiver_next, so a back end that isn't thread-safe
+ * runs deterministically.  The fuzz targets (tests/fuzz/) run the real
+ * receiver so over a back end of their own whose lane memory they write as
+ * a hostile sender would. */
+int sbr__receiver_new_without_accept_thread(
+    const struct sbr_receiver_config *cfg, const struct sbr__transport_ops *ops,
+    sbr_receiver **out, char *errbuf, size_t errlen);
 
 /* A block arrived (status 1 seen / WRITE_IMM completion). */
 void sbr__lane_arrived(struct sbr__lane *lane, uint32_t index);

@@ -27,8 +27,8 @@
 #include <time.h>
 
 #include "util/log.h"
+#include "sbr-testing.h"
 #include "util/sized.h"
-#include "transport/nic-counters.h"
 #include "engine/receiver-internal.h"
 
 #define DEFAULT_BLOCK_COUNT 16
@@ -292,6 +292,11 @@ static void handoff_wait(struct sbr_receiver *r, int wait_ms)
 
 /* ----------------------------------------------------------- creation */
 
+static int receiver_new(const struct sbr_receiver_config *app,
+                        const struct sbr__transport_ops *ops,
+                        bool accept_inline, sbr_receiver **out, char *errbuf,
+                        size_t errlen);
+
 int sbr_receiver_new(const struct sbr_receiver_config *app, sbr_receiver **out,
                      char *errbuf, size_t errlen)
 {
@@ -307,12 +312,20 @@ int sbr_receiver_new(const struct sbr_receiver_config *app, sbr_receiver **out,
     sbr__backend_missing_errf(errbuf, errlen, cfg.backend);
     return -ENOTSUP;
   }
-  return sbr__receiver_new_with_ops(&cfg, ops, out, errbuf, errlen);
+  return receiver_new(&cfg, ops, false, out, errbuf, errlen);
 }
 
-int sbr__receiver_new_with_ops(const struct sbr_receiver_config *app,
-                               const struct sbr__transport_ops *ops,
-                               sbr_receiver **out, char *errbuf, size_t errlen)
+int sbr__receiver_new_without_accept_thread(
+    const struct sbr_receiver_config *cfg, const struct sbr__transport_ops *ops,
+    sbr_receiver **out, char *errbuf, size_t errlen)
+{
+  return receiver_new(cfg, ops, true, out, errbuf, errlen);
+}
+
+static int receiver_new(const struct sbr_receiver_config *app,
+                        const struct sbr__transport_ops *ops,
+                        bool accept_inline, sbr_receiver **out, char *errbuf,
+                        size_t errlen)
 {
   sbr__errf(errbuf, errlen, "%s", "");
   if (!app || !ops || !out)
@@ -401,9 +414,10 @@ int sbr__receiver_new_with_ops(const struct sbr_receiver_config *app,
   ret = ops->listen(r->address, r->cfg.port, &r->listener, errbuf, errlen);
   if (ret < 0)
     goto out_free;
-  ret = ops->accept_inline ? 0
-                           : -pthread_create(&r->accept_thread, NULL,
-                                             sbr__receiver_accept_main, r);
+  r->accept_inline = accept_inline;
+  ret = accept_inline ? 0
+                      : -pthread_create(&r->accept_thread, NULL,
+                                        sbr__receiver_accept_main, r);
   if (ret < 0) {
     sbr__errf(errbuf, errlen, "could not start the accept thread: %s",
               strerror(-ret));
@@ -434,7 +448,7 @@ void sbr_receiver_free(sbr_receiver *r)
    * handed over and nobody took yet close with the open ones, then the
    * listener goes. */
   atomic_store(&r->accept_stop, true);
-  if (!r->ops->accept_inline)
+  if (!r->accept_inline)
     pthread_join(r->accept_thread, NULL);
   struct sbr__handoff *h = r->handoff_head;
   r->handoff_head = NULL;
@@ -839,7 +853,7 @@ static int receiver_next(sbr_receiver *r, int timeout_ms, sbr_block **out,
     if (atomic_exchange(&r->wakeup, false))
       return -EINTR;
     uint64_t now = sbr__now_ns();
-    if (r->ops->accept_inline &&
+    if (r->accept_inline &&
         (!r->lanes || now - r->last_event_check_ns >= EVENT_CHECK_NS))
       sbr__receiver_accept_inline(r);
     /* The accept thread's news: one atomic load per loop, the lock only
@@ -990,11 +1004,12 @@ int sbr_receiver_get_stats_sized(sbr_receiver *r,
   unsigned n_ports = r->n_nic_ports;
   memcpy(ports, r->nic_ports, n_ports * sizeof ports[0]);
   pthread_mutex_unlock(&r->stats_lock);
-  /* sysfs reads, outside the lock. */
+  /* The back end reads the NIC's counters (verbs: sysfs files), outside
+   * the lock.  Only a back end that named ports has them. */
   out->nic_remote_access_errors = SBR_COUNTER_ABSENT;
   for (unsigned i = 0; i < n_ports; i++) {
     uint64_t v;
-    if (sbr__nic_remote_access_errors(ports[i].device, ports[i].port, &v) < 0)
+    if (r->ops->nic_remote_access_errors(&ports[i], &v) < 0)
       continue;
     if (out->nic_remote_access_errors == SBR_COUNTER_ABSENT)
       out->nic_remote_access_errors = 0;

@@ -50,12 +50,13 @@ int sbr__sender_connect_locked(struct sbr_sender *s, char *errbuf,
         s->cfg.block_count_hint ? s->cfg.block_count_hint + 4 : 1024;
   struct sbr__lane_desc lane;
   struct sbr__conn *conn = NULL;
-  int ret =
-      s->ops->connect(s->host, s->cfg.port, s->cfg.source, priv, sizeof priv,
-                      &caps, &s->knobs.faults, s->cfg.connect_timeout_ms, &conn,
-                      &lane, errbuf, errlen);
+  int ret = s->ops->connect(s->host, s->cfg.port, s->cfg.source, priv,
+                            sizeof priv, &caps, s->cfg.connect_timeout_ms,
+                            &conn, &lane, errbuf, errlen);
   if (ret < 0)
     return ret;
+  /* Before the first WR: a test's delay or failure holds from it on. */
+  sbr__transport_inject_faults(s->ops, conn, &s->knobs.faults);
   if (lane.mechanism == SBR_MECH_SLIDING_WINDOW &&
       lane.block_count + 4 > caps.max_recv_wr) {
     /* One ACK receive per slot must be posted; the QP was sized before the

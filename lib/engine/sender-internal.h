@@ -19,6 +19,7 @@
 #include "util/clock.h"
 #include "engine/sender-queue.h"
 #include "transport/transport.h"
+#include "transport/test-hooks.h"
 
 enum sbr__send_state {
   SBR__SEND_FREE,    /* on the free list */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * sender-status-byte.c - the status-byte posting engine (DESIGN §1).
+ * sender-status-byte.c - the status-byte posting engine (docs/protocol.md,
+ * "Status transitions").
  *
  * For each queued block: pick a receive block whose cached status is 0
  * (round robin, skipping 1 = not consumed yet and 2 = held), post ONE chain

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* clock.h - monotonic time and the polling back-off (DESIGN: the passive
- * receiver has no completion to wake on, so it polls; this keeps an idle
- * poller nearly free and bounds the delay a busy one adds). */
+/* clock.h - monotonic time and the polling back-off.  The status-byte
+ * receiver is passive: it has no completion to wake on, so it polls
+ * (docs/design.md, "Waiting for a frame"); the back-off keeps an idle
+ * poller nearly free and bounds the delay a busy one adds. */
 #ifndef SBR_CLOCK_H
 #define SBR_CLOCK_H
 

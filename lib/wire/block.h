@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * block.h - the block format on the wire (docs/protocol.md, DESIGN §3).
+ * block.h - the block format on the wire (docs/protocol.md, "Block format").
  *
  * A block is exactly block_size bytes in the receiver's lane:
  *
@@ -42,7 +42,7 @@
 #define SBR__TRAILER_SIZE 8
 #define SBR__BLOCK_OVERHEAD (SBR__HEADER_SIZE + SBR__TRAILER_SIZE)
 
-/* Status byte values (DESIGN §1). */
+/* Status byte values (docs/protocol.md, "Status transitions"). */
 enum {
   SBR__STATUS_EMPTY = 0,
   SBR__STATUS_DATA = 1,

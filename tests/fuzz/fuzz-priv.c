@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * fuzz-priv.c - libFuzzer target: the connect and accept private data
- * decoders (lib/transport/transport.c), which read what an unauthenticated peer
- * sent through rdma_cm or the shm setup socket.
+ * fuzz-priv.c - libFuzzer target: the connect, accept and reject private
+ * data decoders (lib/wire/private-data.c), which read what an
+ * unauthenticated peer sent through rdma_cm or the shm setup socket.
  *
  * Input: one byte choosing the decoder (0 connect, 1 accept, 2 reject),
  * the rest is the private data, in a buffer of exactly its size.  What a

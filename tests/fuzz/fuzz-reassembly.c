@@ -5,8 +5,10 @@
  * validation, ordering, per-device tracking, fragment reassembly zero-copy
  * and by copy, release and hold), driven by a hostile sender.
  *
- * The receiver runs over a back end of this file (sbr__receiver_new_with_ops)
- * whose lanes are plain heap memory: the input is a program of steps that
+ * The receiver runs over a back end of this file, with no accept thread
+ * (sbr__receiver_new_without_accept_thread: the back end is not
+ * thread-safe, so the receive thread reads its events), whose lanes are
+ * plain heap memory: the input is a program of steps that
  * connect senders, write forged blocks, garbage and status bytes anywhere in
  * their lanes at any time (even into blocks the application holds, as a
  * peer with the rkey can), and make the application take blocks and frames,
@@ -151,7 +153,6 @@ static uint64_t fz_posted_recv_count(struct sbr__conn *c)
 
 static const struct sbr__transport_ops fz_ops = {
     .name = "fuzz",
-    .accept_inline = true, /* this back end is not thread-safe */
     .listen = fz_listen,
     .get_event = fz_get_event,
     .accept = fz_accept,
@@ -413,8 +414,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   cfg.max_frame_size = MAX_FRAME_SIZE;
   sbr_receiver *r;
   char err[128];
-  FUZZ_CHECK(sbr__receiver_new_with_ops(&cfg, &fz_ops, &r, err, sizeof err) ==
-             0);
+  FUZZ_CHECK(sbr__receiver_new_without_accept_thread(&cfg, &fz_ops, &r, err,
+                                                     sizeof err) == 0);
   struct sbr__listener *l = r->listener;
 
   for (int steps = 0; in.left && steps < 400; steps++) {

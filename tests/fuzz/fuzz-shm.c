@@ -361,8 +361,8 @@ static void hostile_receiver(struct fuzz_in *in, uint8_t mode)
   struct sbr__conn *c = NULL;
   struct sbr__lane_desc lane;
   char err[256];
-  int ret = ops->connect(NULL, tx_port, NULL, priv, sizeof priv, &caps, NULL,
-                         5000, &c, &lane, err, sizeof err);
+  int ret = ops->connect(NULL, tx_port, NULL, priv, sizeof priv, &caps, 5000,
+                         &c, &lane, err, sizeof err);
 
   pthread_mutex_lock(&rogue_lock);
   while (!a.done)

@@ -271,8 +271,8 @@ static int rogue_connect_priv(struct world *w, struct rogue *g,
                               size_t errlen)
 {
   memset(g, 0, sizeof *g);
-  return ops->connect(addr, w->port, NULL, priv, len, &rogue_caps, NULL, 5000,
-                      &g->c, &g->lane, err, errlen);
+  return ops->connect(addr, w->port, NULL, priv, len, &rogue_caps, 5000, &g->c,
+                      &g->lane, err, errlen);
 }
 
 /* Connects like a sender and takes the lane it is given. */

@@ -30,6 +30,7 @@
 
 #include "test.h"
 #include "transport/transport.h"
+#include "transport/test-hooks.h"
 #ifdef SBR_HAVE_VERBS
 #include "verbs-device.h"
 #include "transport/verbs/verbs-caps.h"
@@ -376,8 +377,9 @@ static void tx_connect(struct tx_end *tx, const struct link *lk,
   char err[256] = "";
   memset(tx, 0, sizeof *tx);
   int r = ops->connect(rdma_addr, lk->port, NULL, priv, sizeof priv, side_caps,
-                       faults, STEP_MS, &tx->c, &tx->lane, err, sizeof err);
+                       STEP_MS, &tx->c, &tx->lane, err, sizeof err);
   ASSERT_MSG(r == 0, "connect to port %u: %d (%s)", lk->port, r, err);
+  sbr__transport_inject_faults(ops, tx->c, faults);
   ASSERT_EQ(tx->lane.mechanism, mech);
   ASSERT_EQ(tx->lane.block_count, BLOCKS);
   ASSERT_EQ(tx->lane.block_size, BLOCK_SIZE);
@@ -1076,8 +1078,8 @@ static void connect_refused_is_clear(const struct link *lk)
   struct sbr__conn *c = NULL;
   struct sbr__lane_desc lane;
   uint64_t t0 = now_ns();
-  int r = ops->connect(rdma_addr, port, NULL, priv, sizeof priv, &caps, NULL,
-                       300, &c, &lane, err, sizeof err);
+  int r = ops->connect(rdma_addr, port, NULL, priv, sizeof priv, &caps, 300, &c,
+                       &lane, err, sizeof err);
   double ms = ms_since(t0);
   ASSERT_MSG(r < 0, "connect to port %u, where nobody listens, returned %d",
              port, r);
@@ -1120,7 +1122,7 @@ static int tx_try_connect(const struct link *lk, enum sbr_mechanism mech,
   struct sbr__lane_desc lane;
   uint64_t t0 = now_ns();
   int r = ops->connect(rdma_addr, lk->port, NULL, priv, sizeof priv, &caps,
-                       NULL, STEP_MS, &c, &lane, err, errlen);
+                       STEP_MS, &c, &lane, err, errlen);
   *ms = ms_since(t0);
   ASSERT_MSG(r < 0 || c != NULL, "connect returned 0 without a conn");
   if (r == 0)
@@ -1196,7 +1198,7 @@ static void v1_sender_tx(const struct link *lk)
   struct sbr__lane_desc lane;
   uint64_t t0 = now_ns();
   int r = ops->connect(rdma_addr, lk->port, NULL, priv, sizeof priv, &caps,
-                       NULL, STEP_MS, &c, &lane, err, sizeof err);
+                       STEP_MS, &c, &lane, err, sizeof err);
   ASSERT_MSG(c == NULL, "failed connect still returned a conn");
   ASSERT_MSG(r == -EPROTONOSUPPORT, "a v1 sender got %d (%s)", r, err);
   ASSERT_MSG(ms_since(t0) < STEP_MS / 2,

@@ -9,8 +9,8 @@
  *   receiver -> sender   'A' 0 0 0 | accept private data (56 bytes),
  *                                    with the memfd attached (SCM_RIGHTS)
  *                    or  'R' 0 0 0 | reject private data (16 bytes, why;
- *                                    transport.h; an old receiver sent
- *                                    none)
+ *                                    wire/private-data.h; an old
+ *                                    receiver sent none)
  *
  * After that the socket carries nothing: its hang-up is the disconnect, seen
  * by the receiver's get_event and poll_cq and by the sender's NIC thread.
@@ -414,10 +414,9 @@ out_close_fd:
 
 static int shm_connect(const char *host, uint16_t port, const char *source,
                        const uint8_t *priv, size_t priv_len,
-                       const struct sbr__queue_caps *caps,
-                       const struct sbr__fault_injection *faults,
-                       int timeout_ms, struct sbr__conn **out,
-                       struct sbr__lane_desc *lane, char *errbuf, size_t errlen)
+                       const struct sbr__queue_caps *caps, int timeout_ms,
+                       struct sbr__conn **out, struct sbr__lane_desc *lane,
+                       char *errbuf, size_t errlen)
 {
   (void)host; /* same host by definition: the port names the receiver */
   (void)source;
@@ -442,11 +441,6 @@ static int shm_connect(const char *host, uint16_t port, const char *source,
   if (!c) {
     sbr__errf(errbuf, errlen, "shm: out of memory");
     return -ENOMEM;
-  }
-  if (faults) {
-    c->delay_ns = (uint64_t)faults->delay_us * 1000;
-    atomic_store_explicit(&c->fail_at, faults->fail_after_wrs,
-                          memory_order_relaxed);
   }
   int memfd = -1;
   int err = shm_dial(port, deadline, &c->sock, errbuf, errlen);

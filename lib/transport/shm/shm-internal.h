@@ -306,5 +306,10 @@ uint32_t sbr__shm_sleep_prepare(struct sbr__conn *c);
 int sbr__shm_sleep_wait(struct sbr__conn *c, uint32_t token, uint64_t until_ns);
 void sbr__shm_sleep_end(struct sbr__conn *c);
 int sbr__shm_test_fail(struct sbr__conn *c);
+/* A sender's conn, before its first WR (test-hooks.h): every WR takes
+ * delay_us more to complete, and the fail_after_wrs-th (1-based; 0 =
+ * none) completes in error. */
+void sbr__shm_inject_faults(struct sbr__conn *c, uint32_t delay_us,
+                            uint32_t fail_after_wrs);
 
 #endif

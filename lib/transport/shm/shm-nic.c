@@ -37,6 +37,7 @@
 #include "util/clock.h"
 #include "util/log.h"
 #include "transport/shm/shm-internal.h"
+#include "transport/test-hooks.h"
 
 /* What a failed completion's vendor_err says. */
 enum shm_vendor_err {
@@ -645,6 +646,13 @@ static int shm_post_send_nic(struct sbr__conn *c, const struct sbr__wr *wrs,
 }
 
 void (*sbr__shm_test_claim_hook)(void);
+
+void sbr__shm_inject_faults(struct sbr__conn *c, uint32_t delay_us,
+                            uint32_t fail_after_wrs)
+{
+  c->delay_ns = (uint64_t)delay_us * 1000;
+  atomic_store_explicit(&c->fail_at, fail_after_wrs, memory_order_relaxed);
+}
 
 void sbr__shm_execute_claimed(struct sbr__conn *c)
 {

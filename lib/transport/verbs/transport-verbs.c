@@ -3,7 +3,8 @@
  * transport-verbs.c - the rdma-core back end: librdmacm sets connections up,
  * libibverbs moves the data.
  *
- * Connection setup (DESIGN.md section 4), one RC QP per sender:
+ * Connection setup (docs/protocol.md, "Connection setup"), one RC QP per
+ * sender:
  *
  *   sender                                  receiver
  *   ------                                  --------
@@ -17,13 +18,13 @@
  *                     ESTABLISHED <-------- rdma_accept(accept priv, 56 bytes)
  *   decode the lane                         ESTABLISHED (just acked)
  *
- * The private data codec lives in transport.c; this file only carries the
- * bytes.  The receiver's lane is two allocations: the blocks (registered
- * LOCAL_WRITE | REMOTE_WRITE only, so a READ of them fails: rule 8) and the
- * status array (LOCAL_WRITE | REMOTE_READ | REMOTE_WRITE, the sender reads it
- * to synchronise).  Where the device binds type-2 memory windows, those
- * rights come from two windows bound to the lane's QP and the MRs have none
- * (verbs-keys.h says why and in which order).  Nothing is registered with
+ * The private data codecs live in wire/private-data.c; this file only
+ * carries the bytes.  The receiver's lane is two allocations: the blocks
+ * (registered LOCAL_WRITE | REMOTE_WRITE only, so a READ of them fails: rule 8)
+ * and the status array (LOCAL_WRITE | REMOTE_READ | REMOTE_WRITE, the sender
+ * reads it to synchronise).  Where the device binds type-2 memory windows,
+ * those rights come from two windows bound to the lane's QP and the MRs have
+ * none (verbs-keys.h says why and in which order).  Nothing is registered with
  * IBV_ACCESS_RELAXED_ORDERING (rule 1: the status WRITE must land after the
  * data WRITE it follows).
  *
@@ -47,7 +48,7 @@
  * unusable).  timeout_ms <= 0 means 5 s: a connect never waits forever.
  *
  * Refusals: the receiver rejects with 16 bytes of reject private data
- * (transport.h); rdma_reject makes that an IB CM REJ with reason 28
+ * (wire/private-data.h); rdma_reject makes that an IB CM REJ with reason 28
  * (consumer defined) whose private data the sender's REJECTED event
  * carries (148 bytes over IB CM, the rest zero).
  */
@@ -70,6 +71,7 @@
 #include "util/clock.h"
 #include "util/log.h"
 #include "transport/transport.h"
+#include "transport/nic-counters.h"
 #include "transport/verbs/verbs-async.h"
 #include "transport/verbs/verbs-caps.h"
 #include "transport/verbs/verbs-keys.h"
@@ -244,16 +246,17 @@ static int conn_create_qp(struct sbr__conn *c, struct ibv_qp_init_attr *attr,
   }
 }
 
-/* PD, two CQs, RC QP, the in-flight ring and, where the QP's inline room
- * is short, the bounce slots on c->id (which must have id->verbs: address
- * resolved or a connect request).  Queue depths are clamped to the
- * device.  On failure none of them is left. */
-int sbr__verbs_conn_create_queues(struct sbr__conn *c,
-                                  const struct sbr__queue_caps *caps,
-                                  char *errbuf, size_t errlen)
+/* The queue depths caps asks for, checked and clamped to c's device.  Every
+ * WR that can complete has a CQ slot, so neither CQ can overrun while the
+ * engine keeps within its caps.  A device with smaller queues gets smaller
+ * ones rather than no QP at all (every device listed in docs/hardware.md
+ * takes thousands); an engine that then posts more than fits gets -ENOMEM
+ * from post_send, after this warning said why. */
+static int conn_size_queues(struct sbr__conn *c,
+                            const struct sbr__queue_caps *caps,
+                            struct sbr__verbs_queues *q, char *errbuf,
+                            size_t errlen)
 {
-  int ret;
-
   if (caps->max_send_wr > (1u << 20) || caps->max_recv_wr > (1u << 20)) {
     sbr__errf(errbuf, errlen, "verbs: queue sizes %u/%u are too large",
               caps->max_send_wr, caps->max_recv_wr);
@@ -266,84 +269,111 @@ int sbr__verbs_conn_create_queues(struct sbr__conn *c,
   }
   struct ibv_device_attr dev;
   if (ibv_query_device(c->id->verbs, &dev)) {
-    ret = neg_errno(EIO);
+    int ret = neg_errno(EIO);
     sbr__errf(errbuf, errlen, "verbs: ibv_query_device failed: %s",
               strerror(-ret));
     return ret;
   }
-  /* Every WR that can complete has a CQ slot, so neither CQ can overrun
-   * while the engine keeps within its caps.  A device with smaller
-   * queues gets smaller ones rather than no QP at all (every device
-   * listed in docs/hardware.md takes thousands); an engine that then
-   * posts more than fits gets -ENOMEM from post_send, after this
-   * warning said why. */
-  struct sbr__verbs_queues q;
   sbr__verbs_size_queues(caps->max_send_wr, caps->max_recv_wr, VERBS_CQ_SLACK,
-                         dev.max_qp_wr, dev.max_cqe, &q);
-  if (q.clamped)
+                         dev.max_qp_wr, dev.max_cqe, q);
+  if (q->clamped)
     SBR_WARN("verbs: %s: %s takes queues of %d WRs and CQs of %d entries: "
              "send/receive queues of %u/%u instead of %u/%u",
              c->peer, ibv_get_device_name(c->id->verbs->device), dev.max_qp_wr,
-             dev.max_cqe, q.send_wr, q.recv_wr, caps->max_send_wr,
+             dev.max_cqe, q->send_wr, q->recv_wr, caps->max_send_wr,
              caps->max_recv_wr);
+  return 0;
+}
 
-  c->pd = ibv_alloc_pd(c->id->verbs);
-  if (!c->pd) {
-    ret = neg_errno(ENOMEM);
-    sbr__errf(errbuf, errlen, "verbs: ibv_alloc_pd on %s failed: %s",
-              ibv_get_device_name(c->id->verbs->device), strerror(-ret));
+/* What wakes a sender's thread that sleeps on a completion (wait_cq): a
+ * completion channel, non-blocking so wait_cq can drain it after poll(),
+ * and kick_cq's eventfd beside it.  Only for a conn with its own event
+ * channel (a sender's); the receiver's lanes never sleep on completions.
+ * On failure the caller's teardown (conn_destroy_wakeup) undoes what was
+ * made. */
+static int conn_create_wakeup(struct sbr__conn *c, char *errbuf, size_t errlen)
+{
+  if (!c->channel)
+    return 0;
+  c->comp = ibv_create_comp_channel(c->id->verbs);
+  if (!c->comp || set_nonblocking(c->comp->fd) < 0) {
+    int ret = neg_errno(ENOMEM);
+    sbr__errf(errbuf, errlen, "verbs: ibv_create_comp_channel failed: %s",
+              strerror(-ret));
     return ret;
   }
-
-  /* Two CQs: a completion's CQ says which queue it came from even when
-   * its opcode is undefined (error and flush completions).  The sender's
-   * threads sleep on a completion channel when they have nothing to do
-   * but wait for a completion (wait_cq); it is non-blocking so wait_cq
-   * can drain it after poll(). */
-  if (c->channel) {
-    c->comp = ibv_create_comp_channel(c->id->verbs);
-    if (!c->comp || set_nonblocking(c->comp->fd) < 0) {
-      ret = neg_errno(ENOMEM);
-      sbr__errf(errbuf, errlen, "verbs: ibv_create_comp_channel failed: %s",
-                strerror(-ret));
-      goto out_destroy_comp;
-    }
-    /* kick_cq's doorbell: wait_cq polls it beside the channel. */
-    c->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (c->kick_fd < 0) {
-      ret = neg_errno(ENOMEM);
-      sbr__errf(errbuf, errlen, "verbs: eventfd failed: %s", strerror(-ret));
-      goto out_destroy_comp;
-    }
-    c->kick_ready = true;
+  c->kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (c->kick_fd < 0) {
+    int ret = neg_errno(ENOMEM);
+    sbr__errf(errbuf, errlen, "verbs: eventfd failed: %s", strerror(-ret));
+    return ret;
   }
-  /* Lanes spread over the completion vectors (their interrupts reach as
-   * many cores) unless the config pins one. */
+  c->kick_ready = true;
+  return 0;
+}
+
+static void conn_destroy_wakeup(struct sbr__conn *c)
+{
+  if (c->kick_ready)
+    close(c->kick_fd);
+  c->kick_ready = false;
+  if (c->comp)
+    ibv_destroy_comp_channel(c->comp);
+  c->comp = NULL;
+}
+
+/* One CQ of cqe entries on c's completion channel (if any) and vector,
+ * with c as its context (an async event on it names its connection). */
+static int conn_create_cq(struct sbr__conn *c, int cqe, struct ibv_cq **out,
+                          char *errbuf, size_t errlen)
+{
+  *out = ibv_create_cq(c->id->verbs, cqe, c, c->comp, c->comp_vector);
+  if (*out)
+    return 0;
+  int ret = neg_errno(ENOMEM);
+  sbr__errf(errbuf, errlen, "verbs: ibv_create_cq(%d) failed: %s", cqe,
+            strerror(-ret));
+  return ret;
+}
+
+/* Two CQs: a completion's CQ says which queue it came from even when its
+ * opcode is undefined (error and flush completions).  Lanes spread over
+ * the completion vectors (their interrupts reach as many cores) unless
+ * the fabric settings pin one.  On failure the caller's teardown
+ * (conn_destroy_cqs) undoes what was made. */
+static int conn_create_cqs(struct sbr__conn *c, const struct sbr__fabric *f,
+                           const struct sbr__verbs_queues *q, char *errbuf,
+                           size_t errlen)
+{
   struct sbr__fabric defaults;
-  const struct sbr__fabric *f = caps->fabric;
   if (!f) {
     sbr__fabric_defaults(&defaults);
     f = &defaults;
   }
   c->comp_vector = sbr__fabric_comp_vector(f->comp_vector, f->comp_index,
                                            c->id->verbs->num_comp_vectors);
-  c->send_cq =
-      ibv_create_cq(c->id->verbs, q.send_cqe, c, c->comp, c->comp_vector);
-  if (!c->send_cq) {
-    ret = neg_errno(ENOMEM);
-    sbr__errf(errbuf, errlen, "verbs: ibv_create_cq(%d) failed: %s", q.send_cqe,
-              strerror(-ret));
-    goto out_destroy_comp;
-  }
-  c->recv_cq =
-      ibv_create_cq(c->id->verbs, q.recv_cqe, c, c->comp, c->comp_vector);
-  if (!c->recv_cq) {
-    ret = neg_errno(ENOMEM);
-    sbr__errf(errbuf, errlen, "verbs: ibv_create_cq(%d) failed: %s", q.recv_cqe,
-              strerror(-ret));
-    goto out_destroy_send_cq;
-  }
+  int ret = conn_create_cq(c, q->send_cqe, &c->send_cq, errbuf, errlen);
+  if (ret)
+    return ret;
+  return conn_create_cq(c, q->recv_cqe, &c->recv_cq, errbuf, errlen);
+}
 
+static void conn_destroy_cqs(struct sbr__conn *c)
+{
+  if (c->recv_cq)
+    ibv_destroy_cq(c->recv_cq);
+  c->recv_cq = NULL;
+  if (c->send_cq)
+    ibv_destroy_cq(c->send_cq);
+  c->send_cq = NULL;
+}
+
+/* The RC QP on c's CQs, with as much of the engine's max_inline as the
+ * device (and the config) allows: c->max_inline says how much it got. */
+static int conn_create_rc_qp(struct sbr__conn *c, uint32_t max_inline,
+                             const struct sbr__verbs_queues *q, char *errbuf,
+                             size_t errlen)
+{
   /* c as the QP's and CQs' context: an async event on them names its
    * connection (verbs-async.c). */
   struct ibv_qp_init_attr attr = {
@@ -353,31 +383,31 @@ int sbr__verbs_conn_create_queues(struct sbr__conn *c,
       .qp_type = IBV_QPT_RC,
       .cap =
           {
-              .max_send_wr = q.send_wr,
-              .max_recv_wr = q.recv_wr,
+              .max_send_wr = q->send_wr,
+              .max_recv_wr = q->recv_wr,
               .max_send_sge = 1,
               .max_recv_sge = 1,
           },
       /* Selective signalling: the engine decides which WRs complete. */
       .sq_sig_all = 0,
   };
-  uint32_t want_inline = caps->max_inline;
+  uint32_t want_inline = max_inline;
   int cfg_inline = sbr__verbs_config()->max_inline;
   if (cfg_inline >= 0 && want_inline > (uint32_t)cfg_inline)
     want_inline = (uint32_t)cfg_inline;
-  ret = conn_create_qp(c, &attr, want_inline);
+  int ret = conn_create_qp(c, &attr, want_inline);
   if (ret) {
     /* EINVAL is also what a connect request says once its sender has
      * given up on it (rdma_cm cannot set up a QP for a dead request). */
     sbr__errf(errbuf, errlen,
               "verbs: rdma_create_qp (send %u, recv %u, inline %u down to 0) "
               "on %s failed: %s%s",
-              q.send_wr, q.recv_wr, want_inline,
+              q->send_wr, q->recv_wr, want_inline,
               ibv_get_device_name(c->id->verbs->device), strerror(-ret),
               ret == -EINVAL ? " (sizes beyond the device, or the peer "
                                "already gave up?)"
                              : "");
-    goto out_destroy_recv_cq;
+    return ret;
   }
   c->qp_created = true;
   /* The provider may round up (rxe: 0 becomes 16); it never gives less
@@ -387,6 +417,38 @@ int sbr__verbs_conn_create_queues(struct sbr__conn *c,
   if (c->max_inline > want_inline)
     c->max_inline = want_inline;
   c->sent_cap = attr.cap.max_send_wr;
+  return 0;
+}
+
+/* PD, two CQs, RC QP, the in-flight ring and, where the QP's inline room
+ * is short, the bounce slots on c->id (which must have id->verbs: address
+ * resolved or a connect request).  Queue depths are clamped to the
+ * device.  On failure none of them is left. */
+int sbr__verbs_conn_create_queues(struct sbr__conn *c,
+                                  const struct sbr__queue_caps *caps,
+                                  char *errbuf, size_t errlen)
+{
+  struct sbr__verbs_queues q;
+  int ret = conn_size_queues(c, caps, &q, errbuf, errlen);
+  if (ret)
+    return ret;
+  c->pd = ibv_alloc_pd(c->id->verbs);
+  if (!c->pd) {
+    ret = neg_errno(ENOMEM);
+    sbr__errf(errbuf, errlen, "verbs: ibv_alloc_pd on %s failed: %s",
+              ibv_get_device_name(c->id->verbs->device), strerror(-ret));
+    return ret;
+  }
+  ret = conn_create_wakeup(c, errbuf, errlen);
+  if (ret)
+    goto out_destroy_wakeup;
+  ret = conn_create_cqs(c, caps->fabric, &q, errbuf, errlen);
+  if (ret)
+    goto out_destroy_cqs;
+  ret = conn_create_rc_qp(c, caps->max_inline, &q, errbuf, errlen);
+  if (ret)
+    goto out_destroy_cqs;
+  /* One slot per send-queue entry (verbs-sent.h). */
   c->sent = calloc(c->sent_cap, sizeof *c->sent);
   if (!c->sent) {
     ret = -ENOMEM;
@@ -410,19 +472,10 @@ out_free_sent:
 out_destroy_qp:
   rdma_destroy_qp(c->id);
   c->qp_created = false;
-out_destroy_recv_cq:
-  ibv_destroy_cq(c->recv_cq);
-  c->recv_cq = NULL;
-out_destroy_send_cq:
-  ibv_destroy_cq(c->send_cq);
-  c->send_cq = NULL;
-out_destroy_comp:
-  if (c->kick_ready)
-    close(c->kick_fd);
-  c->kick_ready = false;
-  if (c->comp)
-    ibv_destroy_comp_channel(c->comp);
-  c->comp = NULL;
+out_destroy_cqs:
+  conn_destroy_cqs(c);
+out_destroy_wakeup:
+  conn_destroy_wakeup(c);
   ibv_dealloc_pd(c->pd);
   c->pd = NULL;
   return ret;
@@ -586,14 +639,20 @@ void sbr__verbs_conn_free(struct sbr__conn *c)
   free(c);
 }
 
-static int verbs_nic_port(struct sbr__conn *c, char *device, size_t len,
-                          unsigned *port)
+static int verbs_nic_port(struct sbr__conn *c, struct sbr__nic_port *out)
 {
-  if (!c || !c->id || !c->id->verbs || !device || !len || !port)
+  if (!c || !c->id || !c->id->verbs || !out)
     return -EINVAL;
-  snprintf(device, len, "%s", ibv_get_device_name(c->id->verbs->device));
-  *port = c->id->port_num;
+  snprintf(out->device, sizeof out->device, "%s",
+           ibv_get_device_name(c->id->verbs->device));
+  out->port = c->id->port_num;
   return 0;
+}
+
+static int verbs_nic_remote_access_errors(const struct sbr__nic_port *port,
+                                          uint64_t *value)
+{
+  return sbr__nic_remote_access_errors(port->device, port->port, value);
 }
 
 static uint64_t verbs_posted_recv_count(struct sbr__conn *c)
@@ -640,6 +699,7 @@ const struct sbr__transport_ops sbr__transport_verbs = {
     .reject = sbr__verbs_reject,
     .close_listener = sbr__verbs_close_listener,
     .nic_port = verbs_nic_port,
+    .nic_remote_access_errors = verbs_nic_remote_access_errors,
     .reg_mr = sbr__verbs_reg_mr,
     .dereg_mr = sbr__verbs_dereg_mr,
     .post_send = sbr__verbs_post_send,

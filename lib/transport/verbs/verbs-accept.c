@@ -256,32 +256,31 @@ static void listener_retry(struct sbr__listener *l)
            id->verbs ? ibv_get_device_name(id->verbs->device) : "no device");
 }
 
-int sbr__verbs_get_event(struct sbr__listener *l, int timeout_ms,
-                         struct sbr__listen_event *ev)
+/* While the listener is lost, the timeout that wakes get_event when the
+ * next bind is due (binding first when it is due now); else timeout_ms. */
+static int listener_relisten_timeout(struct sbr__listener *l, int timeout_ms)
 {
-  if (!l || !ev)
-    return -EINVAL;
-  memset(ev, 0, sizeof *ev);
-  ev->type = SBR__EV_NONE;
-
-  if (!l->id && l->relisten_ms) {
-    int wait = ms_left(l->relisten_ms);
-    if (wait == 0) {
-      listener_retry(l);
-      wait = ms_left(l->relisten_ms);
-    }
-    /* The lanes' events still come on the channel meanwhile. */
-    if (l->relisten_ms && (timeout_ms < 0 || wait < timeout_ms))
-      timeout_ms = wait;
+  if (l->id || !l->relisten_ms)
+    return timeout_ms;
+  int wait = ms_left(l->relisten_ms);
+  if (wait == 0) {
+    listener_retry(l);
+    wait = ms_left(l->relisten_ms);
   }
+  /* The lanes' events still come on the channel meanwhile. */
+  if (l->relisten_ms && (timeout_ms < 0 || wait < timeout_ms))
+    timeout_ms = wait;
+  return timeout_ms;
+}
 
-  /* A lane an async event marked (read here or by a sender of this
-   * process on the same device) goes first. */
-  if (atomic_exchange(&l->async_pending, false) && report_async_failed(l, ev))
-    return 0;
-
-  /* The channel, and beside it each watched device's async events (out
-   * of memory for the poll set: those that fit). */
+/* Waits at most timeout_ms for the rdma_cm channel and, beside it, each
+ * watched device's async events (out of memory for the poll set: those
+ * that fit), and reads the async events that came (marking the lanes they
+ * name: async_pending).  1 when something came (*cm_ready: an rdma_cm
+ * event), 0 at the timeout or on a signal, -errno. */
+static int listener_poll(struct sbr__listener *l, int timeout_ms,
+                         bool *cm_ready)
+{
   unsigned nctx = sbr__verbs_listener_watched(l);
   if (l->pfd_cap < 1 + nctx) {
     struct pollfd *p = realloc(l->pfd, (1 + nctx) * sizeof *p);
@@ -316,11 +315,15 @@ int sbr__verbs_get_event(struct sbr__listener *l, int timeout_ms,
         sbr__verbs_async_read(ctx, l, NULL) < 0)
       sbr__verbs_listener_unwatch(l, ctx);
   }
-  if (atomic_exchange(&l->async_pending, false) && report_async_failed(l, ev))
-    return 0;
-  if (!pfd[0].revents)
-    return 0;
+  *cm_ready = pfd[0].revents != 0;
+  return 1;
+}
 
+/* Takes one rdma_cm event off the listener's channel and turns it into
+ * ev (or into nothing the engine needs to see). */
+static int listener_take_cm_event(struct sbr__listener *l,
+                                  struct sbr__listen_event *ev)
+{
   struct rdma_cm_event *e;
   if (rdma_get_cm_event(l->channel, &e)) {
     /* Someone else's wake-up, or an event librdmacm consumed itself. */
@@ -331,7 +334,6 @@ int sbr__verbs_get_event(struct sbr__listener *l, int timeout_ms,
 
   struct sbr__conn *c = e->id->context;
   bool lost = false;
-  int ret = 0;
   switch (e->event) {
   case RDMA_CM_EVENT_CONNECT_REQUEST:
     handle_request(l, e, ev);
@@ -378,7 +380,34 @@ int sbr__verbs_get_event(struct sbr__listener *l, int timeout_ms,
     rdma_destroy_id(l->id);
     l->id = NULL;
   }
-  return ret;
+  return 0;
+}
+
+/* Three jobs, in order: bind the address again when the listener was
+ * lost and it is time; wait for the channel and the devices' async
+ * events; turn what came into one listener event. */
+int sbr__verbs_get_event(struct sbr__listener *l, int timeout_ms,
+                         struct sbr__listen_event *ev)
+{
+  if (!l || !ev)
+    return -EINVAL;
+  memset(ev, 0, sizeof *ev);
+  ev->type = SBR__EV_NONE;
+  timeout_ms = listener_relisten_timeout(l, timeout_ms);
+
+  /* A lane an async event marked (read here or by a sender of this
+   * process on the same device) goes first. */
+  if (atomic_exchange(&l->async_pending, false) && report_async_failed(l, ev))
+    return 0;
+  bool cm_ready = false;
+  int ret = listener_poll(l, timeout_ms, &cm_ready);
+  if (ret <= 0)
+    return ret;
+  if (atomic_exchange(&l->async_pending, false) && report_async_failed(l, ev))
+    return 0;
+  if (!cm_ready)
+    return 0;
+  return listener_take_cm_event(l, ev);
 }
 
 /* Bytes a lane's two regions pin; 0 when the geometry overflows. */
@@ -579,40 +608,37 @@ static int conn_setup_lane(struct sbr__listener *l, struct sbr__conn *c,
   return ret;
 }
 
-int sbr__verbs_accept(struct sbr__listener *l, struct sbr__conn_request *req,
-                      const struct sbr__queue_caps *caps,
-                      struct sbr__lane_desc *lane, struct sbr__conn **out,
-                      struct sbr__lane_mem *mem)
+/* The conn of a connect request: its id (taken from req: the request is
+ * consumed, accepted or not, and a later reject() of it is a no-op), its
+ * listener and its peer's name.  NULL when out of memory, the request
+ * then refused and its id destroyed. */
+static struct sbr__conn *conn_of_request(struct sbr__listener *l,
+                                         struct sbr__conn_request *req)
 {
-  uint32_t limit_kib = 0, need_kib = 0;
-  bool broke;
-  int ret;
-  if (!l || !req || !req->impl || !caps || !lane || !out || !mem)
-    return -EINVAL;
-
-  /* The request is consumed here, accepted or not: a later reject() of it
-   * is a no-op. */
   struct rdma_cm_id *id = req->impl;
   req->impl = NULL;
-
   struct sbr__conn *c = calloc(1, sizeof *c);
   if (!c) {
     reject_id(id, SBR_REFUSAL_RESOURCES, ENOMEM, 0);
     rdma_destroy_id(id);
-    return -ENOMEM;
+    return NULL;
   }
   c->id = id;
   c->listener = l;
   atomic_fetch_add(&l->refs, 1);
   snprintf(c->peer, sizeof c->peer, "%s", req->peer);
+  return c;
+}
 
-  ret = lane_check_memlock(l, c, lane, &limit_kib, &need_kib);
-  if (ret) {
-    /* The engine counts and reports it under this reason too. */
-    sbr__refusal_set(&req->refusal, SBR_REFUSAL_MEMLOCK, limit_kib, need_kib);
-    reject_id(id, SBR_REFUSAL_MEMLOCK, limit_kib, need_kib);
-    goto out_free_conn;
-  }
+/* The lane's id options, queues, memory and keys.  *windows says whether
+ * its keys are type-2 windows (verbs-keys.h), where the device binds
+ * them.  If they fail, this lane is set up again with MR keys, and so is
+ * every later one: the sender is not refused for the device's
+ * shortcoming. */
+static int conn_build_lane(struct sbr__listener *l, struct sbr__conn *c,
+                           const struct sbr__queue_caps *caps,
+                           struct sbr__lane_desc *lane, bool *windows)
+{
   /* The ACK timeout of the lane's QP, which rdma_cm applies when it
    * (or sbr__verbs_qp_to_rts, for windows) takes the QP to RTS: how fast
    * a probe of a quiet lane finds a dead sender (receiver.c).  And the
@@ -622,42 +648,33 @@ int sbr__verbs_accept(struct sbr__listener *l, struct sbr__conn_request *req,
   if (!caps->fabric)
     sbr__fabric_defaults(&fdefaults);
   char why[256] = "";
-  ret = sbr__verbs_set_id_options(id, caps->fabric ? caps->fabric : &fdefaults,
-                                  c->peer, why, sizeof why);
+  int ret =
+      sbr__verbs_set_id_options(c->id, caps->fabric ? caps->fabric : &fdefaults,
+                                c->peer, why, sizeof why);
   if (ret) {
     SBR_WARN("verbs: %s: cannot accept %s: %s", l->name, c->peer, why);
-    goto out_reject;
+    return ret;
   }
-  /* Type-2 windows where the device binds them (verbs-keys.h).  If they
-   * fail, this lane is set up again with MR keys, and so is every later
-   * one: the sender is not refused for the device's shortcoming. */
-  bool windows = sbr__verbs_listener_windows(l, id->verbs);
-  ret = conn_setup_lane(l, c, caps, lane, windows, &broke);
+  bool broke;
+  *windows = sbr__verbs_listener_windows(l, c->id->verbs);
+  ret = conn_setup_lane(l, c, caps, lane, *windows, &broke);
   if (ret && broke) {
     sbr__verbs_windows_failed(l);
     sbr__verbs_conn_free_verbs(c);
-    windows = false;
-    ret = conn_setup_lane(l, c, caps, lane, windows, &broke);
+    *windows = false;
+    ret = conn_setup_lane(l, c, caps, lane, *windows, &broke);
   }
-  if (ret)
-    goto out_reject;
+  return ret;
+}
 
-  /* A sender that offered a probe target (iWARP) is probed with a READ
-   * of it, which lands here: a sink whose key never leaves the host
-   * (REMOTE_WRITE on iWARP all the same, verbs-caps.c).  Not with
-   * windows (IB only, whose senders offer none): their QP reached RTS
-   * with no READ credit (conn_bind_windows). */
-  bool read_probe = req->probe.len != 0 && !windows;
-  if (read_probe) {
-    ret = sbr__verbs_conn_create_probe(
-        c, sbr__verbs_mr_access(0, id->verbs->device->transport_type));
-    if (ret) {
-      SBR_WARN("verbs: %s: cannot accept %s: registering the probe sink: %s",
-               l->name, c->peer, strerror(-ret));
-      goto out_reject;
-    }
-  }
-
+/* rdma_accept with the lane as private data (over windows, the QP already
+ * at RTS: sbr__verbs_accept_ready).  read_probe: the receiver will READ
+ * the sender's probe target, so it needs READ credit. */
+static int conn_send_accept(struct sbr__listener *l, struct sbr__conn *c,
+                            const struct sbr__lane_desc *lane, bool windows,
+                            bool read_probe)
+{
+  struct rdma_cm_id *id = c->id;
   uint8_t priv[SBR__ACCEPT_PRIV_SIZE];
   sbr__accept_priv_encode(priv, lane);
   struct rdma_conn_param param = {
@@ -676,7 +693,7 @@ int sbr__verbs_accept(struct sbr__listener *l, struct sbr__conn_request *req,
   /* Before rdma_accept: events for this id may arrive right after it. */
   id->context = c;
   if (windows ? sbr__verbs_accept_ready(id, &param) : rdma_accept(id, &param)) {
-    ret = neg_errno(ECONNABORTED);
+    int ret = neg_errno(ECONNABORTED);
     id->context = NULL;
     /* Refused as out of resources, which the sender retries: the id
      * can't be accepted a second time. */
@@ -686,13 +703,58 @@ int sbr__verbs_accept(struct sbr__listener *l, struct sbr__conn_request *req,
                      : "");
     if (windows)
       sbr__verbs_windows_failed(l);
-    goto out_reject;
+    return ret;
   }
+  return 0;
+}
+
+int sbr__verbs_accept(struct sbr__listener *l, struct sbr__conn_request *req,
+                      const struct sbr__queue_caps *caps,
+                      struct sbr__lane_desc *lane, struct sbr__conn **out,
+                      struct sbr__lane_mem *mem)
+{
+  uint32_t limit_kib = 0, need_kib = 0;
+  bool windows;
+  int ret;
+  if (!l || !req || !req->impl || !caps || !lane || !out || !mem)
+    return -EINVAL;
+  struct sbr__conn *c = conn_of_request(l, req);
+  if (!c)
+    return -ENOMEM;
+
+  ret = lane_check_memlock(l, c, lane, &limit_kib, &need_kib);
+  if (ret) {
+    /* The engine counts and reports it under this reason too. */
+    sbr__refusal_set(&req->refusal, SBR_REFUSAL_MEMLOCK, limit_kib, need_kib);
+    reject_id(c->id, SBR_REFUSAL_MEMLOCK, limit_kib, need_kib);
+    goto out_free_conn;
+  }
+  ret = conn_build_lane(l, c, caps, lane, &windows);
+  if (ret)
+    goto out_reject;
+  /* A sender that offered a probe target (iWARP) is probed with a READ
+   * of it, which lands here: a sink whose key never leaves the host
+   * (REMOTE_WRITE on iWARP all the same, verbs-caps.c).  Not with
+   * windows (IB only, whose senders offer none): their QP reached RTS
+   * with no READ credit (conn_bind_windows). */
+  bool read_probe = req->probe.len != 0 && !windows;
+  if (read_probe) {
+    ret = sbr__verbs_conn_create_probe(
+        c, sbr__verbs_mr_access(0, c->id->verbs->device->transport_type));
+    if (ret) {
+      SBR_WARN("verbs: %s: cannot accept %s: registering the probe sink: %s",
+               l->name, c->peer, strerror(-ret));
+      goto out_reject;
+    }
+  }
+  ret = conn_send_accept(l, c, lane, windows, read_probe);
+  if (ret)
+    goto out_reject;
 
   SBR_DEBUG("verbs: %s: accepted %s (qp %u, lane %u: %u blocks of %u bytes, "
             "%s)",
-            l->name, c->peer, id->qp->qp_num, lane->lane_id, lane->block_count,
-            lane->block_size,
+            l->name, c->peer, c->id->qp->qp_num, lane->lane_id,
+            lane->block_count, lane->block_size,
             windows ? "keys: type-2 memory windows bound to the QP"
                     : "keys: memory regions (no type-2 windows)");
   sbr__verbs_log_fabric(c, c->peer);
@@ -709,7 +771,7 @@ int sbr__verbs_accept(struct sbr__listener *l, struct sbr__conn_request *req,
   return 0;
 
 out_reject:
-  reject_id(id, SBR_REFUSAL_RESOURCES, (uint32_t)-ret, 0);
+  reject_id(c->id, SBR_REFUSAL_RESOURCES, (uint32_t)-ret, 0);
 out_free_conn:
   atomic_store(&c->closing, true);
   sbr__verbs_conn_free(c);

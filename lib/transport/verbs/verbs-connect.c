@@ -382,12 +382,10 @@ static int connect_read_lane(struct rdma_cm_event *e, const uint8_t *priv,
 
 int sbr__verbs_connect(const char *host, uint16_t port, const char *source,
                        const uint8_t *priv, size_t priv_len,
-                       const struct sbr__queue_caps *caps,
-                       const struct sbr__fault_injection *faults,
-                       int timeout_ms, struct sbr__conn **out,
-                       struct sbr__lane_desc *lane, char *errbuf, size_t errlen)
+                       const struct sbr__queue_caps *caps, int timeout_ms,
+                       struct sbr__conn **out, struct sbr__lane_desc *lane,
+                       char *errbuf, size_t errlen)
 {
-  (void)faults; /* real hardware injects its own faults */
   struct rdma_cm_event *e;
   char hostport[96];
   int ret;

@@ -255,11 +255,9 @@ void sbr__verbs_conn_free(struct sbr__conn *c);
 
 int sbr__verbs_connect(const char *host, uint16_t port, const char *source,
                        const uint8_t *priv, size_t priv_len,
-                       const struct sbr__queue_caps *caps,
-                       const struct sbr__fault_injection *faults,
-                       int timeout_ms, struct sbr__conn **out,
-                       struct sbr__lane_desc *lane, char *errbuf,
-                       size_t errlen);
+                       const struct sbr__queue_caps *caps, int timeout_ms,
+                       struct sbr__conn **out, struct sbr__lane_desc *lane,
+                       char *errbuf, size_t errlen);
 
 /* -------------------------------------------------------- verbs-accept.c */
 
