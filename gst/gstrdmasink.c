@@ -93,9 +93,9 @@
  * Connection-wide settings, from the first sink to start:
  * #GstRdmaSink:send-blocks bounds a frame (a frame larger than that many
  * blocks can't be sent); #GstRdmaSink:block-size is only asked of the
- * receiver, whose rdmasrc block-size decides (basesink's "blocksize", no
- * hyphen, is bytes per pull in pull mode, which this push-mode sink never
- * uses); #GstRdmaSink:read-ahead
+ * receiver, whose rdmasrc block-size decides (#GstRdmaSink:blocksize, no
+ * hyphen, is the same property: it hides basesink's bytes per pull in pull
+ * mode, which this push-mode sink never uses); #GstRdmaSink:read-ahead
  * (status-byte) reads the receiver's status array while still writing, up to
  * four READs in flight, which hides the READ's round trip on long links (0
  * reads only when no free block is known, the paper's sync-when-empty).  With
@@ -174,6 +174,7 @@ enum {
   PROP_CONNECT_TIMEOUT,
   PROP_SEND_BLOCKS,
   PROP_BLOCK_SIZE,
+  PROP_BLOCKSIZE,
   PROP_READ_AHEAD,
   PROP_TOS,
   PROP_ACK_TIMEOUT,
@@ -279,8 +280,18 @@ static void gst_rdma_sink_install_connection_properties(void)
   properties[PROP_BLOCK_SIZE] = g_param_spec_uint(
       "block-size", "Block size",
       "Block size in bytes asked of the receiver, whose rdmasrc block-size "
-      "decides (0 = its choice; connection-wide).  Not basesink's "
-      "\"blocksize\", which this push-mode sink never uses",
+      "decides (0 = its choice; connection-wide)",
+      0, MAX_BLOCK_SIZE, DEFAULT_BLOCK_SIZE,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  /* basesink's "blocksize" is bytes per pull in pull mode, which this
+   * push-mode sink never uses: set beside block-size it did nothing.  A
+   * class can't take an inherited property away, but one of its own of
+   * the same name hides it (GObject finds the subclass's first), so this
+   * one is block-size under the name a user may well type. */
+  properties[PROP_BLOCKSIZE] = g_param_spec_uint(
+      "blocksize", "Block size",
+      "The same as block-size (basesink's bytes per pull in pull mode, "
+      "which this push-mode sink never uses, would do nothing)",
       0, MAX_BLOCK_SIZE, DEFAULT_BLOCK_SIZE,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_READ_AHEAD] = g_param_spec_uint(
@@ -396,7 +407,8 @@ static void gst_rdma_sink_finalize(GObject *object)
   G_OBJECT_CLASS(parent_class)->finalize(object);
 }
 
-/* Where each plain property lives (gstrdmaproperties.h). */
+/* Where each plain property lives (gstrdmaproperties.h).  "blocksize"
+ * stores into block_size: see its spec. */
 static const gsize fields[N_PROPERTIES] = {
     [PROP_HOST] = G_STRUCT_OFFSET(GstRdmaSink, host),
     [PROP_PORT] = G_STRUCT_OFFSET(GstRdmaSink, port),
@@ -409,6 +421,7 @@ static const gsize fields[N_PROPERTIES] = {
     [PROP_CONNECT_TIMEOUT] = G_STRUCT_OFFSET(GstRdmaSink, connect_timeout),
     [PROP_SEND_BLOCKS] = G_STRUCT_OFFSET(GstRdmaSink, send_blocks),
     [PROP_BLOCK_SIZE] = G_STRUCT_OFFSET(GstRdmaSink, block_size),
+    [PROP_BLOCKSIZE] = G_STRUCT_OFFSET(GstRdmaSink, block_size),
     [PROP_READ_AHEAD] = G_STRUCT_OFFSET(GstRdmaSink, read_ahead),
     [PROP_TOS] = G_STRUCT_OFFSET(GstRdmaSink, tos),
     [PROP_ACK_TIMEOUT] = G_STRUCT_OFFSET(GstRdmaSink, ack_timeout),
