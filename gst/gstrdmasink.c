@@ -355,7 +355,7 @@ static void gst_rdma_sink_class_init(GstRdmaSinkClass *klass)
   gst_element_class_set_static_metadata(
       element_class, "RDMA sink", "Sink/Network",
       "Sends a stream as one device of a shared one-sided RDMA connection",
-      "gst-rdma project");
+      GST_RDMA_ELEMENT_AUTHOR);
 
   basesink_class->start = GST_DEBUG_FUNCPTR(gst_rdma_sink_start);
   basesink_class->stop = GST_DEBUG_FUNCPTR(gst_rdma_sink_stop);

@@ -575,7 +575,7 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
       element_class, "RDMA source", "Source/Network",
       "Receives the devices of rdmasinks over one-sided RDMA, one pad per "
       "device",
-      "gst-rdma project");
+      GST_RDMA_ELEMENT_AUTHOR);
 
   element_class->change_state = GST_DEBUG_FUNCPTR(gst_rdma_src_change_state);
   element_class->query = GST_DEBUG_FUNCPTR(gst_rdma_src_query);

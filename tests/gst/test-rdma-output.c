@@ -661,6 +661,31 @@ GST_START_TEST(test_blocksize_is_block_size)
 
 GST_END_TEST;
 
+/* The author is someone to write to, and the plugin says where it came
+ * from (the docs cache said "Unknown package origin"). */
+GST_START_TEST(test_author_and_origin)
+{
+  static const gchar *const factories[] = {"rdmasink", "rdmasrc"};
+  GstPlugin *plugin = gst_registry_find_plugin(gst_registry_get(), "rdma");
+
+  for (guint i = 0; i < G_N_ELEMENTS(factories); i++) {
+    GstElementFactory *f = gst_element_factory_find(factories[i]);
+    const gchar *author;
+
+    fail_unless(f != NULL, "%s", factories[i]);
+    author = gst_element_factory_get_metadata(f, GST_ELEMENT_METADATA_AUTHOR);
+    fail_unless(author && strchr(author, '<') && strchr(author, '@') &&
+                    g_str_has_suffix(author, ">"),
+                "%s: author \"%s\"", factories[i], GST_STR_NULL(author));
+    gst_object_unref(f);
+  }
+  fail_unless(plugin != NULL);
+  fail_if(g_str_equal(gst_plugin_get_origin(plugin), "Unknown package origin"));
+  gst_object_unref(plugin);
+}
+
+GST_END_TEST;
+
 static Suite *rdma_output_suite(void)
 {
   Suite *s = suite_create("rdma-output");
@@ -676,6 +701,7 @@ static Suite *rdma_output_suite(void)
   tcase_add_test(tc, test_inspect_lists_pad_properties);
   tcase_add_test(tc, test_metadata_has_standard_keys_only);
   tcase_add_test(tc, test_blocksize_is_block_size);
+  tcase_add_test(tc, test_author_and_origin);
   return s;
 }
 
