@@ -41,8 +41,13 @@
  * What makes the receiver (mechanism, blocks, block-size, max-senders,
  * allowed-senders, max-connects-per-second, max-frame-size, poll-mode,
  * max-held) must agree: an rdmasrc that differs, asks for a device
- * another has, or also takes every device fails its change to PAUSED
- * with an error naming both.
+ * another has, or also takes every device (no device-id, no pad named)
+ * fails its change to PAUSED with an error naming both.  Without
+ * device-id, an rdmasrc that names its cameras by request pads
+ * (`rdmasrc name=r r.src_0` in one pipeline, `rdmasrc name=s s.src_1` in
+ * another) and starts beside one that takes every device takes just the
+ * devices of its pads, also of those requested later; the first of them
+ * to start still takes the devices nobody asked for.
  *
  * It takes rdma:// URIs (#GstURIHandler), so playbin, uridecodebin,
  * gst-play-1.0 and GstPlay open a camera: `rdma://HOST:PORT/DEVICE` sets
@@ -1040,6 +1045,12 @@ static gboolean gst_rdma_src_open(GstRdmaSrc *self)
   self->receiver = gst_rdma_receiver_get_sbr(shared);
   self->held = g_atomic_rc_box_acquire(gst_rdma_receiver_get_held(shared));
   gst_rdma_receiver_add_pads(shared, (gint)self->n_pads);
+  /* Pads requested while we joined (after the receiver asked which we
+   * have) are routed to us too. */
+  for (guint d = 0; d < SBR_MAX_DEVICES; d++)
+    if (self->requested[d] ||
+        (self->devices[d] && !g_atomic_int_get(&self->devices[d]->released)))
+      gst_rdma_receiver_route_pad(shared, &self->member, d, TRUE);
   self->shared = shared;
   GST_OBJECT_UNLOCK(self);
   self->ticker = gst_rdma_stats_ticker_start(GST_ELEMENT(self), stats_interval,
