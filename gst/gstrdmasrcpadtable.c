@@ -469,9 +469,11 @@ GstPad *gst_rdma_src_request_new_pad(GstElement *element, GstPadTemplate *templ,
     return NULL;
   }
   if (self->device_id >= 0 && device != (guint64)self->device_id) {
+    gint device_id = self->device_id;
+
     GST_OBJECT_UNLOCK(self);
-    GST_WARNING_OBJECT(self, "device-id=%d: no pad for device %u",
-                       self->device_id, (guint)device);
+    GST_WARNING_OBJECT(self, "device-id=%d: no pad for device %u", device_id,
+                       (guint)device);
     return NULL;
   }
   if (self->shared && gst_rdma_receiver_device_taken(
