@@ -106,36 +106,44 @@ static gboolean is_uri(GParamSpec *pspec)
   return g_str_equal(g_param_spec_get_name(pspec), "uri");
 }
 
-gboolean gst_rdma_property_set(GObject *object,
-                               const GstRdmaPropertyTable *table, guint prop_id,
-                               GParamSpec *pspec, const GValue *value)
+/* Object lock held: into the field from value (set), or out of it, as a
+ * field of pspec's type is stored (guint, gint, gboolean, an enum as an
+ * int, gchar *).  A string set to NULL takes the spec's default. */
+static void field_transfer(gpointer field, GParamSpec *pspec, GValue *value,
+                           gboolean set)
 {
-  gpointer field = field_of(object, table, prop_id);
   const gchar *str;
 
-  if (!field && is_uri(pspec)) {
-    gst_rdma_uri_property_set(GST_URI_HANDLER(object),
-                              g_value_get_string(value),
-                              G_STRUCT_MEMBER_P(object, table->uri_error));
-    return TRUE;
-  }
-  if (!field)
-    return FALSE;
-  GST_OBJECT_LOCK(object);
   switch (G_TYPE_FUNDAMENTAL(G_PARAM_SPEC_VALUE_TYPE(pspec))) {
   case G_TYPE_UINT:
-    *(guint *)field = g_value_get_uint(value);
+    if (set)
+      *(guint *)field = g_value_get_uint(value);
+    else
+      g_value_set_uint(value, *(guint *)field);
     break;
   case G_TYPE_INT:
-    *(gint *)field = g_value_get_int(value);
+    if (set)
+      *(gint *)field = g_value_get_int(value);
+    else
+      g_value_set_int(value, *(gint *)field);
     break;
   case G_TYPE_BOOLEAN:
-    *(gboolean *)field = g_value_get_boolean(value);
+    if (set)
+      *(gboolean *)field = g_value_get_boolean(value);
+    else
+      g_value_set_boolean(value, *(gboolean *)field);
     break;
   case G_TYPE_ENUM:
-    *(gint *)field = g_value_get_enum(value);
+    if (set)
+      *(gint *)field = g_value_get_enum(value);
+    else
+      g_value_set_enum(value, *(gint *)field);
     break;
   case G_TYPE_STRING:
+    if (!set) {
+      g_value_set_string(value, *(gchar **)field);
+      break;
+    }
     str = g_value_get_string(value);
     g_free(*(gchar **)field);
     *(gchar **)field =
@@ -144,43 +152,46 @@ gboolean gst_rdma_property_set(GObject *object,
   default:
     g_assert_not_reached();
   }
+}
+
+/* set: value is only read. */
+static gboolean property_transfer(GObject *object,
+                                  const GstRdmaPropertyTable *table,
+                                  guint prop_id, GParamSpec *pspec,
+                                  GValue *value, gboolean set)
+{
+  gpointer field = field_of(object, table, prop_id);
+
+  if (!field && is_uri(pspec)) {
+    /* Not under the lock: the handler sets the other properties. */
+    if (set)
+      gst_rdma_uri_property_set(GST_URI_HANDLER(object),
+                                g_value_get_string(value),
+                                G_STRUCT_MEMBER_P(object, table->uri_error));
+    else
+      g_value_take_string(value,
+                          gst_uri_handler_get_uri(GST_URI_HANDLER(object)));
+    return TRUE;
+  }
+  if (!field)
+    return FALSE;
+  GST_OBJECT_LOCK(object);
+  field_transfer(field, pspec, value, set);
   GST_OBJECT_UNLOCK(object);
   return TRUE;
+}
+
+gboolean gst_rdma_property_set(GObject *object,
+                               const GstRdmaPropertyTable *table, guint prop_id,
+                               GParamSpec *pspec, const GValue *value)
+{
+  return property_transfer(object, table, prop_id, pspec, (GValue *)value,
+                           TRUE);
 }
 
 gboolean gst_rdma_property_get(GObject *object,
                                const GstRdmaPropertyTable *table, guint prop_id,
                                GParamSpec *pspec, GValue *value)
 {
-  gpointer field = field_of(object, table, prop_id);
-
-  if (!field && is_uri(pspec)) {
-    g_value_take_string(value,
-                        gst_uri_handler_get_uri(GST_URI_HANDLER(object)));
-    return TRUE;
-  }
-  if (!field)
-    return FALSE;
-  GST_OBJECT_LOCK(object);
-  switch (G_TYPE_FUNDAMENTAL(G_PARAM_SPEC_VALUE_TYPE(pspec))) {
-  case G_TYPE_UINT:
-    g_value_set_uint(value, *(guint *)field);
-    break;
-  case G_TYPE_INT:
-    g_value_set_int(value, *(gint *)field);
-    break;
-  case G_TYPE_BOOLEAN:
-    g_value_set_boolean(value, *(gboolean *)field);
-    break;
-  case G_TYPE_ENUM:
-    g_value_set_enum(value, *(gint *)field);
-    break;
-  case G_TYPE_STRING:
-    g_value_set_string(value, *(gchar **)field);
-    break;
-  default:
-    g_assert_not_reached();
-  }
-  GST_OBJECT_UNLOCK(object);
-  return TRUE;
+  return property_transfer(object, table, prop_id, pspec, value, FALSE);
 }
