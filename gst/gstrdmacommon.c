@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * gstrdmacommon.c - the helpers rdmasink and rdmasrc share (HOUSE-STYLE 11:
- * one place for the properties both have and for the stats message).
+ * gstrdmacommon.c - the helpers rdmasink and rdmasrc share besides their
+ * properties (gstrdmaproperties.c): the stats message, refused senders,
+ * caps in system memory.
  */
 #include "gstrdmacommon.h"
 
@@ -9,90 +10,6 @@
 #include <time.h>
 
 #include <sbr.h>
-
-GParamSpec *gst_rdma_param_spec_port(const gchar *blurb)
-{
-  return g_param_spec_uint(
-      "port", "Port", blurb, 1, G_MAXUINT16, GST_RDMA_DEFAULT_PORT,
-      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
-}
-
-GParamSpec *gst_rdma_param_spec_transport(void)
-{
-  return g_param_spec_enum(
-      "transport", "Transport",
-      "RDMA back end: verbs (rdma-core: RoCE, InfiniBand, Soft-RoCE) or shm "
-      "(same host, through shared memory)",
-      GST_TYPE_RDMA_TRANSPORT, GST_RDMA_DEFAULT_TRANSPORT,
-      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
-}
-
-GParamSpec *gst_rdma_param_spec_mechanism(void)
-{
-  return g_param_spec_enum(
-      "mechanism", "Mechanism",
-      "Block transfer mechanism, the same at both ends: status-byte "
-      "(one-sided) or sliding-window (the baseline)",
-      GST_TYPE_RDMA_MECHANISM, GST_RDMA_DEFAULT_MECHANISM,
-      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
-}
-
-GParamSpec *gst_rdma_param_spec_stats(const gchar *blurb)
-{
-  return g_param_spec_boxed("stats", "Statistics", blurb, GST_TYPE_STRUCTURE,
-                            G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
-}
-
-GParamSpec *gst_rdma_param_spec_tos(void)
-{
-  return g_param_spec_int(
-      "tos", "TOS",
-      "IP TOS byte of the RDMA traffic (RoCE v2, iWARP: DSCP x 4, e.g. 96 "
-      "for DSCP 24, to match a PFC/ECN class); -1 = rdma_cm's default",
-      -1, 255, GST_RDMA_DEFAULT_TOS,
-      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
-}
-
-GParamSpec *gst_rdma_param_spec_ack_timeout(void)
-{
-  return g_param_spec_uint(
-      "ack-timeout", "ACK timeout",
-      "Exponent of the QP's ACK timeout, 4.096 us x 2^n a try (15: 134 ms); "
-      "0 = rdma_cm's default",
-      0, 31, GST_RDMA_DEFAULT_ACK_TIMEOUT,
-      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
-}
-
-GParamSpec *gst_rdma_param_spec_comp_vector(void)
-{
-  return g_param_spec_int(
-      "comp-vector", "Completion vector",
-      "Completion vector of the connection's CQs (modulo the device's "
-      "count); -1 = spread connections over them",
-      -1, G_MAXINT, GST_RDMA_DEFAULT_COMP_VECTOR,
-      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
-}
-
-GParamSpec *gst_rdma_param_spec_stats_interval(const gchar *message_name,
-                                               const gchar *nested_name)
-{
-  /* The blurb names the messages; interned so it can be static. */
-  gchar *blurb =
-      nested_name
-          ? g_strdup_printf("Milliseconds between stats messages (0 = none): "
-                            "\"%s\" with the element-wide counters and one "
-                            "\"%s\" per device",
-                            message_name, nested_name)
-          : g_strdup_printf("Milliseconds between \"%s\" element messages "
-                            "(0 = none)",
-                            message_name);
-  const gchar *interned = g_intern_string(blurb);
-  g_free(blurb);
-  return g_param_spec_uint("stats-interval", "Stats interval", interned, 0,
-                           G_MAXUINT, GST_RDMA_DEFAULT_STATS_INTERVAL,
-                           G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
-                               GST_PARAM_MUTABLE_READY);
-}
 
 /* ------------------------------------------------------------ ticker */
 

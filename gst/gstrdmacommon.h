@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * gstrdmacommon.h - what rdmasink and rdmasrc share: the property specs
- * both expose (so the two document them identically), the periodic stats
- * message, and small helpers.
+ * gstrdmacommon.h - what rdmasink and rdmasrc share besides their
+ * properties (gstrdmaproperties.h): the periodic stats message, warnings
+ * about refused senders, caps in system memory, and small helpers.
  */
 #ifndef __GST_RDMA_COMMON_H__
 #define __GST_RDMA_COMMON_H__
@@ -10,34 +10,9 @@
 #include <gst/gst.h>
 
 #include "gstrdmaenums.h"
+#include "gstrdmaproperties.h"
 
 G_BEGIN_DECLS
-
-#define GST_RDMA_DEFAULT_PORT 7471
-#define GST_RDMA_DEFAULT_TRANSPORT GST_RDMA_TRANSPORT_VERBS
-#define GST_RDMA_DEFAULT_MECHANISM GST_RDMA_MECHANISM_STATUS_BYTE
-/* Periodic stats messages are opt-in, as upstream's elements do (srt,
- * rtpbin): 0 = none; the stats property is always there. */
-#define GST_RDMA_DEFAULT_STATS_INTERVAL 0
-
-/* Property specs both elements install (G_PARAM_STATIC_STRINGS, and
- * GST_PARAM_MUTABLE_READY where the value is only read at start). */
-GParamSpec *gst_rdma_param_spec_port(const gchar *blurb);
-GParamSpec *gst_rdma_param_spec_transport(void);
-GParamSpec *gst_rdma_param_spec_mechanism(void);
-GParamSpec *gst_rdma_param_spec_stats(const gchar *blurb);
-/* Fabric settings (libsbr's configs, docs/hardware.md "Fabric
- * settings"); verbs only, shm ignores them. */
-#define GST_RDMA_DEFAULT_TOS (-1)
-#define GST_RDMA_DEFAULT_ACK_TIMEOUT 15
-#define GST_RDMA_DEFAULT_COMP_VECTOR (-1)
-GParamSpec *gst_rdma_param_spec_tos(void);
-GParamSpec *gst_rdma_param_spec_ack_timeout(void);
-GParamSpec *gst_rdma_param_spec_comp_vector(void);
-/* nested_name: what the structures nested in the stats are called (they
- * are posted on their own too, see the ticker), or NULL. */
-GParamSpec *gst_rdma_param_spec_stats_interval(const gchar *message_name,
-                                               const gchar *nested_name);
 
 /* Builds an element's stats structure; called from the ticker's thread. */
 typedef GstStructure *(*GstRdmaStatsFunc)(GstElement *element);

@@ -44,7 +44,8 @@ struct _GstRdmaReceiver {
   GMutex lock;
   GCond cond;         /* stopping, for a receive thread that failed */
   GPtrArray *members; /* GstRdmaReceiverMember *, not owned */
-  GstRdmaReceiverMember *route[SBR_MAX_DEVICES]; /* device-id=N */
+  GstRdmaReceiverMember *route[SBR_MAX_DEVICES]; /* device-id=N, or a
+                                                    pads_only member's pad */
   GstRdmaReceiverMember *catch_all;              /* device-id=-1 */
   GHashTable *lane_devices; /* lane id -> devices of every member it owns
                                (the automatic share); absent: none */
@@ -405,7 +406,9 @@ static GstRdmaReceiver *receiver_new(const GstRdmaReceiverConfig *cfg,
  * another one?  The error names both. */
 static gboolean check_member(GstRdmaReceiver *r,
                              const GstRdmaReceiverConfig *cfg,
-                             GstRdmaReceiverMember *member, GError **error)
+                             GstRdmaReceiverMember *member,
+                             const gboolean *pads, gboolean has_pads,
+                             GError **error)
 {
   GstRdmaReceiverMember *first = g_ptr_array_index(r->members, 0);
   GstRdmaReceiverMember *other = NULL;
@@ -420,9 +423,9 @@ static gboolean check_member(GstRdmaReceiver *r,
   } else if (r->broken) {
     why = g_strdup("can't share it: receiving failed there");
     other = first;
-  } else if (member->device < 0 && r->catch_all) {
-    why = g_strdup("both take every device (device-id=-1); give one a "
-                   "device-id");
+  } else if (member->device < 0 && r->catch_all && !has_pads) {
+    why = g_strdup("both take every device (device-id=-1, no pads named); "
+                   "give one a device-id or name its pads (r.src_N)");
     other = r->catch_all;
   } else if (member->device >= 0 && r->route[member->device]) {
     why = g_strdup_printf("both ask for device %d", member->device);
@@ -434,11 +437,18 @@ static gboolean check_member(GstRdmaReceiver *r,
                           member->device);
     other = r->catch_all;
   } else if (member->device < 0) {
-    for (guint d = 0; d < SBR_MAX_DEVICES && !why; d++)
-      if (r->route[d] && member->funcs->has_device(member->element, d)) {
+    for (guint d = 0; d < SBR_MAX_DEVICES && !why; d++) {
+      if (!pads[d])
+        continue;
+      if (r->route[d]) {
         why = g_strdup_printf("both ask for device %u (a pad of the first)", d);
         other = r->route[d];
+      } else if (r->catch_all &&
+                 r->catch_all->funcs->has_device(r->catch_all->element, d)) {
+        why = g_strdup_printf("both ask for device %u (a pad of each)", d);
+        other = r->catch_all;
       }
+    }
   }
   if (why) {
     g_set_error(error, GST_RESOURCE_ERROR, GST_RESOURCE_ERROR_SETTINGS,
@@ -457,10 +467,19 @@ GstRdmaReceiver *gst_rdma_receiver_join(const GstRdmaReceiverConfig *cfg,
                                         GError **error)
 {
   GstRdmaReceiver *r;
-  gboolean fresh = FALSE;
+  gboolean fresh = FALSE, has_pads = FALSE;
+  gboolean pads[SBR_MAX_DEVICES];
   gchar *key;
 
   debug_init();
+  /* The member's pads, asked before any lock of ours is taken: the
+   * element takes its object lock, and it holds that lock when it calls
+   * us (gst_rdma_receiver_route_pad). */
+  for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
+    pads[d] =
+        member->device < 0 && member->funcs->has_device(member->element, d);
+    has_pads |= pads[d];
+  }
   key = make_key(cfg);
   g_mutex_lock(&registry_lock);
   /* The last member of the previous receiver on this port is closing
@@ -470,7 +489,7 @@ GstRdmaReceiver *gst_rdma_receiver_join(const GstRdmaReceiverConfig *cfg,
   r = g_hash_table_lookup(registry, key);
   if (r) {
     g_free(key);
-    if (!check_member(r, cfg, member, error)) {
+    if (!check_member(r, cfg, member, pads, has_pads, error)) {
       g_mutex_unlock(&registry_lock);
       return NULL;
     }
@@ -485,10 +504,18 @@ GstRdmaReceiver *gst_rdma_receiver_join(const GstRdmaReceiverConfig *cfg,
   }
   g_mutex_lock(&r->lock);
   g_ptr_array_add(r->members, member);
-  if (member->device >= 0)
+  member->pads_only = FALSE;
+  if (member->device >= 0) {
     r->route[member->device] = member;
-  else
+  } else if (!r->catch_all) {
     r->catch_all = member;
+  } else {
+    /* Beside one that takes every device (check_member: we have pads). */
+    member->pads_only = TRUE;
+    for (guint d = 0; d < SBR_MAX_DEVICES; d++)
+      if (pads[d])
+        r->route[d] = member;
+  }
   r->generation++;
   g_mutex_unlock(&r->lock);
   g_mutex_lock(&member->lock);
@@ -512,8 +539,10 @@ void gst_rdma_receiver_leave(GstRdmaReceiver *r, GstRdmaReceiverMember *member)
   g_mutex_lock(&registry_lock);
   g_mutex_lock(&r->lock);
   g_ptr_array_remove(r->members, member);
-  if (member->device >= 0 && r->route[member->device] == member)
-    r->route[member->device] = NULL;
+  for (guint d = 0; d < SBR_MAX_DEVICES; d++)
+    if (r->route[d] == member)
+      r->route[d] = NULL;
+  member->pads_only = FALSE;
   if (r->catch_all == member)
     r->catch_all = NULL;
   r->generation++;
@@ -593,6 +622,20 @@ guint gst_rdma_receiver_add_lane_devices(GstRdmaReceiver *r, guint32 lane,
     g_hash_table_remove(r->lane_devices, key);
   g_mutex_unlock(&r->lock);
   return (guint)MAX(n, 0);
+}
+
+void gst_rdma_receiver_route_pad(GstRdmaReceiver *r,
+                                 GstRdmaReceiverMember *member, guint device,
+                                 gboolean claim)
+{
+  g_mutex_lock(&r->lock);
+  if (member->pads_only) {
+    if (claim && !r->route[device])
+      r->route[device] = member;
+    else if (!claim && r->route[device] == member)
+      r->route[device] = NULL;
+  }
+  g_mutex_unlock(&r->lock);
 }
 
 gboolean gst_rdma_receiver_device_taken(GstRdmaReceiver *r,

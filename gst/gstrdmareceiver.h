@@ -11,10 +11,15 @@
  * (leave); the first join listens, the last leave closes the listener.
  *
  * Which member gets a device's frames: the member that asked for that
- * device (device-id=N), else the member that takes every device
- * (device-id=-1; at most one), else nobody: the frame is dropped and
- * counted (unclaimed-drops).  The last caps each device sent are kept, so
- * a member that joins after its camera started still gets its stream.
+ * device (device-id=N, or a pad named for it on a member that joined
+ * beside one taking every device), else the member that takes every
+ * device (the first with device-id=-1), else nobody: the frame is dropped
+ * and counted (unclaimed-drops).  So `rdmasrc name=r r.src_0` and
+ * `rdmasrc name=s s.src_1` in two pipelines on one port each get their
+ * camera: s joins with pads and no device-id beside r, and takes just
+ * src_1's device (and the devices of pads requested on it later).  The last
+ * caps each device sent are kept, so a member that joins after its camera
+ * started still gets its stream.
  *
  * Members must agree on what makes the receiver (mechanism, geometry,
  * access rules, poll mode, max-held): a join that differs, or that asks
@@ -88,6 +93,9 @@ typedef struct {
 typedef struct {
   GstElement *element;
   gint device; /* -1: every device no other member asked for */
+  /* (the receiver's lock) device -1 beside a member that takes every
+   * device: this one takes just the devices of its pads. */
+  gboolean pads_only;
   const GstRdmaReceiverMemberFuncs *funcs;
   GMutex lock;    /* held while the receive thread works for the member */
   gboolean alive; /* (lock) joined: the receive thread may call it */
@@ -126,6 +134,12 @@ guint gst_rdma_receiver_add_pads(GstRdmaReceiver *receiver, gint delta);
  * delta (0 to read), return the sum. */
 guint gst_rdma_receiver_add_lane_devices(GstRdmaReceiver *receiver,
                                          guint32 lane, gint delta);
+/* Called with the member's element's object lock held, when it has a
+ * pad for device (claim) or no more: a pads_only member's frames of
+ * device come to it, or no longer.  Nothing for other members. */
+void gst_rdma_receiver_route_pad(GstRdmaReceiver *receiver,
+                                 GstRdmaReceiverMember *member, guint device,
+                                 gboolean claim);
 /* Is device routed to another member than this one? */
 gboolean gst_rdma_receiver_device_taken(GstRdmaReceiver *receiver,
                                         GstRdmaReceiverMember *member,

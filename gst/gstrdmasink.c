@@ -93,16 +93,16 @@
  * Connection-wide settings, from the first sink to start:
  * #GstRdmaSink:send-blocks bounds a frame (a frame larger than that many
  * blocks can't be sent); #GstRdmaSink:block-size is only asked of the
- * receiver, whose rdmasrc block-size decides (basesink's "blocksize", no
- * hyphen, is bytes per pull in pull mode, which this push-mode sink never
- * uses); #GstRdmaSink:read-ahead (status-byte) reads the receiver's status
- * array while still writing, up to four READs in flight, which hides the
- * READ's round trip on long links (0 reads only when no free block is
- * known, the paper's sync-when-empty).  With #GstRdmaSink:backpressure
- * wait or drop, a frame dropped for want of a free block is counted.  A
- * sink waiting for a free block (or for the connection) when its
- * pipeline goes from PLAYING to PAUSED counts as prerolled and sends that
- * frame once PLAYING again; a flush or a change to READY drops it.
+ * receiver, whose rdmasrc block-size decides (#GstRdmaSink:blocksize, no
+ * hyphen, is the same property: it hides basesink's bytes per pull in pull
+ * mode, which this push-mode sink never uses); #GstRdmaSink:read-ahead
+ * (status-byte) reads the receiver's status array while still writing, up to
+ * four READs in flight, which hides the READ's round trip on long links (0
+ * reads only when no free block is known, the paper's sync-when-empty).  With
+ * #GstRdmaSink:backpressure wait or drop, a frame dropped for want of a free
+ * block is counted.  A sink waiting for a free block (or for the connection)
+ * when its pipeline goes from PLAYING to PAUSED counts as prerolled and sends
+ * that frame once PLAYING again; a flush or a change to READY drops it.
  *
  * ## Statistics
  *
@@ -158,6 +158,7 @@
 #include "gstrdmaconnection.h"
 #include "gstrdmaelements.h"
 #include "gstrdmaenums.h"
+#include "gstrdmaproperties.h"
 #include "gstrdmauri.h"
 
 enum {
@@ -173,6 +174,7 @@ enum {
   PROP_CONNECT_TIMEOUT,
   PROP_SEND_BLOCKS,
   PROP_BLOCK_SIZE,
+  PROP_BLOCKSIZE,
   PROP_READ_AHEAD,
   PROP_TOS,
   PROP_ACK_TIMEOUT,
@@ -193,6 +195,7 @@ enum {
 /* Twelve cameras share them; each may hold one while upstream renders. */
 #define DEFAULT_SEND_BLOCKS 32
 #define DEFAULT_BLOCK_SIZE 0
+#define MAX_BLOCK_SIZE (64u << 20)
 /* libsbr's: 7 would be "retry forever" on IB and Soft-RoCE. */
 #define DEFAULT_RETRY_COUNT 6
 /* A wait for a free send block longer than a minute is a stuck receiver,
@@ -237,16 +240,10 @@ static gboolean gst_rdma_sink_event(GstBaseSink *bsink, GstEvent *event);
 static GstFlowReturn gst_rdma_sink_render(GstBaseSink *bsink, GstBuffer *buf);
 static GstStructure *gst_rdma_sink_get_stats(GstElement *element);
 
-static void gst_rdma_sink_class_init(GstRdmaSinkClass *klass)
+/* What the rdmasinks of one connection share: where it goes and how it
+ * sends, as the first of them to start set it (see the SECTION). */
+static void gst_rdma_sink_install_connection_properties(void)
 {
-  GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
-  GstElementClass *element_class = GST_ELEMENT_CLASS(klass);
-  GstBaseSinkClass *basesink_class = GST_BASE_SINK_CLASS(klass);
-
-  gobject_class->finalize = gst_rdma_sink_finalize;
-  gobject_class->set_property = gst_rdma_sink_set_property;
-  gobject_class->get_property = gst_rdma_sink_get_property;
-
   properties[PROP_HOST] = g_param_spec_string(
       "host", "Host",
       "Address of the receiver (rdmasrc); the shm transport ignores it",
@@ -254,12 +251,6 @@ static void gst_rdma_sink_class_init(GstRdmaSinkClass *klass)
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_PORT] =
       gst_rdma_param_spec_port("Port of the receiver to connect to");
-  properties[PROP_DEVICE_ID] = g_param_spec_uint(
-      "device-id", "Device ID",
-      "Stream number on the connection, unique among the rdmasinks sharing "
-      "it: the receiver's pad src_<device-id>",
-      0, SBR_MAX_DEVICES - 1, DEFAULT_DEVICE_ID,
-      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_TRANSPORT] = gst_rdma_param_spec_transport();
   properties[PROP_MECHANISM] = gst_rdma_param_spec_mechanism();
   properties[PROP_BACKPRESSURE] = g_param_spec_enum(
@@ -273,12 +264,6 @@ static void gst_rdma_sink_class_init(GstRdmaSinkClass *klass)
       "With backpressure=wait: milliseconds to wait for a free send block "
       "before the frame is dropped (connection-wide)",
       0, MAX_WAIT_TIMEOUT, DEFAULT_WAIT_TIMEOUT,
-      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
-  properties[PROP_RECONNECT] = g_param_spec_boolean(
-      "reconnect", "Reconnect",
-      "When the receiver goes away mid-stream, reconnect in the background "
-      "and drop frames meanwhile, instead of posting an error",
-      DEFAULT_RECONNECT,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_CONNECT_TIMEOUT] = g_param_spec_int(
       "connect-timeout", "Connect timeout",
@@ -295,9 +280,19 @@ static void gst_rdma_sink_class_init(GstRdmaSinkClass *klass)
   properties[PROP_BLOCK_SIZE] = g_param_spec_uint(
       "block-size", "Block size",
       "Block size in bytes asked of the receiver, whose rdmasrc block-size "
-      "decides (0 = its choice; connection-wide).  Not basesink's "
-      "\"blocksize\", which this push-mode sink never uses",
-      0, 64 << 20, DEFAULT_BLOCK_SIZE,
+      "decides (0 = its choice; connection-wide)",
+      0, MAX_BLOCK_SIZE, DEFAULT_BLOCK_SIZE,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  /* basesink's "blocksize" is bytes per pull in pull mode, which this
+   * push-mode sink never uses: set beside block-size it did nothing.  A
+   * class can't take an inherited property away, but one of its own of
+   * the same name hides it (GObject finds the subclass's first), so this
+   * one is block-size under the name a user may well type. */
+  properties[PROP_BLOCKSIZE] = g_param_spec_uint(
+      "blocksize", "Block size",
+      "The same as block-size (basesink's bytes per pull in pull mode, "
+      "which this push-mode sink never uses, would do nothing)",
+      0, MAX_BLOCK_SIZE, DEFAULT_BLOCK_SIZE,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_READ_AHEAD] = g_param_spec_uint(
       "read-ahead", "Read ahead",
@@ -316,6 +311,23 @@ static void gst_rdma_sink_class_init(GstRdmaSinkClass *klass)
       0, 6, DEFAULT_RETRY_COUNT,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_COMP_VECTOR] = gst_rdma_param_spec_comp_vector();
+}
+
+/* What each rdmasink has of its own on the connection. */
+static void gst_rdma_sink_install_device_properties(void)
+{
+  properties[PROP_DEVICE_ID] = g_param_spec_uint(
+      "device-id", "Device ID",
+      "Stream number on the connection, unique among the rdmasinks sharing "
+      "it: the receiver's pad src_<device-id>",
+      0, SBR_MAX_DEVICES - 1, DEFAULT_DEVICE_ID,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_RECONNECT] = g_param_spec_boolean(
+      "reconnect", "Reconnect",
+      "When the receiver goes away mid-stream, reconnect in the background "
+      "and drop frames meanwhile, instead of posting an error",
+      DEFAULT_RECONNECT,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_STATS] = gst_rdma_param_spec_stats(
       "Counters of this device and of the connection it shares, one flat "
       "structure \"rdmasink-stats\" (the element documentation lists the "
@@ -323,13 +335,27 @@ static void gst_rdma_sink_class_init(GstRdmaSinkClass *klass)
   properties[PROP_STATS_INTERVAL] =
       gst_rdma_param_spec_stats_interval("rdmasink-stats", NULL);
   properties[PROP_URI] = gst_rdma_uri_param_spec();
+}
+
+static void gst_rdma_sink_class_init(GstRdmaSinkClass *klass)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
+  GstElementClass *element_class = GST_ELEMENT_CLASS(klass);
+  GstBaseSinkClass *basesink_class = GST_BASE_SINK_CLASS(klass);
+
+  gobject_class->finalize = gst_rdma_sink_finalize;
+  gobject_class->set_property = gst_rdma_sink_set_property;
+  gobject_class->get_property = gst_rdma_sink_get_property;
+
+  gst_rdma_sink_install_connection_properties();
+  gst_rdma_sink_install_device_properties();
   g_object_class_install_properties(gobject_class, N_PROPERTIES, properties);
 
   gst_element_class_add_static_pad_template(element_class, &sink_template);
   gst_element_class_set_static_metadata(
       element_class, "RDMA sink", "Sink/Network",
       "Sends a stream as one device of a shared one-sided RDMA connection",
-      "gst-rdma project");
+      GST_RDMA_ELEMENT_AUTHOR);
 
   basesink_class->start = GST_DEBUG_FUNCPTR(gst_rdma_sink_start);
   basesink_class->stop = GST_DEBUG_FUNCPTR(gst_rdma_sink_stop);
@@ -381,151 +407,49 @@ static void gst_rdma_sink_finalize(GObject *object)
   G_OBJECT_CLASS(parent_class)->finalize(object);
 }
 
+/* Where each plain property lives (gstrdmaproperties.h).  "blocksize"
+ * stores into block_size: see its spec. */
+static const gsize fields[N_PROPERTIES] = {
+    [PROP_HOST] = G_STRUCT_OFFSET(GstRdmaSink, host),
+    [PROP_PORT] = G_STRUCT_OFFSET(GstRdmaSink, port),
+    [PROP_DEVICE_ID] = G_STRUCT_OFFSET(GstRdmaSink, device_id),
+    [PROP_TRANSPORT] = G_STRUCT_OFFSET(GstRdmaSink, transport),
+    [PROP_MECHANISM] = G_STRUCT_OFFSET(GstRdmaSink, mechanism),
+    [PROP_BACKPRESSURE] = G_STRUCT_OFFSET(GstRdmaSink, backpressure),
+    [PROP_WAIT_TIMEOUT] = G_STRUCT_OFFSET(GstRdmaSink, wait_timeout),
+    [PROP_RECONNECT] = G_STRUCT_OFFSET(GstRdmaSink, reconnect),
+    [PROP_CONNECT_TIMEOUT] = G_STRUCT_OFFSET(GstRdmaSink, connect_timeout),
+    [PROP_SEND_BLOCKS] = G_STRUCT_OFFSET(GstRdmaSink, send_blocks),
+    [PROP_BLOCK_SIZE] = G_STRUCT_OFFSET(GstRdmaSink, block_size),
+    [PROP_BLOCKSIZE] = G_STRUCT_OFFSET(GstRdmaSink, block_size),
+    [PROP_READ_AHEAD] = G_STRUCT_OFFSET(GstRdmaSink, read_ahead),
+    [PROP_TOS] = G_STRUCT_OFFSET(GstRdmaSink, tos),
+    [PROP_ACK_TIMEOUT] = G_STRUCT_OFFSET(GstRdmaSink, ack_timeout),
+    [PROP_RETRY_COUNT] = G_STRUCT_OFFSET(GstRdmaSink, retry_count),
+    [PROP_COMP_VECTOR] = G_STRUCT_OFFSET(GstRdmaSink, comp_vector),
+    [PROP_STATS_INTERVAL] = G_STRUCT_OFFSET(GstRdmaSink, stats_interval),
+};
+
+static const GstRdmaPropertyTable property_table = {
+    fields, N_PROPERTIES, G_STRUCT_OFFSET(GstRdmaSink, uri_error)};
+
 static void gst_rdma_sink_set_property(GObject *object, guint prop_id,
                                        const GValue *value, GParamSpec *pspec)
 {
-  GstRdmaSink *self = GST_RDMA_SINK(object);
-
-  if (prop_id == PROP_URI) {
-    gst_rdma_uri_property_set(GST_URI_HANDLER(self), g_value_get_string(value),
-                              &self->uri_error);
-    return;
-  }
-  GST_OBJECT_LOCK(self);
-  switch (prop_id) {
-  case PROP_HOST:
-    g_free(self->host);
-    self->host = g_value_dup_string(value);
-    if (!self->host)
-      self->host = g_strdup(DEFAULT_HOST);
-    break;
-  case PROP_PORT:
-    self->port = g_value_get_uint(value);
-    break;
-  case PROP_DEVICE_ID:
-    self->device_id = g_value_get_uint(value);
-    break;
-  case PROP_TRANSPORT:
-    self->transport = g_value_get_enum(value);
-    break;
-  case PROP_MECHANISM:
-    self->mechanism = g_value_get_enum(value);
-    break;
-  case PROP_BACKPRESSURE:
-    self->backpressure = g_value_get_enum(value);
-    break;
-  case PROP_WAIT_TIMEOUT:
-    self->wait_timeout = g_value_get_int(value);
-    break;
-  case PROP_READ_AHEAD:
-    self->read_ahead = g_value_get_uint(value);
-    break;
-  case PROP_TOS:
-    self->tos = g_value_get_int(value);
-    break;
-  case PROP_ACK_TIMEOUT:
-    self->ack_timeout = g_value_get_uint(value);
-    break;
-  case PROP_RETRY_COUNT:
-    self->retry_count = g_value_get_uint(value);
-    break;
-  case PROP_COMP_VECTOR:
-    self->comp_vector = g_value_get_int(value);
-    break;
-  case PROP_RECONNECT:
-    self->reconnect = g_value_get_boolean(value);
-    break;
-  case PROP_CONNECT_TIMEOUT:
-    self->connect_timeout = g_value_get_int(value);
-    break;
-  case PROP_SEND_BLOCKS:
-    self->send_blocks = g_value_get_uint(value);
-    break;
-  case PROP_BLOCK_SIZE:
-    self->block_size = g_value_get_uint(value);
-    break;
-  case PROP_STATS_INTERVAL:
-    self->stats_interval = g_value_get_uint(value);
-    break;
-  default:
+  if (!gst_rdma_property_set(object, &property_table, prop_id, pspec, value))
     G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
-    break;
-  }
-  GST_OBJECT_UNLOCK(self);
 }
 
 static void gst_rdma_sink_get_property(GObject *object, guint prop_id,
                                        GValue *value, GParamSpec *pspec)
 {
-  GstRdmaSink *self = GST_RDMA_SINK(object);
-
   if (prop_id == PROP_STATS) {
     /* Takes the object lock itself. */
-    g_value_take_boxed(value, gst_rdma_sink_get_stats(GST_ELEMENT(self)));
+    g_value_take_boxed(value, gst_rdma_sink_get_stats(GST_ELEMENT(object)));
     return;
   }
-  if (prop_id == PROP_URI) {
-    g_value_take_string(value, gst_uri_handler_get_uri(GST_URI_HANDLER(self)));
-    return;
-  }
-  GST_OBJECT_LOCK(self);
-  switch (prop_id) {
-  case PROP_HOST:
-    g_value_set_string(value, self->host);
-    break;
-  case PROP_PORT:
-    g_value_set_uint(value, self->port);
-    break;
-  case PROP_DEVICE_ID:
-    g_value_set_uint(value, self->device_id);
-    break;
-  case PROP_TRANSPORT:
-    g_value_set_enum(value, self->transport);
-    break;
-  case PROP_MECHANISM:
-    g_value_set_enum(value, self->mechanism);
-    break;
-  case PROP_BACKPRESSURE:
-    g_value_set_enum(value, self->backpressure);
-    break;
-  case PROP_WAIT_TIMEOUT:
-    g_value_set_int(value, self->wait_timeout);
-    break;
-  case PROP_READ_AHEAD:
-    g_value_set_uint(value, self->read_ahead);
-    break;
-  case PROP_TOS:
-    g_value_set_int(value, self->tos);
-    break;
-  case PROP_ACK_TIMEOUT:
-    g_value_set_uint(value, self->ack_timeout);
-    break;
-  case PROP_RETRY_COUNT:
-    g_value_set_uint(value, self->retry_count);
-    break;
-  case PROP_COMP_VECTOR:
-    g_value_set_int(value, self->comp_vector);
-    break;
-  case PROP_RECONNECT:
-    g_value_set_boolean(value, self->reconnect);
-    break;
-  case PROP_CONNECT_TIMEOUT:
-    g_value_set_int(value, self->connect_timeout);
-    break;
-  case PROP_SEND_BLOCKS:
-    g_value_set_uint(value, self->send_blocks);
-    break;
-  case PROP_BLOCK_SIZE:
-    g_value_set_uint(value, self->block_size);
-    break;
-  case PROP_STATS_INTERVAL:
-    g_value_set_uint(value, self->stats_interval);
-    break;
-  default:
+  if (!gst_rdma_property_get(object, &property_table, prop_id, pspec, value))
     G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
-    break;
-  }
-  GST_OBJECT_UNLOCK(self);
 }
 
 /* ------------------------------------------------------------ stats */
@@ -1023,6 +947,117 @@ static void gst_rdma_sink_fill_meta(GstRdmaSink *self, GstBuffer *buf,
   gst_caps_unref(unix_caps);
 }
 
+/* The connection, for one attempt at a frame: TRUE with *sender usable,
+ * else FALSE with what render_once returns instead (a lost connection's
+ * GST_FLOW_OK drops the frame). */
+static gboolean gst_rdma_sink_ready(GstRdmaSink *self, sbr_sender **sender,
+                                    guint *generation, GstFlowReturn *flow)
+{
+  switch (gst_rdma_sink_wait_ready(self, self->conn, sender, generation)) {
+  case READY_SEND:
+    if (self->warned_generation != 0 &&
+        self->warned_generation != *generation + 1) {
+      /* Back after an outage this sink warned about. */
+      self->warned_generation = 0;
+      GST_ELEMENT_INFO(self, RESOURCE, WRITE,
+                       ("Reconnected to the RDMA receiver at %s.",
+                        gst_rdma_connection_get_address(self->conn)),
+                       (NULL));
+    }
+    return TRUE;
+  case READY_LOST:
+    *flow = gst_rdma_sink_connection_lost(self, *generation);
+    return FALSE;
+  case READY_FAILED:
+    *flow = GST_FLOW_ERROR;
+    return FALSE;
+  case READY_FLUSHING:
+  default:
+    *flow = GST_FLOW_FLUSHING;
+    return FALSE;
+  }
+}
+
+static void gst_rdma_sink_count(GstRdmaSink *self, guint64 *counter)
+{
+  GST_OBJECT_LOCK(self);
+  (*counter)++;
+  GST_OBJECT_UNLOCK(self);
+}
+
+/* A buffer whose memory is a send block of ours (kind BLOCK or KEPT):
+ * submitted as it is.  *copy when it can't go now and is to be copied
+ * instead. */
+static int gst_rdma_sink_submit_block(GstRdmaSink *self, sbr_sender *sender,
+                                      GstRdmaMemoryKind kind,
+                                      sbr_send_block *block,
+                                      const struct sbr_block_meta *meta,
+                                      gsize size, gboolean *copy)
+{
+  int ret;
+
+  *copy = FALSE;
+  if (kind == GST_RDMA_MEMORY_BLOCK) {
+    ret = sbr_sender_submit(sender, block, meta, size);
+    if (ret == -EINVAL)
+      sbr_sender_abandon(sender, block);
+  } else {
+    /* Rendered again (videorate, imagefreeze), the previous WRITE may
+     * still read the block: wait for it, bounded, and copy if it doesn't
+     * come (a stalled link) or another sink submitted it meanwhile (a
+     * tee).  -ENOTCONN: the frame is counted, the block still ours. */
+    ret = sbr_sender_wait_block(sender, block, KEPT_WAIT_MS);
+    if (ret == 0)
+      ret = sbr_sender_submit_keep(sender, block, meta, size);
+    if (ret == -ETIMEDOUT || ret == -EBUSY || ret == -EINVAL) {
+      GST_DEBUG_OBJECT(self, "kept block can't go again now (%s): copied",
+                       g_strerror(-ret));
+      *copy = TRUE;
+      return ret;
+    }
+  }
+  if (ret == 0)
+    gst_rdma_sink_count(self, &self->zero_copy_buffers);
+  return ret;
+}
+
+/* Any other buffer, or one of ours that can't go now: copied into send
+ * blocks.  FALSE when it can't be mapped: dropped, counted. */
+static gboolean gst_rdma_sink_send_copy(GstRdmaSink *self, sbr_sender *sender,
+                                        GstBuffer *buf,
+                                        const struct sbr_block_meta *meta,
+                                        int *ret)
+{
+  GstMapInfo map;
+
+  if (!gst_buffer_map(buf, &map, GST_MAP_READ)) {
+    /* Foreign memory that fails to map (our own never does: a memory is
+     * submitted only when nobody can render it again). */
+    GST_WARNING_OBJECT(self, "buffer can't be mapped: dropped");
+    gst_rdma_sink_count(self, &self->unmappable_drops);
+    return FALSE;
+  }
+  *ret = gst_rdma_sink_send(self, sender, meta, map.data, map.size);
+  gst_buffer_unmap(buf, &map);
+  if (*ret == 0)
+    gst_rdma_sink_count(self, &self->copied_buffers);
+  return TRUE;
+}
+
+/* The allocator's acquire failed for this buffer (no send block came):
+ * backpressure, or a refusal. */
+static GstFlowReturn gst_rdma_sink_no_block(GstRdmaSink *self,
+                                            sbr_sender *sender)
+{
+  struct sbr_device_stats ds;
+
+  sbr_sender_get_device_stats(sender, self->device, &ds);
+  if (ds.refused)
+    return gst_rdma_sink_refused(self);
+  GST_LOG_OBJECT(self, "no send block came for this buffer: dropped");
+  return GST_FLOW_OK;
+}
+
 /* One attempt at sending buf.  GST_FLOW_FLUSHING means unlock()
  * interrupted a wait (for the connection or for a free send block) before
  * the frame went out: render decides what that means. */
@@ -1035,100 +1070,27 @@ static GstFlowReturn gst_rdma_sink_render_once(GstRdmaSink *self,
   sbr_sender *sender = NULL;
   guint generation = 0;
   gsize size = gst_buffer_get_size(buf);
-  gboolean caps_sent;
+  gboolean caps_sent, copy = TRUE;
   GstFlowReturn flow;
-  GstMapInfo map;
-  int ret;
+  int ret = 0;
 
-  switch (gst_rdma_sink_wait_ready(self, self->conn, &sender, &generation)) {
-  case READY_SEND:
-    if (self->warned_generation != 0 &&
-        self->warned_generation != generation + 1) {
-      /* Back after an outage this sink warned about. */
-      self->warned_generation = 0;
-      GST_ELEMENT_INFO(self, RESOURCE, WRITE,
-                       ("Reconnected to the RDMA receiver at %s.",
-                        gst_rdma_connection_get_address(self->conn)),
-                       (NULL));
-    }
-    break;
-  case READY_LOST:
-    return gst_rdma_sink_connection_lost(self, generation);
-  case READY_FAILED:
-    return GST_FLOW_ERROR;
-  case READY_FLUSHING:
-  default:
-    return GST_FLOW_FLUSHING;
-  }
-
+  if (!gst_rdma_sink_ready(self, &sender, &generation, &flow))
+    return flow;
   flow = gst_rdma_sink_send_caps(self, sender, generation, &caps_sent);
   if (flow != GST_FLOW_OK || !caps_sent)
     return flow; /* without its caps the receiver can't use the frame */
 
   gst_rdma_sink_fill_meta(self, buf, &meta);
   kind = gst_rdma_buffer_claim(buf, self->conn, &block);
-
-  switch (kind) {
-  case GST_RDMA_MEMORY_BLOCK:
-    ret = sbr_sender_submit(sender, block, &meta, size);
-    if (ret == -EINVAL)
-      sbr_sender_abandon(sender, block);
-    if (ret == 0) {
-      GST_OBJECT_LOCK(self);
-      self->zero_copy_buffers++;
-      GST_OBJECT_UNLOCK(self);
-    }
-    break;
-  case GST_RDMA_MEMORY_KEPT:
-    /* Rendered again (videorate, imagefreeze), the previous WRITE may still
-     * read the block: wait for it, bounded, and copy if it doesn't come
-     * (a stalled link) or another sink submitted it meanwhile (a tee). */
-    ret = sbr_sender_wait_block(sender, block, KEPT_WAIT_MS);
-    if (ret == 0)
-      ret = sbr_sender_submit_keep(sender, block, &meta, size);
-    if (ret == 0) {
-      GST_OBJECT_LOCK(self);
-      self->zero_copy_buffers++;
-      GST_OBJECT_UNLOCK(self);
-      break;
-    }
-    if (ret != -ETIMEDOUT && ret != -EBUSY && ret != -EINVAL)
-      break; /* -ENOTCONN: the frame is counted, the block still ours */
-    GST_DEBUG_OBJECT(self, "kept block can't go again now (%s): copied",
-                     g_strerror(-ret));
-    goto copy;
-  case GST_RDMA_MEMORY_DROPPED: {
-    struct sbr_device_stats ds;
-
-    /* The allocator's acquire failed: backpressure, or a refusal. */
-    sbr_sender_get_device_stats(sender, self->device, &ds);
-    if (ds.refused)
-      return gst_rdma_sink_refused(self);
-    GST_LOG_OBJECT(self, "no send block came for this buffer: dropped");
+  if (kind == GST_RDMA_MEMORY_DROPPED)
+    return gst_rdma_sink_no_block(self, sender);
+  /* Else a send block of ours goes as it is, any other memory (HEAP,
+   * FOREIGN) is copied. */
+  if (kind == GST_RDMA_MEMORY_BLOCK || kind == GST_RDMA_MEMORY_KEPT)
+    ret = gst_rdma_sink_submit_block(self, sender, kind, block, &meta, size,
+                                     &copy);
+  if (copy && !gst_rdma_sink_send_copy(self, sender, buf, &meta, &ret))
     return GST_FLOW_OK;
-  }
-  case GST_RDMA_MEMORY_HEAP:
-  case GST_RDMA_MEMORY_FOREIGN:
-  default:
-  copy:
-    if (!gst_buffer_map(buf, &map, GST_MAP_READ)) {
-      /* Foreign memory that fails to map (our own never does: a memory is
-       * submitted only when nobody can render it again). */
-      GST_WARNING_OBJECT(self, "buffer can't be mapped: dropped");
-      GST_OBJECT_LOCK(self);
-      self->unmappable_drops++;
-      GST_OBJECT_UNLOCK(self);
-      return GST_FLOW_OK;
-    }
-    ret = gst_rdma_sink_send(self, sender, &meta, map.data, map.size);
-    gst_buffer_unmap(buf, &map);
-    if (ret == 0) {
-      GST_OBJECT_LOCK(self);
-      self->copied_buffers++;
-      GST_OBJECT_UNLOCK(self);
-    }
-    break;
-  }
 
   if (ret == 0)
     self->discont_pending = FALSE;

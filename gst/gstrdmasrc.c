@@ -41,8 +41,13 @@
  * What makes the receiver (mechanism, blocks, block-size, max-senders,
  * allowed-senders, max-connects-per-second, max-frame-size, poll-mode,
  * max-held) must agree: an rdmasrc that differs, asks for a device
- * another has, or also takes every device fails its change to PAUSED
- * with an error naming both.
+ * another has, or also takes every device (no device-id, no pad named)
+ * fails its change to PAUSED with an error naming both.  Without
+ * device-id, an rdmasrc that names its cameras by request pads
+ * (`rdmasrc name=r r.src_0` in one pipeline, `rdmasrc name=s s.src_1` in
+ * another) and starts beside one that takes every device takes just the
+ * devices of its pads, also of those requested later; the first of them
+ * to start still takes the devices nobody asked for.
  *
  * It takes rdma:// URIs (#GstURIHandler), so playbin, uridecodebin,
  * gst-play-1.0 and GstPlay open a camera: `rdma://HOST:PORT/DEVICE` sets
@@ -292,6 +297,7 @@
 #include "gstrdmasrcpriv.h"
 
 #include <errno.h>
+#include <string.h>
 
 #include <gst/base/gstflowcombiner.h>
 #include <sbr.h>
@@ -299,6 +305,7 @@
 #include "gstrdmacommon.h"
 #include "gstrdmaelements.h"
 #include "gstrdmaenums.h"
+#include "gstrdmaproperties.h"
 #include "gstrdmasrcdevice.h"
 #include "gstrdmasrcframe.h"
 #include "gstrdmasrcpad.h"
@@ -407,15 +414,10 @@ static gboolean gst_rdma_src_send_event(GstElement *element, GstEvent *event);
 static GstStructure *gst_rdma_src_get_stats(GstElement *element);
 static const GstRdmaReceiverMemberFuncs member_funcs;
 
-static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
+/* What makes the receiver, which every rdmasrc sharing it must agree on
+ * (gstrdmareceiver.h): where it listens, its lanes and the fabric. */
+static void gst_rdma_src_install_receiver_properties(void)
 {
-  GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
-  GstElementClass *element_class = GST_ELEMENT_CLASS(klass);
-
-  gobject_class->finalize = gst_rdma_src_finalize;
-  gobject_class->set_property = gst_rdma_src_set_property;
-  gobject_class->get_property = gst_rdma_src_get_property;
-
   properties[PROP_ADDRESS] = g_param_spec_string(
       "address", "Address",
       "Local address to listen on; the shm transport ignores it",
@@ -440,25 +442,6 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
       "have out, queued or downstream, before its frames are copied (at "
       "most blocks-1 takes effect; 0 = always copy)",
       0, 65536, DEFAULT_MAX_HELD,
-      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
-  properties[PROP_DEVICE_BLOCKS] = g_param_spec_uint(
-      "device-blocks", "Device blocks",
-      "Each device's share of its lane, in blocks out and frames queued, "
-      "beyond which its pad's over-budget policy applies (0 = three quarters "
-      "of its sender's lane over the devices with pads on it)",
-      0, 65536, DEFAULT_DEVICE_BLOCKS,
-      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
-  properties[PROP_OVER_BUDGET] = g_param_spec_enum(
-      "over-budget", "Over budget",
-      "Over-budget policy of new pads (each pad has its own, e.g. "
-      "src_3::over-budget=pause)",
-      GST_TYPE_RDMA_OVER_BUDGET, DEFAULT_OVER_BUDGET,
-      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
-  properties[PROP_MAX_QUEUED] = g_param_spec_uint(
-      "max-queued", "Max queued",
-      "Most frames a pad with over-budget copy or pause queues before its "
-      "oldest is dropped",
-      1, 65536, DEFAULT_MAX_QUEUED,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_MAX_SENDERS] = g_param_spec_uint(
       "max-senders", "Max senders",
@@ -506,6 +489,37 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
       "Ask for transparent huge pages for lanes of 2 MiB or more",
       DEFAULT_HUGE_PAGES,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_POLL_MODE] = g_param_spec_enum(
+      "poll-mode", "Poll mode",
+      "How the receive thread waits for frames: adaptive (sleeps until the "
+      "next frame is due), busy (spins, a whole core) or backoff",
+      GST_TYPE_RDMA_POLL_MODE, DEFAULT_POLL_MODE,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+}
+
+/* What each rdmasrc has of its own: its devices, their shares and
+ * streams, what it reports. */
+static void gst_rdma_src_install_stream_properties(void)
+{
+  properties[PROP_DEVICE_BLOCKS] = g_param_spec_uint(
+      "device-blocks", "Device blocks",
+      "Each device's share of its lane, in blocks out and frames queued, "
+      "beyond which its pad's over-budget policy applies (0 = three quarters "
+      "of its sender's lane over the devices with pads on it)",
+      0, 65536, DEFAULT_DEVICE_BLOCKS,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_OVER_BUDGET] = g_param_spec_enum(
+      "over-budget", "Over budget",
+      "Over-budget policy of new pads (each pad has its own, e.g. "
+      "src_3::over-budget=pause)",
+      GST_TYPE_RDMA_OVER_BUDGET, DEFAULT_OVER_BUDGET,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_MAX_QUEUED] = g_param_spec_uint(
+      "max-queued", "Max queued",
+      "Most frames a pad with over-budget copy or pause queues before its "
+      "oldest is dropped",
+      1, 65536, DEFAULT_MAX_QUEUED,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_LATENCY] = g_param_spec_int(
       "latency", "Latency",
       "Minimum latency reported in milliseconds (-1 = measured from the "
@@ -528,12 +542,6 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
   properties[PROP_STATS] = gst_rdma_src_stats_param_spec();
   properties[PROP_STATS_INTERVAL] = gst_rdma_param_spec_stats_interval(
       "rdmasrc-stats", "rdmasrc-device-stats");
-  properties[PROP_POLL_MODE] = g_param_spec_enum(
-      "poll-mode", "Poll mode",
-      "How the receive thread waits for frames: adaptive (sleeps until the "
-      "next frame is due), busy (spins, a whole core) or backoff",
-      GST_TYPE_RDMA_POLL_MODE, DEFAULT_POLL_MODE,
-      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_DEVICE_ID] = g_param_spec_int(
       "device-id", "Device ID",
       "The one camera this rdmasrc receives, on pad src_<N> from the start "
@@ -542,6 +550,19 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
       -1, SBR_MAX_DEVICES - 1, DEFAULT_DEVICE_ID,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_URI] = gst_rdma_uri_param_spec();
+}
+
+static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
+  GstElementClass *element_class = GST_ELEMENT_CLASS(klass);
+
+  gobject_class->finalize = gst_rdma_src_finalize;
+  gobject_class->set_property = gst_rdma_src_set_property;
+  gobject_class->get_property = gst_rdma_src_get_property;
+
+  gst_rdma_src_install_receiver_properties();
+  gst_rdma_src_install_stream_properties();
   g_object_class_install_properties(gobject_class, N_PROPERTIES, properties);
 
   /* The sometimes template first: an unnamed link looks at templates in
@@ -559,7 +580,7 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
       element_class, "RDMA source", "Source/Network",
       "Receives the devices of rdmasinks over one-sided RDMA, one pad per "
       "device",
-      "gst-rdma project");
+      GST_RDMA_ELEMENT_AUTHOR);
 
   element_class->change_state = GST_DEBUG_FUNCPTR(gst_rdma_src_change_state);
   element_class->query = GST_DEBUG_FUNCPTR(gst_rdma_src_query);
@@ -669,236 +690,115 @@ static void gst_rdma_src_set_device_id(GstRdmaSrc *self, gint device_id)
     GST_WARNING_OBJECT(self, "no pad %s", name);
 }
 
+/* Where each plain property lives (gstrdmaproperties.h). */
+static const gsize fields[N_PROPERTIES] = {
+    [PROP_ADDRESS] = G_STRUCT_OFFSET(GstRdmaSrc, address),
+    [PROP_PORT] = G_STRUCT_OFFSET(GstRdmaSrc, port),
+    [PROP_TRANSPORT] = G_STRUCT_OFFSET(GstRdmaSrc, transport),
+    [PROP_MECHANISM] = G_STRUCT_OFFSET(GstRdmaSrc, mechanism),
+    [PROP_BLOCKS] = G_STRUCT_OFFSET(GstRdmaSrc, blocks),
+    [PROP_BLOCK_SIZE] = G_STRUCT_OFFSET(GstRdmaSrc, block_size),
+    [PROP_MAX_HELD] = G_STRUCT_OFFSET(GstRdmaSrc, max_held),
+    [PROP_DEVICE_BLOCKS] = G_STRUCT_OFFSET(GstRdmaSrc, device_blocks),
+    [PROP_OVER_BUDGET] = G_STRUCT_OFFSET(GstRdmaSrc, over_budget),
+    [PROP_MAX_QUEUED] = G_STRUCT_OFFSET(GstRdmaSrc, max_queued),
+    [PROP_MAX_SENDERS] = G_STRUCT_OFFSET(GstRdmaSrc, max_senders),
+    /* Checked when the element starts: a bad list must stop it, not be
+     * ignored with a warning and leave the receiver open to anyone. */
+    [PROP_ALLOWED_SENDERS] = G_STRUCT_OFFSET(GstRdmaSrc, allowed_senders),
+    [PROP_MAX_CONNECTS_PER_SECOND] =
+        G_STRUCT_OFFSET(GstRdmaSrc, max_connects_per_second),
+    [PROP_MAX_FRAME_SIZE] = G_STRUCT_OFFSET(GstRdmaSrc, max_frame_size),
+    [PROP_PROBE_AFTER] = G_STRUCT_OFFSET(GstRdmaSrc, probe_after),
+    [PROP_TOS] = G_STRUCT_OFFSET(GstRdmaSrc, tos),
+    [PROP_ACK_TIMEOUT] = G_STRUCT_OFFSET(GstRdmaSrc, ack_timeout),
+    [PROP_COMP_VECTOR] = G_STRUCT_OFFSET(GstRdmaSrc, comp_vector),
+    [PROP_NUMA_NODE] = G_STRUCT_OFFSET(GstRdmaSrc, numa_node),
+    [PROP_HUGE_PAGES] = G_STRUCT_OFFSET(GstRdmaSrc, huge_pages),
+    [PROP_LATENCY] = G_STRUCT_OFFSET(GstRdmaSrc, latency),
+    [PROP_TIMEOUT] = G_STRUCT_OFFSET(GstRdmaSrc, timeout),
+    [PROP_DEVICE_LOST_EOS] = G_STRUCT_OFFSET(GstRdmaSrc, device_lost_eos),
+    [PROP_STATS_INTERVAL] = G_STRUCT_OFFSET(GstRdmaSrc, stats_interval),
+    [PROP_POLL_MODE] = G_STRUCT_OFFSET(GstRdmaSrc, poll_mode),
+    [PROP_DEVICE_ID] = G_STRUCT_OFFSET(GstRdmaSrc, device_id),
+};
+
+static const GstRdmaPropertyTable property_table = {
+    fields, N_PROPERTIES, G_STRUCT_OFFSET(GstRdmaSrc, uri_error)};
+
+/* The element's policy, and also its one camera's pad's, made when
+ * device-id was set (maybe before this on a launch line). */
+static void gst_rdma_src_set_over_budget(GstRdmaSrc *self,
+                                         GstRdmaOverBudget policy)
+{
+  gchar name[16];
+  GstPad *pad = NULL;
+  gint device_id;
+
+  GST_OBJECT_LOCK(self);
+  self->over_budget = policy;
+  self->over_budget_set = TRUE; /* wins over a stream's liveness */
+  device_id = self->device_id;
+  GST_OBJECT_UNLOCK(self);
+  g_snprintf(name, sizeof name, "src_%d", device_id);
+  if (device_id >= 0)
+    pad = gst_element_get_static_pad(GST_ELEMENT(self), name);
+  if (pad) {
+    g_object_set(pad, "over-budget", policy, NULL);
+    gst_object_unref(pad);
+  }
+}
+
+/* Set while PAUSED or PLAYING, the pipeline asks every element again and
+ * configures what the new value gives (GstBin recalculates on the
+ * message); stopped, the next LATENCY query reads it anyway. */
+static void gst_rdma_src_set_latency(GstRdmaSrc *self, gint latency)
+{
+  gboolean changed;
+
+  GST_OBJECT_LOCK(self);
+  /* GST_STATE is read under the object lock. */
+  changed = self->latency != latency && GST_STATE(self) >= GST_STATE_PAUSED;
+  self->latency = latency;
+  GST_OBJECT_UNLOCK(self);
+  if (changed)
+    gst_element_post_message(GST_ELEMENT(self),
+                             gst_message_new_latency(GST_OBJECT(self)));
+}
+
 static void gst_rdma_src_set_property(GObject *object, guint prop_id,
                                       const GValue *value, GParamSpec *pspec)
 {
   GstRdmaSrc *self = GST_RDMA_SRC(object);
-  gboolean latency_changed = FALSE;
 
-  if (prop_id == PROP_DEVICE_ID) {
+  switch (prop_id) {
+  case PROP_DEVICE_ID:
     /* Makes or releases pads: not under the object lock. */
     gst_rdma_src_set_device_id(self, g_value_get_int(value));
-    return;
-  }
-  if (prop_id == PROP_URI) {
-    gst_rdma_uri_property_set(GST_URI_HANDLER(self), g_value_get_string(value),
-                              &self->uri_error);
-    return;
-  }
-  if (prop_id == PROP_OVER_BUDGET) {
-    gchar name[16];
-    GstPad *pad = NULL;
-
-    GST_OBJECT_LOCK(self);
-    self->over_budget = g_value_get_enum(value);
-    self->over_budget_set = TRUE; /* wins over a stream's liveness */
-    g_snprintf(name, sizeof name, "src_%d", self->device_id);
-    GST_OBJECT_UNLOCK(self);
-    /* One camera: its pad, made when device-id was set (maybe before
-     * this on a launch line), has the element's policy. */
-    if (self->device_id >= 0)
-      pad = gst_element_get_static_pad(GST_ELEMENT(self), name);
-    if (pad) {
-      g_object_set(pad, "over-budget", g_value_get_enum(value), NULL);
-      gst_object_unref(pad);
-    }
-    return;
-  }
-  GST_OBJECT_LOCK(self);
-  switch (prop_id) {
-  case PROP_ADDRESS:
-    g_free(self->address);
-    self->address = g_value_dup_string(value);
-    if (!self->address)
-      self->address = g_strdup(DEFAULT_ADDRESS);
     break;
-  case PROP_PORT:
-    self->port = g_value_get_uint(value);
-    break;
-  case PROP_TRANSPORT:
-    self->transport = g_value_get_enum(value);
-    break;
-  case PROP_MECHANISM:
-    self->mechanism = g_value_get_enum(value);
-    break;
-  case PROP_BLOCKS:
-    self->blocks = g_value_get_uint(value);
-    break;
-  case PROP_BLOCK_SIZE:
-    self->block_size = g_value_get_uint(value);
-    break;
-  case PROP_MAX_HELD:
-    self->max_held = g_value_get_uint(value);
-    break;
-  case PROP_DEVICE_BLOCKS:
-    self->device_blocks = g_value_get_uint(value);
-    break;
-  case PROP_MAX_QUEUED:
-    self->max_queued = g_value_get_uint(value);
-    break;
-  case PROP_MAX_SENDERS:
-    self->max_senders = g_value_get_uint(value);
-    break;
-  case PROP_ALLOWED_SENDERS:
-    /* Checked when the element starts: a bad list must stop it, not be
-     * ignored with a warning and leave the receiver open to anyone. */
-    g_free(self->allowed_senders);
-    self->allowed_senders = g_value_dup_string(value);
-    break;
-  case PROP_MAX_FRAME_SIZE:
-    self->max_frame_size = g_value_get_uint(value);
-    break;
-  case PROP_PROBE_AFTER:
-    self->probe_after = g_value_get_uint(value);
-    break;
-  case PROP_TOS:
-    self->tos = g_value_get_int(value);
-    break;
-  case PROP_ACK_TIMEOUT:
-    self->ack_timeout = g_value_get_uint(value);
-    break;
-  case PROP_COMP_VECTOR:
-    self->comp_vector = g_value_get_int(value);
-    break;
-  case PROP_NUMA_NODE:
-    self->numa_node = g_value_get_int(value);
-    break;
-  case PROP_HUGE_PAGES:
-    self->huge_pages = g_value_get_boolean(value);
-    break;
-  case PROP_MAX_CONNECTS_PER_SECOND:
-    self->max_connects_per_second = g_value_get_uint(value);
+  case PROP_OVER_BUDGET:
+    gst_rdma_src_set_over_budget(self, g_value_get_enum(value));
     break;
   case PROP_LATENCY:
-    /* GST_STATE is read under the object lock. */
-    latency_changed = self->latency != g_value_get_int(value) &&
-                      GST_STATE(self) >= GST_STATE_PAUSED;
-    self->latency = g_value_get_int(value);
-    break;
-  case PROP_TIMEOUT:
-    self->timeout = g_value_get_uint(value);
-    break;
-  case PROP_DEVICE_LOST_EOS:
-    self->device_lost_eos = g_value_get_boolean(value);
-    break;
-  case PROP_STATS_INTERVAL:
-    self->stats_interval = g_value_get_uint(value);
-    break;
-  case PROP_POLL_MODE:
-    self->poll_mode = g_value_get_enum(value);
+    gst_rdma_src_set_latency(self, g_value_get_int(value));
     break;
   default:
-    G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+    if (!gst_rdma_property_set(object, &property_table, prop_id, pspec, value))
+      G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
     break;
   }
-  GST_OBJECT_UNLOCK(self);
-  /* The pipeline asks every element again and configures what the new
-   * value gives (GstBin recalculates on this message); stopped, the
-   * next LATENCY query reads it anyway. */
-  if (latency_changed)
-    gst_element_post_message(GST_ELEMENT(self),
-                             gst_message_new_latency(GST_OBJECT(self)));
 }
 
 static void gst_rdma_src_get_property(GObject *object, guint prop_id,
                                       GValue *value, GParamSpec *pspec)
 {
-  GstRdmaSrc *self = GST_RDMA_SRC(object);
-
   if (prop_id == PROP_STATS) {
     /* Takes the object lock itself. */
-    g_value_take_boxed(value, gst_rdma_src_get_stats(GST_ELEMENT(self)));
+    g_value_take_boxed(value, gst_rdma_src_get_stats(GST_ELEMENT(object)));
     return;
   }
-  if (prop_id == PROP_URI) {
-    g_value_take_string(value, gst_uri_handler_get_uri(GST_URI_HANDLER(self)));
-    return;
-  }
-  GST_OBJECT_LOCK(self);
-  switch (prop_id) {
-  case PROP_ADDRESS:
-    g_value_set_string(value, self->address);
-    break;
-  case PROP_PORT:
-    g_value_set_uint(value, self->port);
-    break;
-  case PROP_TRANSPORT:
-    g_value_set_enum(value, self->transport);
-    break;
-  case PROP_MECHANISM:
-    g_value_set_enum(value, self->mechanism);
-    break;
-  case PROP_BLOCKS:
-    g_value_set_uint(value, self->blocks);
-    break;
-  case PROP_BLOCK_SIZE:
-    g_value_set_uint(value, self->block_size);
-    break;
-  case PROP_MAX_HELD:
-    g_value_set_uint(value, self->max_held);
-    break;
-  case PROP_DEVICE_BLOCKS:
-    g_value_set_uint(value, self->device_blocks);
-    break;
-  case PROP_MAX_QUEUED:
-    g_value_set_uint(value, self->max_queued);
-    break;
-  case PROP_OVER_BUDGET:
-    g_value_set_enum(value, self->over_budget);
-    break;
-  case PROP_MAX_SENDERS:
-    g_value_set_uint(value, self->max_senders);
-    break;
-  case PROP_ALLOWED_SENDERS:
-    g_value_set_string(value, self->allowed_senders);
-    break;
-  case PROP_MAX_FRAME_SIZE:
-    g_value_set_uint(value, self->max_frame_size);
-    break;
-  case PROP_PROBE_AFTER:
-    g_value_set_uint(value, self->probe_after);
-    break;
-  case PROP_TOS:
-    g_value_set_int(value, self->tos);
-    break;
-  case PROP_ACK_TIMEOUT:
-    g_value_set_uint(value, self->ack_timeout);
-    break;
-  case PROP_COMP_VECTOR:
-    g_value_set_int(value, self->comp_vector);
-    break;
-  case PROP_NUMA_NODE:
-    g_value_set_int(value, self->numa_node);
-    break;
-  case PROP_HUGE_PAGES:
-    g_value_set_boolean(value, self->huge_pages);
-    break;
-  case PROP_MAX_CONNECTS_PER_SECOND:
-    g_value_set_uint(value, self->max_connects_per_second);
-    break;
-  case PROP_LATENCY:
-    g_value_set_int(value, self->latency);
-    break;
-  case PROP_TIMEOUT:
-    g_value_set_uint(value, self->timeout);
-    break;
-  case PROP_DEVICE_LOST_EOS:
-    g_value_set_boolean(value, self->device_lost_eos);
-    break;
-  case PROP_STATS_INTERVAL:
-    g_value_set_uint(value, self->stats_interval);
-    break;
-  case PROP_POLL_MODE:
-    g_value_set_enum(value, self->poll_mode);
-    break;
-  case PROP_DEVICE_ID:
-    g_value_set_int(value, self->device_id);
-    break;
-  default:
+  if (!gst_rdma_property_get(object, &property_table, prop_id, pspec, value))
     G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
-    break;
-  }
-  GST_OBJECT_UNLOCK(self);
 }
 
 /* ------------------------------------------------------------ stats */
@@ -995,44 +895,30 @@ static const GstRdmaReceiverMemberFuncs member_funcs = {
     .leaving = gst_rdma_src_leaving,
 };
 
-/* Joins the process's receiver for our transport, address and port
- * (listening if we are the first) and gets ready for our devices' frames,
- * which its receive thread hands us from now on. */
-static gboolean gst_rdma_src_open(GstRdmaSrc *self)
+/* Object lock held: what the receiver is made with (address and
+ * allowed_senders are copies for the caller to free), and what this
+ * rdmasrc runs with from now until it stops. */
+static void gst_rdma_src_take_config_locked(GstRdmaSrc *self,
+                                            GstRdmaReceiverConfig *cfg)
 {
-  GstRdmaReceiverConfig cfg;
-  GstRdmaReceiver *shared;
-  GError *error = NULL;
-  char errbuf[256] = "";
-  guint stats_interval;
-  gchar *address;
-  gchar *allowed;
-  sbr_addr_list *list = NULL;
-  int ret;
-
-  GST_OBJECT_LOCK(self);
-  if (!gst_rdma_uri_error_check_locked(GST_ELEMENT(self), self->uri_error))
-    return FALSE;
-  address = g_strdup(self->address);
-  allowed = g_strdup(self->allowed_senders);
-  cfg.transport = self->transport;
-  cfg.address = address;
-  cfg.port = self->port;
-  cfg.mechanism = self->mechanism;
-  cfg.blocks = self->blocks;
-  cfg.block_size = self->block_size;
-  cfg.max_senders = self->max_senders;
-  cfg.allowed_senders = allowed;
-  cfg.max_connects_per_second = self->max_connects_per_second;
-  cfg.max_frame_size = self->max_frame_size;
-  cfg.probe_after = self->probe_after;
-  cfg.tos = self->tos;
-  cfg.ack_timeout = self->ack_timeout;
-  cfg.comp_vector = self->comp_vector;
-  cfg.numa_node = self->numa_node;
-  cfg.huge_pages = self->huge_pages;
-  cfg.poll_mode = self->poll_mode;
-  cfg.max_held = self->max_held;
+  cfg->transport = self->transport;
+  cfg->address = g_strdup(self->address);
+  cfg->port = self->port;
+  cfg->mechanism = self->mechanism;
+  cfg->blocks = self->blocks;
+  cfg->block_size = self->block_size;
+  cfg->max_senders = self->max_senders;
+  cfg->allowed_senders = g_strdup(self->allowed_senders);
+  cfg->max_connects_per_second = self->max_connects_per_second;
+  cfg->max_frame_size = self->max_frame_size;
+  cfg->probe_after = self->probe_after;
+  cfg->tos = self->tos;
+  cfg->ack_timeout = self->ack_timeout;
+  cfg->comp_vector = self->comp_vector;
+  cfg->numa_node = self->numa_node;
+  cfg->huge_pages = self->huge_pages;
+  cfg->poll_mode = self->poll_mode;
+  cfg->max_held = self->max_held;
   self->member.device = self->device_id;
   /* Never all of a lane: the sender must always find a free block. */
   self->max_held_now = MIN(self->max_held, self->blocks - 1);
@@ -1040,18 +926,33 @@ static gboolean gst_rdma_src_open(GstRdmaSrc *self)
    * (a last-sample, a compositor's current frame) would stop every stream
    * behind it for good.  Holding blocks is the status-byte mechanism's
    * strength; the baseline gets copies, released at once. */
-  if (cfg.mechanism == GST_RDMA_MECHANISM_SLIDING_WINDOW)
+  if (cfg->mechanism == GST_RDMA_MECHANISM_SLIDING_WINDOW)
     self->max_held_now = 0;
   self->device_blocks_now = self->device_blocks;
   self->usable_blocks = self->blocks - self->blocks / 4;
   /* n_pads is not reset: the pads live as long as the element. */
   self->max_queued_now = self->max_queued;
-  self->can_pause = cfg.mechanism == GST_RDMA_MECHANISM_STATUS_BYTE;
+  self->can_pause = cfg->mechanism == GST_RDMA_MECHANISM_STATUS_BYTE;
   self->timeout_now = self->timeout;
   self->device_lost_eos_now = self->device_lost_eos;
-  stats_interval = self->stats_interval;
-  GST_OBJECT_UNLOCK(self);
-  /* The receiver parses it too; parsed here first for its own message. */
+}
+
+static void gst_rdma_src_config_clear(GstRdmaReceiverConfig *cfg)
+{
+  g_free((gchar *)cfg->address);
+  g_free((gchar *)cfg->allowed_senders);
+}
+
+/* The receiver parses allowed-senders too; parsed here first for a
+ * message of our own. */
+static gboolean gst_rdma_src_check_allowed(GstRdmaSrc *self,
+                                           const GstRdmaReceiverConfig *cfg)
+{
+  const gchar *allowed = cfg->allowed_senders;
+  sbr_addr_list *list = NULL;
+  char errbuf[256] = "";
+  int ret;
+
   ret = sbr_addr_list_parse(allowed, &list, errbuf, sizeof errbuf);
   if (ret < 0) {
     const gchar *why = errbuf[0] ? errbuf : g_strerror(-ret);
@@ -1061,17 +962,19 @@ static gboolean gst_rdma_src_open(GstRdmaSrc *self)
     GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS,
                       ("Invalid allowed-senders \"%s\": %s.", allowed, why),
                       ("%s", errbuf));
-    g_free(allowed);
-    g_free(address);
     return FALSE;
   }
   GST_INFO_OBJECT(self,
                   "allowed senders: %s, at most %u connection "
                   "attempts a second",
-                  list ? allowed : "anyone", cfg.max_connects_per_second);
+                  list ? allowed : "anyone", cfg->max_connects_per_second);
   sbr_addr_list_free(list);
+  return TRUE;
+}
 
-  /* Before joining: the receive thread calls us from then on. */
+/* Before joining: the receive thread calls us from then on. */
+static void gst_rdma_src_reset_run(GstRdmaSrc *self)
+{
   self->refusals = gst_rdma_refusals_new();
   self->copies = self->no_caps_drops = 0;
   self->n_paused = 0;
@@ -1081,40 +984,78 @@ static gboolean gst_rdma_src_open(GstRdmaSrc *self)
   self->eos_done = FALSE;
   g_atomic_int_set(&self->eos_requested, 0);
   gst_flow_combiner_reset(self->flow.combiner);
+}
 
-  shared = gst_rdma_receiver_join(&cfg, &self->member, &error);
-  if (!shared) {
-    if (error->code == GST_RESOURCE_ERROR_SETTINGS)
-      GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("%s", error->message),
-                        (NULL));
-    else
-      GST_ELEMENT_ERROR(self, RESOURCE, OPEN_READ,
-                        ("Could not listen on %s:%u.", address, cfg.port),
-                        ("%s", error->message));
-    g_clear_error(&error);
-    gst_rdma_refusals_free(self->refusals);
-    self->refusals = NULL;
-    g_free(allowed);
-    g_free(address);
+/* Joins the process's receiver for cfg, or posts why not. */
+static GstRdmaReceiver *gst_rdma_src_join(GstRdmaSrc *self,
+                                          const GstRdmaReceiverConfig *cfg)
+{
+  GstRdmaReceiver *shared;
+  GError *error = NULL;
+
+  shared = gst_rdma_receiver_join(cfg, &self->member, &error);
+  if (shared)
+    return shared;
+  if (error->code == GST_RESOURCE_ERROR_SETTINGS)
+    GST_ELEMENT_ERROR(self, RESOURCE, SETTINGS, ("%s", error->message), (NULL));
+  else
+    GST_ELEMENT_ERROR(self, RESOURCE, OPEN_READ,
+                      ("Could not listen on %s:%u.", cfg->address, cfg->port),
+                      ("%s", error->message));
+  g_clear_error(&error);
+  gst_rdma_refusals_free(self->refusals);
+  self->refusals = NULL;
+  return NULL;
+}
+
+/* Joins the process's receiver for our transport, address and port
+ * (listening if we are the first) and gets ready for our devices' frames,
+ * which its receive thread hands us from now on. */
+static gboolean gst_rdma_src_open(GstRdmaSrc *self)
+{
+  GstRdmaReceiverConfig cfg;
+  GstRdmaReceiver *shared;
+  guint stats_interval;
+  gint device_id;
+
+  GST_OBJECT_LOCK(self);
+  if (!gst_rdma_uri_error_check_locked(GST_ELEMENT(self), self->uri_error))
+    return FALSE;
+  gst_rdma_src_take_config_locked(self, &cfg);
+  stats_interval = self->stats_interval;
+  device_id = self->device_id;
+  GST_OBJECT_UNLOCK(self);
+  if (!gst_rdma_src_check_allowed(self, &cfg)) {
+    gst_rdma_src_config_clear(&cfg);
     return FALSE;
   }
-  g_free(allowed);
-  GST_INFO_OBJECT(self,
-                  "receiving on %s:%u, device %d, %u blocks of %u bytes, "
-                  "device-blocks %u",
-                  address, cfg.port, self->device_id, cfg.blocks,
-                  cfg.block_size, self->device_blocks_now);
-  g_free(address);
+  gst_rdma_src_reset_run(self);
+  shared = gst_rdma_src_join(self, &cfg);
+  if (shared)
+    GST_INFO_OBJECT(self,
+                    "receiving on %s:%u, device %d, %u blocks of %u bytes, "
+                    "device-blocks %u",
+                    cfg.address, cfg.port, device_id, cfg.blocks,
+                    cfg.block_size, self->device_blocks_now);
+  gst_rdma_src_config_clear(&cfg);
+  if (!shared)
+    return FALSE;
 
   GST_OBJECT_LOCK(self);
   self->receiver = gst_rdma_receiver_get_sbr(shared);
   self->held = g_atomic_rc_box_acquire(gst_rdma_receiver_get_held(shared));
   gst_rdma_receiver_add_pads(shared, (gint)self->n_pads);
+  /* Pads requested while we joined (after the receiver asked which we
+   * have) are routed to us too. */
+  for (guint d = 0; d < SBR_MAX_DEVICES; d++)
+    if (self->requested[d] ||
+        (self->devices[d] && !g_atomic_int_get(&self->devices[d]->released)))
+      gst_rdma_receiver_route_pad(shared, &self->member, d, TRUE);
   self->shared = shared;
   GST_OBJECT_UNLOCK(self);
   self->ticker = gst_rdma_stats_ticker_start(GST_ELEMENT(self), stats_interval,
                                              gst_rdma_src_get_stats);
-  if (self->device_id >= 0) {
+  if (device_id >= 0) {
     /* One camera, its pad there from the start: nothing more will come
      * (uridecodebin, playbin and decodebin wait for this). */
     gst_element_no_more_pads(GST_ELEMENT(self));

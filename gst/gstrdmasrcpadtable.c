@@ -469,9 +469,11 @@ GstPad *gst_rdma_src_request_new_pad(GstElement *element, GstPadTemplate *templ,
     return NULL;
   }
   if (self->device_id >= 0 && device != (guint64)self->device_id) {
+    gint device_id = self->device_id;
+
     GST_OBJECT_UNLOCK(self);
-    GST_WARNING_OBJECT(self, "device-id=%d: no pad for device %u",
-                       self->device_id, (guint)device);
+    GST_WARNING_OBJECT(self, "device-id=%d: no pad for device %u", device_id,
+                       (guint)device);
     return NULL;
   }
   if (self->shared && gst_rdma_receiver_device_taken(
@@ -489,8 +491,13 @@ GstPad *gst_rdma_src_request_new_pad(GstElement *element, GstPadTemplate *templ,
   g_atomic_int_set(&self->have_requested, 1);
   active = GST_STATE(self) >= GST_STATE_PAUSED ||
            GST_STATE_TARGET(self) >= GST_STATE_PAUSED;
-  if (self->shared)
+  if (self->shared) {
+    /* Beside an rdmasrc that takes every device, this device's frames
+     * come to us from now on. */
+    gst_rdma_receiver_route_pad(self->shared, &self->member, (guint)device,
+                                TRUE);
     sbr_receiver_wakeup(self->receiver);
+  }
   GST_OBJECT_UNLOCK(self);
 
   pad = GST_PAD(dev->pad);
@@ -524,6 +531,9 @@ void gst_rdma_src_release_pad(GstElement *element, GstPad *pad)
     gst_flow_combiner_remove_pad(self->flow.combiner, pad);
     g_mutex_unlock(&self->flow.lock);
     GST_OBJECT_LOCK(self);
+    if (self->shared)
+      gst_rdma_receiver_route_pad(self->shared, &self->member, dev->device,
+                                  FALSE);
     if (self->requested[dev->device] == dev) {
       /* Never adopted: nobody else knows it. */
       self->requested[dev->device] = NULL;

@@ -479,8 +479,8 @@ GST_END_TEST;
 
 /* Blurbs are what gst-inspect prints under each property: one or two
  * sentences (the details are in the element documentation).
- * rdmasink's block-size still tells itself apart from basesink's
- * blocksize, periodic stats are opt-in on both elements, and the enums
+ * rdmasink's "blocksize" (its own, hiding basesink's) says it is
+ * block-size, periodic stats are opt-in on both elements, and the enums
  * are marked as plugin API. */
 static void check_blurbs(const gchar *factory)
 {
@@ -514,8 +514,8 @@ GST_START_TEST(test_blurbs_are_short)
 
   check_blurbs("rdmasink");
   check_blurbs("rdmasrc");
-  pspec = g_object_class_find_property(G_OBJECT_GET_CLASS(sink), "block-size");
-  fail_unless(strstr(g_param_spec_get_blurb(pspec), "\"blocksize\"") != NULL);
+  pspec = g_object_class_find_property(G_OBJECT_GET_CLASS(sink), "blocksize");
+  fail_unless(strstr(g_param_spec_get_blurb(pspec), "block-size") != NULL);
   pspec =
       g_object_class_find_property(G_OBJECT_GET_CLASS(src), "stats-interval");
   fail_unless(strstr(g_param_spec_get_blurb(pspec), "rdmasrc-device-stats") !=
@@ -630,6 +630,62 @@ GST_START_TEST(test_metadata_has_standard_keys_only)
 
 GST_END_TEST;
 
+/* basesink's "blocksize" (bytes per pull, which this push-mode sink never
+ * makes) stood beside rdmasink's block-size and did nothing when set:
+ * rdmasink's own "blocksize" hides it and is block-size, on a launch
+ * line too, and gst-inspect shows it once. */
+GST_START_TEST(test_blocksize_is_block_size)
+{
+  GstElement *sink = gst_parse_launch("rdmasink name=k blocksize=65536", NULL);
+  GParamSpec *pspec;
+  guint size = 0;
+  gchar *out, *found;
+
+  fail_unless(sink != NULL);
+  pspec = g_object_class_find_property(G_OBJECT_GET_CLASS(sink), "blocksize");
+  fail_unless(pspec != NULL);
+  fail_unless_equals_string(g_type_name(pspec->owner_type), "GstRdmaSink");
+  g_object_get(sink, "block-size", &size, NULL);
+  fail_unless_equals_int(size, 65536);
+  g_object_set(sink, "block-size", 4096, NULL);
+  g_object_get(sink, "blocksize", &size, NULL);
+  fail_unless_equals_int(size, 4096);
+  gst_object_unref(sink);
+
+  out = inspect("rdmasink");
+  found = strstr(out, "  blocksize ");
+  fail_unless(found != NULL, "%s", out);
+  fail_if(strstr(found + 1, "  blocksize "), "blocksize twice:\n%s", out);
+  g_free(out);
+}
+
+GST_END_TEST;
+
+/* The author is someone to write to, and the plugin says where it came
+ * from (the docs cache said "Unknown package origin"). */
+GST_START_TEST(test_author_and_origin)
+{
+  static const gchar *const factories[] = {"rdmasink", "rdmasrc"};
+  GstPlugin *plugin = gst_registry_find_plugin(gst_registry_get(), "rdma");
+
+  for (guint i = 0; i < G_N_ELEMENTS(factories); i++) {
+    GstElementFactory *f = gst_element_factory_find(factories[i]);
+    const gchar *author;
+
+    fail_unless(f != NULL, "%s", factories[i]);
+    author = gst_element_factory_get_metadata(f, GST_ELEMENT_METADATA_AUTHOR);
+    fail_unless(author && strchr(author, '<') && strchr(author, '@') &&
+                    g_str_has_suffix(author, ">"),
+                "%s: author \"%s\"", factories[i], GST_STR_NULL(author));
+    gst_object_unref(f);
+  }
+  fail_unless(plugin != NULL);
+  fail_if(g_str_equal(gst_plugin_get_origin(plugin), "Unknown package origin"));
+  gst_object_unref(plugin);
+}
+
+GST_END_TEST;
+
 static Suite *rdma_output_suite(void)
 {
   Suite *s = suite_create("rdma-output");
@@ -644,6 +700,8 @@ static Suite *rdma_output_suite(void)
   tcase_add_test(tc, test_blurbs_are_short);
   tcase_add_test(tc, test_inspect_lists_pad_properties);
   tcase_add_test(tc, test_metadata_has_standard_keys_only);
+  tcase_add_test(tc, test_blocksize_is_block_size);
+  tcase_add_test(tc, test_author_and_origin);
   return s;
 }
 

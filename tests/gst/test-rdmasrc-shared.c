@@ -70,28 +70,53 @@ static GstFlowReturn on_sample(GstAppSink *sink, gpointer data)
   return GST_FLOW_OK;
 }
 
-/* rdmasrc device-id=device ! appsink, with extra rdmasrc properties. */
-static Camera *camera_new(guint port, guint device, const gchar *props)
+/* The pipeline of desc, whose rdmasrc is named src_name and its appsink
+ * "out", for camera device. */
+static Camera *camera_parse(const gchar *desc, const gchar *src_name,
+                            guint device)
 {
   Camera *cam = g_new0(Camera, 1);
-  /* over-budget=pause: a reader stalled by a loaded machine pauses the
-   * sender rather than losing frames, so a gap is always ours. */
-  gchar *desc = g_strdup_printf(
-      "rdmasrc name=r transport=%s address=%s port=%u device-id=%u "
-      "over-budget=pause max-queued=300 stats-interval=0 %s ! appsink name=s "
-      "sync=false async=false "
-      "emit-signals=false",
-      transport, rdma_addr, port, device, props ? props : "");
   GstAppSinkCallbacks cb = {.new_sample = on_sample};
   GstElement *sink;
 
   cam->device = device;
   cam->pipeline = parse(desc);
-  g_free(desc);
-  cam->src = gst_bin_get_by_name(GST_BIN(cam->pipeline), "r");
-  sink = gst_bin_get_by_name(GST_BIN(cam->pipeline), "s");
+  cam->src = gst_bin_get_by_name(GST_BIN(cam->pipeline), src_name);
+  sink = gst_bin_get_by_name(GST_BIN(cam->pipeline), "out");
   gst_app_sink_set_callbacks(GST_APP_SINK(sink), &cb, cam, NULL);
   gst_object_unref(sink);
+  return cam;
+}
+
+/* over-budget=pause: a reader stalled by a loaded machine pauses the
+ * sender rather than losing frames, so a gap is always ours. */
+#define CAMERA_PROPS "over-budget=pause max-queued=300 stats-interval=0"
+#define CAMERA_SINK "appsink name=out sync=false async=false emit-signals=false"
+
+/* rdmasrc device-id=device ! appsink, with extra rdmasrc properties. */
+static Camera *camera_new(guint port, guint device, const gchar *props)
+{
+  gchar *desc =
+      g_strdup_printf("rdmasrc name=r transport=%s address=%s port=%u "
+                      "device-id=%u " CAMERA_PROPS " %s ! " CAMERA_SINK,
+                      transport, rdma_addr, port, device, props ? props : "");
+  Camera *cam = camera_parse(desc, "r", device);
+
+  g_free(desc);
+  return cam;
+}
+
+/* rdmasrc name=name name.src_<device> ! appsink: the camera named by a
+ * request pad, no device-id. */
+static Camera *camera_by_pad_new(guint port, const gchar *name, guint device)
+{
+  gchar *desc = g_strdup_printf(
+      "rdmasrc name=%s transport=%s address=%s port=%u " CAMERA_PROPS
+      " %s.src_%u ! " CAMERA_SINK,
+      name, transport, rdma_addr, port, name, device);
+  Camera *cam = camera_parse(desc, name, device);
+
+  g_free(desc);
   return cam;
 }
 
@@ -261,6 +286,43 @@ GST_START_TEST(test_unclaimed_devices_dropped)
 }
 GST_END_TEST;
 
+/* Two rdmasrcs of a process on one port, each naming its camera by a
+ * request pad and neither a device-id: the second to start takes just its
+ * pad's device (it failed with "both take every device"), so each gets
+ * its own camera and no pad of the other's. */
+GST_START_TEST(test_request_pads_split_the_cameras)
+{
+  guint port = test_port();
+  GstElement *rig = rig_new(port, 2);
+  Camera *cams[2] = {camera_by_pad_new(port, "first", 0),
+                     camera_by_pad_new(port, "second", 1)};
+
+  play(cams[0]->pipeline);
+  play(cams[1]->pipeline);
+  play(rig);
+  for (guint d = 0; d < 2; d++)
+    fail_unless(wait_frames(cams[d], 25), "camera %u: %d frames", d,
+                g_atomic_int_get(&cams[d]->frames));
+  for (guint d = 0; d < 2; d++) {
+    GstStructure *s = stats_of(cams[d]);
+    gchar other[16];
+    GstPad *pad;
+
+    g_snprintf(other, sizeof other, "device-%u", 1 - d);
+    fail_if(gst_structure_has_field(s, other), "camera %u: %" GST_PTR_FORMAT, d,
+            s);
+    gst_structure_free(s);
+    g_snprintf(other, sizeof other, "src_%u", 1 - d);
+    pad = gst_element_get_static_pad(cams[d]->src, other);
+    fail_if(pad != NULL, "camera %u has %s", d, other);
+    fail_unless_equals_int(g_atomic_int_get(&cams[d]->wrong), 0);
+  }
+  stop(rig);
+  camera_free(cams[1]);
+  camera_free(cams[0]);
+}
+GST_END_TEST;
+
 /* One camera's pipeline stops mid-stream and starts again, another fails
  * to start (its settings can't be shared): the other cameras lose no
  * frame, get no DISCONT; the restarted one gets its stream again although
@@ -352,8 +414,8 @@ GST_START_TEST(test_last_out_closes)
 GST_END_TEST;
 
 /* What can't be shared is an error at READY->PAUSED that names both
- * rdmasrcs: other geometry or mechanism, the same device twice, two that
- * take every device. */
+ * rdmasrcs: other geometry or mechanism, the same device twice (by
+ * device-id or pad names), two that take every device. */
 GST_START_TEST(test_conflicts_name_both)
 {
   static const struct {
@@ -364,6 +426,7 @@ GST_START_TEST(test_conflicts_name_both)
       {"device-id=0", "device-id=0", "device 0"},
       {"device-id=-1", "device-id=-1", "every device"},
       {"first.src_4", "device-id=4", "device 4"},
+      {"first.src_1", "second.src_1", "device 1"},
   };
 
   for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
@@ -556,6 +619,7 @@ static Suite *rdmasrc_shared_suite(void)
   tcase_add_test(tc, test_members_independent);
   tcase_add_test(tc, test_last_out_closes);
   tcase_add_test(tc, test_conflicts_name_both);
+  tcase_add_test(tc, test_request_pads_split_the_cameras);
   tcase_add_test(tc, test_device_pad_takes_element_policy);
   tcase_add_test(tc, test_sender_connected_and_left_messages);
   tcase_add_test(tc, test_sender_refused_message);
