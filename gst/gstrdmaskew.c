@@ -423,11 +423,13 @@ static void fit_line(GstRdmaSkew *skew)
 
 /* Lower envelope: the sample into the open window; a window closes at the
  * first sample GST_RDMA_SKEW_WINDOW of sender time after it opened (a gap
- * in sender time closes it at the next sample). */
+ * in sender time closes it at the next sample) once it has
+ * GST_RDMA_SKEW_WINDOW_SAMPLES. */
 static void add_to_envelope(GstRdmaSkew *skew, GstClockTime s, gint64 delay)
 {
   if (skew->window_open && s >= skew->window_start &&
-      s - skew->window_start >= (GstClockTime)GST_RDMA_SKEW_WINDOW) {
+      s - skew->window_start >= (GstClockTime)GST_RDMA_SKEW_WINDOW &&
+      skew->window_samples >= GST_RDMA_SKEW_WINDOW_SAMPLES) {
     skew->windows[skew->next_window] = skew->window_min;
     skew->next_window = (skew->next_window + 1) % GST_RDMA_SKEW_N_WINDOWS;
     if (skew->n_windows < GST_RDMA_SKEW_N_WINDOWS)
@@ -438,12 +440,14 @@ static void add_to_envelope(GstRdmaSkew *skew, GstClockTime s, gint64 delay)
   if (!skew->window_open) {
     skew->window_open = TRUE;
     skew->window_start = s;
+    skew->window_samples = 0;
     skew->window_min.sender_time = s;
     skew->window_min.delay = delay;
   } else if (delay < skew->window_min.delay) {
     skew->window_min.sender_time = s;
     skew->window_min.delay = delay;
   }
+  skew->window_samples++;
   /* Until a window closes, the line is the open window's minimum at the
    * rate we have (none, or the last base's). */
   if (skew->n_windows == 0) {

@@ -20,6 +20,9 @@ G_BEGIN_DECLS
  * a frame that met no queueing (25 at 25 fps), short enough that the line
  * follows a rate within seconds. */
 #define GST_RDMA_SKEW_WINDOW (1 * GST_SECOND)
+/* ... and at least this many frames: at 1 fps or less a window of one
+ * frame would be that frame's jitter, not a minimum. */
+#define GST_RDMA_SKEW_WINDOW_SAMPLES 8
 /* Windows the line is fitted through: 32 s of history puts a 100 ppm rate
  * within a few ppm under milliseconds of jitter, and a drifting oscillator
  * (temperature) is followed within half a minute. */
@@ -81,6 +84,7 @@ typedef struct {
   guint n_windows, next_window;
   gboolean window_open;
   GstClockTime window_start;
+  guint window_samples;
   GstRdmaSkewPoint window_min;
 
   /* The fitted line: delay(s) = line_delay + line_slope * (s - line_time),

@@ -265,6 +265,51 @@ static void feed_stall(Sim *sim, guint first, GstClockTime stall)
          clean_arrival(sim, k), TRUE);
 }
 
+/* An oscillator's rate wandering with temperature: 50 ppm +- 30 ppm, a
+ * triangle over 6 h cycles (no libm in the tests' link). */
+static gdouble wandering_rate(gdouble local_ns)
+{
+  gdouble cycles = local_ns / (6 * 3600e9);
+  gdouble phase = cycles - (gdouble)(gint64)cycles;
+
+  return 1.0 + 50e-6 + 30e-6 * (4 * ABS(phase - 0.5) - 1);
+}
+
+GST_START_TEST(test_two_days_of_a_wandering_oscillator)
+{
+  /* For two days (an unfollowed 50 ppm is 8.6 s by then).  One frame
+   * every 2 s keeps it to a fraction of a second of CPU, and is a low
+   * frame rate's case: windows of 8 frames, 16 s. */
+  const GstClockTime interval = 2 * GST_SECOND;
+  const guint n_frames = (guint)(48 * 3600 * GST_SECOND / interval);
+  static const guint first_only[] = {0};
+  gdouble local = 0; /* ns of our clock since frame 0's capture */
+  gdouble worst_ppm_error = 0;
+  Sim sim;
+
+  sim_init(&sim, "50 +- 30 ppm over 6 h cycles, 2 days", 1.00005, 0);
+  for (guint k = 0; k < n_frames; k++) {
+    gdouble rate = wandering_rate(local);
+    GstClockTime clean = sim.a0 + BASE_DELAY + (GstClockTime)local;
+
+    feed(&sim, k * interval, clean + jitter(&sim), clean, FALSE);
+    /* Once 8 windows of 8 frames give the slope. */
+    if (local > 3600e9)
+      worst_ppm_error =
+          MAX(worst_ppm_error,
+              ABS(gst_rdma_skew_get_rate_ppm(&sim.skew) - (rate - 1) * 1e6));
+    local += (gdouble)interval / rate;
+  }
+  g_print("%s: worst rate error %.1f ppm\n", sim.name, worst_ppm_error);
+  /* Its truth wanders; the bounds are what matter. */
+  sim.rate = wandering_rate(local);
+  check_bounded(&sim, 10);
+  check_disconts(&sim, 1, first_only);
+  fail_unless(worst_ppm_error < 10);
+  sim_clear(&sim);
+}
+GST_END_TEST;
+
 GST_START_TEST(test_bursts_after_stalls)
 {
   static const guint first_only[] = {0};
@@ -548,6 +593,7 @@ static Suite *rdmasrc_skew_suite(void)
   suite_add_tcase(s, tc);
   tcase_add_test(tc, test_sender_one_percent_fast_and_slow);
   tcase_add_test(tc, test_sender_100_ppm_over_3_minutes);
+  tcase_add_test(tc, test_two_days_of_a_wandering_oscillator);
   tcase_add_test(tc, test_jitter_as_large_as_frames);
   tcase_add_test(tc, test_bursts_after_stalls);
   tcase_add_test(tc, test_sender_pause);
