@@ -110,8 +110,9 @@
 GST_DEBUG_CATEGORY_STATIC(gst_rdma_skew_debug);
 #define GST_CAT_DEFAULT gst_rdma_skew_debug
 
-/* A refit drops minima this far above the first fit, plus 3 x the median
- * residual: a window whose every frame was held up. */
+/* Least squares leaves out the minima this far off the robust line, plus
+ * 3 x the median residual: windows whose every frame was held up, or the
+ * first of a moved envelope. */
 #define HELD_UP_WINDOW_MARGIN (1 * GST_MSECOND)
 /* While samples off the mapping are not yet CONFIRM_SPAN apart, arrivals
  * may lag their sender times by this much before the candidate base is
@@ -556,7 +557,6 @@ GstClockTime gst_rdma_skew_observe(GstRdmaSkew *skew, GstClockTime sender_time,
   g_return_val_if_fail(is_time(arrival), GST_CLOCK_TIME_NONE);
 
   skew->stats.observed++;
-  skew->last_arrival = arrival;
   if (!is_time(sender_time)) {
     skew->stats.invalid++;
     *flags |= GST_RDMA_SKEW_FLAG_OFF_MAPPING;

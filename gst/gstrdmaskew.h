@@ -104,7 +104,6 @@ typedef struct {
 
   /* Monotonic output: never below the last time returned. */
   GstClockTime last_out;
-  GstClockTime last_arrival;
 
   /* Samples off the mapping, until they turn out a new base or outliers. */
   guint n_suspects;
