@@ -91,6 +91,16 @@
  * arrival times, on the new base already), a forward step.  Never for
  * jitter, bursts, outliers or corrections, which the slew spreads out.
  *
+ * Streams.  One estimator serves a lane: its devices share the sender's
+ * clock, and pool their frames into the envelope.  Their sender times
+ * interleave (one camera captures a little after another, frames arrive
+ * in either order), so the guard and DISCONT are per stream
+ * (GstRdmaSkewStream, a device): a frame older than the newest is mapped
+ * as it is, without moving the mapping, and a stream flags DISCONT at its
+ * first frame after the mapping started again or jumped forward (the
+ * estimator's generation).  gst_rdma_skew_observe is the one-stream
+ * case.
+ *
  * Why not a running minimum with smoothing (rtpjitterbuffer)?  That
  * estimates the offset, not the rate, and lags the envelope by its
  * smoothing; at 1 % a lag of seconds is tens of ms.  A line through
@@ -184,17 +194,26 @@ void gst_rdma_skew_init(GstRdmaSkew *skew)
     g_once_init_leave(&debug_done, 1);
   }
   memset(skew, 0, sizeof *skew);
-  skew->last_out = GST_CLOCK_TIME_NONE;
-  skew->discont_pending = TRUE;
+  gst_rdma_skew_stream_init(&skew->own_stream);
+}
+
+void gst_rdma_skew_stream_init(GstRdmaSkewStream *stream)
+{
+  stream->started = FALSE;
+  stream->generation_seen = 0;
+  stream->last_out = GST_CLOCK_TIME_NONE;
 }
 
 void gst_rdma_skew_reset(GstRdmaSkew *skew)
 {
   GstRdmaSkewStats stats = skew->stats;
+  guint generation = skew->generation;
 
   gst_rdma_skew_init(skew);
   skew->stats = stats;
   skew->stats.resets++;
+  /* Other streams of the estimator see the new mapping as a DISCONT. */
+  skew->generation = generation + 1;
 }
 
 static int compare_doubles(const void *a, const void *b)
@@ -470,27 +489,29 @@ static void start_mapping(GstRdmaSkew *skew, GstClockTime s,
   skew->have_mapping = TRUE;
   skew->map_time = s;
   skew->map_out = arrival;
+  skew->generation++;
 }
 
-/* The monotonic guard and the pending DISCONT, on every output. */
-static GstClockTime emit(GstRdmaSkew *skew, GstClockTime out,
-                         GstRdmaSkewFlags *flags)
+/* The stream's monotonic guard and DISCONT, on every output. */
+static GstClockTime emit(const GstRdmaSkew *skew, GstRdmaSkewStream *stream,
+                         GstClockTime out, GstRdmaSkewFlags *flags)
 {
-  if (skew->discont_pending) {
+  if (!stream->started || stream->generation_seen != skew->generation) {
     *flags |= GST_RDMA_SKEW_FLAG_DISCONT;
-    skew->discont_pending = FALSE;
+    stream->started = TRUE;
+    stream->generation_seen = skew->generation;
   }
-  if (GST_CLOCK_TIME_IS_VALID(skew->last_out) && out < skew->last_out)
-    out = skew->last_out;
-  skew->last_out = out;
+  if (GST_CLOCK_TIME_IS_VALID(stream->last_out) && out < stream->last_out)
+    out = stream->last_out;
+  stream->last_out = out;
   return out;
 }
 
 /* The mapping moves to s at the line's rate and closes in on the line,
  * at most the slew's share of the sender time elapsed; a distance beyond
- * GST_RDMA_SKEW_STEP_THRESHOLD it jumps (a DISCONT when forward: returns
- * TRUE). */
-static gboolean advance_mapping(GstRdmaSkew *skew, GstClockTime s)
+ * GST_RDMA_SKEW_STEP_THRESHOLD it jumps (a DISCONT for the streams when
+ * forward). */
+static void advance_mapping(GstRdmaSkew *skew, GstClockTime s)
 {
   gint64 predicted, target, error, limit;
   gdouble elapsed;
@@ -504,11 +525,12 @@ static gboolean advance_mapping(GstRdmaSkew *skew, GstClockTime s)
     GST_INFO("the mapping steps by %.1f ms", (gdouble)error / GST_MSECOND);
     skew->stats.steps++;
     skew->map_out = time_from(target);
-    return error > 0;
+    if (error > 0)
+      skew->generation++;
+    return;
   }
   limit = round_ns(elapsed * GST_RDMA_SKEW_SLEW_PPM / 1e6);
   skew->map_out = time_from(predicted + CLAMP(error, -limit, limit));
-  return FALSE;
 }
 
 /* A sample off the mapping: a new base once the samples off it agree. */
@@ -518,6 +540,14 @@ static gboolean confirms_new_base(GstRdmaSkew *skew, GstClockTime s,
   gint64 span, arrival_span;
   gboolean keeps_pace;
 
+  /* A sender time a little before the candidate's (another stream's
+   * frame) neither confirms nor drops it. */
+  if (skew->n_suspects > 0 && side == skew->suspect_side &&
+      s < skew->suspect_time &&
+      skew->suspect_time - s <= (GstClockTime)PACE_TOLERANCE) {
+    skew->n_suspects++;
+    return FALSE;
+  }
   if (skew->n_suspects > 0 && side == skew->suspect_side &&
       s >= skew->suspect_time) {
     span = (gint64)(s - skew->suspect_time);
@@ -545,6 +575,18 @@ GstClockTime gst_rdma_skew_observe(GstRdmaSkew *skew, GstClockTime sender_time,
                                    GstClockTime arrival,
                                    GstRdmaSkewFlags *flags)
 {
+  g_return_val_if_fail(skew != NULL, GST_CLOCK_TIME_NONE);
+
+  return gst_rdma_skew_observe_stream(skew, &skew->own_stream, sender_time,
+                                      arrival, flags);
+}
+
+GstClockTime gst_rdma_skew_observe_stream(GstRdmaSkew *skew,
+                                          GstRdmaSkewStream *stream,
+                                          GstClockTime sender_time,
+                                          GstClockTime arrival,
+                                          GstRdmaSkewFlags *flags)
+{
   GstRdmaSkewFlags unused;
   gint64 delay;
   gdouble residual;
@@ -553,14 +595,14 @@ GstClockTime gst_rdma_skew_observe(GstRdmaSkew *skew, GstClockTime sender_time,
   if (!flags)
     flags = &unused;
   *flags = GST_RDMA_SKEW_FLAG_NONE;
-  g_return_val_if_fail(skew != NULL, GST_CLOCK_TIME_NONE);
+  g_return_val_if_fail(skew != NULL && stream != NULL, GST_CLOCK_TIME_NONE);
   g_return_val_if_fail(is_time(arrival), GST_CLOCK_TIME_NONE);
 
   skew->stats.observed++;
   if (!is_time(sender_time)) {
     skew->stats.invalid++;
     *flags |= GST_RDMA_SKEW_FLAG_OFF_MAPPING;
-    return emit(skew, arrival, flags);
+    return emit(skew, stream, arrival, flags);
   }
   delay = (gint64)arrival - (gint64)sender_time;
 
@@ -569,7 +611,7 @@ GstClockTime gst_rdma_skew_observe(GstRdmaSkew *skew, GstClockTime sender_time,
     GST_DEBUG("sender time %" GST_TIME_FORMAT
               " is running time %" GST_TIME_FORMAT " here",
               GST_TIME_ARGS(sender_time), GST_TIME_ARGS(arrival));
-    return emit(skew, arrival, flags);
+    return emit(skew, stream, arrival, flags);
   }
 
   /* Off the applied mapping (within the slew of the line, normally) by
@@ -589,14 +631,13 @@ GstClockTime gst_rdma_skew_observe(GstRdmaSkew *skew, GstClockTime sender_time,
                ABS(residual) / GST_SECOND);
       skew->stats.rebases++;
       start_mapping(skew, sender_time, arrival, delay);
-      skew->discont_pending = TRUE;
       *flags |= GST_RDMA_SKEW_FLAG_REBASED;
-      return emit(skew, arrival, flags);
+      return emit(skew, stream, arrival, flags);
     }
     GST_LOG("sender time %" GST_TIME_FORMAT " off the mapping by %.3f s",
             GST_TIME_ARGS(sender_time), residual / GST_SECOND);
     *flags |= GST_RDMA_SKEW_FLAG_OFF_MAPPING;
-    return emit(skew, arrival, flags);
+    return emit(skew, stream, arrival, flags);
   }
 
   /* It fits: whatever was off the mapping before was outliers. */
@@ -605,15 +646,15 @@ GstClockTime gst_rdma_skew_observe(GstRdmaSkew *skew, GstClockTime sender_time,
 
   add_to_envelope(skew, sender_time, delay);
   if (sender_time > skew->map_time) {
-    if (advance_mapping(skew, sender_time))
-      *flags |= GST_RDMA_SKEW_FLAG_DISCONT;
+    advance_mapping(skew, sender_time);
     out = skew->map_out;
   } else {
-    /* Not past the last sample (a repeated or reordered time): through the
-     * mapping as it is, the guard holds the output. */
+    /* Not past the newest sample (another stream's frame captured a little
+     * before, a repeated or reordered time): through the mapping as it
+     * is; the stream's guard holds a stream's output. */
     out = time_from(mapping_at(skew, sender_time));
   }
-  return emit(skew, out, flags);
+  return emit(skew, stream, out, flags);
 }
 
 GstClockTime gst_rdma_skew_map(const GstRdmaSkew *skew,

@@ -77,6 +77,17 @@ typedef struct {
   gint64 delay;
 } GstRdmaSkewPoint;
 
+/* One output stream fed from an estimator: a device's frames when the
+ * estimator is its lane's, shared by the lane's devices (their sender
+ * times interleave, one sender clock).  Its output never goes back, and
+ * it sees a DISCONT at its first frame and the first after the mapping
+ * started again or jumped forward.  Fields are private. */
+typedef struct {
+  gboolean started;
+  guint generation_seen;
+  GstClockTime last_out;
+} GstRdmaSkewStream;
+
 /* Caller-allocated (embedded in the lane's state); fields are private. */
 typedef struct {
   /* Lower envelope: closed windows (a ring) and the open one. */
@@ -102,15 +113,17 @@ typedef struct {
   gboolean have_mapping;
   GstClockTime map_time, map_out;
 
-  /* Monotonic output: never below the last time returned. */
-  GstClockTime last_out;
+  /* Bumped where the mapping starts or jumps forward: streams flag
+   * DISCONT at their next frame. */
+  guint generation;
+  /* gst_rdma_skew_observe's stream. */
+  GstRdmaSkewStream own_stream;
 
   /* Samples off the mapping, until they turn out a new base or outliers. */
   guint n_suspects;
   gint suspect_side; /* +1 later than the mapping, -1 earlier */
   GstClockTime suspect_time, suspect_arrival;
 
-  gboolean discont_pending;
   GstRdmaSkewStats stats;
 } GstRdmaSkew;
 
@@ -130,6 +143,21 @@ void gst_rdma_skew_reset(GstRdmaSkew *skew);
 GstClockTime gst_rdma_skew_observe(GstRdmaSkew *skew, GstClockTime sender_time,
                                    GstClockTime arrival,
                                    GstRdmaSkewFlags *flags);
+
+/* gst_rdma_skew_observe for one of several streams sharing the estimator
+ * (a lane's devices): the guard and DISCONT are the stream's.  Sender
+ * times may interleave across streams (a device's frame captured a little
+ * before another's): each is mapped as it is. */
+GstClockTime gst_rdma_skew_observe_stream(GstRdmaSkew *skew,
+                                          GstRdmaSkewStream *stream,
+                                          GstClockTime sender_time,
+                                          GstClockTime arrival,
+                                          GstRdmaSkewFlags *flags);
+
+/* A stream starts again: its next output is a DISCONT, and may be below
+ * its last (its pad flushed, its segment restarted).  gst_rdma_skew_reset
+ * does this for observe's own stream only. */
+void gst_rdma_skew_stream_init(GstRdmaSkewStream *stream);
 
 /* Another time of the frame last observed (its PTS when DTS was
  * observed) through the current mapping, without learning from it and

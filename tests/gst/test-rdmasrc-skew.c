@@ -415,6 +415,78 @@ GST_START_TEST(test_small_pause_and_skip)
 }
 GST_END_TEST;
 
+GST_START_TEST(test_one_lane_two_devices)
+{
+  /* A lane carries two cameras of one sender (one clock, 1 % fast):
+   * device 1 captures 13 ms after device 0, and their frames arrive
+   * interleaved, in either order, whatever their sender times.  One
+   * estimator for the lane, a stream per device: each device's output
+   * never goes back, each sees a DISCONT at its first frame and after the
+   * sender's 5 s pause, and the two stay 13 ms apart as captured. */
+  const GstClockTime skew_between = 13 * GST_MSECOND;
+  const guint resume = 8 * PER_S, end = 25 * PER_S;
+  GstRdmaSkew skew;
+  GstRdmaSkewStream streams[2];
+  GstClockTime last[2] = {0, 0};
+  guint disconts[2] = {0, 0};
+  GstClockTimeDiff worst_apart = 0, worst_err = 0;
+  GRand *rand = g_rand_new_with_seed(SEED);
+  GstRdmaSkewStats stats;
+
+  gst_rdma_skew_init(&skew);
+  gst_rdma_skew_stream_init(&streams[0]);
+  gst_rdma_skew_stream_init(&streams[1]);
+  for (guint k = 0; k < end; k++) {
+    GstClockTime paused = k >= resume ? 5 * GST_SECOND : 0;
+    GstClockTime s[2], arrival[2], out[2];
+    guint first;
+
+    for (guint d = 0; d < 2; d++) {
+      GstClockTime captured = k * FRAME + d * skew_between;
+      s[d] = captured;
+      arrival[d] = GST_SECOND + paused + BASE_DELAY +
+                   (GstClockTime)((gdouble)captured / 1.01) +
+                   (GstClockTime)g_rand_double_range(rand, 0, 20 * GST_MSECOND);
+    }
+    first = arrival[0] <= arrival[1] ? 0 : 1;
+    for (guint i = 0; i < 2; i++) {
+      guint d = i == 0 ? first : 1 - first;
+      GstRdmaSkewFlags flags;
+
+      out[d] = gst_rdma_skew_observe_stream(&skew, &streams[d], s[d],
+                                            arrival[d], &flags);
+      fail_unless(out[d] >= last[d], "device %u went back at frame %u", d, k);
+      last[d] = out[d];
+      if (flags & GST_RDMA_SKEW_FLAG_DISCONT) {
+        disconts[d]++;
+        fail_unless(k == 0 || (k > resume && k <= resume + 8),
+                    "device %u: DISCONT at frame %u", d, k);
+      }
+      if (k > 6 * PER_S && !(k >= resume && k < resume + 6 * PER_S))
+        worst_err = MAX(worst_err, ABS(GST_CLOCK_DIFF(arrival[d], out[d])));
+    }
+    if (k > 6 * PER_S && !(k >= resume && k < resume + 6 * PER_S))
+      worst_apart =
+          MAX(worst_apart, ABS(GST_CLOCK_DIFF(out[0], out[1]) -
+                               (GstClockTimeDiff)(skew_between / 1.01)));
+  }
+  gst_rdma_skew_get_stats(&skew, &stats);
+  g_print("one lane, two devices 13 ms apart, 1%% fast, paused 5 s: max "
+          "|PTS - arrival| %.2f ms, devices apart by 13 ms within %.2f ms; "
+          "rate %.1f ppm\n",
+          worst_err / 1e6, worst_apart / 1e6,
+          gst_rdma_skew_get_rate_ppm(&skew));
+  fail_unless_equals_int(disconts[0], 2);
+  fail_unless_equals_int(disconts[1], 2);
+  fail_unless_equals_int(stats.rebases, 1);
+  fail_unless_equals_int(stats.outliers, 0);
+  fail_unless(worst_err < (GstClockTimeDiff)FRAME);
+  fail_unless(worst_apart < 2 * GST_MSECOND);
+  fail_unless(ABS(gst_rdma_skew_get_rate_ppm(&skew) - 10000) < 200);
+  g_rand_free(rand);
+}
+GST_END_TEST;
+
 GST_START_TEST(test_reset_reestimates)
 {
   Sim sim;
@@ -598,6 +670,7 @@ static Suite *rdmasrc_skew_suite(void)
   tcase_add_test(tc, test_bursts_after_stalls);
   tcase_add_test(tc, test_sender_pause);
   tcase_add_test(tc, test_small_pause_and_skip);
+  tcase_add_test(tc, test_one_lane_two_devices);
   tcase_add_test(tc, test_reset_reestimates);
   tcase_add_test(tc, test_absurd_samples_counted);
   tcase_add_test(tc, test_sender_clock_jumps_for_good);
