@@ -1129,13 +1129,24 @@ GST_START_TEST(test_silent_device_times_out_while_others_flow)
   fail_unless(wait_frames(1, 5, WAIT));
 
   change_state(tx1, GST_STATE_PAUSED);
-  msg = wait_named(rx, GST_MESSAGE_ELEMENT, "rdmasrc-device-timeout",
-                   5 * GST_SECOND);
-  fail_unless(msg != NULL, "no rdmasrc-device-timeout");
-  fail_unless(gst_structure_get_uint(gst_message_get_structure(msg),
-                                     "device-id", &dev));
-  fail_unless_equals_int(dev, 1);
-  gst_message_unref(msg);
+  /* Device 1's timeout.  Device 0 may have had one of its own, rightly,
+   * when a loaded host ran its camera 300 ms late: skipped, not a
+   * failure (what is checked is that the silent device is noticed while
+   * the other flows). */
+  for (gint64 end = g_get_monotonic_time() + WAIT / GST_USECOND;;) {
+    gint64 left = end - g_get_monotonic_time();
+
+    msg = left > 0 ? wait_named(rx, GST_MESSAGE_ELEMENT,
+                                "rdmasrc-device-timeout", left * GST_USECOND)
+                   : NULL;
+    fail_unless(msg != NULL, "no rdmasrc-device-timeout of device 1");
+    fail_unless(gst_structure_get_uint(gst_message_get_structure(msg),
+                                       "device-id", &dev));
+    gst_message_unref(msg);
+    if (dev == 1)
+      break;
+    fail_unless_equals_int(dev, 0);
+  }
   fail_unless(wait_frames(0, frames_of(0) + 5, WAIT));
   stop(tx1);
   stop(tx0);
