@@ -353,10 +353,21 @@ static void backpressure_wait_times_out_then_proceeds(void)
   sbr_receiver_free(r);
 }
 
-static void *wake_after_100ms(void *arg)
+/* A wakeup reaches a send already waiting, not one that starts later: so
+ * one every 100 ms until the send has returned, however late the test
+ * thread gets to its wait on a loaded host. */
+struct waker {
+  sbr_sender *s;
+  atomic_bool done;
+};
+
+static void *wake_until_returned(void *arg)
 {
-  usleep(100000);
-  sbr_sender_wakeup(arg);
+  struct waker *w = arg;
+  while (!atomic_load(&w->done)) {
+    usleep(100000);
+    sbr_sender_wakeup(w->s);
+  }
   return NULL;
 }
 
@@ -374,9 +385,11 @@ static void wakeup_interrupts_a_waiting_send(void)
     ASSERT_OK(fixture_send(s, 0, i, 100));
   usleep(20000);
   pthread_t t;
-  ASSERT(pthread_create(&t, NULL, wake_after_100ms, s) == 0);
+  struct waker w = {.s = s};
+  ASSERT(pthread_create(&t, NULL, wake_until_returned, &w) == 0);
   uint64_t t0 = now_ns();
   ASSERT_EQ(fixture_send(s, 0, 4, 100), -EINTR);
+  atomic_store(&w.done, true);
   ASSERT_MSG(ms_since(t0) < 5000, "the wakeup took %llu ms",
              (unsigned long long)ms_since(t0));
   pthread_join(t, NULL);
@@ -845,14 +858,25 @@ static void sliding_window_stalls_behind_a_held_block(void)
     fixture_send(s, 0, i, 100);
     usleep(1000);
   }
+  /* The N-1 blocks that get through, however late a loaded host posts
+   * them; then none more (a slow host can only let more through late). */
   unsigned got = 0;
   sbr_block *b;
+  while (got < 3 && sbr_receiver_next(r, 10000, &b) == 0) {
+    got++;
+    sbr_block_release(b);
+  }
+  ASSERT_EQ(got, 3);
   while (sbr_receiver_next(r, 300, &b) == 0) {
     got++;
     sbr_block_release(b);
   }
   ASSERT_EQ(got, 3);
   sbr_block_release(held);
+  ASSERT_MSG(sbr_receiver_next(r, 10000, &b) == 0,
+             "nothing flowed after the held block was released");
+  sbr_block_release(b);
+  got++;
   while (sbr_receiver_next(r, 300, &b) == 0) {
     got++;
     sbr_block_release(b);
@@ -867,14 +891,20 @@ static void sliding_window_stalls_behind_a_held_block(void)
 /* A release that is preempted between its status 0 and its state FREE: the
  * sender may write the next block there while scans skip it. */
 static atomic_bool releases_slow;
+static atomic_bool release_stalled;
 
 static void slow_release(struct sbr__lane *lane, uint32_t index)
 {
   sbr__receiver_status_byte.release(lane, index);
   /* An atomic switch, not a rewrite of the engine table, which the
-   * releasing thread reads meanwhile (ThreadSanitizer saw that race). */
-  if (atomic_load(&releases_slow))
-    usleep(300000);
+   * releasing thread reads meanwhile (ThreadSanitizer saw that race).
+   * Stalled until the test has done its part, not for a time a loaded
+   * host may not give it (20 s at most). */
+  if (atomic_load(&releases_slow)) {
+    atomic_store(&release_stalled, true);
+    for (unsigned ms = 0; atomic_load(&releases_slow) && ms < 20000; ms++)
+      usleep(1000);
+  }
 }
 
 struct releaser {
@@ -894,6 +924,7 @@ static void block_landing_during_a_release_keeps_its_order(void)
   struct sbr__receiver_engine slow = sbr__receiver_status_byte;
   slow.release = slow_release;
   atomic_store(&releases_slow, true);
+  atomic_store(&release_stalled, false);
   r->engine = &slow; /* lanes opened from now on release slowly */
   struct sbr_sender_config sc;
   fixture_sender_config(&sc, port);
@@ -909,9 +940,13 @@ static void block_landing_during_a_release_keeps_its_order(void)
   struct releaser rel = {a};
   pthread_t t;
   ASSERT(pthread_create(&t, NULL, release_thread, &rel) == 0);
-  usleep(20000);
+  uint64_t t0 = now_ns();
+  while (!atomic_load(&release_stalled)) {
+    ASSERT_MSG(ms_since(t0) < 10000, "A's release never began");
+    usleep(1000);
+  }
   ASSERT_OK(fixture_send(s, 0, 2, 100));
-  usleep(50000);
+  ASSERT_OK(sbr_sender_flush(s, 10000)); /* frame 2 has landed in A */
   atomic_store(&releases_slow, false);
   sbr_block_release(b);
   ASSERT_OK(fixture_send(s, 0, 3, 100));
@@ -1149,6 +1184,25 @@ static void read_ahead_keeps_several_reads_in_flight(void)
   sbr_receiver_free(r);
 }
 
+/* After a flush: waits until the sender thread is out of the engine (it
+ * sleeps idle on work_cond, engine_lock free), where a producer posts its
+ * own frame; a loaded host may take far longer than the usual 20 ms. */
+static void wait_sender_thread_idle(sbr_sender *s)
+{
+  usleep(20000);
+  for (unsigned ms = 0; ms < 10000; ms++) {
+    pthread_mutex_lock(&s->lock);
+    bool sleeps = s->engine_sleeps;
+    pthread_mutex_unlock(&s->lock);
+    if (!sleeps && pthread_mutex_trylock(&s->engine_lock) == 0) {
+      pthread_mutex_unlock(&s->engine_lock);
+      return;
+    }
+    usleep(1000);
+  }
+  FAIL("the sender thread stayed in the engine for 10 s");
+}
+
 /* Read-ahead follows a run whoever posted it.  A producer that finds the
  * sender idle posts its frame itself (sb_post_own) and leaves the READs to
  * the sender thread, which only reaps it: that thread used to look for a
@@ -1168,7 +1222,7 @@ static void read_ahead_follows_a_producers_own_post(void)
   unsigned own_posts = 0;
   for (unsigned i = 0; i < 20; i++) {
     ASSERT_OK(sbr_sender_flush(s, 10000));
-    usleep(20000); /* the sender thread goes idle */
+    wait_sender_thread_idle(s);
     struct sbr_sender_stats before, after;
     sbr_sender_get_stats(s, &before);
     ASSERT_OK(fixture_send(s, 0, i, len));

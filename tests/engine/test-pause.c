@@ -73,12 +73,12 @@ static void collector_start(struct collector *c, sbr_receiver *r)
   ASSERT(pthread_create(&c->thread, NULL, collector_thread, c) == 0);
 }
 
-/* Waits (hang check: 5 s) until device's frames have all arrived. */
+/* Waits (hang check: 20 s) until device's frames have all arrived. */
 static void collector_wait(struct collector *c, unsigned device, unsigned want)
 {
   uint64_t t0 = now_ns();
   while (atomic_load(&c->got[device]) < want) {
-    ASSERT_MSG(ms_since(t0) < 5000, "device %u: %u of %u frames arrived",
+    ASSERT_MSG(ms_since(t0) < 20000, "device %u: %u of %u frames arrived",
                device, atomic_load(&c->got[device]), want);
     usleep(1000);
   }
@@ -110,8 +110,8 @@ static unsigned send_until_seen(struct collector *c, sbr_sender *s,
   uint64_t t0 = now_ns();
   unsigned sent = 0;
   while (sender_sees_paused(s, paused_dev) != want) {
-    ASSERT_MSG(ms_since(t0) < 5000,
-               "the sender did not see device %u %s within 5 s", paused_dev,
+    ASSERT_MSG(ms_since(t0) < 20000,
+               "the sender did not see device %u %s within 20 s", paused_dev,
                want ? "paused" : "resumed");
     ASSERT_OK(fixture_send(s, device, (*next)++, 300));
     collector_wait(c, device, *next);
@@ -180,21 +180,25 @@ static void paused_device_drops_while_another_delivers(void)
 struct paced {
   sbr_sender *s;
   unsigned device, frames, pace_us;
-  uint64_t max_send_ns;
   int ret;
+  atomic_bool other_waits; /* set by the test around another's wait */
+  atomic_uint during_wait; /* sends that returned while it was set */
 };
 
+/* Starts once the test is about to wait on the other device, and counts
+ * its sends that returned while that wait went on: not how long they
+ * took, which a loaded host decides. */
 static void *paced_thread(void *arg)
 {
   struct paced *p = arg;
+  for (unsigned ms = 0; !atomic_load(&p->other_waits) && ms < 10000; ms++)
+    usleep(1000);
   for (unsigned i = 0; i < p->frames; i++) {
-    uint64_t t0 = now_ns();
     p->ret = fixture_send(p->s, p->device, i, 300);
-    uint64_t took = now_ns() - t0;
-    if (took > p->max_send_ns)
-      p->max_send_ns = took;
     if (p->ret != 0)
       return NULL;
+    if (atomic_load(&p->other_waits))
+      atomic_fetch_add(&p->during_wait, 1);
     usleep(p->pace_us);
   }
   return NULL;
@@ -212,10 +216,8 @@ static void paused_device_waits_then_gives_up(void)
   fixture_sender_config(&sc, port);
   sc.send_blocks = 8;
   sc.backpressure = SBR_BACKPRESSURE_WAIT;
-  /* Long against a starved thread: a send of device 2 held up behind the
-   * waiting producer takes up to the whole wait, one that is merely off
-   * its CPU on a loaded host a fraction of it (169 ms was seen, against
-   * a 150 ms wait and a 100 ms bound before). */
+  /* A send of device 2 held up behind the waiting producer returns only
+   * when the wait ends: counted below, sends that returned during it. */
   sc.wait_timeout_ms = 2000;
   sbr_sender *s = fixture_sender(r, &sc);
   static struct collector c;
@@ -224,20 +226,24 @@ static void paused_device_waits_then_gives_up(void)
   unsigned next0 = 0;
   send_until_seen(&c, s, 0, &next0, 1, true);
 
-  struct paced p = {s, 2, 150, 2000, 0, 0};
+  struct paced p = {s, 2, 150, 2000, 0};
   pthread_t t;
   ASSERT(pthread_create(&t, NULL, paced_thread, &p) == 0);
   for (unsigned i = 0; i < 2; i++) {
     uint64_t t0 = now_ns();
+    atomic_store(&p.other_waits, true);
     ASSERT_EQ(fixture_send(s, 1, 0, 300), -EAGAIN);
+    atomic_store(&p.other_waits, false);
     ASSERT_MSG(ms_since(t0) >= 1600, "gave up after %llu ms, not ~2000",
                (unsigned long long)ms_since(t0));
   }
   pthread_join(t, NULL);
   ASSERT_OK(p.ret);
-  ASSERT_MSG(p.max_send_ns < 1000000000u,
-             "a send of device 2 took %llu ms while device 1 waited",
-             (unsigned long long)(p.max_send_ns / 1000000u));
+  /* Held up behind the waiting producer, device 2's sends would each
+   * return only as a wait ended: one or two in all. */
+  ASSERT_MSG(atomic_load(&p.during_wait) >= 10,
+             "%u of device 2's %u sends returned while device 1 waited",
+             atomic_load(&p.during_wait), p.frames);
   ASSERT_OK(sbr_sender_flush(s, 5000));
   collector_wait(&c, 2, 150);
   collector_wait(&c, 0, next0);
@@ -284,21 +290,35 @@ static void resume_wakes_a_waiting_producer(void)
   collector_start(&c, r);
   unsigned next0 = 0;
   send_until_seen(&c, s, 0, &next0, 1, true);
+  uint64_t seen_paused = now_ns(); /* the sender saw it paused before */
   ASSERT_OK(sbr_sender_flush(s, 5000));
 
   struct one_send o = {.s = s, .device = 1};
   pthread_t t;
   ASSERT(pthread_create(&t, NULL, one_send_thread, &o) == 0);
-  usleep(100000);
+  /* Until the producer has waited through forced READs that found the
+   * device paused (and 100 ms at least), however long a loaded host
+   * takes to get there. */
+  struct sbr_sender_stats st0, st1;
+  sbr_sender_get_stats(s, &st0);
+  st1 = st0;
+  uint64_t since = now_ns();
+  do {
+    ASSERT_MSG(ms_since(since) < 20000,
+               "no forced READ while the producer "
+               "waited (%llu)",
+               (unsigned long long)st1.pause_reads);
+    usleep(10000);
+    sbr_sender_get_stats(s, &st1);
+  } while (st1.pause_reads < st0.pause_reads + 2 || ms_since(since) < 100);
   ASSERT_MSG(!atomic_load(&o.done), "a paused device's send returned %d",
              o.ret);
-  struct sbr_sender_stats st0, st1;
   sbr_sender_get_stats(s, &st0);
   ASSERT_OK(sbr_receiver_pause_device(r, 1, false));
   ASSERT(!sbr_receiver_device_paused(r, 1));
   uint64_t t0 = now_ns();
   while (!atomic_load(&o.done))
-    ASSERT_MSG(ms_since(t0) < 5000, "still waiting 5 s after the resume");
+    ASSERT_MSG(ms_since(t0) < 20000, "still waiting 20 s after the resume");
   pthread_join(t, NULL);
   ASSERT_OK(o.ret);
   collector_wait(&c, 1, 1);
@@ -312,7 +332,9 @@ static void resume_wakes_a_waiting_producer(void)
   ASSERT(!d1.paused);
   ASSERT_EQ(d1.drops, 0);
   ASSERT_EQ(d1.frames, 1);
-  ASSERT_MSG(d1.paused_ns >= 100000000u, "paused for %llu ns only",
+  /* From the READ that found it paused to the one that found it clear:
+   * around the test's own view, whatever the CPU. */
+  ASSERT_MSG(d1.paused_ns >= t0 - seen_paused, "paused for %llu ns only",
              (unsigned long long)d1.paused_ns);
   sbr_sender_free(s);
   sbr_receiver_free(r);
@@ -553,7 +575,7 @@ static uint32_t collector_lane(struct collector *c, unsigned device)
 {
   uint64_t t0 = now_ns();
   while (atomic_load(&c->lane[device]) == 0) {
-    ASSERT_MSG(ms_since(t0) < 5000, "no frame of device %u", device);
+    ASSERT_MSG(ms_since(t0) < 20000, "no frame of device %u", device);
     usleep(1000);
   }
   return atomic_load(&c->lane[device]) - 1;
@@ -566,8 +588,8 @@ static uint64_t send_until_refused(sbr_sender *s, unsigned device,
 {
   uint64_t t0 = now_ns();
   for (;;) {
-    ASSERT_MSG(ms_since(t0) < 5000,
-               "device %u still sent 5 s after the receiver refused it",
+    ASSERT_MSG(ms_since(t0) < 20000,
+               "device %u still sent 20 s after the receiver refused it",
                device);
     int ret = fixture_send(s, device, *next, 300);
     if (ret == -EADDRINUSE)
@@ -587,8 +609,8 @@ static uint64_t send_until_accepted(sbr_sender *s, unsigned device,
 {
   uint64_t t0 = now_ns();
   for (;;) {
-    ASSERT_MSG(ms_since(t0) < 5000,
-               "device %u still refused 5 s after the receiver cleared it",
+    ASSERT_MSG(ms_since(t0) < 20000,
+               "device %u still refused 20 s after the receiver cleared it",
                device);
     int ret = fixture_send(s, device, *next, 300);
     if (ret == 0) {
@@ -625,15 +647,19 @@ static void refused_device_fails_at_once_then_resumes(void)
   ASSERT_EQ(sbr_receiver_refuse_device(r, lane + 1, DEV_A, true), -ENOENT);
   ASSERT_OK(sbr_receiver_refuse_device(r, lane, DEV_A, true));
   uint64_t took = send_until_refused(s, DEV_A, &next_a);
-  /* pause_poll_us (1 ms) + two round trips; generous for a loaded host. */
-  ASSERT_MSG(took < 1000, "the sender saw the refusal after %llu ms",
+  /* pause_poll_us (1 ms) + two round trips.  The bound is the wait a
+   * send that did not fail at once would wait out (the CPU a loaded host
+   * gives decides the rest). */
+  ASSERT_MSG(took < (uint64_t)sc.wait_timeout_ms,
+             "the sender saw the refusal after %llu ms",
              (unsigned long long)took);
   ASSERT(sender_sees_refused(s, DEV_A));
   ASSERT(!sender_sees_refused(s, DEV_B));
   uint64_t t0 = now_ns();
   sbr_send_block *b;
   ASSERT_EQ(sbr_sender_acquire(s, DEV_A, &b), -EADDRINUSE);
-  ASSERT_MSG(ms_since(t0) < 500, "a refused acquire waited %llu ms",
+  ASSERT_MSG(ms_since(t0) < (uint64_t)sc.wait_timeout_ms,
+             "a refused acquire waited %llu ms",
              (unsigned long long)ms_since(t0));
   for (unsigned i = 0; i < 20; i++)
     ASSERT_OK(fixture_send(s, DEV_B, next_b++, 300));
@@ -650,7 +676,8 @@ static void refused_device_fails_at_once_then_resumes(void)
 
   ASSERT_OK(sbr_receiver_refuse_device(r, lane, DEV_A, false));
   took = send_until_accepted(s, DEV_A, &next_a);
-  ASSERT_MSG(took < 1000, "the sender saw the clear bit after %llu ms",
+  ASSERT_MSG(took < (uint64_t)sc.wait_timeout_ms,
+             "the sender saw the clear bit after %llu ms",
              (unsigned long long)took);
   ASSERT(!sender_sees_refused(s, DEV_A));
   ASSERT_OK(sbr_sender_flush(s, 5000));
@@ -695,7 +722,7 @@ static void refusal_is_per_lane(void)
   ASSERT_OK(sbr_sender_flush(owner, 5000));
   uint64_t t0 = now_ns();
   while (atomic_load(&c.lane_frames[owner_lane % 8]) < before + 20) {
-    ASSERT_MSG(ms_since(t0) < 5000, "the owner's frames did not arrive");
+    ASSERT_MSG(ms_since(t0) < 20000, "the owner's frames did not arrive");
     usleep(1000);
   }
 

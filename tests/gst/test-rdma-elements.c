@@ -1671,7 +1671,7 @@ GST_START_TEST(test_read_ahead_reaches_the_connection)
       g_usleep(200 * 1000); /* room for a READ that shouldn't happen */
       fail_unless_equals_int(sync_reads_of(tx, 0), 1);
     } else {
-      gint64 until = g_get_monotonic_time() + 5 * G_USEC_PER_SEC;
+      gint64 until = g_get_monotonic_time() + WAIT / GST_USECOND;
       while (sync_reads_of(tx, 0) < 2 && g_get_monotonic_time() < until)
         g_usleep(10 * 1000);
       fail_unless(sync_reads_of(tx, 0) >= 2,
@@ -2153,7 +2153,7 @@ GST_START_TEST(test_pause_while_waiting_for_a_block_resumes)
   fail_if(gst_element_set_state(tx, GST_STATE_PAUSED) ==
           GST_STATE_CHANGE_FAILURE);
   /* The waiting sink counts as prerolled: the pause completes. */
-  ret = gst_element_get_state(tx, NULL, NULL, 5 * GST_SECOND);
+  ret = gst_element_get_state(tx, NULL, NULL, WAIT);
   fail_unless_equals_int(ret, GST_STATE_CHANGE_SUCCESS);
   g_usleep(200000);
   set_state(tx, GST_STATE_PLAYING);
@@ -2248,7 +2248,19 @@ GST_START_TEST(test_receiver_restart_reconnects)
   g_clear_error(&err);
   g_free(dbg);
   gst_message_unref(msg);
-  g_usleep(200000); /* frames keep coming meanwhile: dropped, counted */
+  /* Frames keep coming meanwhile: dropped, counted (waited for, not
+   * slept for: the pusher may not run at once on a loaded host). */
+  for (gint64 end = g_get_monotonic_time() + WAIT / GST_USECOND;;) {
+    guint64 drops;
+    s = stats_n(tx, "tx", 4);
+    drops = u64(s, "reconnect-drops");
+    gst_structure_free(s);
+    if (drops > 0)
+      break;
+    fail_unless(g_get_monotonic_time() < end,
+                "no frame dropped while the receiver was gone");
+    g_usleep(10000);
+  }
 
   /* ... and a new one takes its port: frames resume there, with caps. */
   rx = restartable_receiver(port, 4, &b);

@@ -127,6 +127,36 @@ static guint64 u64(const GstStructure *s, const gchar *field)
   return v;
 }
 
+/* Whether text holds what the test below checks: 3 rdmasrc-stats ticks
+ * and, for each of devices 0 and 1, an rdmasrc-device-stats line that
+ * counts frames.  Waited for rather than a time the output takes: a
+ * loaded host starts and runs gst-launch processes slower. */
+static gboolean stats_complete(const gchar *text)
+{
+  gchar **lines = g_strsplit(text, "\n", -1);
+  guint n_stats = 0;
+  gboolean frames[2] = {FALSE, FALSE};
+
+  /* The last line may be cut: only whole ones. */
+  for (guint i = 0; lines[i] && lines[i + 1]; i++) {
+    GstStructure *st;
+    guint id = G_MAXUINT;
+    guint64 f = 0;
+
+    if ((st = parse_message_line(lines[i], "rdmasrc-stats"))) {
+      n_stats++;
+      gst_structure_free(st);
+    } else if ((st = parse_message_line(lines[i], "rdmasrc-device-stats"))) {
+      if (gst_structure_get_uint(st, "device-id", &id) && id < 2 &&
+          gst_structure_get_uint64(st, "frames", &f) && f > 0)
+        frames[id] = TRUE;
+      gst_structure_free(st);
+    }
+  }
+  g_strfreev(lines);
+  return n_stats >= 3 && frames[0] && frames[1];
+}
+
 /* Receiver and two cameras (devices 0 and 1) as gst-launch-1.0 processes,
  * for a few seconds; the receiver's -m -v output parses back:
  * rdmasrc-stats with the element-wide counters, each device once per tick
@@ -159,38 +189,42 @@ GST_START_TEST(test_launch_m_prints_stats_that_parse_back)
   fd = g_file_open_tmp("rdma-output-XXXXXX", &path, &err);
   fail_unless(fd >= 0, "tmp file: %s", err ? err->message : "?");
   rx = launch(fd, recv_args);
-  g_usleep(500 * G_TIME_SPAN_MILLISECOND); /* listening */
+  /* Listening once gst-launch says it plays (20 s at most). */
+  for (gint64 end = g_get_monotonic_time() + 20 * G_TIME_SPAN_SECOND;
+       g_get_monotonic_time() < end;) {
+    gchar *sofar = NULL;
+    gboolean playing = g_file_get_contents(path, &sofar, NULL, NULL) &&
+                       strstr(sofar, "Setting pipeline to PLAYING");
+
+    g_free(sofar);
+    if (playing)
+      break;
+    g_usleep(20 * G_TIME_SPAN_MILLISECOND);
+  }
   /* The cameras start one after the other: two pads negotiating at the
    * same instant can lose one's -v line in GLib (deep-notify is
    * G_SIGNAL_NO_RECURSE across threads; docs/design.md "Pads asked for by
    * name"), and this test checks our pads, not that race. */
   tx0 = launch_camera(sink_args, 0);
-  /* Until both pads' caps and a second of stats ticks are printed, and
-   * at least the 2.5 s it always ran (caps and ticks can be printed before
-   * the first frame is counted, on the VM's emulated CPU); a loaded host
-   * starts gst-launch processes slower. */
-  gint64 start = g_get_monotonic_time(), caps1_seen = 0;
-  for (gint64 end = start + 20 * G_TIME_SPAN_SECOND;
+  /* Until both pads' caps are printed and the stats ticks count both
+   * cameras' frames (stats_complete), 60 s at most: what the output
+   * says, not how long it took to say it. */
+  for (gint64 end = g_get_monotonic_time() + 60 * G_TIME_SPAN_SECOND;
        g_get_monotonic_time() < end;) {
     gchar *sofar = NULL;
 
-    g_usleep(250 * G_TIME_SPAN_MILLISECOND);
+    g_usleep(100 * G_TIME_SPAN_MILLISECOND);
     if (!g_file_get_contents(path, &sofar, NULL, NULL))
       continue;
     gboolean caps0 = strstr(sofar, "GstRdmaSrcPad:src_0: caps = video/x-raw") &&
                      strstr(sofar, "fakesink0.GstPad:sink: caps = video");
     gboolean caps1 =
         caps0 && strstr(sofar, "GstRdmaSrcPad:src_1: caps = video/x-raw");
+    gboolean done = caps1 && stats_complete(sofar);
     g_free(sofar);
     if (caps0 && !tx1)
       tx1 = launch_camera(sink_args, 1);
-    /* A second of stats ticks (200 ms) after camera 1's caps: its frames
-     * are counted in them. */
-    if (caps1 && !caps1_seen)
-      caps1_seen = g_get_monotonic_time();
-    if (caps1_seen &&
-        g_get_monotonic_time() - caps1_seen >= G_TIME_SPAN_SECOND &&
-        g_get_monotonic_time() - start >= 2500 * G_TIME_SPAN_MILLISECOND)
+    if (done)
       break;
   }
   fail_unless(interrupt(rx, 10 * GST_SECOND), "receiver didn't exit");

@@ -514,16 +514,17 @@ GST_START_TEST(test_stuck_consumer_then_resumes)
   tx = cameras_new(port, n, 0, "");
   set_state(tx, GST_STATE_PLAYING);
 
-  /* Nobody pulls "stuck": its push blocks for 5 s.  The others run at the
-   * cameras' 25 fps meanwhile (>= 100 frames; generous for a busy host). */
+  /* Nobody pulls "stuck": its push blocks until each other camera has
+   * had 100 more frames (4 s of its 25 fps; a hang bound of 3 x WAIT,
+   * not a rate: a busy host takes longer, a stuck pad holding up the
+   * others never gets there). */
   fail_unless(wait_frames(1, 5, WAIT));
   for (guint d = 1; d < n; d++)
     before[d] = frames_of(d);
-  g_usleep(5 * G_USEC_PER_SEC);
-  for (guint d = 1; d < n; d++) {
-    guint during = frames_of(d) - before[d];
-    fail_unless(during >= 100, "device %u: %u frames in 5 s", d, during);
-  }
+  for (guint d = 1; d < n; d++)
+    fail_unless(wait_frames(d, before[d] + 100, 3 * WAIT),
+                "device %u: %u frames while device 0 was stuck", d,
+                frames_of(d) - before[d]);
   s = rdmasrc_stats(rx);
   /* The stuck device holds at most its share of the lane (what the
    * blocked push and the appsink keep), the rest was copied or dropped. */
@@ -589,10 +590,23 @@ GST_START_TEST(test_pause_policy_stops_the_stuck_sender)
 
   fail_unless(wait_frames(1, 5, WAIT));
   before = frames_of(1);
-  g_usleep(3 * G_USEC_PER_SEC);
-  /* Camera 1 ran on at 25 fps (>= 50 in 3 s, generous), in order. */
-  fail_unless(frames_of(1) - before >= 50, "%u", frames_of(1) - before);
+  /* Camera 1 runs on (50 frames, 2 s of its 25 fps; a hang bound, not a
+   * rate), in order. */
+  fail_unless(wait_frames(1, before + 50, 3 * WAIT), "%u",
+              frames_of(1) - before);
   fail_unless_equals_int(counts.out_of_order[1], 0);
+  /* Until the sender has dropped camera 0's frames for the flag (it sees
+   * it with a status READ, whenever its host runs it). */
+  tx0 = gst_bin_get_by_name(GST_BIN(tx), "tx0");
+  for (gint64 end = g_get_monotonic_time() + 3 * WAIT / GST_USECOND;;) {
+    g_object_get(tx0, "stats", &ts, NULL);
+    if (u64(ts, "paused-drops") > 0 || g_get_monotonic_time() >= end)
+      break;
+    gst_structure_free(ts);
+    g_usleep(10000);
+  }
+  fail_unless(u64(ts, "paused-drops") > 0);
+  gst_structure_free(ts);
   s = rdmasrc_stats(rx);
   ds = device_stats(s, 0);
   fail_unless(gst_structure_get_boolean(ds, "paused", &paused));
@@ -601,11 +615,6 @@ GST_START_TEST(test_pause_policy_stops_the_stuck_sender)
   fail_unless(u64(ds, "paused-time") > 0);
   fail_unless_equals_int(u64(device_stats(s, 1), "pauses"), 0);
   gst_structure_free(s);
-  /* The sender saw the flag and dropped camera 0's frames itself. */
-  tx0 = gst_bin_get_by_name(GST_BIN(tx), "tx0");
-  g_object_get(tx0, "stats", &ts, NULL);
-  fail_unless(u64(ts, "paused-drops") > 0);
-  gst_structure_free(ts);
 
   /* Pulled again: the share empties, the flag clears, frames come. */
   for (guint i = 0; i < 40 && got < 35; i++) {
@@ -873,10 +882,18 @@ GST_START_TEST(test_second_sender_of_a_device_is_refused)
               err->message);
   g_error_free(err);
   gst_message_unref(msg);
-  g_usleep(G_USEC_PER_SEC);
-  s = rdmasrc_stats(rx);
-  fail_unless(u64(device_stats(s, 0), "refused") > 0);
-  gst_structure_free(s);
+  /* The refusals are counted (polled: the stats may trail the warning). */
+  for (gint64 end = g_get_monotonic_time() + WAIT / GST_USECOND;;) {
+    guint64 refused_count;
+    s = rdmasrc_stats(rx);
+    refused_count = u64(device_stats(s, 0), "refused");
+    gst_structure_free(s);
+    if (refused_count > 0 || g_get_monotonic_time() >= end) {
+      fail_unless(refused_count > 0);
+      break;
+    }
+    g_usleep(10000);
+  }
   never_mixed(rx, 0, 64);
 
   /* The owner leaves: the other camera takes over on the same pad. */
@@ -904,7 +921,8 @@ GST_START_TEST(test_refused_sender_warns_and_takes_over)
   GstStructure *s;
   const GstStructure *details = NULL;
   guint dev = 99;
-  guint64 refused_then, refused_now, sink_drops = 0;
+  guint64 refused_then = 0, refused_now, sink_drops = 0, sent_then,
+          sent_now = 0;
   gboolean refused = FALSE;
   gint64 t0;
   GPid owner;
@@ -931,8 +949,8 @@ GST_START_TEST(test_refused_sender_warns_and_takes_over)
   g_free(desc);
   t0 = g_get_monotonic_time();
   set_state(tx, GST_STATE_PLAYING);
-  msg = wait_named(tx, GST_MESSAGE_WARNING, NULL, 5 * GST_SECOND);
-  fail_unless(msg != NULL, "the refused sender got no warning in 5 s");
+  msg = wait_named(tx, GST_MESSAGE_WARNING, NULL, WAIT);
+  fail_unless(msg != NULL, "the refused sender got no warning");
   GST_INFO("refused sender warned after %" G_GINT64_FORMAT " ms",
            (g_get_monotonic_time() - t0) / 1000);
   gst_message_parse_warning(msg, &err, NULL);
@@ -947,34 +965,60 @@ GST_START_TEST(test_refused_sender_warns_and_takes_over)
   fail_unless_equals_int(dev, 0);
   gst_message_unref(msg);
 
-  /* It stopped sending: the receiver refuses nothing more (a few frames
-   * may land before the sender's READ: let them), its sink counts. */
-  g_usleep(G_USEC_PER_SEC / 2);
-  s = rdmasrc_stats(rx);
-  refused_then = u64(device_stats(s, 0), "refused");
+  /* It stopped sending, counted by both ends, not timed: once its sink
+   * says refused, the frames it sends stay at what it had sent while 25
+   * more (a second's) are dropped as refused; then the receiver refuses
+   * nothing more while 25 more are (a few frames land before the
+   * sender's READ: they were refused by then). */
+  sink = gst_bin_get_by_name(GST_BIN(tx), "k");
+  for (gint64 end = g_get_monotonic_time() + WAIT / GST_USECOND;;) {
+    g_object_get(sink, "stats", &s, NULL);
+    fail_unless(gst_structure_get_boolean(s, "refused", &refused));
+    if (refused || g_get_monotonic_time() >= end)
+      break;
+    gst_structure_free(s);
+    g_usleep(10000);
+  }
+  fail_unless(refused, "the refused sender's stats do not say so");
+  sent_then = u64(s, "frames");
   gst_structure_free(s);
-  fail_unless(refused_then > 0);
-  g_usleep(G_USEC_PER_SEC);
+  for (guint round = 0; round < 2; round++) {
+    g_object_get(sink, "stats", &s, NULL);
+    fail_unless(gst_structure_get_uint64(s, "refused-drops", &sink_drops));
+    gst_structure_free(s);
+    if (round == 1) {
+      s = rdmasrc_stats(rx);
+      refused_then = u64(device_stats(s, 0), "refused");
+      gst_structure_free(s);
+      fail_unless(refused_then > 0);
+    }
+    for (gint64 end = g_get_monotonic_time() + WAIT / GST_USECOND;;) {
+      guint64 drops_now = 0;
+      g_object_get(sink, "stats", &s, NULL);
+      fail_unless(gst_structure_get_uint64(s, "refused-drops", &drops_now));
+      sent_now = u64(s, "frames");
+      gst_structure_free(s);
+      if (drops_now >= sink_drops + 25)
+        break;
+      fail_unless(g_get_monotonic_time() < end,
+                  "%" G_GUINT64_FORMAT " frames dropped as refused",
+                  drops_now - sink_drops);
+      g_usleep(10000);
+    }
+    fail_unless_equals_uint64(sent_now, sent_then);
+  }
   s = rdmasrc_stats(rx);
   refused_now = u64(device_stats(s, 0), "refused");
   gst_structure_free(s);
   fail_unless_equals_uint64(refused_now, refused_then);
-  sink = gst_bin_get_by_name(GST_BIN(tx), "k");
-  g_object_get(sink, "stats", &s, NULL);
-  fail_unless(gst_structure_get_boolean(s, "refused", &refused));
-  fail_unless(refused);
-  fail_unless(gst_structure_get_uint64(s, "refused-drops", &sink_drops));
-  fail_unless(sink_drops >= 25, "only %" G_GUINT64_FORMAT " drops in 1.5 s",
-              sink_drops);
-  gst_structure_free(s);
   never_mixed(rx, 0, 64);
 
   /* The owner goes: this sender takes the device over, on the same pad. */
   child_sender_kill(owner);
-  msg = wait_named(tx, GST_MESSAGE_INFO, NULL, 5 * GST_SECOND);
+  msg = wait_named(tx, GST_MESSAGE_INFO, NULL, WAIT);
   fail_unless(msg != NULL, "no info message on taking the device over");
   gst_message_unref(msg);
-  for (gint i = 0; i < 50 && pad_width(rx, "src_0") != 80; i++)
+  for (gint i = 0; i < 150 && pad_width(rx, "src_0") != 80; i++)
     g_usleep(100000);
   fail_unless_equals_int(pad_width(rx, "src_0"), 80);
   refused_then = frames_of(0);
@@ -1085,13 +1129,24 @@ GST_START_TEST(test_silent_device_times_out_while_others_flow)
   fail_unless(wait_frames(1, 5, WAIT));
 
   change_state(tx1, GST_STATE_PAUSED);
-  msg = wait_named(rx, GST_MESSAGE_ELEMENT, "rdmasrc-device-timeout",
-                   5 * GST_SECOND);
-  fail_unless(msg != NULL, "no rdmasrc-device-timeout");
-  fail_unless(gst_structure_get_uint(gst_message_get_structure(msg),
-                                     "device-id", &dev));
-  fail_unless_equals_int(dev, 1);
-  gst_message_unref(msg);
+  /* Device 1's timeout.  Device 0 may have had one of its own, rightly,
+   * when a loaded host ran its camera 300 ms late: skipped, not a
+   * failure (what is checked is that the silent device is noticed while
+   * the other flows). */
+  for (gint64 end = g_get_monotonic_time() + WAIT / GST_USECOND;;) {
+    gint64 left = end - g_get_monotonic_time();
+
+    msg = left > 0 ? wait_named(rx, GST_MESSAGE_ELEMENT,
+                                "rdmasrc-device-timeout", left * GST_USECOND)
+                   : NULL;
+    fail_unless(msg != NULL, "no rdmasrc-device-timeout of device 1");
+    fail_unless(gst_structure_get_uint(gst_message_get_structure(msg),
+                                       "device-id", &dev));
+    gst_message_unref(msg);
+    if (dev == 1)
+      break;
+    fail_unless_equals_int(dev, 0);
+  }
   fail_unless(wait_frames(0, frames_of(0) + 5, WAIT));
   stop(tx1);
   stop(tx0);

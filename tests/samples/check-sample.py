@@ -52,6 +52,20 @@ def sender(port):
     return subprocess.Popen(["gst-launch-1.0", "-q"] + desc)
 
 
+def wait_listening(port, app, seconds=30):
+    """Until the app's rdmasrc listens on port: the shm back end's abstract
+    socket "@sbr-shm:PORT" is bound (/proc/net/unix), not a fixed second a
+    loaded host may take longer than to start the app."""
+    name = "@sbr-shm:%d" % port
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and app.poll() is None:
+        with open("/proc/net/unix") as f:
+            if any(line.split()[-1] == name for line in f if len(line.split()) > 7):
+                return
+        time.sleep(0.05)
+    fail("the sample did not listen on %s" % name)
+
+
 def fail(msg):
     print("FAIL: " + msg)
     sys.exit(1)
@@ -150,7 +164,7 @@ def main():
     if kind == "record":  # only this run's files counted
         shutil.rmtree(cmd[cmd.index("--out") + 1], ignore_errors=True)
     app = subprocess.Popen(cmd, stdout=out_file, text=True)
-    time.sleep(1.0)  # rdmasrc listening before the sender connects
+    wait_listening(port, app)  # rdmasrc listening before the sender connects
     for _ in range(rounds - 1):
         if sender(port).wait(timeout=20) != 0:
             fail("sender round failed")

@@ -10,8 +10,9 @@
  *                                   posted no receive WR; verbs: exactly one
  *                                   RC QP in the sender process.
  *   test-devices [options] hold     the same while the receiver holds one
- *                                   frame for 300 ms: others keep flowing and
- *                                   the sender counts held blocks skipped.
+ *                                   frame for 48 others: they keep flowing
+ *                                   and the sender counts held blocks
+ *                                   skipped.
  *   test-devices [options] kill     a sender is SIGKILLed mid-stream: the
  *                                   receiver frees its lane, keeps running,
  *                                   and a new sender gets a fresh lane and
@@ -39,7 +40,15 @@
 #endif
 
 #define DEVICES 12
-#define HOLD_MS 300
+/* Frames (a block at least each) the receiver takes past the one it
+ * holds before it lets it go: three times the lane's 16 blocks.  The
+ * sender reuses a block only after a status READ found it free: what was
+ * in the lane and what one READ from before the hold found free are 30
+ * blocks at most, so it READ the status array while the frame was held
+ * (and counted it skipped), however fast either side ran
+ * (a 300 ms hold needed a READ to fall inside it: a slowed sender, e.g.
+ * under ThreadSanitizer, missed it). */
+#define HOLD_FRAMES 48
 
 static struct {
   enum sbr_backend backend;
@@ -239,22 +248,15 @@ static void hold_frame(struct sbr_frame *f)
     sbr_block_hold(f->blocks[k]);
 }
 
-static uint64_t now_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* Receives one sender's DEVICES streams to their EOS on lane `lane`
  * (UINT32_MAX = the first lane seen).  hold: keep device 0's first
- * zero-copy frame for HOLD_MS and check others flow meanwhile. */
+ * zero-copy frame for HOLD_FRAMES others and check they flow meanwhile. */
 static void receive_streams(sbr_receiver *r, uint32_t lane, bool hold)
 {
   struct rx_result res = {0};
   unsigned eos = 0, total = 0, during_hold = 0;
   struct sbr_frame held = {0};
-  uint64_t hold_until = 0;
+  bool held_one = false;
   while (eos < DEVICES) {
     struct sbr_frame f;
     int ret = sbr_receiver_next_frame(r, 20000, &f);
@@ -278,15 +280,15 @@ static void receive_streams(sbr_receiver *r, uint32_t lane, bool hold)
     }
     res.frames[dev] = verify_frame(&f, res.frames[dev]) + 1;
     total++;
-    if (hold && !held.n_blocks && !hold_until && dev == 0 && f.n_blocks) {
+    if (hold && !held.n_blocks && !held_one && dev == 0 && f.n_blocks) {
       hold_frame(&f);
       held = f;
-      hold_until = now_ms() + HOLD_MS;
+      held_one = true;
       continue;
     }
-    if (hold_until && held.n_blocks) {
+    if (held.n_blocks) {
       during_hold++;
-      if (now_ms() >= hold_until) {
+      if (during_hold >= HOLD_FRAMES) {
         sbr_frame_release(&held);
         held.n_blocks = 0;
       }
@@ -296,7 +298,8 @@ static void receive_streams(sbr_receiver *r, uint32_t lane, bool hold)
   if (held.n_blocks)
     sbr_frame_release(&held);
   if (hold)
-    ASSERT_MSG(during_hold > 0, "nothing flowed while a frame was held");
+    ASSERT_MSG(during_hold >= HOLD_FRAMES,
+               "%u frames flowed while a frame was held", during_hold);
   fprintf(stderr, "receiver: lane %u: %u frames verified%s\n", lane, total,
           hold ? " (one held meanwhile)" : "");
 }

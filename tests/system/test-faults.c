@@ -834,8 +834,24 @@ static void run_case(enum fault fault, struct outcome o)
       sleep_ms(5);
     }
   }
-  sleep_ms(100); /* the receiver's stats are published every 50 ms */
-  struct resources after = count_resources();
+  /* The receiver publishes its stats every 50 ms when it gets the CPU,
+   * and closing a lane frees its descriptors: wait until the stats show
+   * the one lane and the resources are back where they were (the verdict
+   * below), 10 s at most (then what is left open shows there), not a
+   * fixed 100 ms. */
+  give_up = now_ns() + 10000 * MS;
+  struct resources after;
+  for (;;) {
+    after = count_resources();
+    uint64_t open =
+        atomic_load(&sh->rx_lanes_opened) - atomic_load(&sh->rx_lanes_closed);
+    if ((atomic_load(&sh->rx_lanes_active) == 1 && open == 1 &&
+         memcmp(&after, &before, sizeof after) == 0) ||
+        now_ns() >= give_up)
+      break;
+    check_alive(rx_pid, "receiver");
+    sleep_ms(5);
+  }
   uint64_t lanes_active = atomic_load(&sh->rx_lanes_active);
   uint64_t lanes_open =
       atomic_load(&sh->rx_lanes_opened) - atomic_load(&sh->rx_lanes_closed);

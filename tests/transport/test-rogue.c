@@ -1414,10 +1414,18 @@ static void new_lane_is_not_probed_at_once(void)
   world_start(&w);
   world_probe_after_ms = 0;
   struct rogue g;
+  uint64_t before_connect = now_ns();
   rogue_connect(&w, &g);
-  /* The receiver accepted before connect returned; well within 3 s. */
+  /* The receiver accepted after before_connect: while less than 3 s have
+   * passed since, no probe is due (a host too loaded to look in time
+   * proves nothing either way, and says so). */
   usleep(300000);
-  ASSERT_EQ(atomic_load(&w.r->probes_posted), 0);
+  uint64_t probes = atomic_load(&w.r->probes_posted);
+  if (ms_since(before_connect) < 3000)
+    ASSERT_EQ(probes, 0);
+  else
+    fprintf(stderr, "looked after %llu ms, past the 3 s: not checked\n",
+            (unsigned long long)ms_since(before_connect));
   /* The quiet rogue lane is probed later, and answers. */
   uint64_t t0 = now_ns();
   while (atomic_load(&w.r->probes_posted) == 0) {

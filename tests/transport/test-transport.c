@@ -1295,9 +1295,11 @@ static void test_refusal_retryable_stays_retryable(void)
   run_pair(refusal_retryable_rx, refusal_retryable_tx, false);
 }
 
-/* 9. shm: an injected round trip of 20 ms is a floor for a READ, but
- * WRITEs are pipelined: 8 back to back take about one round trip, not 8. */
-#define DELAY_US 20000
+/* 9. shm: an injected round trip of 150 ms is a floor for a READ, but
+ * WRITEs are pipelined: 8 back to back take about one round trip, not 8
+ * (the 7 round trips between the two, over a second, are what a loaded
+ * host's scheduling may add; 20 ms left it 140 ms). */
+#define DELAY_US 150000
 
 static void injected_delay_tx(const struct link *lk)
 {
