@@ -8,20 +8,22 @@
 # tests counted check by check (TAP), the fuzz targets meson tests too.
 #
 #   1. dependencies (scripts/install-deps.sh) and the C formatting;
-#   2. build with warnings as errors, then suite 'timing' alone;
-#   3. build with ASan + UBSan, then suite 'timing' alone under them;
-#   4. in the background at a lower priority, the two VMs side by side
+#   2. build with warnings as errors;
+#   3. in the background at nice 10, the two VMs side by side
 #      (tests/softroce/ci-vms.sh): the verbs suite and the README's demo
 #      over Soft-RoCE, suite 'siw' over soft-iWARP;
-#   5. meanwhile the ThreadSanitizer build and the fuzz targets
-#      (tests/fuzz/run.sh), then the host suites side by side: unit, shm,
-#      gst and samples; unit and shm under ASan + UBSan and under TSan;
-#      install and package; the elements under ASan + UBSan last;
-#   6. the VMs' results.
+#   4. suite 'timing', with nothing beside it but the VMs;
+#   5. build with ASan + UBSan, then suite 'timing' under them likewise;
+#   6. the ThreadSanitizer build and the fuzz targets (tests/fuzz/run.sh),
+#      then the host suites side by side: unit, shm, gst and samples; unit
+#      and shm under ASan + UBSan and under TSan; install and package; the
+#      elements under ASan + UBSan last;
+#   7. the VMs' results.
 #
-# Why this order: suite 'timing' asserts lateness against a real-time
-# clock, so it runs with nothing beside it; nothing after it asserts a
-# timing, so the rest shares the two cores.  The VMs are the critical path.
+# Why this order: the VMs are the critical path, so they start as soon as
+# there is something to test.  Suite 'timing' asserts lateness against a
+# real-time clock, so nothing at its priority runs beside it (the VMs'
+# emulated CPUs, at nice 10, yield to it); nothing else asserts a timing.
 #
 # Environment: SBR_SKIP_VM=1 leaves the VMs out and SBR_VM_SIW=0 the
 # soft-iWARP one (each counted as a failure, so such a run never looks
@@ -88,26 +90,12 @@ else
   step_failed "format: clang-format would change the files above"
 fi
 
-# --- the builds, each followed by suite 'timing' alone -------------------
+# --- the builds, each followed by suite 'timing' --------------------------
 build_ok=0 asan_ok=0 tsan_ok=0
 if timed "build (werror)" build build-ci -Dwerror=true; then
   build_ok=1
-  timed "timing suite, alone" meson test -C build-ci --suite timing \
-    --print-errorlogs --logbase timing
-  tally "timing, alone" build-ci/meson-logs/timing.json $?
 else
   step_failed "build failed"
-fi
-if [ "${SBR_SKIP_ASAN:-0}" != 1 ]; then
-  if timed "build (ASan + UBSan)" build build-asan \
-    -Db_sanitize=address,undefined -Db_lundef=false; then
-    asan_ok=1
-    timed "timing suite under sanitizers, alone" env "${gst_asan_env[@]}" \
-      meson test -C build-asan --suite timing --print-errorlogs --logbase timing
-    tally "timing under sanitizers, alone" build-asan/meson-logs/timing.json $?
-  else
-    step_failed "sanitizer build failed"
-  fi
 fi
 
 # --- the VMs in the background ------------------------------------------
@@ -123,6 +111,23 @@ elif [ "$build_ok" = 1 ]; then
     tests/softroce/ci-vms.sh build-ci "$vm_out"
   ) &
   vm_pid=$!
+fi
+
+if [ "$build_ok" = 1 ]; then
+  timed "timing suite" meson test -C build-ci --suite timing \
+    --print-errorlogs --logbase timing
+  tally "timing" build-ci/meson-logs/timing.json $?
+fi
+if [ "${SBR_SKIP_ASAN:-0}" != 1 ]; then
+  if timed "build (ASan + UBSan)" build build-asan \
+    -Db_sanitize=address,undefined -Db_lundef=false; then
+    asan_ok=1
+    timed "timing suite under sanitizers" env "${gst_asan_env[@]}" \
+      meson test -C build-asan --suite timing --print-errorlogs --logbase timing
+    tally "timing under sanitizers" build-asan/meson-logs/timing.json $?
+  else
+    step_failed "sanitizer build failed"
+  fi
 fi
 
 if [ "${SBR_SKIP_TSAN:-0}" != 1 ]; then
