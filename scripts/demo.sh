@@ -15,7 +15,7 @@
 #
 #   scripts/demo.sh [--shm] [--seconds N] [--out DIR] [--size WxH]
 #                   [--fps N] [--port N] [--where auto|here|rxe|vm]
-#                   [--host ADDR] [--no-setup]
+#                   [--host ADDR] [--build DIR] [--no-setup]
 #
 #   --shm          same host through shared memory, full size (640x480)
 #   --seconds N    how long the cameras run                       [5]
@@ -34,6 +34,7 @@
 #                  vm    both processes in the Soft-RoCE VM of
 #                        tests/softroce/run-in-vm.sh (rxe0, 10.77.0.1)
 #   --host ADDR    the RDMA address to use (both processes run here)
+#   --build DIR    the build directory to use (and make)  [<source tree>/build]
 #   --no-setup     skip installing and building (used inside the VM)
 #
 # Default: verbs, over Soft-RoCE.  In the VM the CPU is emulated (TCG, tens
@@ -72,12 +73,13 @@ port=7471
 where=auto
 host=
 setup=1
+build_dir=$top/build
 while [ $# -gt 0 ]; do
 	case $1 in
 	--*=*) opt=${1%%=*} val=${1#*=}; shift; set -- "$opt" "$val" "$@"; continue ;;
 	esac
 	case $1 in
-	--seconds | --out | --size | --fps | --port | --where | --host)
+	--seconds | --out | --size | --fps | --port | --where | --host | --build)
 		[ $# -ge 2 ] || bad "$1 needs a value"
 		case $1 in
 		--seconds) seconds=$2 ;;
@@ -87,6 +89,7 @@ while [ $# -gt 0 ]; do
 		--port) port=$2 ;;
 		--where) where=$2 ;;
 		--host) host=$2 ;;
+		--build) build_dir=$2 ;;
 		esac
 		shift 2 ;;
 	--shm) transport=shm; shift ;;
@@ -140,9 +143,9 @@ install_deps() {
 build() {
 	(
 		cd "$top"
-		[ -f build/build.ninja ] || meson setup build >/dev/null
-		ninja -C build >/dev/null
-	) || die "the build failed (meson setup build && ninja -C build)"
+		[ -f "$build_dir/build.ninja" ] || meson setup "$build_dir" >/dev/null
+		ninja -C "$build_dir" >/dev/null
+	) || die "the build failed (meson setup $build_dir && ninja -C $build_dir)"
 }
 
 if [ -n "$setup" ]; then
@@ -151,7 +154,8 @@ if [ -n "$setup" ]; then
 	msg "building"
 	build
 fi
-export GST_PLUGIN_PATH=$top/build/gst${GST_PLUGIN_PATH:+:$GST_PLUGIN_PATH}
+build_dir=$(cd "$build_dir" && pwd -P)
+export GST_PLUGIN_PATH=$build_dir/gst${GST_PLUGIN_PATH:+:$GST_PLUGIN_PATH}
 for e in rdmasrc rdmasink videotestsrc textoverlay compositor jpegenc avimux; do
 	gst-inspect-1.0 "$e" >/dev/null 2>&1 || die "GStreamer element $e is missing"
 done
@@ -337,6 +341,6 @@ vm)
 	exec "$top/tests/softroce/run-in-vm.sh" --timeout $((seconds + 900)) -- \
 		"$here/demo.sh" --no-setup --where here --host 10.77.0.1 \
 		--seconds "$seconds" --out "$out" --size "$size" --fps "$fps" \
-		--port "$port"
+		--port "$port" --build "$build_dir"
 	;;
 esac

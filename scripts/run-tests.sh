@@ -229,7 +229,7 @@ if [ -n "$vm_pid" ]; then
   cat "$vm_out/demo.log"
   if [ "$(cat "$vm_out/demo.rc" 2>/dev/null)" = 0 ]; then
     passed=$((passed + 1))
-    summary+=("demo: $(tail -n 1 demo-out/stats.txt)")
+    summary+=("demo: $(tail -n 1 build-ci/demo-out/stats.txt)")
   else
     step_failed "demo: scripts/demo.sh failed (see above)"
   fi

@@ -13,7 +13,9 @@
 #   tests/softroce/ci-vms.sh BUILD-DIR OUT-DIR
 #
 # Leaves in OUT-DIR: rxe.log, siw.log and demo.log (each step's output),
-# demo.rc (the demo's verdict: 0 when it made its mosaic and stats) and
+# demo.rc (the demo's verdict: 0 when it made BUILD-DIR/demo-out/mosaic.avi
+# and stats.txt: under the build, as the VM writes only below the working
+# directory) and
 # times (one line per step: its wall clock).  Meson's own results are in
 # BUILD-DIR/meson-logs/verbs-rxe.json and verbs-siw.json.  SBR_VM_SIW=0
 # leaves the soft-iWARP VM out.
@@ -45,16 +47,17 @@ rxe() {
   # Its own log name, so meson runs on the host meanwhile (same build
   # directory) never read or overwrite it.
   rm -f "$build/meson-logs/verbs-rxe.json"
+  rm -rf "$build/demo-out"
   tests/softroce/run-in-vm.sh --cpus 1 -- meson test -C "$build" \
     --suite verbs --print-errorlogs --no-rebuild --logbase verbs-rxe \
     >"$out/rxe.log" 2>&1
   echo "VM: verbs suite over Soft-RoCE: $((SECONDS - t)) s" >>"$out/times"
   t=$SECONDS
-  # The README's demo, as a user runs it; it fails when a frame is lost or
-  # either side fails.
-  rm -rf demo-out
-  if scripts/demo.sh --seconds 3 >"$out/demo.log" 2>&1 &&
-    [ -s demo-out/mosaic.avi ] && [ -s demo-out/stats.txt ]; then
+  # The README's demo, as a user runs it (with this build rather than one
+  # of its own); it fails when a frame is lost or either side fails.
+  if scripts/demo.sh --seconds 3 --build "$build" --out "$build/demo-out" \
+    >"$out/demo.log" 2>&1 && [ -s "$build/demo-out/mosaic.avi" ] &&
+    [ -s "$build/demo-out/stats.txt" ]; then
     echo 0 >"$out/demo.rc"
   else
     echo 1 >"$out/demo.rc"
