@@ -182,7 +182,8 @@
  * #GstReferenceTimestampMeta's, else when rdmasink got the frame).
  * #GstRdmaSrc:timestamp-mode says how they become this pipeline's running
  * time, per device (several sender pipelines, each with its own clock and
- * base time, may share one connection):
+ * base time, may share one connection); a pad's own timestamp-mode
+ * overrides it for its device (`rdmasrc src_3::timestamp-mode=sender`):
  *
  * - skew (the default) follows each sender's clock: an estimator per
  *   device fits the rate and offset of the sender's clock against ours

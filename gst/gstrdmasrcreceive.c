@@ -230,8 +230,10 @@ static void gst_rdma_src_handle_data(GstRdmaSrc *self, struct sbr_frame *frame)
     dev->time_map.reset = TRUE;
   }
   now = gst_rdma_src_running_time(self, &wall_now);
-  gst_rdma_frame_stamp(&dev->time_map, self->timestamp_mode_now, &info, now,
-                       wall_now, buf);
+  gst_rdma_frame_stamp(
+      &dev->time_map,
+      gst_rdma_src_pad_timestamp_mode(dev->pad, self->timestamp_mode_now),
+      &info, now, wall_now, buf);
   if (GST_BUFFER_PTS_IS_VALID(buf) && now > GST_BUFFER_PTS(buf) &&
       now - GST_BUFFER_PTS(buf) > GST_RDMA_SRC_OUTAGE_LATENESS) {
     /* Not jitter: frames queued at a sender that stalled (stopped,

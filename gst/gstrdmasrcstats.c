@@ -72,7 +72,8 @@ static GstStructure *device_stats_new(sbr_receiver *receiver,
   gst_rdma_src_pad_add_stats(dev->pad, s);
   /* Per device: each has its own lane's share (gst_rdma_src_budget). */
   gst_structure_set(s, "device-blocks", G_TYPE_UINT, share, NULL);
-  add_time_stats(s, &dev->time_stats, mode);
+  add_time_stats(s, &dev->time_stats,
+                 gst_rdma_src_pad_timestamp_mode(dev->pad, mode));
   return s;
 }
 

@@ -148,13 +148,15 @@ static gint compare_int64(gconstpointer a, gconstpointer b)
 
 /* ---------------------------------------------------------- pipelines */
 
-static GstElement *receiver_new(guint port, const gchar *mode)
+/* rdmasrc in mode, with extra properties (a pad's: "src_1::..."). */
+static GstElement *receiver_new_with(guint port, const gchar *mode,
+                                     const gchar *extra)
 {
   gchar *desc = g_strdup_printf(
       "rdmasrc name=r transport=%s address=%s port=%u stats-interval=0 "
-      "timestamp-mode=%s r.src_0 ! fakesink name=s0 sync=false async=false "
-      "r.src_1 ! fakesink name=s1 sync=false async=false",
-      transport, rdma_addr, port, mode);
+      "timestamp-mode=%s %s r.src_0 ! fakesink name=s0 sync=false "
+      "async=false r.src_1 ! fakesink name=s1 sync=false async=false",
+      transport, rdma_addr, port, mode, extra);
   GstElement *rx = parse(desc);
   GstElement *r = gst_bin_get_by_name(GST_BIN(rx), "r");
 
@@ -172,6 +174,11 @@ static GstElement *receiver_new(guint port, const gchar *mode)
   }
   gst_object_unref(r);
   return rx;
+}
+
+static GstElement *receiver_new(guint port, const gchar *mode)
+{
+  return receiver_new_with(port, mode, "");
 }
 
 /* A sender pipeline of one camera, device d; rate_percent its clock's
@@ -592,6 +599,72 @@ GST_START_TEST(test_capture_mode_aligns_senders)
 
 GST_END_TEST;
 
+/* -------------------------------------------------------- a pad's own */
+
+/* A pad's timestamp-mode overrides the element's for its device alone:
+ * device 1 stamped by arrival (the sender started a second after us, so
+ * its running time is a second behind), device 0 by the element's mode;
+ * the stats and the pads' properties say which applies. */
+GST_START_TEST(test_pad_mode_overrides_the_element)
+{
+  guint port = test_port();
+  GstElement *rx, *tx0, *tx1, *r;
+  gint modes[N_DEV];
+  const gchar *const want[N_DEV] = {"sender", "arrival"};
+  gint64 late[N_DEV];
+
+  log_reset();
+  rx = receiver_new_with(port, "sender", "src_1::timestamp-mode=arrival");
+  set_state(rx, GST_STATE_PLAYING);
+  g_usleep(G_USEC_PER_SEC);
+  tx0 = sender_new(port, 0, 100, -1);
+  tx1 = sender_new(port, 1, 100, -1);
+  set_state(tx0, GST_STATE_PLAYING);
+  set_state(tx1, GST_STATE_PLAYING);
+  wait_frames(N_DEV, 25);
+
+  r = gst_bin_get_by_name(GST_BIN(rx), "r");
+  for (guint d = 0; d < N_DEV; d++) {
+    GstStructure *ds = device_stats(rx, d);
+    gchar name[16];
+    GstPad *pad;
+    GEnumClass *klass;
+
+    fail_unless_equals_string(gst_structure_get_string(ds, "timestamp-mode"),
+                              want[d]);
+    gst_structure_free(ds);
+    g_snprintf(name, sizeof name, "src_%u", d);
+    pad = gst_element_get_static_pad(r, name);
+    g_object_get(pad, "timestamp-mode", &modes[d], NULL);
+    klass = g_type_class_ref(g_type_from_name("GstRdmaTimestampMode"));
+    fail_unless_equals_string(g_enum_get_value(klass, modes[d])->value_nick,
+                              want[d]);
+    g_type_class_unref(klass);
+    gst_object_unref(pad);
+    g_mutex_lock(&log_.lock);
+    {
+      const Record *rec =
+          &g_array_index(log_.records[d], Record, log_.records[d]->len - 1);
+
+      late[d] = (gint64)rec->arrival - (gint64)rec->pts;
+    }
+    g_mutex_unlock(&log_.lock);
+  }
+  gst_object_unref(r);
+  g_print("pad mode: arrival - PTS of the last frame: %.1f ms (sender), "
+          "%.1f ms (arrival)\n",
+          late[0] / 1e6, late[1] / 1e6);
+  /* The sender's running time is a second behind ours. */
+  fail_unless(late[0] > (gint64)(500 * GST_MSECOND), "%.1f ms", late[0] / 1e6);
+  fail_unless(late[1] >= 0 && late[1] < (gint64)(500 * GST_MSECOND), "%.1f ms",
+              late[1] / 1e6);
+  stop(tx0);
+  stop(tx1);
+  stop(rx);
+}
+
+GST_END_TEST;
+
 static Suite *rdmasrc_time_suite(void)
 {
   Suite *s = suite_create("rdmasrc-time");
@@ -610,6 +683,7 @@ static Suite *rdmasrc_time_suite(void)
   tcase_add_test(tc, test_sender_mode_keeps_the_sender_running_time);
   tcase_add_test(tc, test_arrival_mode_stamps_the_arrival);
   tcase_add_test(tc, test_capture_mode_aligns_senders);
+  tcase_add_test(tc, test_pad_mode_overrides_the_element);
   return s;
 }
 
