@@ -238,6 +238,25 @@ static GstStructure *device_stats(GstElement *rx, guint d)
   return ds;
 }
 
+/* The receiver in mode (extra: more of its properties), PLAYING, then
+ * after wait_us the senders of devices 0 and 1, their clocks at rate[d]
+ * percent, started together. */
+static GstElement *start_pair(guint port, const gchar *mode, const gchar *extra,
+                              gulong wait_us, const guint rate[N_DEV],
+                              GstElement *tx[N_DEV])
+{
+  GstElement *rx = receiver_new_with(port, mode, extra);
+
+  log_reset();
+  set_state(rx, GST_STATE_PLAYING);
+  g_usleep(wait_us);
+  for (guint d = 0; d < N_DEV; d++)
+    tx[d] = sender_new(port, d, rate[d], -1);
+  for (guint d = 0; d < N_DEV; d++)
+    set_state(tx[d], GST_STATE_PLAYING);
+  return rx;
+}
+
 static guint records_of(guint d)
 {
   guint n;
@@ -342,20 +361,14 @@ static void expect_monotonic(guint d)
  * the stats say +10000 ppm and 0 ppm, and PTS - arrival stays put. */
 GST_START_TEST(test_skew_follows_a_fast_sender_clock)
 {
-  guint port = test_port();
-  GstElement *rx, *fast, *normal;
+  const guint rates[N_DEV] = {101, 100};
+  GstElement *rx, *tx[N_DEV];
   gint64 spread[N_DEV], drift[N_DEV];
   gdouble rate[N_DEV];
   GstStructure *ds;
   gchar *mode;
 
-  log_reset();
-  rx = receiver_new(port, "skew");
-  set_state(rx, GST_STATE_PLAYING);
-  fast = sender_new(port, 0, 101, -1);
-  normal = sender_new(port, 1, 100, -1);
-  set_state(fast, GST_STATE_PLAYING);
-  set_state(normal, GST_STATE_PLAYING);
+  rx = start_pair(test_port(), "skew", "", 0, rates, tx);
   wait_frames(N_DEV, 25 * SKEW_RUN + 10);
 
   for (guint d = 0; d < N_DEV; d++) {
@@ -391,8 +404,8 @@ GST_START_TEST(test_skew_follows_a_fast_sender_clock)
     fail_unless(spread[d] < (gint64)FRAME,
                 "device %u: PTS - arrival moved %.1f ms (drift %+.1f ms)", d,
                 spread[d] / 1e6, drift[d] / 1e6);
-  stop(fast);
-  stop(normal);
+  for (guint d = 0; d < N_DEV; d++)
+    stop(tx[d]);
   stop(rx);
 }
 
@@ -407,20 +420,13 @@ GST_END_TEST;
  * fast, PTS - arrival drifts with it: what the skew mode is there for. */
 GST_START_TEST(test_sender_mode_keeps_the_sender_running_time)
 {
-  guint port = test_port();
-  GstElement *rx, *fast, *normal;
+  const guint rates[N_DEV] = {101, 100};
+  GstElement *rx, *tx[N_DEV];
   gint64 spread[N_DEV], drift[N_DEV];
   guint unknown[N_DEV] = {0};
 
-  log_reset();
-  rx = receiver_new(port, "sender");
-  set_state(rx, GST_STATE_PLAYING);
-  /* A second later than the receiver: a base of its own. */
-  g_usleep(G_USEC_PER_SEC);
-  fast = sender_new(port, 0, 101, -1);
-  normal = sender_new(port, 1, 100, -1);
-  set_state(fast, GST_STATE_PLAYING);
-  set_state(normal, GST_STATE_PLAYING);
+  /* The senders a second later than the receiver: a base of their own. */
+  rx = start_pair(test_port(), "sender", "", G_USEC_PER_SEC, rates, tx);
   wait_frames(N_DEV, 25 * SENDER_RUN + 10);
 
   g_mutex_lock(&log_.lock);
@@ -451,8 +457,8 @@ GST_START_TEST(test_sender_mode_keeps_the_sender_running_time)
   fail_unless(ABS(drift[1]) < (gint64)FRAME,
               "the normal sender's PTS - arrival drifted %+.1f ms",
               drift[1] / 1e6);
-  stop(fast);
-  stop(normal);
+  for (guint d = 0; d < N_DEV; d++)
+    stop(tx[d]);
   stop(rx);
 }
 
@@ -607,20 +613,14 @@ GST_END_TEST;
  * the stats and the pads' properties say which applies. */
 GST_START_TEST(test_pad_mode_overrides_the_element)
 {
-  guint port = test_port();
-  GstElement *rx, *tx0, *tx1, *r;
+  const guint rates[N_DEV] = {100, 100};
+  GstElement *rx, *tx[N_DEV], *r;
   gint modes[N_DEV];
   const gchar *const want[N_DEV] = {"sender", "arrival"};
   gint64 late[N_DEV];
 
-  log_reset();
-  rx = receiver_new_with(port, "sender", "src_1::timestamp-mode=arrival");
-  set_state(rx, GST_STATE_PLAYING);
-  g_usleep(G_USEC_PER_SEC);
-  tx0 = sender_new(port, 0, 100, -1);
-  tx1 = sender_new(port, 1, 100, -1);
-  set_state(tx0, GST_STATE_PLAYING);
-  set_state(tx1, GST_STATE_PLAYING);
+  rx = start_pair(test_port(), "sender", "src_1::timestamp-mode=arrival",
+                  G_USEC_PER_SEC, rates, tx);
   wait_frames(N_DEV, 25);
 
   r = gst_bin_get_by_name(GST_BIN(rx), "r");
@@ -658,8 +658,8 @@ GST_START_TEST(test_pad_mode_overrides_the_element)
   fail_unless(late[0] > (gint64)(500 * GST_MSECOND), "%.1f ms", late[0] / 1e6);
   fail_unless(late[1] >= 0 && late[1] < (gint64)(500 * GST_MSECOND), "%.1f ms",
               late[1] / 1e6);
-  stop(tx0);
-  stop(tx1);
+  for (guint d = 0; d < N_DEV; d++)
+    stop(tx[d]);
   stop(rx);
 }
 
