@@ -97,6 +97,29 @@ GType gst_rdma_poll_mode_get_type(void)
   return (GType)id;
 }
 
+GType gst_rdma_timestamp_mode_get_type(void)
+{
+  static gsize id = 0;
+  static const GEnumValue values[] = {
+      {GST_RDMA_TIMESTAMP_MODE_SKEW,
+       "The sender's running time through an estimate of its clock", "skew"},
+      {GST_RDMA_TIMESTAMP_MODE_CAPTURE,
+       "The capture time (sender's wall clock) through this host's wall "
+       "clock",
+       "capture"},
+      {GST_RDMA_TIMESTAMP_MODE_SENDER,
+       "The sender's running time as it is (a shared clock and base time)",
+       "sender"},
+      {GST_RDMA_TIMESTAMP_MODE_ARRIVAL, "The frame's arrival", "arrival"},
+      {0, NULL, NULL},
+  };
+  if (g_once_init_enter(&id)) {
+    GType t = g_enum_register_static("GstRdmaTimestampMode", values);
+    g_once_init_leave(&id, t);
+  }
+  return (GType)id;
+}
+
 enum sbr_backend gst_rdma_transport_to_sbr(GstRdmaTransport transport)
 {
   return transport == GST_RDMA_TRANSPORT_SHM ? SBR_BACKEND_SHM
@@ -153,4 +176,9 @@ const gchar *gst_rdma_mechanism_nick(GstRdmaMechanism mechanism)
 const gchar *gst_rdma_over_budget_nick(GstRdmaOverBudget policy)
 {
   return enum_nick(GST_TYPE_RDMA_OVER_BUDGET, policy);
+}
+
+const gchar *gst_rdma_timestamp_mode_nick(GstRdmaTimestampMode mode)
+{
+  return enum_nick(GST_TYPE_RDMA_TIMESTAMP_MODE, mode);
 }

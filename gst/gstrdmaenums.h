@@ -94,6 +94,31 @@ typedef enum {
 GType gst_rdma_poll_mode_get_type(void);
 enum sbr_poll_mode gst_rdma_poll_mode_to_sbr(GstRdmaPollMode mode);
 
+/**
+ * GstRdmaTimestampMode:
+ * @GST_RDMA_TIMESTAMP_MODE_SKEW: the sender's running time through an
+ *   estimate of its clock's rate and offset against ours (follows each
+ *   sender's clock)
+ * @GST_RDMA_TIMESTAMP_MODE_CAPTURE: each frame's capture time (the
+ *   sender's wall clock) through this host's wall clock: cameras of hosts
+ *   whose wall clocks agree (NTP, PTP) align
+ * @GST_RDMA_TIMESTAMP_MODE_SENDER: the sender's running time as it is
+ *   (pipelines sharing a network clock and base time)
+ * @GST_RDMA_TIMESTAMP_MODE_ARRIVAL: each frame's arrival
+ *
+ * How rdmasrc stamps each device's buffers (rdmasrc's SECTION,
+ * "Timestamps").
+ */
+typedef enum {
+  GST_RDMA_TIMESTAMP_MODE_SKEW = 0,
+  GST_RDMA_TIMESTAMP_MODE_CAPTURE = 1,
+  GST_RDMA_TIMESTAMP_MODE_SENDER = 2,
+  GST_RDMA_TIMESTAMP_MODE_ARRIVAL = 3,
+} GstRdmaTimestampMode;
+
+#define GST_TYPE_RDMA_TIMESTAMP_MODE (gst_rdma_timestamp_mode_get_type())
+GType gst_rdma_timestamp_mode_get_type(void);
+
 enum sbr_backend gst_rdma_transport_to_sbr(GstRdmaTransport transport);
 enum sbr_mechanism gst_rdma_mechanism_to_sbr(GstRdmaMechanism mechanism);
 enum sbr_backpressure
@@ -103,6 +128,7 @@ gst_rdma_backpressure_to_sbr(GstRdmaBackpressure backpressure);
 const gchar *gst_rdma_transport_nick(GstRdmaTransport transport);
 const gchar *gst_rdma_mechanism_nick(GstRdmaMechanism mechanism);
 const gchar *gst_rdma_over_budget_nick(GstRdmaOverBudget policy);
+const gchar *gst_rdma_timestamp_mode_nick(GstRdmaTimestampMode mode);
 
 G_END_DECLS
 

@@ -56,6 +56,7 @@ void gst_rdma_element_init(GstPlugin *plugin)
     gst_type_mark_as_plugin_api(GST_TYPE_RDMA_BACKPRESSURE, 0);
     gst_type_mark_as_plugin_api(GST_TYPE_RDMA_OVER_BUDGET, 0);
     gst_type_mark_as_plugin_api(GST_TYPE_RDMA_POLL_MODE, 0);
+    gst_type_mark_as_plugin_api(GST_TYPE_RDMA_TIMESTAMP_MODE, 0);
     g_once_init_leave(&done, 1);
   }
 }

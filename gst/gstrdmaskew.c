@@ -91,8 +91,10 @@
  * arrival times, on the new base already), a forward step.  Never for
  * jitter, bursts, outliers or corrections, which the slew spreads out.
  *
- * Streams.  One estimator serves a lane: its devices share the sender's
- * clock, and pool their frames into the envelope.  Their sender times
+ * Streams.  One estimator may serve several cameras of one sender clock,
+ * which pool their frames into the envelope (rdmasrc keeps one per device
+ * instead: the devices of one lane may be pipelines with clocks and base
+ * times of their own, which one envelope would mix).  Their sender times
  * interleave (one camera captures a little after another, frames arrive
  * in either order), so the guard and DISCONT are per stream
  * (GstRdmaSkewStream, a device): a frame older than the newest is mapped

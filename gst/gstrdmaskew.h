@@ -3,8 +3,10 @@
  * gstrdmaskew.h - follows a sender's clock: maps the times a sender stamps
  * its frames with (its running time, or its capture time) onto this
  * pipeline's running time, from the frames' arrivals, whatever the rates of
- * the two clocks.  One GstRdmaSkew per lane (a sender's connection); the
- * algorithm and why it is robust: gstrdmaskew.c.
+ * the two clocks.  One GstRdmaSkew per sender clock: rdmasrc keeps one
+ * per device, as the rdmasinks of one connection (lane) may be pipelines
+ * with clocks and base times of their own; the algorithm and why it is
+ * robust: gstrdmaskew.c.
  *
  * Not thread safe: one thread observes (rdmasrc's receive thread); a reader
  * of the getters from another thread takes the caller's lock.
@@ -77,18 +79,17 @@ typedef struct {
   gint64 delay;
 } GstRdmaSkewPoint;
 
-/* One output stream fed from an estimator: a device's frames when the
- * estimator is its lane's, shared by the lane's devices (their sender
- * times interleave, one sender clock).  Its output never goes back, and
- * it sees a DISCONT at its first frame and the first after the mapping
- * started again or jumped forward.  Fields are private. */
+/* One output stream fed from an estimator shared by several streams of
+ * one sender clock (their sender times interleave).  Its output never
+ * goes back, and it sees a DISCONT at its first frame and the first after
+ * the mapping started again or jumped forward.  Fields are private. */
 typedef struct {
   gboolean started;
   guint generation_seen;
   GstClockTime last_out;
 } GstRdmaSkewStream;
 
-/* Caller-allocated (embedded in the lane's state); fields are private. */
+/* Caller-allocated (embedded in the device's state); fields are private. */
 typedef struct {
   /* Lower envelope: closed windows (a ring) and the open one. */
   GstRdmaSkewPoint windows[GST_RDMA_SKEW_N_WINDOWS];
@@ -145,9 +146,9 @@ GstClockTime gst_rdma_skew_observe(GstRdmaSkew *skew, GstClockTime sender_time,
                                    GstRdmaSkewFlags *flags);
 
 /* gst_rdma_skew_observe for one of several streams sharing the estimator
- * (a lane's devices): the guard and DISCONT are the stream's.  Sender
- * times may interleave across streams (a device's frame captured a little
- * before another's): each is mapped as it is. */
+ * (cameras of one sender clock): the guard and DISCONT are the stream's.
+ * Sender times may interleave across streams (a device's frame captured a
+ * little before another's): each is mapped as it is. */
 GstClockTime gst_rdma_skew_observe_stream(GstRdmaSkew *skew,
                                           GstRdmaSkewStream *stream,
                                           GstClockTime sender_time,

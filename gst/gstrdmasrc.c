@@ -177,20 +177,59 @@
  * caps the blocks the devices of one lane (one sender) together keep: per
  * lane, so one sender's held frames never make another's copies.
  *
- * Timestamps: the sender sends running times.  For each device the first
- * buffer is stamped with this pipeline's running time at its arrival;
- * every later PTS/DTS is that plus its distance from the first one in the
- * sender's timeline, so relative timestamps are kept exactly.  The mapping
- * starts again (a new base, the buffer DISCONT) after the sender
- * reconnected, after a discontinuity that goes back in time (a restarted
- * sender pipeline), when this pipeline goes from PAUSED to PLAYING (its
- * running time skipped the pause), and when the sender's pipeline was
- * paused: its capture clock ran more than 500 ms further than its running
- * time (two frames in a row agreeing; the first of them is still stamped
- * on the old base).  So sync=true sinks render on time after any
- * pause of either side.  Duration and the
- * DISCONT/DELTA_UNIT flags are kept.  The sender's capture time (its wall
- * clock) comes as a "timestamp/x-unix" #GstReferenceTimestampMeta.
+ * Timestamps: each frame carries the sender's running time (PTS, DTS) and
+ * its capture time, the sender's wall clock (an upstream "timestamp/x-unix"
+ * #GstReferenceTimestampMeta's, else when rdmasink got the frame).
+ * #GstRdmaSrc:timestamp-mode says how they become this pipeline's running
+ * time, per device (several sender pipelines, each with its own clock and
+ * base time, may share one connection); a pad's own timestamp-mode
+ * overrides it for its device (`rdmasrc src_3::timestamp-mode=sender`):
+ *
+ * - skew (the default) follows each sender's clock: an estimator per
+ *   device fits the rate and offset of the sender's clock against ours
+ *   through the lower envelope of arrival minus sender time (the minimum of
+ *   each second of sender time, the frames that met no delay, and a line
+ *   through the last 32 of them), and maps the sender's times through it.
+ *   So PTS minus running time at arrival stays within the transport's
+ *   jitter for as long as the stream runs, whatever the two clocks' rates
+ *   (with the sender's plain distances a clock 20 ppm fast gains 72 ms an
+ *   hour).  Jitter, bursts and late frames never move the envelope;
+ *   corrections are spread over at most 0.5 % of the time elapsed
+ *   (200 us a frame at 25 fps), so the frame pace stays steady, and a
+ *   move of over 50 ms steps.  A frame more than 500 ms off the mapping
+ *   (an absurd time, a frame held up that long, or the sender's pipeline
+ *   paused or restarted) is stamped with its arrival; once such frames
+ *   have agreed for 200 ms of sender time they are a new base (the
+ *   mapping starts again from them, the rate kept), else they are counted
+ *   as outliers.  The first frame is stamped with its arrival.
+ * - capture stamps each frame with its capture instant on our timeline:
+ *   our running time at arrival minus the frame's age by the wall clocks
+ *   (our wall clock then minus its capture time).  Cameras on hosts whose
+ *   wall clocks NTP or PTP keep together align to within that sync,
+ *   whatever their senders' running times, clocks or latencies (an
+ *   encoder's).  A capture time more than 10 s old or 1 s ahead of our
+ *   wall clock is no live frame's: the frame is stamped with its arrival
+ *   and counted (capture-invalid).
+ * - sender passes the sender's running time as it is, for pipelines that
+ *   share a clock and a base time (a #GstNetClientClock of the sender
+ *   host's #GstNetTimeProvider, or #GstPtpClock, and the same base time
+ *   set on both with gst_element_set_base_time and
+ *   gst_element_set_start_time (pipeline, GST_CLOCK_TIME_NONE)).
+ * - arrival stamps each frame with our running time at its arrival.
+ *
+ * In every mode PTS and DTS go through one mapping (PTS keeps its
+ * distance from DTS), a device's timestamps never go back (in capture and
+ * arrival mode a time behind the last holds at it; sender mode passes the
+ * sender's as they are), and the buffer is DISCONT where the mapping
+ * starts or jumps forward: the first frame, and the first after the
+ * sender reconnected, after a discontinuity that goes back in time (a
+ * restarted sender pipeline), after this pipeline went from PAUSED to
+ * PLAYING (its running time skipped the pause), and, in skew mode, a new
+ * base.  So sync=true sinks render on time after any pause of either
+ * side.  Duration and the DISCONT/DELTA_UNIT flags are kept, and the
+ * capture time comes as a "timestamp/x-unix" #GstReferenceTimestampMeta.
+ * The estimator runs in every mode, so the stats say how each sender's
+ * clock runs (rate-ppm) whatever the mode.
  *
  * Offsets: GST_BUFFER_OFFSET is the sender's per-device packet number of
  * the frame's first block (0-65535, wrapping), so a receiver can name or
@@ -269,7 +308,18 @@
  * drops-leaky (queued frames dropped for room: drop-oldest),
  * drops-not-playing, drops-ended (after EOS), paused (its sender told to
  * stop), pauses, paused-time (ns), eos, over-budget (the pad's policy),
- * device-blocks (its share of its lane now).
+ * device-blocks (its share of its lane now); how its buffers are stamped:
+ * timestamp-mode, rate-ppm (the estimated rate of its sender's clock
+ * against ours, +10000 for 1 % fast), rate-known (fitted through two
+ * windows or more), clock-offset (ns, our running time minus the sender's
+ * time through the estimate), and the estimator's counters: skew-observed
+ * (frames), skew-outliers (frames off the mapping that were no new base),
+ * skew-invalid (no time), skew-rebases (new bases: the sender paused,
+ * restarted or jumped), skew-rate-clamps (fits beyond 5 %),
+ * skew-level-shifts (the envelope moved by less than a jump), skew-steps
+ * (corrections too large to spread out), skew-resets (the mapping started
+ * again: a new sender, our own pause), capture-invalid (capture mode:
+ * capture times no live frame has).
  *
  * ## Example launch lines
  * |[
@@ -342,6 +392,7 @@ enum {
   PROP_POLL_MODE,
   PROP_DEVICE_ID,
   PROP_URI,
+  PROP_TIMESTAMP_MODE,
   N_PROPERTIES
 };
 
@@ -371,6 +422,7 @@ enum {
 #define DEFAULT_DEVICE_LOST_EOS FALSE
 #define DEFAULT_POLL_MODE GST_RDMA_POLL_MODE_ADAPTIVE
 #define DEFAULT_DEVICE_ID (-1)
+#define DEFAULT_TIMESTAMP_MODE GST_RDMA_TIMESTAMP_MODE_SKEW
 
 GST_DEBUG_CATEGORY(gst_rdma_src_debug);
 #define GST_CAT_DEFAULT gst_rdma_src_debug
@@ -550,6 +602,13 @@ static void gst_rdma_src_install_stream_properties(void)
       -1, SBR_MAX_DEVICES - 1, DEFAULT_DEVICE_ID,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
   properties[PROP_URI] = gst_rdma_uri_param_spec();
+  properties[PROP_TIMESTAMP_MODE] = g_param_spec_enum(
+      "timestamp-mode", "Timestamp mode",
+      "How buffers are stamped: skew (the sender's time through an estimate "
+      "of its clock), capture (its capture time through our wall clock), "
+      "sender (its running time as it is) or arrival",
+      GST_TYPE_RDMA_TIMESTAMP_MODE, DEFAULT_TIMESTAMP_MODE,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
 }
 
 static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
@@ -604,6 +663,7 @@ static void gst_rdma_src_init(GstRdmaSrc *self)
   self->device_blocks = DEFAULT_DEVICE_BLOCKS;
   self->max_queued = DEFAULT_MAX_QUEUED;
   self->over_budget = DEFAULT_OVER_BUDGET;
+  self->timestamp_mode = DEFAULT_TIMESTAMP_MODE;
   self->max_senders = DEFAULT_MAX_SENDERS;
   self->allowed_senders = DEFAULT_ALLOWED_SENDERS;
   self->max_connects_per_second = DEFAULT_MAX_CONNECTS_PER_SECOND;
@@ -721,6 +781,7 @@ static const gsize fields[N_PROPERTIES] = {
     [PROP_STATS_INTERVAL] = G_STRUCT_OFFSET(GstRdmaSrc, stats_interval),
     [PROP_POLL_MODE] = G_STRUCT_OFFSET(GstRdmaSrc, poll_mode),
     [PROP_DEVICE_ID] = G_STRUCT_OFFSET(GstRdmaSrc, device_id),
+    [PROP_TIMESTAMP_MODE] = G_STRUCT_OFFSET(GstRdmaSrc, timestamp_mode),
 };
 
 static const GstRdmaPropertyTable property_table = {
@@ -823,6 +884,8 @@ static GstStructure *gst_rdma_src_get_stats(GstElement *element)
       self->shared ? gst_rdma_receiver_unclaimed_drops(self->shared) : 0;
   counters.receiver_members =
       self->shared ? gst_rdma_receiver_members(self->shared) : 0;
+  counters.timestamp_mode =
+      self->shared ? self->timestamp_mode_now : self->timestamp_mode;
   s = gst_rdma_src_stats_new(self->shared ? self->receiver : NULL,
                              self->devices, &counters);
   GST_OBJECT_UNLOCK(self);
@@ -935,6 +998,7 @@ static void gst_rdma_src_take_config_locked(GstRdmaSrc *self,
   self->can_pause = cfg->mechanism == GST_RDMA_MECHANISM_STATUS_BYTE;
   self->timeout_now = self->timeout;
   self->device_lost_eos_now = self->device_lost_eos;
+  self->timestamp_mode_now = self->timestamp_mode;
 }
 
 static void gst_rdma_src_config_clear(GstRdmaReceiverConfig *cfg)

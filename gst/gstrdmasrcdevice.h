@@ -6,7 +6,8 @@
  *
  * Threads: the receive thread only (the element's state changes touch a
  * device while that thread is stopped), except frame_duration (object
- * lock, read by latency queries).
+ * lock, read by latency queries) and time_stats (object lock, read by the
+ * stats).
  */
 #ifndef __GST_RDMA_SRC_DEVICE_H__
 #define __GST_RDMA_SRC_DEVICE_H__
@@ -23,8 +24,9 @@ typedef struct {
   guint device;
   GstRdmaSrcPad *pad;
   GstCaps *caps;
-  GstRdmaTimeMap time_map; /* see rdmasrc's SECTION, "Timestamps" */
-  gint rebase_seen;        /* the element's rebase count it has applied */
+  GstRdmaTimeMap time_map;     /* see rdmasrc's SECTION, "Timestamps" */
+  GstRdmaTimeStats time_stats; /* (object lock) time_map's, for the stats */
+  gint rebase_seen;            /* the element's rebase count it has applied */
   GstClockTime frame_duration;
   gboolean pause_set;    /* we told its sender to stop */
   gint released;         /* atomic: its pad was released (1), and

@@ -157,87 +157,151 @@ GstBuffer *gst_rdma_frame_to_buffer(struct sbr_frame *frame, gboolean copy,
   return buf;
 }
 
-/* The sender's time t on our timeline. */
-static GstClockTime map_time(const GstRdmaTimeMap *map, guint64 t)
+void gst_rdma_time_map_init(GstRdmaTimeMap *map)
 {
-  if (t == SBR_TIME_NONE)
+  memset(map, 0, sizeof *map);
+  gst_rdma_skew_init(&map->skew);
+  map->reset = TRUE;
+  map->last_in = SBR_TIME_NONE;
+  map->last_out = GST_CLOCK_TIME_NONE;
+}
+
+void gst_rdma_time_map_get_stats(const GstRdmaTimeMap *map,
+                                 GstRdmaTimeStats *stats)
+{
+  stats->mode = map->mode;
+  stats->rate_ppm = gst_rdma_skew_get_rate_ppm(&map->skew);
+  stats->clock_offset = gst_rdma_skew_get_offset(&map->skew);
+  stats->has_rate = gst_rdma_skew_has_rate(&map->skew);
+  stats->capture_invalid = map->capture_invalid;
+  gst_rdma_skew_get_stats(&map->skew, &stats->skew);
+}
+
+/* Starts the mapping again at this frame: another sender (lane, epoch),
+ * another mode, the sender's timeline going back (its pipeline
+ * restarted), or the caller's reset (a new stream, our own PAUSED ->
+ * PLAYING).  The estimator's counters stay. */
+static void time_map_restart(GstRdmaTimeMap *map, GstRdmaTimestampMode mode,
+                             const struct sbr_block_info *info)
+{
+  if (map->started)
+    gst_rdma_skew_reset(&map->skew);
+  map->reset = FALSE;
+  map->started = FALSE;
+  map->mode = mode;
+  map->lane_id = info->lane_id;
+  map->epoch = info->epoch;
+  map->last_out = GST_CLOCK_TIME_NONE;
+}
+
+/* The capture instant on our running timeline: now minus the age of the
+ * frame by the wall clocks (the sender's at capture, ours at arrival), so
+ * frames captured together on hosts whose wall clocks agree get the same
+ * time, whatever their senders' running times or the way here.
+ * GST_CLOCK_TIME_NONE for a capture time no live frame has. */
+static GstClockTime capture_running_time(guint64 capture, GstClockTime now,
+                                         guint64 wall_now)
+{
+  gint64 age;
+
+  if (capture == SBR_TIME_NONE || capture > G_MAXINT64 || wall_now > G_MAXINT64)
     return GST_CLOCK_TIME_NONE;
-  if (t >= map->base_in)
-    return map->base_out + (t - map->base_in);
-  return map->base_in - t > map->base_out ? 0
-                                          : map->base_out - (map->base_in - t);
+  age = (gint64)wall_now - (gint64)capture;
+  if (age > (gint64)GST_RDMA_CAPTURE_MAX_AGE ||
+      age < -(gint64)GST_RDMA_CAPTURE_MAX_AHEAD)
+    return GST_CLOCK_TIME_NONE;
+  if (age > 0 && (guint64)age > now)
+    return 0; /* captured before our running time began */
+  return (GstClockTime)((gint64)now - age);
 }
 
-/* The sender's pipeline was paused: its capture clock (wall time) went on
- * while its running time stood still, and the next frame agrees.  Bursts
- * (capture times closer together than PTS) and jitter never come near the
- * threshold; a capture time that jumps back (another clock) is ignored. */
-static gboolean sender_paused(GstRdmaTimeMap *map,
-                              const struct sbr_block_info *info)
-{
-  gint64 off, jump;
-
-  if (info->pts == SBR_TIME_NONE || info->capture_time == SBR_TIME_NONE)
-    return FALSE;
-  off = (gint64)info->capture_time - (gint64)info->pts;
-  if (!map->have_offset) {
-    map->have_offset = TRUE;
-    map->offset = off;
-    return FALSE;
-  }
-  jump = off - map->offset;
-  if (jump > (gint64)GST_RDMA_SENDER_PAUSE_THRESHOLD) {
-    if (map->jump_pending &&
-        ABS(off - map->jump_offset) < (gint64)GST_RDMA_SENDER_PAUSE_THRESHOLD) {
-      map->jump_pending = FALSE;
-      map->offset = off;
-      return TRUE;
-    }
-    map->jump_pending = TRUE;
-    map->jump_offset = off;
-    return FALSE;
-  }
-  map->jump_pending = FALSE;
-  if (jump >= -(gint64)GST_RDMA_SENDER_PAUSE_THRESHOLD)
-    map->offset = off; /* follow slow drift between the two clocks */
-  return FALSE;
-}
-
-void gst_rdma_frame_stamp(GstRdmaTimeMap *map,
+void gst_rdma_frame_stamp(GstRdmaTimeMap *map, GstRdmaTimestampMode mode,
                           const struct sbr_block_info *info, GstClockTime now,
-                          GstBuffer *buf)
+                          guint64 wall_now, GstBuffer *buf)
 {
+  /* The time the frame is observed by: DTS when there is one (it only
+   * goes forward, PTS of reordered frames does not), else PTS.  Every
+   * mode computes order_out, its time on our timeline, and PTS keeps its
+   * distance from it (pts_delta), so DTS and PTS go through one mapping. */
   guint64 order = info->dts != SBR_TIME_NONE ? info->dts : info->pts;
-  gboolean rebase;
+  gboolean has_dts = info->dts != SBR_TIME_NONE && info->pts != SBR_TIME_NONE;
+  GstClockTimeDiff pts_delta = 0;
+  GstClockTime order_out, capture_out;
+  GstRdmaSkewFlags flags = GST_RDMA_SKEW_FLAG_NONE;
+  GstClockTime skew_out;
+  gboolean discont;
 
-  rebase = !map->have_base || map->lane_id != info->lane_id ||
-           map->epoch != info->epoch ||
-           ((info->flags & SBR_FLAG_DISCONT) && order != SBR_TIME_NONE &&
-            map->last_in != SBR_TIME_NONE && order < map->last_in);
-  if (!rebase && sender_paused(map, info)) {
-    GST_DEBUG("device %u: the sender's pipeline paused", info->device);
-    rebase = TRUE;
-  }
-  if (rebase && info->pts != SBR_TIME_NONE) {
-    map->have_base = TRUE;
-    map->lane_id = info->lane_id;
-    map->epoch = info->epoch;
-    map->base_in = info->pts;
-    map->base_out = now;
-    GST_DEBUG("device %u: sender time %" GST_TIME_FORMAT
-              " is running time %" GST_TIME_FORMAT " here",
-              info->device, GST_TIME_ARGS(map->base_in),
-              GST_TIME_ARGS(map->base_out));
-    GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DISCONT);
-  }
-  map->last_in = order;
+  if (map->reset || !map->started || map->mode != mode ||
+      map->lane_id != info->lane_id || map->epoch != info->epoch ||
+      ((info->flags & SBR_FLAG_DISCONT) && order != SBR_TIME_NONE &&
+       map->last_in != SBR_TIME_NONE && order < map->last_in))
+    time_map_restart(map, mode, info);
+  if (order != SBR_TIME_NONE)
+    map->last_in = order;
+  discont = !map->started;
 
-  if (map->have_base && info->pts != SBR_TIME_NONE)
-    GST_BUFFER_PTS(buf) = map_time(map, info->pts);
+  /* In every mode, for the stats (a NONE or absurd time is counted there
+   * and stamped with its arrival). */
+  skew_out = gst_rdma_skew_observe(&map->skew, order, now, &flags);
+  if (has_dts && info->pts > info->dts)
+    pts_delta = (GstClockTimeDiff)(info->pts - info->dts);
+
+  switch (mode) {
+  case GST_RDMA_TIMESTAMP_MODE_SENDER:
+    /* As it is: the pipelines share a clock and a base time. */
+    order_out = order != SBR_TIME_NONE ? order : now;
+    break;
+  case GST_RDMA_TIMESTAMP_MODE_ARRIVAL:
+    order_out = now;
+    break;
+  case GST_RDMA_TIMESTAMP_MODE_CAPTURE:
+    /* The capture time is the frame's, so PTS's instant. */
+    capture_out = capture_running_time(info->capture_time, now, wall_now);
+    if (!GST_CLOCK_TIME_IS_VALID(capture_out)) {
+      map->capture_invalid++;
+      capture_out = now;
+    }
+    order_out = capture_out > (GstClockTime)pts_delta
+                    ? capture_out - (GstClockTime)pts_delta
+                    : 0;
+    break;
+  case GST_RDMA_TIMESTAMP_MODE_SKEW:
+  default:
+    order_out = skew_out;
+    discont = (flags & GST_RDMA_SKEW_FLAG_DISCONT) != 0;
+    if (has_dts && pts_delta > 0 && !(flags & GST_RDMA_SKEW_FLAG_OFF_MAPPING)) {
+      /* PTS through the same mapping (its rate), not the sender's
+       * distance as it is. */
+      GstClockTime p = gst_rdma_skew_map(&map->skew, info->pts);
+      GstClockTime d = gst_rdma_skew_map(&map->skew, info->dts);
+
+      if (GST_CLOCK_TIME_IS_VALID(p) && GST_CLOCK_TIME_IS_VALID(d) && p >= d)
+        pts_delta = (GstClockTimeDiff)(p - d);
+    }
+    break;
+  }
+  /* Never back (the estimator has its own guard; sender's times are the
+   * sender's): a capture time or arrival a little behind the last one
+   * (two wall clock readings, a frame overtaken) holds at the last. */
+  if ((mode == GST_RDMA_TIMESTAMP_MODE_CAPTURE ||
+       mode == GST_RDMA_TIMESTAMP_MODE_ARRIVAL) &&
+      GST_CLOCK_TIME_IS_VALID(map->last_out) && order_out < map->last_out)
+    order_out = map->last_out;
+  map->last_out = order_out;
+  if (discont)
+    GST_DEBUG("device %u (%s): sender time %" GST_TIME_FORMAT
+              " is running time %" GST_TIME_FORMAT " here (DISCONT)",
+              info->device, gst_rdma_timestamp_mode_nick(mode),
+              GST_TIME_ARGS(order), GST_TIME_ARGS(order_out));
+  map->started = TRUE;
+
+  if (info->pts != SBR_TIME_NONE || mode != GST_RDMA_TIMESTAMP_MODE_SENDER)
+    GST_BUFFER_PTS(buf) = order_out + (GstClockTime)pts_delta;
   else
-    GST_BUFFER_PTS(buf) = now;
-  if (map->have_base)
-    GST_BUFFER_DTS(buf) = map_time(map, info->dts);
+    GST_BUFFER_PTS(buf) = GST_CLOCK_TIME_NONE;
+  GST_BUFFER_DTS(buf) = has_dts ? order_out : GST_CLOCK_TIME_NONE;
+  if (discont)
+    GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DISCONT);
   if (info->duration != SBR_TIME_NONE)
     GST_BUFFER_DURATION(buf) = info->duration;
   if (info->flags & SBR_FLAG_DISCONT)

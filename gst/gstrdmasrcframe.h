@@ -2,7 +2,8 @@
 /*
  * gstrdmasrcframe.h - a received frame as a GstBuffer: zero-copy over the
  * receive blocks (held while the buffer lives) or copied out of the lane,
- * and its timestamps mapped from the sender's running time onto ours.
+ * and its timestamps mapped onto our running time in the element's
+ * timestamp mode.
  * rdmasrc's receive thread calls these; the memories' free callbacks run
  * on any thread, possibly after the element is gone.
  */
@@ -12,6 +13,8 @@
 #include <gst/gst.h>
 #include <sbr.h>
 
+#include "gstrdmaenums.h"
+#include "gstrdmaskew.h"
 #include "gstrdmasrcpad.h"
 
 G_BEGIN_DECLS
@@ -42,37 +45,55 @@ GstBuffer *gst_rdma_frame_to_buffer(struct sbr_frame *frame, gboolean copy,
                                     guint *lane_blocks);
 
 /* One device's mapping of sender times onto this pipeline's running time
- * (the first frame, and the first after a reconnect, a discontinuity
- * back in time, a pause of the sender's pipeline or of ours, is stamped
- * with our running time at its arrival; later ones keep their distance
- * from it).  have_base = FALSE makes the next frame a new base. */
+ * (rdmasrc's SECTION, "Timestamps"; gst_rdma_frame_stamp).  One estimator
+ * per device, not per lane: rdmasinks of several sender pipelines, each
+ * with its own clock and base time, may share one lane.  The receive
+ * thread's; reset = TRUE (or a new lane or epoch, a DISCONT back in time)
+ * starts it again at the next frame, which is DISCONT. */
 typedef struct {
-  gboolean have_base;
+  gboolean reset;
+  GstRdmaTimestampMode mode;
+  gboolean started; /* a frame was stamped since the last start */
   guint32 lane_id;
   guint16 epoch;
-  guint64 base_in;       /* sender running time of the base frame */
-  GstClockTime base_out; /* our running time at its arrival */
-  guint64 last_in;       /* last sender time seen (DTS, else PTS) */
-  /* Capture time minus PTS, as long as it stays put; a sender whose
-   * pipeline paused shows as a jump of it (confirmed by the next frame, so
-   * one frame with a capture time from another clock changes nothing). */
-  gboolean have_offset;
-  gint64 offset;
-  gboolean jump_pending;
-  gint64 jump_offset;
+  guint64 last_in;         /* last sender time seen (DTS, else PTS) */
+  GstClockTime last_out;   /* last PTS out: capture and arrival never go back */
+  guint64 capture_invalid; /* capture times no live frame has (capture) */
+  /* Observed in every mode, so the stats say how the sender's clock runs
+   * whatever the mode; its output stamps only in skew mode. */
+  GstRdmaSkew skew;
 } GstRdmaTimeMap;
 
-/* The sender's capture clock ran this much further than its running time
- * (over two frames in a row): its pipeline was paused (or stalled), so its
- * running times no longer map onto ours by their distance. */
-#define GST_RDMA_SENDER_PAUSE_THRESHOLD (500 * GST_MSECOND)
+/* What the stats show of a mapping: copied under the element's object
+ * lock by the receive thread after each frame, read under it. */
+typedef struct {
+  GstRdmaTimestampMode mode;
+  gdouble rate_ppm;
+  gint64 clock_offset;
+  gboolean has_rate;
+  guint64 capture_invalid;
+  GstRdmaSkewStats skew;
+} GstRdmaTimeStats;
+
+/* A capture time further than this before our wall clock, or
+ * GST_RDMA_CAPTURE_MAX_AHEAD after it, is no live frame's capture instant
+ * (a wall clock off by that much, a time from 1970): in capture mode the
+ * frame is stamped with its arrival and counted (capture-invalid). */
+#define GST_RDMA_CAPTURE_MAX_AGE (10 * GST_SECOND)
+#define GST_RDMA_CAPTURE_MAX_AHEAD (1 * GST_SECOND)
+
+void gst_rdma_time_map_init(GstRdmaTimeMap *map);
+void gst_rdma_time_map_get_stats(const GstRdmaTimeMap *map,
+                                 GstRdmaTimeStats *stats);
 
 /* Stamps buf (PTS, DTS, duration, DISCONT/DELTA_UNIT, the capture time as
  * a "timestamp/x-unix" reference timestamp meta) from what the frame's
- * first block carries; now is our running time. */
-void gst_rdma_frame_stamp(GstRdmaTimeMap *map,
+ * first block carries, in mode; now is our running time at the frame's
+ * arrival and wall_now our wall clock (ns since 1970) at the same
+ * instant. */
+void gst_rdma_frame_stamp(GstRdmaTimeMap *map, GstRdmaTimestampMode mode,
                           const struct sbr_block_info *info, GstClockTime now,
-                          GstBuffer *buf);
+                          guint64 wall_now, GstBuffer *buf);
 
 G_END_DECLS
 

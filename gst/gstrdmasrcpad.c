@@ -24,6 +24,7 @@ GST_DEBUG_CATEGORY_STATIC(gst_rdma_src_pad_debug);
 enum {
   PROP_0,
   PROP_OVER_BUDGET,
+  PROP_TIMESTAMP_MODE,
   N_PROPERTIES,
 };
 
@@ -43,27 +44,29 @@ struct _GstRdmaSrcPad {
   /* Everything below: lock. */
   GMutex lock;
   GCond cond;
-  GQueue queue;             /* QueueItem */
-  guint queued_buffers;     /* buffers in queue */
-  guint queued_blocks;      /* lane blocks they wrap */
-  gboolean running;         /* PLAYING: the task pushes */
-  gboolean held;            /* not exposed yet: the task waits to push */
-  gboolean flushing;        /* stopping: the task pauses itself */
-  gboolean discont;         /* a frame was dropped: mark the next one */
-  gboolean eos;             /* EOS queued or returned from downstream */
-  gboolean has_stream;      /* stream-start sent or queued since the last
-                               state cycle (end_stream) */
-  gboolean task_waits;      /* the task sleeps on cond for an item: the
-                               next one queued wakes it, later ones don't */
-  GstRdmaOverBudget policy; /* property; also read by admit */
-  gboolean policy_set;      /* the property was set: the stream's
-                               liveness doesn't change the policy */
-  gboolean hold_back;       /* a stream that isn't live, on the default
-                               policy: frames over the share stay in the
-                               lane, never dropped (admit) */
-  gboolean paused;          /* the sender was told to stop */
-  gint64 paused_since;      /* monotonic us */
-  guint64 paused_us;        /* total of finished pauses */
+  GQueue queue;                 /* QueueItem */
+  guint queued_buffers;         /* buffers in queue */
+  guint queued_blocks;          /* lane blocks they wrap */
+  gboolean running;             /* PLAYING: the task pushes */
+  gboolean held;                /* not exposed yet: the task waits to push */
+  gboolean flushing;            /* stopping: the task pauses itself */
+  gboolean discont;             /* a frame was dropped: mark the next one */
+  gboolean eos;                 /* EOS queued or returned from downstream */
+  gboolean has_stream;          /* stream-start sent or queued since the last
+                                   state cycle (end_stream) */
+  gboolean task_waits;          /* the task sleeps on cond for an item: the
+                                   next one queued wakes it, later ones don't */
+  GstRdmaOverBudget policy;     /* property; also read by admit */
+  gboolean policy_set;          /* the property was set: the stream's
+                                   liveness doesn't change the policy */
+  gboolean hold_back;           /* a stream that isn't live, on the default
+                                   policy: frames over the share stay in the
+                                   lane, never dropped (admit) */
+  GstRdmaTimestampMode ts_mode; /* property: overrides the element's */
+  gboolean ts_mode_set;         /* ... once set */
+  gboolean paused;              /* the sender was told to stop */
+  gint64 paused_since;          /* monotonic us */
+  guint64 paused_us;            /* total of finished pauses */
   guint64 pauses;
   guint64 copies;      /* frames copied because over budget */
   guint64 drops_leaky; /* queued frames dropped to make room */
@@ -115,6 +118,12 @@ static void gst_rdma_src_pad_set_property(GObject *object, guint prop_id,
     pad->hold_back = FALSE;
     g_mutex_unlock(&pad->lock);
     break;
+  case PROP_TIMESTAMP_MODE:
+    g_mutex_lock(&pad->lock);
+    pad->ts_mode = g_value_get_enum(value);
+    pad->ts_mode_set = TRUE;
+    g_mutex_unlock(&pad->lock);
+    break;
   default:
     G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
     break;
@@ -132,6 +141,18 @@ static void gst_rdma_src_pad_get_property(GObject *object, guint prop_id,
     g_value_set_enum(value, pad->policy);
     g_mutex_unlock(&pad->lock);
     break;
+  case PROP_TIMESTAMP_MODE: {
+    /* Unset: what applies, the element's. */
+    GstObject *parent = gst_object_get_parent(GST_OBJECT(pad));
+    GstRdmaTimestampMode mode = GST_RDMA_TIMESTAMP_MODE_SKEW;
+
+    if (parent) {
+      g_object_get(parent, "timestamp-mode", &mode, NULL);
+      gst_object_unref(parent);
+    }
+    g_value_set_enum(value, gst_rdma_src_pad_timestamp_mode(pad, mode));
+    break;
+  }
   default:
     G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
     break;
@@ -152,6 +173,12 @@ static void gst_rdma_src_pad_class_init(GstRdmaSrcPadClass *klass)
       "(rdmasrc device-blocks): drop its oldest queued frames, copy new "
       "frames out of the lane, or tell its sender to pause",
       GST_TYPE_RDMA_OVER_BUDGET, GST_RDMA_OVER_BUDGET_DROP_OLDEST,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING);
+  properties[PROP_TIMESTAMP_MODE] = g_param_spec_enum(
+      "timestamp-mode", "Timestamp mode",
+      "How this device's buffers are stamped, once set (else rdmasrc's "
+      "timestamp-mode); a change starts its mapping again",
+      GST_TYPE_RDMA_TIMESTAMP_MODE, GST_RDMA_TIMESTAMP_MODE_SKEW,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING);
   g_object_class_install_properties(gobject_class, N_PROPERTIES, properties);
 
@@ -217,6 +244,17 @@ GstRdmaOverBudget gst_rdma_src_pad_get_policy(GstRdmaSrcPad *pad)
   policy = pad->policy;
   g_mutex_unlock(&pad->lock);
   return policy;
+}
+
+GstRdmaTimestampMode gst_rdma_src_pad_timestamp_mode(GstRdmaSrcPad *pad,
+                                                     GstRdmaTimestampMode dflt)
+{
+  GstRdmaTimestampMode mode;
+
+  g_mutex_lock(&pad->lock);
+  mode = pad->ts_mode_set ? pad->ts_mode : dflt;
+  g_mutex_unlock(&pad->lock);
+  return mode;
 }
 
 /* ------------------------------------------------------------ queue */

@@ -88,6 +88,9 @@ GstRdmaOverBudget gst_rdma_src_pad_get_policy(GstRdmaSrcPad *pad);
 void gst_rdma_src_pad_set_default_policy(GstRdmaSrcPad *pad,
                                          GstRdmaOverBudget policy,
                                          gboolean hold_back);
+/* The pad's timestamp-mode once set, else dflt (the element's). */
+GstRdmaTimestampMode gst_rdma_src_pad_timestamp_mode(GstRdmaSrcPad *pad,
+                                                     GstRdmaTimestampMode dflt);
 
 /* State changes.  start: the pad task runs and pushes (PLAYING); pause:
  * it waits without pushing and queued buffers are dropped (a live source

@@ -217,7 +217,7 @@ GstEvent **gst_rdma_src_stream_events(GstRdmaSrc *self, GstRdmaSrcDevice *dev,
   events[0] = stream_start_event(self, dev);
   events[1] = gst_event_new_caps(caps);
   events[2] = time_segment_event();
-  dev->time_map.have_base = FALSE;
+  dev->time_map.reset = TRUE;
   return events;
 }
 
@@ -238,6 +238,8 @@ static GstRdmaSrcDevice *gst_rdma_src_device_new(GstRdmaSrc *self, guint device,
 
   dev->device = device;
   dev->rebase_seen = g_atomic_int_get(&self->rebase_count);
+  gst_rdma_time_map_init(&dev->time_map);
+  gst_rdma_time_map_get_stats(&dev->time_map, &dev->time_stats);
   dev->frame_duration = GST_CLOCK_TIME_NONE;
   dev->pad = gst_rdma_src_pad_new(templ, device, policy, &self->flow);
   pad = GST_PAD(dev->pad);
@@ -569,8 +571,7 @@ void gst_rdma_src_end_streams(GstRdmaSrc *self)
     gst_rdma_src_pad_end_stream(dev->pad);
     gst_caps_replace(&dev->caps, NULL);
     g_clear_pointer(&dev->refused_caps, g_free);
-    dev->time_map.have_base = FALSE;
-    dev->time_map.have_offset = FALSE;
+    dev->time_map.reset = TRUE;
     dev->pause_set = FALSE;
     /* Lanes of the next receiver are new: nobody owns the device. */
     GST_OBJECT_LOCK(self);

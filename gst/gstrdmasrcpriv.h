@@ -56,6 +56,7 @@ struct _GstRdmaSrc {
   gboolean device_lost_eos;
   guint stats_interval;
   GstRdmaPollMode poll_mode;
+  GstRdmaTimestampMode timestamp_mode;
 
   gint device_id; /* -1: every device no other rdmasrc asked for */
 
@@ -101,8 +102,9 @@ struct _GstRdmaSrc {
   gboolean can_pause; /* the mechanism carries pause flags */
   guint timeout_now;
   gboolean device_lost_eos_now;
-  gint64 last_life_check; /* monotonic us */
-  gint64 last_activity;   /* monotonic us of the last frame */
+  GstRdmaTimestampMode timestamp_mode_now; /* the receive thread's */
+  gint64 last_life_check;                  /* monotonic us */
+  gint64 last_activity;                    /* monotonic us of the last frame */
   gboolean timeout_posted;
 
   /* Counters (object lock). */

@@ -100,15 +100,27 @@ static void gst_rdma_src_handle_caps(GstRdmaSrc *self, guint device,
   gst_caps_unref(caps);
 }
 
-static GstClockTime gst_rdma_src_running_time(GstRdmaSrc *self)
+/* Our running time now, and in *wall our wall clock at the same instant
+ * (capture mode relates the two): the wall clock read either side of the
+ * running time, again when something came between the readings (this
+ * thread preempted), so the pair is off by well under a millisecond. */
+static GstClockTime gst_rdma_src_running_time(GstRdmaSrc *self, guint64 *wall)
 {
   GstClock *clock = gst_element_get_clock(GST_ELEMENT(self));
-  GstClockTime now, base;
+  GstClockTime now = 0, base;
+  guint64 before = 0, after = 0;
 
+  base = gst_element_get_base_time(GST_ELEMENT(self));
+  for (guint tries = 0; tries < 3; tries++) {
+    before = gst_rdma_realtime_ns();
+    now = clock ? gst_clock_get_time(clock) : 0;
+    after = gst_rdma_realtime_ns();
+    if (after >= before && after - before < 200 * GST_USECOND)
+      break;
+  }
+  *wall = before + (after > before ? (after - before) / 2 : 0);
   if (!clock)
     return 0;
-  now = gst_clock_get_time(clock);
-  base = gst_element_get_base_time(GST_ELEMENT(self));
   gst_object_unref(clock);
   return now > base ? now - base : 0;
 }
@@ -164,6 +176,7 @@ static void gst_rdma_src_handle_data(GstRdmaSrc *self, struct sbr_frame *frame)
   gboolean over = FALSE, copy = FALSE;
   guint lane_blocks, budget;
   GstClockTime now;
+  guint64 wall_now;
   GstBuffer *buf;
 
   if (!dev || gst_rdma_src_pad_is_eos(dev->pad)) {
@@ -212,11 +225,15 @@ static void gst_rdma_src_handle_data(GstRdmaSrc *self, struct sbr_frame *frame)
                                  gst_rdma_src_pad_block_count(dev->pad),
                                  &lane_blocks);
   if (dev->rebase_seen != g_atomic_int_get(&self->rebase_count)) {
+    /* Our running time skipped our pause: no mapping holds across it. */
     dev->rebase_seen = g_atomic_int_get(&self->rebase_count);
-    dev->time_map.have_base = FALSE;
+    dev->time_map.reset = TRUE;
   }
-  now = gst_rdma_src_running_time(self);
-  gst_rdma_frame_stamp(&dev->time_map, &info, now, buf);
+  now = gst_rdma_src_running_time(self, &wall_now);
+  gst_rdma_frame_stamp(
+      &dev->time_map,
+      gst_rdma_src_pad_timestamp_mode(dev->pad, self->timestamp_mode_now),
+      &info, now, wall_now, buf);
   if (GST_BUFFER_PTS_IS_VALID(buf) && now > GST_BUFFER_PTS(buf) &&
       now - GST_BUFFER_PTS(buf) > GST_RDMA_SRC_OUTAGE_LATENESS) {
     /* Not jitter: frames queued at a sender that stalled (stopped,
@@ -239,12 +256,13 @@ static void gst_rdma_src_handle_data(GstRdmaSrc *self, struct sbr_frame *frame)
     gst_element_post_message(GST_ELEMENT(self),
                              gst_message_new_latency(GST_OBJECT(self)));
   }
+  GST_OBJECT_LOCK(self);
   if (info.duration != SBR_TIME_NONE &&
-      !GST_CLOCK_TIME_IS_VALID(dev->frame_duration)) {
-    GST_OBJECT_LOCK(self);
+      !GST_CLOCK_TIME_IS_VALID(dev->frame_duration))
     dev->frame_duration = info.duration;
-    GST_OBJECT_UNLOCK(self);
-  }
+  /* The estimator is this thread's; the stats read this copy. */
+  gst_rdma_time_map_get_stats(&dev->time_map, &dev->time_stats);
+  GST_OBJECT_UNLOCK(self);
   /* The sender's numbering (see the SECTION). */
   GST_BUFFER_OFFSET(buf) = info.packet;
   GST_BUFFER_OFFSET_END(buf) = GST_BUFFER_OFFSET_NONE;

@@ -34,8 +34,28 @@ GParamSpec *gst_rdma_src_stats_param_spec(void)
 
 /* One device's structure: the receiver's counters of it, its ownership,
  * then the pad's queue, share and drops by reason. */
+/* How the device's buffers are stamped, and what the estimator of its
+ * sender's clock found (it runs in every mode, gstrdmasrcframe.h). */
+static void add_time_stats(GstStructure *s, const GstRdmaTimeStats *t,
+                           GstRdmaTimestampMode mode)
+{
+  gst_structure_set(
+      s, "timestamp-mode", G_TYPE_STRING, gst_rdma_timestamp_mode_nick(mode),
+      "rate-ppm", G_TYPE_DOUBLE, t->rate_ppm, "rate-known", G_TYPE_BOOLEAN,
+      t->has_rate, "clock-offset", G_TYPE_INT64, (gint64)t->clock_offset,
+      "skew-observed", G_TYPE_UINT64, t->skew.observed, "skew-outliers",
+      G_TYPE_UINT64, t->skew.outliers, "skew-invalid", G_TYPE_UINT64,
+      t->skew.invalid, "skew-rebases", G_TYPE_UINT64, t->skew.rebases,
+      "skew-rate-clamps", G_TYPE_UINT64, t->skew.rate_clamps,
+      "skew-level-shifts", G_TYPE_UINT64, t->skew.level_shifts, "skew-steps",
+      G_TYPE_UINT64, t->skew.steps, "skew-resets", G_TYPE_UINT64,
+      t->skew.resets, "capture-invalid", G_TYPE_UINT64, t->capture_invalid,
+      NULL);
+}
+
 static GstStructure *device_stats_new(sbr_receiver *receiver,
-                                      GstRdmaSrcDevice *dev, guint share)
+                                      GstRdmaSrcDevice *dev, guint share,
+                                      GstRdmaTimestampMode mode)
 {
   struct sbr_device_stats ds;
   GstStructure *s;
@@ -52,6 +72,8 @@ static GstStructure *device_stats_new(sbr_receiver *receiver,
   gst_rdma_src_pad_add_stats(dev->pad, s);
   /* Per device: each has its own lane's share (gst_rdma_src_budget). */
   gst_structure_set(s, "device-blocks", G_TYPE_UINT, share, NULL);
+  add_time_stats(s, &dev->time_stats,
+                 gst_rdma_src_pad_timestamp_mode(dev->pad, mode));
   return s;
 }
 
@@ -72,8 +94,8 @@ GstStructure *gst_rdma_src_stats_new(sbr_receiver *receiver,
 
       if (!devices[d])
         continue;
-      per_device[d] =
-          device_stats_new(receiver, devices[d], counters->shares[d]);
+      per_device[d] = device_stats_new(
+          receiver, devices[d], counters->shares[d], counters->timestamp_mode);
       gst_structure_get_uint64(per_device[d], "pushed", &dev_pushed);
       pushed += dev_pushed;
     }

@@ -37,6 +37,7 @@ typedef struct {
   guint64 unclaimed_drops;       /* the shared receiver's: frames of devices no
                                     rdmasrc on it asked for */
   guint receiver_members;        /* rdmasrcs sharing the receiver; 0 stopped */
+  GstRdmaTimestampMode timestamp_mode; /* running with, else the property */
 } GstRdmaSrcCounters;
 
 /* The "stats" property, its blurb naming every field built below. */

@@ -4,14 +4,18 @@
 # The 12-camera rig's sender: twelve live test cameras (videotestsrc, each
 # a different pattern, "cam N" written on it) in ONE gst-launch-1.0
 # pipeline, each into `rdmasink device-id=N`; the twelve sinks share one
-# connection (one QP) to the rdmasrc at HOST:PORT.
+# connection (one QP) to the rdmasrc at HOST:PORT.  A rig of several
+# capture hosts gives each host its own device ids with --first-device
+# (three hosts of four cameras: 0, 4 and 8; README.md, "A rig of several
+# hosts").
 #
 #   pipelines/rig-send.sh [options]
 #
 #   --host ADDR        receiver address (verbs; shm ignores it)  [127.0.0.1]
 #   --port N           receiver port                             [7471]
 #   --transport T      verbs or shm                              [verbs]
-#   --cameras N        cameras, device-id 0..N-1 (1-12)          [12]
+#   --cameras N        cameras (1-12), device-id FIRST..FIRST+N-1 [12]
+#   --first-device N   the first camera's device-id (0-255)      [0]
 #   --width N          frame width                               [640]
 #   --height N         frame height                              [480]
 #   --fps N            frames per second                         [25]
@@ -25,7 +29,7 @@
 #   --print            print the gst-launch-1.0 command, run nothing
 #
 # Every option also reads an environment variable: RIG_HOST, RIG_PORT,
-# RIG_TRANSPORT, RIG_CAMERAS, RIG_WIDTH, RIG_HEIGHT, RIG_FPS, RIG_SECONDS,
+# RIG_TRANSPORT, RIG_CAMERAS, RIG_FIRST_DEVICE, RIG_WIDTH, RIG_HEIGHT, RIG_FPS, RIG_SECONDS,
 # RIG_SINK_PROPS (flags win).  Frames are RGB (640x480: 921,600 bytes, one
 # receive block at rdmasrc's default block-size).  Without --stats the
 # pipeline runs under `gst-launch-1.0 -e`, so Ctrl-C ends it with EOS.
@@ -34,6 +38,7 @@
 #   pipelines/rig-send.sh --host 192.168.1.20
 #   pipelines/rig-send.sh --transport shm --seconds 10
 #   pipelines/rig-send.sh --width 160 --height 120 --seconds 5
+#   pipelines/rig-send.sh --host 192.168.1.20 --cameras 4 --first-device 4
 #
 # The plugin is found through GST_PLUGIN_PATH, else in build/gst of this
 # source tree.  textoverlay is Debian's gstreamer1.0-x (the pango plugin).
@@ -56,6 +61,7 @@ host=${RIG_HOST:-127.0.0.1}
 port=${RIG_PORT:-7471}
 transport=${RIG_TRANSPORT:-verbs}
 cameras=${RIG_CAMERAS:-12}
+first=${RIG_FIRST_DEVICE:-0}
 width=${RIG_WIDTH:-640}
 height=${RIG_HEIGHT:-480}
 fps=${RIG_FPS:-25}
@@ -70,14 +76,15 @@ while [ $# -gt 0 ]; do
 	--*=*) opt=${1%%=*} val=${1#*=}; shift; set -- "$opt" "$val" "$@"; continue ;;
 	esac
 	case $1 in
-	--host | --port | --transport | --cameras | --width | --height | --fps | \
-		--seconds | --sink-props | --stats | --ready)
+	--host | --port | --transport | --cameras | --first-device | --width | \
+		--height | --fps | --seconds | --sink-props | --stats | --ready)
 		[ $# -ge 2 ] || die "$1 needs a value"
 		case $1 in
 		--host) host=$2 ;;
 		--port) port=$2 ;;
 		--transport) transport=$2 ;;
 		--cameras) cameras=$2 ;;
+		--first-device) first=$2 ;;
 		--width) width=$2 ;;
 		--height) height=$2 ;;
 		--fps) fps=$2 ;;
@@ -93,11 +100,15 @@ while [ $# -gt 0 ]; do
 	esac
 done
 
-for v in port cameras width height fps seconds; do
-	case ${!v} in '' | *[!0-9]*) die "--$v: not a number: '${!v}'" ;; esac
+for v in port cameras first width height fps seconds; do
+	case ${!v} in '' | *[!0-9]*) die "--${v/#first/first-device}: not a number: '${!v}'" ;; esac
 done
 if [ "$cameras" -lt 1 ] || [ "$cameras" -gt 12 ]; then
 	die "--cameras: 1 to 12"
+fi
+# rdmasrc's pads are src_0 ... src_255.
+if [ "$first" -gt $((256 - cameras)) ]; then
+	die "--first-device: devices $first..$((first + cameras - 1)) go past 255"
 fi
 if [ "$width" -lt 16 ] || [ "$height" -lt 16 ] || [ "$fps" -lt 1 ]; then
 	die "--width/--height at least 16, --fps at least 1"
@@ -109,7 +120,8 @@ if [ -z "${GST_PLUGIN_PATH:-}" ] && [ -e "$top/build/gst/libgstrdma.so" ]; then
 	export GST_PLUGIN_PATH=$top/build/gst
 fi
 
-# One pattern per camera, told apart at a glance (some with motion).
+# One pattern per device, told apart at a glance (some with motion); the
+# same device looks the same whichever host sends it.
 patterns=(
 	"pattern=smpte"
 	"pattern=snow"
@@ -131,15 +143,15 @@ buffers=$((seconds * fps))
 # word is one argument, as gst_parse_launchv takes them).  The label's font
 # is for 640 wide; textoverlay scales it with the width (auto-resize).
 desc=()
-for ((i = 0; i < cameras; i++)); do
-	read -r -a pat <<<"${patterns[$i]}"
+for ((d = first; d < first + cameras; d++)); do
+	read -r -a pat <<<"${patterns[$((d % 12))]}"
 	read -r -a extra <<<"$sink_props"
 	desc+=(
 		videotestsrc is-live=true "${pat[@]}" num-buffers="$buffers"
 		! "video/x-raw,format=RGB,width=$width,height=$height,framerate=$fps/1"
-		! textoverlay "text=cam $i" "font-desc=Sans Bold 36"
+		! textoverlay "text=cam $d" "font-desc=Sans Bold 36"
 		valignment=top halignment=left shaded-background=true
-		! rdmasink name="tx$i" device-id="$i" transport="$transport"
+		! rdmasink name="tx$d" device-id="$d" transport="$transport"
 		host="$host" port="$port" stats-interval=1000 "${extra[@]}"
 	)
 done
@@ -151,8 +163,9 @@ if [ -n "$print" ]; then
 	exit 0
 fi
 
-printf '%s: %d camera(s) %dx%d RGB %d fps -> %s %s:%s%s\n' "$prog" \
-	"$cameras" "$width" "$height" "$fps" "$transport" "$host" "$port" \
+printf '%s: %d camera(s), devices %d-%d, %dx%d RGB %d fps -> %s %s:%s%s\n' \
+	"$prog" "$cameras" "$first" "$((first + cameras - 1))" "$width" "$height" \
+	"$fps" "$transport" "$host" "$port" \
 	"$([ "$seconds" -gt 0 ] && echo ", $seconds s" || echo ", until Ctrl-C")" >&2
 if [ -n "$stats" ]; then
 	run=("$here/rig-run.py" --label "$prog" --stats "$stats")

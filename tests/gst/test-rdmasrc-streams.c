@@ -49,9 +49,10 @@ typedef struct {
   guint other_size[MAX_PADS]; /* frames not the size of the first one */
   /* DISCONT frames, counted apart: besides after a drop, rdmasrc marks
    * one where it re-based the sender's timestamps, which it does when the
-   * sender's capture clock ran ahead of its running time, as a sender
-   * starved of CPU's does (the VM's emulated CPU, or this host running
-   * two VMs beside four suites: one in a whole run, CI at 80ad8b1). */
+   * sender's frames fell more than 500 ms off its estimate of the
+   * sender's clock for 200 ms, as a sender starved of CPU's may (the VM's
+   * emulated CPU, or this host running two VMs beside four suites: one
+   * in a whole run, CI at 80ad8b1, with the capture-clock test then). */
   guint discont[MAX_PADS];
 } Counts;
 
@@ -826,7 +827,7 @@ static gint pad_width(GstElement *pipeline, const gchar *pad_name)
  * width on the pad, every frame its size, its packet numbers never going
  * back.  Gaps and DISCONT may be there: a sender starved of CPU (the
  * VM's emulated one, or a host running two VMs beside four suites) drops
- * frames, and its capture clock runs ahead of its running time, which
+ * frames, and its running time stands still while ours goes on, which
  * re-bases a timestamp; neither mixes two senders. */
 static void never_mixed(GstElement *rx, guint d, gint width)
 {
