@@ -221,7 +221,8 @@ if [ -n "$vm_pid" ]; then
   timed "waiting for the VM steps" wait "$vm_pid"
   note "verbs suite in the Soft-RoCE VM"
   cat "$vm_out/rxe.log"
-  tally "Soft-RoCE VM (verbs)" build-ci/meson-logs/verbs-rxe.json
+  tally "Soft-RoCE VM (verbs)" build-ci/meson-logs/verbs-rxe.json \
+    "$(cat "$vm_out/rxe.rc" 2>/dev/null || echo missing)"
   note "demo (12 cameras over Soft-RoCE)"
   cat "$vm_out/demo.log"
   if [ "$(cat "$vm_out/demo.rc" 2>/dev/null)" = 0 ]; then
@@ -233,7 +234,8 @@ if [ -n "$vm_pid" ]; then
   if [ "${SBR_VM_SIW:-1}" != 0 ]; then
     note "suite siw in the soft-iWARP VM"
     cat "$vm_out/siw.log"
-    tally "soft-iWARP VM (siw)" build-ci/meson-logs/verbs-siw.json
+    tally "soft-iWARP VM (siw)" build-ci/meson-logs/verbs-siw.json \
+      "$(cat "$vm_out/siw.rc" 2>/dev/null || echo missing)"
   else
     step_failed "soft-iWARP VM not run (SBR_VM_SIW=0)"
   fi

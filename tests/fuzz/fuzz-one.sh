@@ -6,8 +6,11 @@
 # regressions/<target>/ once, then the fuzzer from corpus/<target>/ for
 # SBR_FUZZ_RUNS runs (default 20000) with seed 1, or for SBR_FUZZ_TIME
 # seconds when that is set (tests/fuzz/run.sh sets both from its options).
-# New inputs go to BUILD/fuzz-corpus/<target>/ (the repository's corpus is
-# read, never written); a crash leaves its input in
+# A timed run keeps the new inputs it finds in BUILD/fuzz-corpus/<target>/
+# and starts from them next time; a fixed run (CI's) starts from the
+# repository's corpus alone, with new inputs in a directory of its own
+# that goes with it, so each such run is the same as the last.  The
+# repository's corpus is read, never written; a crash leaves its input in
 # BUILD/fuzz-artifacts/<target>/.  Exits non-zero on any crash.
 #
 #   fuzz-one.sh EXECUTABLE TARGET SOURCE-DIR BUILD-DIR
@@ -29,6 +32,8 @@ if [ -n "${SBR_FUZZ_TIME:-}" ]; then
   limit=(-max_total_time="$SBR_FUZZ_TIME")
 else
   limit=(-runs="${SBR_FUZZ_RUNS:-20000}" -seed=1)
+  new=$(mktemp -d)
+  trap 'rm -rf "$new"' EXIT
 fi
 "$exe" "${limit[@]}" -print_final_stats=1 -artifact_prefix="$art/" \
   "$new" "$here/corpus/$t"

@@ -13,6 +13,8 @@
 #   tests/softroce/ci-vms.sh BUILD-DIR OUT-DIR
 #
 # Leaves in OUT-DIR: rxe.log, siw.log and demo.log (each step's output),
+# rxe.rc and siw.rc (each VM's exit status: a VM that died part-way left
+# a meson log of only the tests that finished),
 # demo.rc (the demo's verdict: 0 when it made BUILD-DIR/demo-out/mosaic.avi
 # and stats.txt: under the build, as the VM writes only below the working
 # directory) and
@@ -51,6 +53,7 @@ rxe() {
   tests/softroce/run-in-vm.sh --cpus 1 -- meson test -C "$build" \
     --suite verbs --print-errorlogs --no-rebuild --logbase verbs-rxe \
     >"$out/rxe.log" 2>&1
+  echo $? >"$out/rxe.rc"
   echo "VM: verbs suite over Soft-RoCE: $((SECONDS - t)) s" >>"$out/times"
   t=$SECONDS
   # The README's demo, as a user runs it (with this build rather than one
@@ -71,6 +74,7 @@ siw() {
   tests/softroce/run-in-vm.sh --cpus 1 --family siw -- meson test -C "$build" \
     --suite siw --print-errorlogs --no-rebuild --logbase verbs-siw \
     >"$out/siw.log" 2>&1
+  echo $? >"$out/siw.rc"
   echo "VM: suite siw over soft-iWARP: $((SECONDS - t)) s" >>"$out/times"
 }
 
