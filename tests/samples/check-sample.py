@@ -118,8 +118,12 @@ def check_json(lines, kind, rounds):
     if still:
         fail("colors (device 1): motion in packets %s" %
              [f["packet"] for f in still])
-    print("motion checked in %d ball and %d colors frames after warm-up" %
-          (len(ball), len(warm(frames[1]))))
+    # How many frames the app got past its warm-up depends on the CPU it
+    # got: the checks above hold for whatever it analysed, and say so.
+    print("motion checked in %d ball and %d colors frames after warm-up%s" %
+          (len(ball), len(warm(frames[1])),
+           "" if ball else " (none of the ball's: the app analysed too "
+           "few frames to warm up, so its motion went unchecked)"))
     if kind == "analytics":
         if ball and not any(f["regions"] for f in ball):
             fail("ball: no region reported")
