@@ -206,8 +206,10 @@
  *   our running time at arrival minus the frame's age by the wall clocks
  *   (our wall clock then minus its capture time).  Cameras on hosts whose
  *   wall clocks NTP or PTP keep together align to within that sync,
- *   whatever their senders' running times, clocks or latencies (an
- *   encoder's).  A capture time more than 10 s old or 1 s ahead of our
+ *   whatever their senders' running times, clocks or network latencies.
+ *   The capture time is when rdmasink got the frame unless upstream put a
+ *   timestamp/x-unix reference timestamp meta on it, so a camera behind
+ *   an encoder is stamped that encoder's latency late.  A capture time more than 10 s old or 1 s ahead of our
  *   wall clock is no live frame's: the frame is stamped with its arrival
  *   and counted (capture-invalid).
  * - sender passes the sender's running time as it is, for pipelines that
