@@ -47,6 +47,9 @@ struct _GstRdmaReceiver {
   GstRdmaReceiverMember *route[SBR_MAX_DEVICES]; /* device-id=N, or a
                                                     pads_only member's pad */
   GstRdmaReceiverMember *catch_all;              /* device-id=-1 */
+  /* Devices the catch-all has a pad for (requested or made when the
+   * camera came): a pads_only member may not take them. */
+  gboolean catch_all_pads[SBR_MAX_DEVICES];
   GHashTable *lane_devices; /* lane id -> devices of every member it owns
                                (the automatic share); absent: none */
   guint generation;         /* members changed */
@@ -509,6 +512,7 @@ GstRdmaReceiver *gst_rdma_receiver_join(const GstRdmaReceiverConfig *cfg,
     r->route[member->device] = member;
   } else if (!r->catch_all) {
     r->catch_all = member;
+    memcpy(r->catch_all_pads, pads, sizeof r->catch_all_pads);
   } else {
     /* Beside one that takes every device (check_member: we have pads). */
     member->pads_only = TRUE;
@@ -543,8 +547,10 @@ void gst_rdma_receiver_leave(GstRdmaReceiver *r, GstRdmaReceiverMember *member)
     if (r->route[d] == member)
       r->route[d] = NULL;
   member->pads_only = FALSE;
-  if (r->catch_all == member)
+  if (r->catch_all == member) {
     r->catch_all = NULL;
+    memset(r->catch_all_pads, 0, sizeof r->catch_all_pads);
+  }
   r->generation++;
   last = r->members->len == 0;
   g_mutex_unlock(&r->lock);
@@ -634,6 +640,8 @@ void gst_rdma_receiver_route_pad(GstRdmaReceiver *r,
       r->route[device] = member;
     else if (!claim && r->route[device] == member)
       r->route[device] = NULL;
+  } else if (member == r->catch_all) {
+    r->catch_all_pads[device] = claim;
   }
   g_mutex_unlock(&r->lock);
 }
@@ -645,7 +653,8 @@ gboolean gst_rdma_receiver_device_taken(GstRdmaReceiver *r,
   gboolean taken;
 
   g_mutex_lock(&r->lock);
-  taken = r->route[device] && r->route[device] != member;
+  taken = (r->route[device] && r->route[device] != member) ||
+          (r->catch_all && r->catch_all != member && r->catch_all_pads[device]);
   g_mutex_unlock(&r->lock);
   return taken;
 }

@@ -136,11 +136,14 @@ guint gst_rdma_receiver_add_lane_devices(GstRdmaReceiver *receiver,
                                          guint32 lane, gint delta);
 /* Called with the member's element's object lock held, when it has a
  * pad for device (claim) or no more: a pads_only member's frames of
- * device come to it, or no longer.  Nothing for other members. */
+ * device come to it, or no longer; the catch-all's pads are noted, so
+ * that a pads_only member can't take their devices.  Nothing for a
+ * device-id member. */
 void gst_rdma_receiver_route_pad(GstRdmaReceiver *receiver,
                                  GstRdmaReceiverMember *member, guint device,
                                  gboolean claim);
-/* Is device routed to another member than this one? */
+/* Is device routed to another member than this one, or a pad of the
+ * catch-all when this one is not it? */
 gboolean gst_rdma_receiver_device_taken(GstRdmaReceiver *receiver,
                                         GstRdmaReceiverMember *member,
                                         guint device);

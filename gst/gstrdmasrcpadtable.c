@@ -367,6 +367,10 @@ GstRdmaSrcDevice *gst_rdma_src_add_pad(GstRdmaSrc *self, guint device,
     return NULL;
   GST_OBJECT_LOCK(self);
   policy = self->over_budget;
+  /* The device is ours now: an rdmasrc beside us that names its pads
+   * can't take it (gst_rdma_receiver_device_taken). */
+  if (self->shared)
+    gst_rdma_receiver_route_pad(self->shared, &self->member, device, TRUE);
   GST_OBJECT_UNLOCK(self);
   dev = gst_rdma_src_device_new(self, device, templ, policy);
   pad = GST_PAD(dev->pad);

@@ -331,6 +331,36 @@ GST_START_TEST(test_request_pads_split_the_cameras)
 }
 GST_END_TEST;
 
+/* Once both run, the rdmasrc that names its pads asks for a pad of the
+ * device the other (which takes every device) has: refused, and the
+ * other's pad keeps its camera (the request took it silently before). */
+GST_START_TEST(test_named_pad_of_the_other_is_refused)
+{
+  guint port = test_port();
+  GstElement *rig = rig_new(port, 2);
+  Camera *cams[2] = {camera_by_pad_new(port, "first", 0),
+                     camera_by_pad_new(port, "second", 1)};
+  GstPad *pad;
+  gint before;
+
+  play(cams[0]->pipeline);
+  play(cams[1]->pipeline);
+  play(rig);
+  for (guint d = 0; d < 2; d++)
+    fail_unless(wait_frames(cams[d], 25), "camera %u: %d frames", d,
+                g_atomic_int_get(&cams[d]->frames));
+  pad = gst_element_request_pad_simple(cams[1]->src, "src_0");
+  fail_unless(pad == NULL, "second got src_0, first's camera");
+  before = g_atomic_int_get(&cams[0]->frames);
+  fail_unless(wait_frames(cams[0], before + 25), "first: %d frames after %d",
+              g_atomic_int_get(&cams[0]->frames), before);
+  fail_unless_equals_int(g_atomic_int_get(&cams[1]->wrong), 0);
+  stop(rig);
+  camera_free(cams[1]);
+  camera_free(cams[0]);
+}
+GST_END_TEST;
+
 /* One camera's pipeline stops mid-stream and starts again, another fails
  * to start (its settings can't be shared): the other cameras lose no
  * frame, get no DISCONT; the restarted one gets its stream again although
@@ -628,6 +658,7 @@ static Suite *rdmasrc_shared_suite(void)
   tcase_add_test(tc, test_last_out_closes);
   tcase_add_test(tc, test_conflicts_name_both);
   tcase_add_test(tc, test_request_pads_split_the_cameras);
+  tcase_add_test(tc, test_named_pad_of_the_other_is_refused);
   tcase_add_test(tc, test_device_pad_takes_element_policy);
   tcase_add_test(tc, test_sender_connected_and_left_messages);
   tcase_add_test(tc, test_sender_refused_message);
