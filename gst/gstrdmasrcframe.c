@@ -299,7 +299,9 @@ void gst_rdma_frame_stamp(GstRdmaTimeMap *map, GstRdmaTimestampMode mode,
     GST_BUFFER_PTS(buf) = order_out + (GstClockTime)pts_delta;
   else
     GST_BUFFER_PTS(buf) = GST_CLOCK_TIME_NONE;
-  GST_BUFFER_DTS(buf) = has_dts ? order_out : GST_CLOCK_TIME_NONE;
+  /* A frame with a DTS and no PTS keeps its DTS (order_out is it). */
+  GST_BUFFER_DTS(buf) =
+      info->dts != SBR_TIME_NONE ? order_out : GST_CLOCK_TIME_NONE;
   if (discont)
     GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DISCONT);
   if (info->duration != SBR_TIME_NONE)
