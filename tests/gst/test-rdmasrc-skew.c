@@ -662,6 +662,10 @@ static Suite *rdmasrc_skew_suite(void)
   Suite *s = suite_create("rdmasrc-skew");
   TCase *tc = tcase_create("general");
 
+  /* Synthetic series run as fast as the CPU allows: two days at 0.5 fps
+   * is 86,400 samples, over 4 s (gst-check's default) on a loaded host. */
+  tcase_set_timeout(tc, 60);
+
   suite_add_tcase(s, tc);
   tcase_add_test(tc, test_sender_one_percent_fast_and_slow);
   tcase_add_test(tc, test_sender_100_ppm_over_3_minutes);
