@@ -15,17 +15,18 @@
 #   4. the ASan + UBSan and ThreadSanitizer builds and the fuzz targets
 #      (tests/fuzz/run.sh), then the host suites side by side: unit, shm,
 #      gst and samples; unit and shm under ASan + UBSan and under TSan;
-#      install and package; the elements under ASan + UBSan last;
+#      the elements under ASan + UBSan; install and package;
 #   5. the VMs' results.
 #
 # Why this order: suite 'timing' asserts lateness against a real-time
 # clock (tests/meson.build says which and why), so it runs with nothing
 # beside it: beside the two VMs, even at nice 10, twelve cameras into a
 # compositor dropped late frames.  Nothing else asserts a timing, so the
-# rest shares the two cores, and the VMs, the critical path, start right
-# after it.  The timing tests don't run under the sanitizers: that would
-# need a second quiet phase on the critical path, and the code they run is
-# what the other element and library tests run there.
+# rest shares the two cores (every host suite side by side, the two
+# element suites too), and the VMs start right after it.  The timing
+# tests don't run under the sanitizers: that would need a second quiet
+# phase on the critical path, and the code they run is what the other
+# element and library tests run there.
 #
 # Environment: SBR_SKIP_VM=1 leaves the VMs out and SBR_VM_SIW=0 the
 # soft-iWARP one (each counted as a failure, so such a run never looks
@@ -181,7 +182,6 @@ note "host suites $([ "$isolated" = 1 ] && echo "side by side" || echo "one afte
 if [ "$build_ok" = 1 ]; then
   suite "host (unit, shm, gst, samples)" host build-ci -- --suite unit \
     --suite shm --suite gst --suite samples --no-suite timing
-  host_pid=${pids[-1]}
   # In this namespace: the package check mounts and chroots, the install
   # check builds a copy of the tree; their shm ports are their own.
   netns=0 suite "install and package" checks build-ci -- \
@@ -200,9 +200,6 @@ if [ "$tsan_ok" = 1 ]; then
     --suite unit --suite shm --no-suite timing
 fi
 if [ "$asan_ok" = 1 ]; then
-  # The two element suites never side by side: their pad tasks, starved
-  # of CPU beside each other and two VMs, made live pads drop.
-  [ -z "${host_pid:-}" ] || wait "$host_pid"
   suite "sanitizers (gst elements)" asan-gst build-asan "${gst_asan_env[@]}" \
     -- --suite gst --no-suite timing
 fi
