@@ -209,9 +209,9 @@
  *   whatever their senders' running times, clocks or network latencies.
  *   The capture time is when rdmasink got the frame unless upstream put a
  *   timestamp/x-unix reference timestamp meta on it, so a camera behind
- *   an encoder is stamped that encoder's latency late.  A capture time more than 10 s old or 1 s ahead of our
- *   wall clock is no live frame's: the frame is stamped with its arrival
- *   and counted (capture-invalid).
+ *   an encoder is stamped that encoder's latency late.  A capture time more
+ * than 10 s old or 1 s ahead of our wall clock is no live frame's: the frame is
+ * stamped with its arrival and counted (capture-invalid).
  * - sender passes the sender's running time as it is, for pipelines that
  *   share a clock and a base time (a #GstNetClientClock of the sender
  *   host's #GstNetTimeProvider, or #GstPtpClock, and the same base time
