@@ -1161,16 +1161,20 @@ static GstFlowReturn gst_rdma_sink_render(GstBaseSink *bsink, GstBuffer *buf)
 
 /* basesink calls prepare before it waits for the buffer's time, and drops
  * a buffer that is too late (max-lateness, QoS) without calling render:
- * a buffer prepared and never rendered is one of those drops. */
+ * another buffer prepared while one was never rendered is one of those
+ * drops.  The preroll buffer is prepared twice (for preroll, then for
+ * render): the same buffer with the same PTS is no drop. */
 static GstFlowReturn gst_rdma_sink_prepare(GstBaseSink *bsink, GstBuffer *buf)
 {
   GstRdmaSink *self = GST_RDMA_SINK(bsink);
 
-  (void)buf;
-  if (self->prepared) {
+  if (self->prepared &&
+      (buf != self->prepared_buf || GST_BUFFER_PTS(buf) != self->prepared_pts)) {
     GST_LOG_OBJECT(self, "the previous buffer was dropped late");
     gst_rdma_sink_gap(self);
   }
   self->prepared = TRUE;
+  self->prepared_buf = buf; /* compared only, never dereferenced */
+  self->prepared_pts = GST_BUFFER_PTS(buf);
   return GST_FLOW_OK;
 }

@@ -64,6 +64,8 @@ struct _GstRdmaSink {
   gboolean prepared;        /* a buffer went through prepare and not yet
                                render: basesink dropping it late leaves
                                this set for the next prepare */
+  const GstBuffer *prepared_buf; /* which one (not referenced) */
+  GstClockTime prepared_pts;
   guint warned_generation;  /* outage already warned about (+1) */
   gboolean refused;         /* the receiver refuses this device: warned */
 
