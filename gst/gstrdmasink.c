@@ -244,8 +244,7 @@ static gboolean gst_rdma_sink_query(GstBaseSink *bsink, GstQuery *query);
 static gboolean gst_rdma_sink_propose_allocation(GstBaseSink *bsink,
                                                  GstQuery *query);
 static gboolean gst_rdma_sink_event(GstBaseSink *bsink, GstEvent *event);
-static GstFlowReturn gst_rdma_sink_prepare(GstBaseSink *bsink,
-                                           GstBuffer *buf);
+static GstFlowReturn gst_rdma_sink_prepare(GstBaseSink *bsink, GstBuffer *buf);
 static GstFlowReturn gst_rdma_sink_render(GstBaseSink *bsink, GstBuffer *buf);
 static GstStructure *gst_rdma_sink_get_stats(GstElement *element);
 
@@ -1168,8 +1167,8 @@ static GstFlowReturn gst_rdma_sink_prepare(GstBaseSink *bsink, GstBuffer *buf)
 {
   GstRdmaSink *self = GST_RDMA_SINK(bsink);
 
-  if (self->prepared &&
-      (buf != self->prepared_buf || GST_BUFFER_PTS(buf) != self->prepared_pts)) {
+  if (self->prepared && (buf != self->prepared_buf ||
+                         GST_BUFFER_PTS(buf) != self->prepared_pts)) {
     GST_LOG_OBJECT(self, "the previous buffer was dropped late");
     gst_rdma_sink_gap(self);
   }

@@ -64,10 +64,11 @@ struct _GstRdmaSink {
   gboolean prepared;        /* a buffer went through prepare and not yet
                                render: basesink dropping it late leaves
                                this set for the next prepare */
-  const GstBuffer *prepared_buf; /* which one (not referenced) */
-  GstClockTime prepared_pts;
   guint warned_generation;  /* outage already warned about (+1) */
   gboolean refused;         /* the receiver refuses this device: warned */
+  /* The buffer prepared (compared, not referenced) and its PTS. */
+  const GstBuffer *prepared_buf;
+  GstClockTime prepared_pts;
 
   /* Counters (object lock). */
   guint64 zero_copy_buffers;
