@@ -294,6 +294,24 @@ GST_START_TEST(test_unclaimed_devices_dropped)
 }
 GST_END_TEST;
 
+/* Two rdmasrcs on one port, "first" asking for src_0 and "second" for
+ * src_1 by request pads, and a rig sending both cameras: started, each
+ * camera's first 25 frames in. */
+static GstElement *two_by_pads_start(guint port, Camera *cams[2])
+{
+  GstElement *rig = rig_new(port, 2);
+
+  cams[0] = camera_by_pad_new(port, "first", 0);
+  cams[1] = camera_by_pad_new(port, "second", 1);
+  play(cams[0]->pipeline);
+  play(cams[1]->pipeline);
+  play(rig);
+  for (guint d = 0; d < 2; d++)
+    fail_unless(wait_frames(cams[d], 25), "camera %u: %d frames", d,
+                g_atomic_int_get(&cams[d]->frames));
+  return rig;
+}
+
 /* Two rdmasrcs of a process on one port, each naming its camera by a
  * request pad and neither a device-id: the second to start takes just its
  * pad's device (it failed with "both take every device"), so each gets
@@ -301,16 +319,9 @@ GST_END_TEST;
 GST_START_TEST(test_request_pads_split_the_cameras)
 {
   guint port = test_port();
-  GstElement *rig = rig_new(port, 2);
-  Camera *cams[2] = {camera_by_pad_new(port, "first", 0),
-                     camera_by_pad_new(port, "second", 1)};
+  Camera *cams[2];
+  GstElement *rig = two_by_pads_start(port, cams);
 
-  play(cams[0]->pipeline);
-  play(cams[1]->pipeline);
-  play(rig);
-  for (guint d = 0; d < 2; d++)
-    fail_unless(wait_frames(cams[d], 25), "camera %u: %d frames", d,
-                g_atomic_int_get(&cams[d]->frames));
   for (guint d = 0; d < 2; d++) {
     GstStructure *s = stats_of(cams[d]);
     gchar other[16];
@@ -337,18 +348,11 @@ GST_END_TEST;
 GST_START_TEST(test_named_pad_of_the_other_is_refused)
 {
   guint port = test_port();
-  GstElement *rig = rig_new(port, 2);
-  Camera *cams[2] = {camera_by_pad_new(port, "first", 0),
-                     camera_by_pad_new(port, "second", 1)};
+  Camera *cams[2];
+  GstElement *rig = two_by_pads_start(port, cams);
   GstPad *pad;
   gint before;
 
-  play(cams[0]->pipeline);
-  play(cams[1]->pipeline);
-  play(rig);
-  for (guint d = 0; d < 2; d++)
-    fail_unless(wait_frames(cams[d], 25), "camera %u: %d frames", d,
-                g_atomic_int_get(&cams[d]->frames));
   pad = gst_element_request_pad_simple(cams[1]->src, "src_0");
   fail_unless(pad == NULL, "second got src_0, first's camera");
   before = g_atomic_int_get(&cams[0]->frames);
