@@ -63,11 +63,7 @@
  * launch line.  Buffers carry their running time (PTS/DTS), duration,
  * DISCONT/DELTA_UNIT flags and the capture time: a "timestamp/x-unix"
  * #GstReferenceTimestampMeta when the buffer has one, else the wall clock
- * at render.  EOS is sent in-band for this device only.  A frame the sink
- * drops, for whatever reason (below), takes no packet number, so the
- * receiver could not see it: the next frame sent carries DISCONT instead,
- * which tells a decoder over there that the frames it refers to may be
- * missing (rdmasrc then waits for a key frame, #GstRdmaSrc:wait-for-keyframe).
+ * at render.  EOS is sent in-band for this device only.
  *
  * A device id belongs to one sender at a time: when the rdmasrc already
  * takes this device from another sender, it refuses this sink's frames and
@@ -117,10 +113,7 @@
  * receiver paused this device), paused-drops, paused-ns, refused (the
  * receiver takes this device from another sender), refused-drops (buffers
  * dropped meanwhile), zero-copy-buffers, copied-buffers, reconnect-drops,
- * unmappable-drops (foreign memory that failed to map), gap-drops (frames
- * this sink dropped for any reason: each of the drops above, a wait-timeout,
- * a flush, basesink dropping a late buffer) and gap-disconts (frames sent
- * with DISCONT because frames before them were dropped).  The connection it
+ * unmappable-drops (foreign memory that failed to map).  The connection it
  * shares with the other rdmasinks of the process: connection-id,
  * connection-users, connected, block-payload-size, reconnects, sync-reads
  * (status READs), sync-read-ns-max, held-skipped, busy-skipped,
@@ -244,7 +237,6 @@ static gboolean gst_rdma_sink_query(GstBaseSink *bsink, GstQuery *query);
 static gboolean gst_rdma_sink_propose_allocation(GstBaseSink *bsink,
                                                  GstQuery *query);
 static gboolean gst_rdma_sink_event(GstBaseSink *bsink, GstEvent *event);
-static GstFlowReturn gst_rdma_sink_prepare(GstBaseSink *bsink, GstBuffer *buf);
 static GstFlowReturn gst_rdma_sink_render(GstBaseSink *bsink, GstBuffer *buf);
 static GstStructure *gst_rdma_sink_get_stats(GstElement *element);
 
@@ -375,7 +367,6 @@ static void gst_rdma_sink_class_init(GstRdmaSinkClass *klass)
   basesink_class->propose_allocation =
       GST_DEBUG_FUNCPTR(gst_rdma_sink_propose_allocation);
   basesink_class->event = GST_DEBUG_FUNCPTR(gst_rdma_sink_event);
-  basesink_class->prepare = GST_DEBUG_FUNCPTR(gst_rdma_sink_prepare);
   basesink_class->render = GST_DEBUG_FUNCPTR(gst_rdma_sink_render);
 
   GST_DEBUG_CATEGORY_INIT(gst_rdma_sink_debug, "rdmasink", 0, "RDMA sink");
@@ -481,8 +472,7 @@ static GstStructure *gst_rdma_sink_get_stats(GstElement *element)
       self->copied_buffers, "reconnect-drops", G_TYPE_UINT64,
       self->reconnect_drops, "unmappable-drops", G_TYPE_UINT64,
       self->unmappable_drops, "refused-drops", G_TYPE_UINT64,
-      self->refused_drops, "gap-drops", G_TYPE_UINT64, self->gap_drops,
-      "gap-disconts", G_TYPE_UINT64, self->gap_disconts, NULL);
+      self->refused_drops, NULL);
   GST_OBJECT_UNLOCK(self);
 
   memset(&ds, 0, sizeof ds);
@@ -615,14 +605,12 @@ static gboolean gst_rdma_sink_start(GstBaseSink *bsink)
   self->caps_pending = self->caps_str != NULL;
   self->caps_generation = 0;
   self->discont_pending = TRUE;
-  self->gap_pending = self->prepared = FALSE;
   self->warned_generation = 0;
   self->refused = FALSE;
   GST_OBJECT_LOCK(self);
   self->zero_copy_buffers = self->copied_buffers = 0;
   self->reconnect_drops = self->unmappable_drops = 0;
   self->refused_drops = 0;
-  self->gap_drops = self->gap_disconts = 0;
   GST_OBJECT_UNLOCK(self);
 
   /* The connection is made on a thread of its own (a receiver in this
@@ -950,7 +938,7 @@ static void gst_rdma_sink_fill_meta(GstRdmaSink *self, GstBuffer *buf,
   if (GST_BUFFER_DURATION_IS_VALID(buf))
     meta->duration = GST_BUFFER_DURATION(buf);
   if (GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_DISCONT) ||
-      self->discont_pending || self->gap_pending)
+      self->discont_pending)
     meta->flags |= SBR_FLAG_DISCONT;
   if (GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_DELTA_UNIT))
     meta->flags |= SBR_FLAG_DELTA;
@@ -1070,24 +1058,11 @@ static GstFlowReturn gst_rdma_sink_no_block(GstRdmaSink *self,
   return GST_FLOW_OK;
 }
 
-/* A frame did not go out, whatever the reason (backpressure, a wait
- * timeout, a paused or refused device, no send block, foreign memory that
- * failed to map, an outage, a flush, basesink dropping it late).  The
- * receiver can't see such a drop: the frame took no packet number.  So
- * the device's next frame sent carries DISCONT, which tells a decoder over
- * there that references may be missing (rdmasrc then waits for a key
- * frame on an encoded stream). */
-static void gst_rdma_sink_gap(GstRdmaSink *self)
-{
-  self->gap_pending = TRUE;
-  gst_rdma_sink_count(self, &self->gap_drops);
-}
-
-/* One attempt at sending buf; *sent when it went out.  GST_FLOW_FLUSHING
- * means unlock() interrupted a wait (for the connection or for a free send
- * block) before the frame went out: render decides what that means. */
+/* One attempt at sending buf.  GST_FLOW_FLUSHING means unlock()
+ * interrupted a wait (for the connection or for a free send block) before
+ * the frame went out: render decides what that means. */
 static GstFlowReturn gst_rdma_sink_render_once(GstRdmaSink *self,
-                                               GstBuffer *buf, gboolean *sent)
+                                               GstBuffer *buf)
 {
   struct sbr_block_meta meta;
   sbr_send_block *block = NULL;
@@ -1099,7 +1074,6 @@ static GstFlowReturn gst_rdma_sink_render_once(GstRdmaSink *self,
   GstFlowReturn flow;
   int ret = 0;
 
-  *sent = FALSE;
   if (!gst_rdma_sink_ready(self, &sender, &generation, &flow))
     return flow;
   flow = gst_rdma_sink_send_caps(self, sender, generation, &caps_sent);
@@ -1118,14 +1092,8 @@ static GstFlowReturn gst_rdma_sink_render_once(GstRdmaSink *self,
   if (copy && !gst_rdma_sink_send_copy(self, sender, buf, &meta, &ret))
     return GST_FLOW_OK;
 
-  if (ret == 0) {
-    *sent = TRUE;
+  if (ret == 0)
     self->discont_pending = FALSE;
-    if (self->gap_pending) {
-      self->gap_pending = FALSE;
-      gst_rdma_sink_count(self, &self->gap_disconts);
-    }
-  }
   return gst_rdma_sink_handle_result(self, ret, size, sender, generation);
 }
 
@@ -1140,40 +1108,15 @@ static GstFlowReturn gst_rdma_sink_render(GstBaseSink *bsink, GstBuffer *buf)
 {
   GstRdmaSink *self = GST_RDMA_SINK(bsink);
   GstFlowReturn flow;
-  gboolean sent;
 
-  self->prepared = FALSE;
   for (;;) {
-    flow = gst_rdma_sink_render_once(self, buf, &sent);
+    flow = gst_rdma_sink_render_once(self, buf);
     if (flow != GST_FLOW_FLUSHING)
-      break;
+      return flow;
     GST_DEBUG_OBJECT(self, "unlocked while sending: waiting for preroll");
     flow = gst_base_sink_wait_preroll(bsink);
     if (flow != GST_FLOW_OK)
-      break;
+      return flow;
     GST_DEBUG_OBJECT(self, "PLAYING again: sending the same buffer");
   }
-  if (!sent)
-    gst_rdma_sink_gap(self);
-  return flow;
-}
-
-/* basesink calls prepare before it waits for the buffer's time, and drops
- * a buffer that is too late (max-lateness, QoS) without calling render:
- * another buffer prepared while one was never rendered is one of those
- * drops.  The preroll buffer is prepared twice (for preroll, then for
- * render): the same buffer with the same PTS is no drop. */
-static GstFlowReturn gst_rdma_sink_prepare(GstBaseSink *bsink, GstBuffer *buf)
-{
-  GstRdmaSink *self = GST_RDMA_SINK(bsink);
-
-  if (self->prepared && (buf != self->prepared_buf ||
-                         GST_BUFFER_PTS(buf) != self->prepared_pts)) {
-    GST_LOG_OBJECT(self, "the previous buffer was dropped late");
-    gst_rdma_sink_gap(self);
-  }
-  self->prepared = TRUE;
-  self->prepared_buf = buf; /* compared only, never dereferenced */
-  self->prepared_pts = GST_BUFFER_PTS(buf);
-  return GST_FLOW_OK;
 }

@@ -59,16 +59,8 @@ struct _GstRdmaSink {
   gboolean upstream_live;   /* with caps_str: upstream said it is live */
   guint caps_generation;    /* connection generation they were sent on */
   gboolean discont_pending; /* next frame starts a new stream */
-  gboolean gap_pending;     /* a frame was dropped: the next one sent
-                               says so (DISCONT), whatever dropped it */
-  gboolean prepared;        /* a buffer went through prepare and not yet
-                               render: basesink dropping it late leaves
-                               this set for the next prepare */
   guint warned_generation;  /* outage already warned about (+1) */
   gboolean refused;         /* the receiver refuses this device: warned */
-  /* The buffer prepared (compared, not referenced) and its PTS. */
-  const GstBuffer *prepared_buf;
-  GstClockTime prepared_pts;
 
   /* Counters (object lock). */
   guint64 zero_copy_buffers;
@@ -76,8 +68,6 @@ struct _GstRdmaSink {
   guint64 reconnect_drops;
   guint64 unmappable_drops;
   guint64 refused_drops; /* buffers dropped: the device is refused */
-  guint64 gap_drops;     /* frames dropped for any reason */
-  guint64 gap_disconts;  /* frames sent DISCONT because of such drops */
 };
 
 typedef enum {

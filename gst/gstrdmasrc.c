@@ -240,27 +240,6 @@
  * numbers count blocks, not frames: a frame of n blocks takes n numbers,
  * and the in-band caps take one too.
  *
- * Gaps and key frames: the first buffer after any gap is DISCONT, whatever
- * made it: frames the sender dropped (it marks its next frame DISCONT,
- * rdmasink's gap-drops), frames lost on the way (the packet number
- * jumped), frames the pad dropped (drop-oldest, not playing), a new lane
- * (a reconnect, a takeover), a late join.  On a stream whose frames carry
- * DELTA_UNIT, or whose caps are neither video/x-raw nor audio/x-raw (an
- * encoded stream), a delta frame after a gap refers to frames that are
- * gone: such a pad then pushes no delta frame until the next key frame
- * (counted in waiting-for-key-drops), which comes DISCONT, so a decoder
- * downstream never gets a frame without its references.  Drop-oldest on
- * such a stream drops the queued deltas after the frame it drops up to
- * the next queued key frame (the fewest frames that keeps every queued
- * one decodable), or all of them and waits for the next key frame when
- * none is queued.  A DISCONT without a loss (the sender's pipeline
- * paused, see Timestamps) waits for a key frame too.  Raw video and audio
- * keep every frame.  #GstRdmaSrc:wait-for-keyframe=false, or a pad's own
- * wait-for-keyframe, pushes every frame anyway.  Until the next protocol
- * version carries a key-unit request back to the sender, the wait lasts
- * until the encoder's next key frame: give encoders a bounded key-frame
- * interval (x264enc key-int-max, vp8enc keyframe-max-dist).
- *
  * More on the properties.  #GstRdmaSrc:allowed-senders takes IPv4/IPv6
  * addresses and networks, or "local" for this host (shm senders,
  * loopback; a shm sender also matches an entry holding 127.0.0.1 or ::1);
@@ -329,9 +308,7 @@
  * downstream), held-downstream, pushed, task-wakeups (queued items that
  * had to wake the pad's sleeping task), copies (over its share),
  * drops-leaky (queued frames dropped for room: drop-oldest),
- * drops-not-playing, drops-ended (after EOS), waiting-for-key-drops (delta
- * frames dropped after a gap, until a key frame), waiting-for-key (the pad
- * waits for one now), paused (its sender told to
+ * drops-not-playing, drops-ended (after EOS), paused (its sender told to
  * stop), pauses, paused-time (ns), eos, over-budget (the pad's policy),
  * device-blocks (its share of its lane now); how its buffers are stamped:
  * timestamp-mode, rate-ppm (the estimated rate of its sender's clock
@@ -399,7 +376,6 @@ enum {
   PROP_DEVICE_BLOCKS,
   PROP_OVER_BUDGET,
   PROP_MAX_QUEUED,
-  PROP_WAIT_FOR_KEYFRAME,
   PROP_MAX_SENDERS,
   PROP_ALLOWED_SENDERS,
   PROP_MAX_CONNECTS_PER_SECOND,
@@ -598,13 +574,6 @@ static void gst_rdma_src_install_stream_properties(void)
       "oldest is dropped",
       1, 65536, DEFAULT_MAX_QUEUED,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
-  properties[PROP_WAIT_FOR_KEYFRAME] = g_param_spec_boolean(
-      "wait-for-keyframe", "Wait for keyframe",
-      "wait-for-keyframe of every pad that has not set its own (e.g. "
-      "src_3::wait-for-keyframe=false): after a gap, push no delta frame of "
-      "an encoded stream until its next key frame",
-      GST_RDMA_SRC_DEFAULT_WAIT_FOR_KEYFRAME,
-      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING);
   properties[PROP_LATENCY] = g_param_spec_int(
       "latency", "Latency",
       "Minimum latency reported in milliseconds (-1 = measured from the "
@@ -697,7 +666,6 @@ static void gst_rdma_src_init(GstRdmaSrc *self)
   self->max_queued = DEFAULT_MAX_QUEUED;
   self->over_budget = DEFAULT_OVER_BUDGET;
   self->timestamp_mode = DEFAULT_TIMESTAMP_MODE;
-  self->wait_for_keyframe = GST_RDMA_SRC_DEFAULT_WAIT_FOR_KEYFRAME;
   self->max_senders = DEFAULT_MAX_SENDERS;
   self->allowed_senders = DEFAULT_ALLOWED_SENDERS;
   self->max_connects_per_second = DEFAULT_MAX_CONNECTS_PER_SECOND;
@@ -796,7 +764,6 @@ static const gsize fields[N_PROPERTIES] = {
     [PROP_DEVICE_BLOCKS] = G_STRUCT_OFFSET(GstRdmaSrc, device_blocks),
     [PROP_OVER_BUDGET] = G_STRUCT_OFFSET(GstRdmaSrc, over_budget),
     [PROP_MAX_QUEUED] = G_STRUCT_OFFSET(GstRdmaSrc, max_queued),
-    [PROP_WAIT_FOR_KEYFRAME] = G_STRUCT_OFFSET(GstRdmaSrc, wait_for_keyframe),
     [PROP_MAX_SENDERS] = G_STRUCT_OFFSET(GstRdmaSrc, max_senders),
     /* Checked when the element starts: a bad list must stop it, not be
      * ignored with a warning and leave the receiver open to anyone. */
@@ -845,26 +812,6 @@ static void gst_rdma_src_set_over_budget(GstRdmaSrc *self,
   }
 }
 
-static gboolean set_pad_wait_for_keyframe(GstElement *element, GstPad *pad,
-                                          gpointer data)
-{
-  (void)element;
-  gst_rdma_src_pad_set_default_wait_for_keyframe(GST_RDMA_SRC_PAD(pad),
-                                                 GPOINTER_TO_INT(data));
-  return TRUE;
-}
-
-/* The default of the pads there are and of those to come (a launch line
- * may set it after device-id made the pad). */
-static void gst_rdma_src_set_wait_for_keyframe(GstRdmaSrc *self, gboolean wait)
-{
-  GST_OBJECT_LOCK(self);
-  self->wait_for_keyframe = wait;
-  GST_OBJECT_UNLOCK(self);
-  gst_element_foreach_src_pad(GST_ELEMENT(self), set_pad_wait_for_keyframe,
-                              GINT_TO_POINTER(wait));
-}
-
 /* Set while PAUSED or PLAYING, the pipeline asks every element again and
  * configures what the new value gives (GstBin recalculates on the
  * message); stopped, the next LATENCY query reads it anyway. */
@@ -894,9 +841,6 @@ static void gst_rdma_src_set_property(GObject *object, guint prop_id,
     break;
   case PROP_OVER_BUDGET:
     gst_rdma_src_set_over_budget(self, g_value_get_enum(value));
-    break;
-  case PROP_WAIT_FOR_KEYFRAME:
-    gst_rdma_src_set_wait_for_keyframe(self, g_value_get_boolean(value));
     break;
   case PROP_LATENCY:
     gst_rdma_src_set_latency(self, g_value_get_int(value));

@@ -52,12 +52,6 @@ typedef struct {
   /* Silence. */
   gint64 last_frame_us; /* monotonic */
   gboolean idle_posted;
-
-  /* Loss on the way: the packet number the next block should have. */
-  gboolean packet_known;
-  guint32 packet_lane;
-  guint16 packet_epoch;
-  guint16 next_packet;
 } GstRdmaSrcDevice;
 
 /* May lane deliver the device's frames?  The first lane to send a device
@@ -80,16 +74,6 @@ gboolean gst_rdma_src_device_check_lane(GstRdmaSrcDevice *dev,
  * spell of timeout_ms without a frame of a device whose stream is on. */
 void gst_rdma_src_device_check_idle(GstRdmaSrcDevice *dev, GstElement *element,
                                     guint timeout_ms, gint64 now_us);
-
-/* Were blocks of the device lost before frame (its first packet number
- * is past the one its lane's previous frame of the device left off at)?
- * Every kind of frame takes numbers (caps and EOS one each); a frame the
- * library copied has no blocks left to count, so its count comes from its
- * size: senders fragment over whole blocks of block_payload bytes.  A new
- * lane or epoch starts the count again (stamping marks that frame). */
-gboolean gst_rdma_src_device_packet_gap(GstRdmaSrcDevice *dev,
-                                        const struct sbr_frame *frame,
-                                        guint block_payload);
 
 G_END_DECLS
 

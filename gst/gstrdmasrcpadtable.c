@@ -231,8 +231,7 @@ void gst_rdma_src_sync_pad(GstRdmaSrc *self, GstRdmaSrcDevice *dev)
 /* A device and its pad, not yet in the table nor on the element. */
 static GstRdmaSrcDevice *gst_rdma_src_device_new(GstRdmaSrc *self, guint device,
                                                  GstPadTemplate *templ,
-                                                 GstRdmaOverBudget policy,
-                                                 gboolean wait_for_keyframe)
+                                                 GstRdmaOverBudget policy)
 {
   GstRdmaSrcDevice *dev = g_new0(GstRdmaSrcDevice, 1);
   GstPad *pad;
@@ -244,7 +243,6 @@ static GstRdmaSrcDevice *gst_rdma_src_device_new(GstRdmaSrc *self, guint device,
   dev->frame_duration = GST_CLOCK_TIME_NONE;
   dev->pad = gst_rdma_src_pad_new(templ, device, policy, &self->flow);
   pad = GST_PAD(dev->pad);
-  gst_rdma_src_pad_set_default_wait_for_keyframe(dev->pad, wait_for_keyframe);
   /* Ours until finalize, whether or not the element still has it. */
   gst_object_ref_sink(pad);
   gst_pad_set_element_private(pad, dev);
@@ -359,7 +357,6 @@ GstRdmaSrcDevice *gst_rdma_src_add_pad(GstRdmaSrc *self, guint device,
   GstPadTemplate *templ =
       gst_element_class_get_pad_template(GST_ELEMENT_GET_CLASS(self), "src_%s");
   GstRdmaOverBudget policy;
-  gboolean wait_for_keyframe;
   GstRdmaSrcDevice *dev;
   GstEvent *events[3];
   GstPad *pad;
@@ -374,9 +371,8 @@ GstRdmaSrcDevice *gst_rdma_src_add_pad(GstRdmaSrc *self, guint device,
    * can't take it (gst_rdma_receiver_device_taken). */
   if (self->shared)
     gst_rdma_receiver_route_pad(self->shared, &self->member, device, TRUE);
-  wait_for_keyframe = self->wait_for_keyframe;
   GST_OBJECT_UNLOCK(self);
-  dev = gst_rdma_src_device_new(self, device, templ, policy, wait_for_keyframe);
+  dev = gst_rdma_src_device_new(self, device, templ, policy);
   pad = GST_PAD(dev->pad);
   /* Before the pad shows: the latency message below makes sinks ask. */
   dev->frame_duration = gst_rdma_src_caps_frame_duration(caps);
@@ -494,8 +490,7 @@ GstPad *gst_rdma_src_request_new_pad(GstElement *element, GstPadTemplate *templ,
                        (guint)device);
     return NULL;
   }
-  dev = gst_rdma_src_device_new(self, (guint)device, templ, self->over_budget,
-                                self->wait_for_keyframe);
+  dev = gst_rdma_src_device_new(self, (guint)device, templ, self->over_budget);
   /* No stream until its camera's caps (a new stream after "EOS"). */
   gst_rdma_src_pad_end_stream(dev->pad);
   self->requested[device] = dev;

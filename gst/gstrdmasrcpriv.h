@@ -41,8 +41,6 @@ struct _GstRdmaSrc {
   GstRdmaOverBudget over_budget;
   gboolean over_budget_set; /* set by the application: it wins over the
                                stream's liveness (gstrdmasrcreceive.c) */
-  /* New pads' default wait-for-keyframe. */
-  gboolean wait_for_keyframe;
   guint max_senders;
   gchar *allowed_senders; /* NULL: anyone */
   guint max_connects_per_second;

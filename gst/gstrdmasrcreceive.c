@@ -418,27 +418,6 @@ gboolean gst_rdma_src_turn(GstElement *element)
   return gst_rdma_src_check_pauses(self);
 }
 
-/* Frames of the device lost on the way (the packet number jumped): its
- * next frame queued says so (DISCONT). */
-static void gst_rdma_src_check_packets(GstRdmaSrc *self,
-                                       const struct sbr_frame *frame)
-{
-  GstRdmaSrcDevice *dev = self->devices[frame->info.device];
-  guint block_payload = 0;
-
-  if (!dev)
-    return;
-  if (frame->n_blocks == 0) {
-    /* Copied: counted by its size.  Blocks are a 64-byte header, the
-     * payload and an 8-byte trailer (sbr.h), of the receiver's size. */
-    GST_OBJECT_LOCK(self);
-    block_payload = self->block_size > 72 ? self->block_size - 72 : 0;
-    GST_OBJECT_UNLOCK(self);
-  }
-  if (gst_rdma_src_device_packet_gap(dev, frame, block_payload))
-    gst_rdma_src_pad_note_gap(dev->pad);
-}
-
 /* A frame of one of our devices, in per-device packet order.  known_caps:
  * what its device last sent on its lane, for a device whose caps came
  * before we joined (another rdmasrc's turn on the shared receiver, or
@@ -467,7 +446,6 @@ void gst_rdma_src_frame(GstElement *element, struct sbr_frame *frame,
                              known_caps, FALSE);
     gst_rdma_src_apply_liveness(self, frame->info.device, known_live);
   }
-  gst_rdma_src_check_packets(self, frame);
   self->last_activity = g_get_monotonic_time();
   self->timeout_posted = FALSE;
   GST_LOG_OBJECT(self,

@@ -159,9 +159,8 @@ struct sbr_sender {
   uint8_t paused[SBR_MAX_DEVICES / 8];
   uint64_t paused_since_ns[SBR_MAX_DEVICES];
   /* Refused bitmap as the newest status READ of this lane found it, and
-   * when a producer of a refused device, or under DROP of a paused one,
-   * was last turned away (0: never; keeps the forced READs going,
-   * sender-thread.c; the name kept from when only refusals did). */
+   * when a producer of a refused device was last turned away (0: never;
+   * keeps the forced READs going, sender-thread.c). */
   uint8_t refused[SBR_MAX_DEVICES / 8];
   uint64_t refused_try_ns;
   struct sbr__send_queue queue; /* submitted blocks (sender-queue.h) */

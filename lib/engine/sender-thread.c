@@ -16,23 +16,20 @@
 /* A sender thread with nothing queued re-checks this often anyway (so a
  * dead connection is noticed while idle). */
 #define IDLE_CHECK_MS 50
-/* After a producer of a refused device (or, under DROP, of a paused one)
- * was turned away, keep the forced status READs going this long, so the
- * next one learns whether the bit cleared (a camera tries at least once a
- * second). */
-#define TURNED_AWAY_POLL_WINDOW_NS (1000ull * 1000u * 1000u)
+/* After a producer of a refused device was turned away, keep the forced
+ * status READs going this long, so the next one learns whether the bit
+ * cleared (a camera tries at least once a second). */
+#define REFUSED_POLL_WINDOW_NS (1000ull * 1000u * 1000u)
 
-/* Does a producer wait for a paused device, or was one of a refused (or
- * paused, under DROP) device turned away lately?  Either must learn when
- * its bit clears: a DROP sender of one paused camera sends nothing else
- * that would bring a READ, and stayed paused for good. */
+/* Does a producer wait for a paused device, or was one of a refused
+ * device turned away lately?  Either must learn when its bit clears. */
 bool sbr__sender_pause_waiting_locked(const struct sbr_sender *s)
 {
   for (const struct sbr__free_waiter *w = s->free_waiters_head; w; w = w->next)
     if (sbr__sender_dev_paused_locked(s, w->device))
       return true;
   return s->refused_try_ns != 0 &&
-         sbr__now_ns() - s->refused_try_ns < TURNED_AWAY_POLL_WINDOW_NS;
+         sbr__now_ns() - s->refused_try_ns < REFUSED_POLL_WINDOW_NS;
 }
 
 /* Status-byte only: the sliding window has no READ to force. */

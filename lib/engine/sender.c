@@ -468,16 +468,16 @@ static int sleep_free_waiter_locked(struct sbr_sender *s,
   return ret;
 }
 
-/* A producer of a refused device, or under DROP of a paused one, is turned
- * away (ret): the sender thread keeps READing for a while
- * (sbr__sender_pause_waiting_locked) so a cleared bit is seen. */
-static int turned_away_locked(struct sbr_sender *s, int ret)
+/* A producer of a refused device is turned away: the sender thread keeps
+ * READing for a while (sbr__sender_pause_waiting_locked) so a cleared bit is
+ * seen. */
+static int refused_locked(struct sbr_sender *s)
 {
   bool polling = sbr__sender_pause_waiting_locked(s);
   s->refused_try_ns = sbr__now_ns();
   if (!polling)
     pthread_cond_signal(&s->work_cond);
-  return ret;
+  return -EADDRINUSE;
 }
 
 /* Waits for n free blocks for device per the backpressure policy: free
@@ -491,13 +491,11 @@ static int wait_free_locked(struct sbr_sender *s, uint32_t n, uint8_t device)
   if (!s->connected || s->stopping)
     return -ENOTCONN;
   if (sbr__sender_dev_refused_locked(s, device))
-    return turned_away_locked(s, -EADDRINUSE);
+    return refused_locked(s);
   if (may_take_locked(s, device, n))
     return 0; /* the usual case: no waiter to set up */
   if (s->cfg.backpressure == SBR_BACKPRESSURE_DROP)
-    return sbr__sender_dev_paused_locked(s, device)
-               ? turned_away_locked(s, -EAGAIN)
-               : -EAGAIN;
+    return -EAGAIN;
   struct timespec deadline;
   if (s->cfg.wait_timeout_ms >= 0)
     deadline_after_ms(&deadline, s->cfg.wait_timeout_ms);
@@ -511,7 +509,7 @@ static int wait_free_locked(struct sbr_sender *s, uint32_t n, uint8_t device)
       break;
     }
     if (sbr__sender_dev_refused_locked(s, device)) {
-      ret = turned_away_locked(s, -EADDRINUSE);
+      ret = refused_locked(s);
       break;
     }
     /* Waiting for a resume: the sender thread must keep READing the
