@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <unistd.h>
 
+#include "engine/sender-internal.h"
 #include "sbr-testing.h"
 #include "test.h"
 
@@ -217,6 +218,25 @@ static inline void *fixture_pump_thread(void *arg)
       FAIL("a block arrived while the sender reconnected");
   }
   return NULL;
+}
+
+/* After a flush: waits until the sender thread is out of the engine (it
+ * sleeps idle on work_cond, engine_lock free), where a producer posts its
+ * own frame; a loaded host may take far longer than the usual 20 ms. */
+static inline void wait_sender_thread_idle(sbr_sender *s)
+{
+  usleep(20000);
+  for (unsigned ms = 0; ms < 10000; ms++) {
+    pthread_mutex_lock(&s->lock);
+    bool sleeps = s->engine_sleeps;
+    pthread_mutex_unlock(&s->lock);
+    if (!sleeps && pthread_mutex_trylock(&s->engine_lock) == 0) {
+      pthread_mutex_unlock(&s->engine_lock);
+      return;
+    }
+    usleep(1000);
+  }
+  FAIL("the sender thread stayed in the engine for 10 s");
 }
 
 #endif

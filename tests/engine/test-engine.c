@@ -1190,25 +1190,6 @@ static void read_ahead_keeps_several_reads_in_flight(void)
   sbr_receiver_free(r);
 }
 
-/* After a flush: waits until the sender thread is out of the engine (it
- * sleeps idle on work_cond, engine_lock free), where a producer posts its
- * own frame; a loaded host may take far longer than the usual 20 ms. */
-static void wait_sender_thread_idle(sbr_sender *s)
-{
-  usleep(20000);
-  for (unsigned ms = 0; ms < 10000; ms++) {
-    pthread_mutex_lock(&s->lock);
-    bool sleeps = s->engine_sleeps;
-    pthread_mutex_unlock(&s->lock);
-    if (!sleeps && pthread_mutex_trylock(&s->engine_lock) == 0) {
-      pthread_mutex_unlock(&s->engine_lock);
-      return;
-    }
-    usleep(1000);
-  }
-  FAIL("the sender thread stayed in the engine for 10 s");
-}
-
 /* Read-ahead follows a run whoever posted it.  A producer that finds the
  * sender idle posts its frame itself (sb_post_own) and leaves the READs to
  * the sender thread, which only reaps it: that thread used to look for a
