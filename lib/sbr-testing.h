@@ -39,6 +39,10 @@ struct sbr__sender_knobs {
    * direct_blocks).  true = always copy into the lane, as before (for
    * comparison). */
   bool copy_into_lane;
+  /* Behave as a sender older than the accept's features word: bytes
+   * 52..59 of the accept are ignored, so the status READ ends at the
+   * refused bitmap and key-unit requests are never seen. */
+  bool ignore_features;
 };
 
 /* sbr_sender_new with knobs (NULL: none). */
@@ -50,6 +54,15 @@ int sbr__sender_new_knobs(const struct sbr_sender_config *cfg,
 bool sbr__sender_owns(const sbr_sender *s, const void *ptr);
 /* The send block whose payload starts at ptr, or NULL. */
 sbr_send_block *sbr__sender_block_from_payload(sbr_sender *s, void *ptr);
+
+/* TEST ONLY: what lanes accepted from now on announce in their accept
+ * (SBR__FEATURE_* bits, lib/wire/private-data.h; masked by what the
+ * lane's mechanism takes).  All of them by default; tests clear bits to
+ * play a receiver that predates them: 0 is one older than the features
+ * word (no key-unit area, a status region ending at the refused bitmap),
+ * SBR__FEATURE_KEY_UNIT alone one without spans (frames larger than a
+ * block go as fragments). */
+extern _Atomic uint32_t sbr__receiver_features;
 
 /* How sbr_sender_new and sbr_receiver_new read the application's config:
  * its struct_size bytes over the defaults into *out (this library's

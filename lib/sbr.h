@@ -57,13 +57,16 @@
  *   work requests and reaps their completions; with status-byte, a submit
  *   that finds that thread idle posts the producer's own blocks on the
  *   producer's thread (over shm it also copies its frame there).
- *   sbr_sender_free must not race with other calls.
+ *   sbr_sender_free must not race with other calls.  The on_key_unit
+ *   callback of sbr_sender_config runs on the sender thread, with no
+ *   library lock held.
  *
  *   sbr_receiver: sbr_receiver_next / _next_frame are called by one thread
  *   at a time.  sbr_block_release / _hold / sbr_frame_release may be called
  *   from any thread (a GStreamer buffer is freed wherever it is unreffed).
- *   sbr_receiver_wakeup, _pause_device, _device_paused, _refuse_device
- *   and _set_device_period may be called from any thread.  The on_refusal
+ *   sbr_receiver_wakeup, _pause_device, _device_paused, _refuse_device,
+ *   _request_key_unit and _set_device_period may be called from any
+ *   thread.  The on_refusal
  *   and on_lane callbacks of sbr_receiver_config run on the thread inside
  *   sbr_receiver_next / _next_frame.  One internal thread per receiver,
  *   from sbr_receiver_new to _free, listens and accepts (allocates,
@@ -158,6 +161,13 @@ enum sbr_kind {
   SBR_KIND_DATA = 1, /* a frame or a fragment of one */
   SBR_KIND_CAPS = 2, /* payload: the device's caps string, NUL excluded */
   SBR_KIND_EOS = 3,  /* the device's stream ended; no payload */
+  /* An event of the device's stream, in its place among the frames: the
+   * payload is the application's (rdmasink: a serialized GstStructure),
+   * one block at most.  Only to a receiver that takes them (every receiver
+   * of this version): sbr_sender_send says -ENOTSUP to an older one, which
+   * would reject the block.  A receiver application ignores what it
+   * doesn't know. */
+  SBR_KIND_EVENT = 4,
 };
 
 /* Block flags (wire values). */
@@ -170,6 +180,11 @@ enum sbr_flags {
    * transcode, a replay): a receiver should hold it back rather than drop
    * its frames.  Absent: live, or a sender that doesn't say. */
   SBR_FLAG_NOT_LIVE = 1 << 4,
+  /* (1 << 5 is the engine's own, docs/protocol.md.)  On a DATA block: the
+   * frame is a stream header (codec setup a decoder needs before any
+   * frame: SPS/PPS, Vorbis headers), not a frame of the picture.  A
+   * receiver that doesn't know the bit ignores it. */
+  SBR_FLAG_HEADER = 1 << 6,
 };
 
 /* What to do when no send block is free. */
@@ -383,6 +398,21 @@ struct sbr_sender_config {
    * -1 (default) = spread this process's connections over the device's
    * vectors; N = vector N modulo the device's count. */
   int comp_vector;
+  /* Status-byte: the receiver asked for a key unit of device
+   * (sbr_receiver_request_key_unit), with all headers (SPS/PPS, codec
+   * data) if all_headers: ask that device's producer (its encoder) for
+   * one.  Seen with a status READ, so within about pause_poll_us plus a
+   * round trip while the sender sends; an idle sender reads nothing and
+   * sees it when it sends again.  Called once per request seen; several
+   * requests of a device made between two READs are one call (a key unit
+   * answers them all).  On the sender thread, with no library lock held:
+   * it must return soon (every device's posting waits meanwhile) and must
+   * not wait for a send block (acquire/send with WAIT would wait for
+   * this very thread).  Only from receivers that offer key units (see
+   * docs/protocol.md, "Key units"); from older ones never.  NULL: the
+   * requests are only counted (key_units_seen). */
+  void (*on_key_unit)(void *user_data, uint8_t device, bool all_headers);
+  void *key_unit_user_data;
 };
 
 /* Fills cfg, size bytes long, with the defaults above and struct_size. */
@@ -510,6 +540,17 @@ int sbr_sender_send(sbr_sender *s, const struct sbr_block_meta *meta,
  * (a GStreamer sink's unlock).  Calls that start later wait as usual. */
 void sbr_sender_wakeup(sbr_sender *s);
 
+/* While device is interrupted, its acquire/send calls that would wait for
+ * a free block (or, over shm, for a receive block to place a frame in)
+ * return -EINTR instead: those waiting when it is set and those that start
+ * later, until it is cleared.  Other devices' calls wait as usual.  What a
+ * GStreamer sink's unlock .. unlock_stop needs: sbr_sender_wakeup alone
+ * misses a call that starts just after it, which a producer that checked
+ * its own "stop" flag just before can't tell from one that started in
+ * time, and which then waits (up to wait_timeout_ms) through the stop. */
+void sbr_sender_interrupt_device(sbr_sender *s, uint8_t device,
+                                 bool interrupted);
+
 /* Blocks until nothing is queued or in flight (including what other
  * producers submit meanwhile), or timeout_ms. */
 int sbr_sender_flush(sbr_sender *s, int timeout_ms);
@@ -536,6 +577,10 @@ struct sbr_device_stats {
   /* Receiver, adaptive poll mode: the device's learned frame period, 0
    * while it is not stable (learning, jittery, or another mode). */
   uint64_t period_ns;
+  /* Key units: receiver, requests made for the device
+   * (sbr_receiver_request_key_unit that reached a lane); sender, requests
+   * seen (on_key_unit calls for it). */
+  uint64_t key_units;
 };
 
 struct sbr_sender_stats {
@@ -575,6 +620,14 @@ struct sbr_sender_stats {
                                 or itself failed (an async event read
                                 before the connection closed; the sender
                                 reconnects as after any failure) */
+  uint64_t key_units_seen;   /* status-byte: key-unit requests a status READ
+                                showed (on_key_unit calls), all devices */
+  uint64_t span_frames;      /* status-byte: frames larger than a block
+                                sent as one spanning block (the receiver
+                                gets them contiguous) */
+  uint64_t span_fallbacks;   /* ... sent as fragments although the
+                                receiver takes spans: no run of free
+                                receive blocks long enough was known */
 };
 
 /* The stats, written as far as size (the caller's sizeof) reaches. */
@@ -742,6 +795,13 @@ const struct sbr_block_info *sbr_block_get_info(const sbr_block *b);
 void sbr_block_hold(sbr_block *b);
 /* Gives the block back (status 0, release store). */
 void sbr_block_release(sbr_block *b);
+/* How many of its lane's receive blocks the block occupies until it is
+ * released: 1, or k for a spanning block (a frame larger than one block
+ * laid over k consecutive blocks, its payload contiguous: a receiver and
+ * a status-byte sender of this library agree on them at connect;
+ * docs/protocol.md, "Spanning blocks").  For budgets that count the
+ * lane's blocks.  Any thread while the block is the caller's. */
+uint32_t sbr_block_lane_blocks(const sbr_block *b);
 
 /* A whole frame: all fragments of one device's frame, in order.  When the
  * frame needs more blocks than max_frame_blocks (or the lane could starve),
@@ -791,6 +851,23 @@ bool sbr_receiver_device_paused(sbr_receiver *r, uint8_t device);
  * for the sliding-window mechanism. */
 int sbr_receiver_refuse_device(sbr_receiver *r, uint32_t lane_id,
                                uint8_t device, bool refused);
+
+/* Asks the sender of one lane (lane_id from a block's info), or of every
+ * open lane with SBR_LANE_ALL, for a key unit of device, one-sidedly:
+ * bumps device's request counter in the lane's key-unit area, which the
+ * sender's next status READ brings (within pause_poll_us plus a round
+ * trip while it sends); it then calls its on_key_unit once (see
+ * sbr_sender_config).  A counter, not a flag: nothing is cleared, so a
+ * request is neither lost nor repeated; requests made before the sender's
+ * next READ are answered by one key unit.  all_headers: the key unit
+ * should come with the stream's headers (kept for every request of the
+ * device within a second after one that asked).  No reply comes: the key
+ * frame itself is the answer, and a sender older than the feature never
+ * sees the request (ask again after a while if none comes).  Any thread.
+ * 0; -ENOENT when no such lane is open (SBR_LANE_ALL: none at all);
+ * -ENOTSUP for the sliding-window mechanism (its sender reads nothing). */
+int sbr_receiver_request_key_unit(sbr_receiver *r, uint32_t lane_id,
+                                  uint8_t device, bool all_headers);
 
 /* Adaptive poll mode: device's frame period is about period_ns (e.g. from
  * its caps' framerate); 0 withdraws the hint.  The hint stands for the
@@ -870,6 +947,8 @@ struct sbr_receiver_stats {
    * QP_ACCESS_ERR, CQ_ERR, DEVICE_FATAL; docs/hardware.md).  Also in
    * lanes_closed.  0 over shm. */
   uint64_t async_errors;
+  /* sbr_receiver_request_key_unit calls that reached a lane. */
+  uint64_t key_units_requested;
 };
 /* A counter the platform doesn't have. */
 #define SBR_COUNTER_ABSENT UINT64_MAX

@@ -16,6 +16,7 @@
 
 #include "engine/sender-internal.h"
 #include "sbr-testing.h"
+#include "wire/private-data.h"
 #include "test.h"
 
 static inline uint16_t fixture_port(void)
@@ -147,6 +148,17 @@ static inline sbr_sender *fixture_sender(sbr_receiver *r,
                                          const struct sbr_sender_config *cfg)
 {
   return fixture_sender_knobs(r, cfg, NULL);
+}
+
+/* Lanes accepted from now on take spanning blocks (the default) or, like
+ * a receiver that predates them, only fragments: for the tests of
+ * fragments. */
+static inline void fixture_spans(bool on)
+{
+  if (on)
+    atomic_fetch_or(&sbr__receiver_features, SBR__FEATURE_SPAN);
+  else
+    atomic_fetch_and(&sbr__receiver_features, ~SBR__FEATURE_SPAN);
 }
 
 /* Deterministic payload byte for (device, frame, offset). */

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "util/log.h"
+#include "sbr-testing.h"
 #include "engine/receiver-internal.h"
 
 /* The accept thread waits for a listener event this long at a time: the
@@ -210,7 +211,19 @@ static void lane_open(struct sbr_receiver *r, struct sbr__conn_request *req)
       .lane_id = lane->id,
       .pause_offset = sbr__pause_offset_for(r->cfg.block_count),
       .refused_offset = sbr__refused_offset_for(r->cfg.block_count),
+      /* Spans and key units on status-byte lanes only: a sliding-window
+       * slot is one block, acknowledged alone (no spans), and its sender
+       * never READs the status region (no key units:
+       * sbr_receiver_request_key_unit says -ENOTSUP there).  Events are
+       * blocks like any other: both. */
+      .features =
+          (r->cfg.mechanism == SBR_MECH_STATUS_BYTE
+               ? SBR__FEATURE_SPAN | SBR__FEATURE_KEY_UNIT | SBR__FEATURE_EVENTS
+               : SBR__FEATURE_EVENTS) &
+          atomic_load(&sbr__receiver_features),
   };
+  if (lane->desc.features & SBR__FEATURE_KEY_UNIT)
+    lane->desc.key_unit_offset = sbr__key_unit_offset_for(r->cfg.block_count);
   /* One send slot: the liveness probe (the status-byte engine posts
    * nothing else). */
   struct sbr__fabric fabric;
@@ -241,6 +254,7 @@ static void lane_open(struct sbr_receiver *r, struct sbr__conn_request *req)
     lane->blocks[i].lane = lane;
     lane->blocks[i].index = i;
     lane->blocks[i].state = SBR__RECV_FREE;
+    lane->blocks[i].span = 1;
   }
   ret = lane->engine->start(lane);
   if (ret < 0) {

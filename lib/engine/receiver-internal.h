@@ -19,6 +19,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "sbr-testing.h"
 #include "wire/block.h"
 #include "util/clock.h"
 #include "engine/pace.h"
@@ -28,6 +29,10 @@ enum sbr__recv_state {
   SBR__RECV_FREE,      /* empty or being written by the sender */
   SBR__RECV_PENDING,   /* validated, waiting for its turn */
   SBR__RECV_DELIVERED, /* with the application (status 1 or 2) */
+  /* A continuation block of a spanning block that is pending or
+   * delivered (its head's state says which): nothing lands here until
+   * the head is released, which frees it too. */
+  SBR__RECV_SPANNED,
 };
 
 struct sbr_block {
@@ -37,7 +42,11 @@ struct sbr_block {
                                  runs on any thread */
   uint64_t found_scan;        /* scan generation that found it */
   uint64_t stale_since_ns;    /* receiver thread: first seen behind the
-                                 lane's next seq (the backstop); 0 = not */
+                                 lane's next seq (the backstop), or with
+                                 its span's continuation bytes not landed;
+                                 0 = not */
+  uint32_t span;              /* receive blocks it covers: 1, or a span's k
+                                 (this block and the k-1 after it) */
   struct sbr_block_info info; /* decoded header */
 };
 
@@ -107,7 +116,8 @@ struct sbr__lane {
   uint32_t next_index;  /* where it usually is: after the last delivered */
   bool seq_known;       /* next_seq is valid */
   uint32_t n_pending;
-  atomic_uint n_out;    /* delivered, not yet released (any thread) */
+  atomic_uint n_out;    /* receive blocks delivered, not yet released
+                           (a span counts its k; any thread) */
   atomic_int releasing; /* releases between status 0 and state FREE */
   struct sbr__device_track dev[SBR_MAX_DEVICES];
   /* Invalid blocks' warnings (receiver thread): the first of each reason
@@ -118,7 +128,10 @@ struct sbr__lane {
     uint64_t suppressed; /* since the last summary */
   } invalid[SBR__BLOCK_ERROR_LAST + 1];
   uint64_t invalid_summary_ns; /* the next summary is due; 0 = none yet */
-  struct sbr__lane *next;      /* receiver's list of open lanes */
+  /* When each device's newest all-headers key-unit request was made on
+   * this lane (r->stats_lock; receiver-devices.c). */
+  uint64_t key_headers_ns[SBR_MAX_DEVICES];
+  struct sbr__lane *next; /* receiver's list of open lanes */
 };
 
 /* Tests only: the shortest time between two summaries of a lane's invalid

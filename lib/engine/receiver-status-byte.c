@@ -58,17 +58,26 @@ static bool sb_landed(struct sbr__lane *lane)
   return false;
 }
 
+/* The block's status bytes, a span's k of them.  Continuations first,
+ * the head last: the scan looks at heads only (1s), and a sender's READ
+ * that sees the head free sees the rest free too. */
+static void store_status(struct sbr__lane *lane, uint32_t index, uint8_t v)
+{
+  uint32_t k = lane->blocks[index].span;
+  for (uint32_t j = 1; j < k; j++)
+    __atomic_store_n(&lane->mem.status[index + j], v, __ATOMIC_RELEASE);
+  __atomic_store_n(&lane->mem.status[index], v, __ATOMIC_RELEASE);
+}
+
 static void sb_release(struct sbr__lane *lane, uint32_t index)
 {
   /* Rule 4: 0 with release semantics once nothing reads the block. */
-  __atomic_store_n(&lane->mem.status[index], SBR__STATUS_EMPTY,
-                   __ATOMIC_RELEASE);
+  store_status(lane, index, SBR__STATUS_EMPTY);
 }
 
 static void sb_hold(struct sbr__lane *lane, uint32_t index)
 {
-  __atomic_store_n(&lane->mem.status[index], SBR__STATUS_HELD,
-                   __ATOMIC_RELEASE);
+  store_status(lane, index, SBR__STATUS_HELD);
 }
 
 const struct sbr__receiver_engine sbr__receiver_status_byte = {

@@ -480,6 +480,9 @@ void sbr_receiver_wakeup(sbr_receiver *r)
  * on a PCIe bus or across adaptive routes (microseconds). */
 uint64_t sbr__stale_bound_ns = 1000000000ull;
 
+_Atomic uint32_t sbr__receiver_features =
+    SBR__FEATURE_SPAN | SBR__FEATURE_KEY_UNIT | SBR__FEATURE_EVENTS;
+
 /* The backstop (docs/protocol.md, "Placement order"): a valid block whose
  * seq is behind the lane's next is the block that was there before, seen
  * because the status byte was placed before the new data.  Until the
@@ -503,6 +506,57 @@ static bool stale_expired(struct sbr__lane *lane, struct sbr_block *b)
   return now - b->stale_since_ns >= sbr__stale_bound_ns;
 }
 
+/* How many receive blocks a block at index may span: those left in the
+ * lane, on a lane that announced spans; else 1. */
+static uint32_t span_room(const struct sbr__lane *lane, uint32_t index)
+{
+  if (!(lane->desc.features & SBR__FEATURE_SPAN))
+    return 1;
+  return lane->desc.block_count - index;
+}
+
+enum span_verdict {
+  SPAN_OURS,    /* every continuation block is this span's */
+  SPAN_LANDING, /* a continuation byte is still 0: its WRITE is landing */
+  SPAN_FOREIGN, /* a continuation block is not the span's */
+};
+
+/* A span's continuation blocks, index+1 .. index+k-1: each must carry the
+ * sender's SPAN status byte and be free on the receiver's side (not
+ * pending, delivered, held or another span's).  A 0 there means the
+ * status WRITE is still landing (its bytes may land in any order; the shm
+ * NIC stores them last to first, so there it never shows): looked at
+ * again, like a block whose data has not landed. */
+static enum span_verdict span_check(struct sbr__lane *lane, uint32_t index,
+                                    uint32_t k)
+{
+  enum span_verdict v = SPAN_OURS;
+  for (uint32_t j = index + 1; j < index + k; j++) {
+    if (block_state(&lane->blocks[j]) != SBR__RECV_FREE)
+      return SPAN_FOREIGN;
+    uint8_t st = __atomic_load_n(&lane->mem.status[j], __ATOMIC_ACQUIRE);
+    if (st == SBR__STATUS_EMPTY)
+      v = SPAN_LANDING;
+    else if (st != SBR__STATUS_SPAN)
+      return SPAN_FOREIGN;
+  }
+  return v;
+}
+
+/* Not landed yet, as far as the span's continuation bytes go: true once
+ * it has been so for the backstop's bound (then it is dropped). */
+static bool span_landing_expired(struct sbr__lane *lane, struct sbr_block *b)
+{
+  uint64_t now = sbr__now_ns();
+  if (b->stale_since_ns == 0) {
+    b->stale_since_ns = now ? now : 1;
+    SBR_DEBUG("receiver: lane %u block %u: span's status bytes landing",
+              lane->id, b->index);
+    return false;
+  }
+  return now - b->stale_since_ns >= sbr__stale_bound_ns;
+}
+
 void sbr__lane_arrived(struct sbr__lane *lane, uint32_t index)
 {
   struct sbr_receiver *r = lane->rx;
@@ -512,21 +566,38 @@ void sbr__lane_arrived(struct sbr__lane *lane, uint32_t index)
     return;
   const uint8_t *mem = lane->mem.blocks + (size_t)index * lane->desc.block_size;
   struct sbr__header h = {0}; /* device read below even on early errors */
-  enum sbr__block_error err = sbr__block_decode(
-      mem, lane->desc.block_size, r->cfg.device_mask, lane->desc.epoch, &h);
+  enum sbr__block_error err =
+      sbr__block_decode_span(mem, lane->desc.block_size, span_room(lane, index),
+                             r->cfg.device_mask, lane->desc.epoch, &h);
   /* A frame larger than this receiver takes: every fragment is refused
    * here, so reassembly never allocates for it (a rogue's FIRST fragment
    * claiming 4 GB costs nothing). */
   if (err == SBR__BLOCK_OK && h.kind == SBR_KIND_DATA &&
       h.frame_size > r->cfg.max_frame_size)
     err = SBR__BLOCK_FRAME_TOO_LARGE;
+  /* The blocks this one gives back when dropped: a span's continuations
+   * only once they are known to be its own (an honest sender's span of a
+   * refused device, say, must not leak them; a forged one must not free
+   * blocks it has no claim on). */
+  uint32_t span = 1;
   if (err == SBR__BLOCK_OK && lane->engine->looks_again && lane->seq_known &&
       h.seq < lane->next_seq) {
+    /* The previous occupant (its continuation bytes are not its own any
+     * more): not landed yet, a span or not. */
     if (!stale_expired(lane, b))
       return; /* not landed yet: status left at 1, the next scan looks */
     err = SBR__BLOCK_STALE;
+  } else if (h.span > 1) {
+    enum span_verdict v = span_check(lane, index, h.span);
+    if (v == SPAN_LANDING && !span_landing_expired(lane, b))
+      return; /* looked at again at the next scan */
+    if (v == SPAN_OURS)
+      span = h.span;
+    else if (err == SBR__BLOCK_OK)
+      err = SBR__BLOCK_BAD_SPAN;
   }
   b->stale_since_ns = 0;
+  b->span = span;
   if (err != SBR__BLOCK_OK) {
     invalid_warn(lane, index, err);
     pthread_mutex_lock(&r->stats_lock);
@@ -538,14 +609,18 @@ void sbr__lane_arrived(struct sbr__lane *lane, uint32_t index)
       r->dev_stats[h.device].rejected++;
     pthread_mutex_unlock(&r->stats_lock);
     lane->engine->release(lane, index);
+    b->span = 1;
     return;
   }
+  /* Nothing lands in the continuation blocks until the head goes back. */
+  for (uint32_t j = 1; j < span; j++)
+    set_block_state(&lane->blocks[index + j], SBR__RECV_SPANNED);
   b->info = (struct sbr_block_info){
       .lane_id = lane->id,
       .epoch = h.epoch,
       .device = h.device,
       .kind = h.kind,
-      .flags = h.flags,
+      .flags = h.flags & (uint8_t)~SBR__FLAG_SPAN,
       .packet = h.packet,
       .seq = h.seq,
       .pts = h.pts,
@@ -626,12 +701,12 @@ static void deliver(struct sbr_receiver *r, struct sbr__lane *lane,
   t->seen = true;
   t->next_packet = (uint16_t)(in->packet + 1);
   lane->next_seq = in->seq + 1;
-  lane->next_index = (b->index + 1) % lane->desc.block_count;
+  lane->next_index = (b->index + b->span) % lane->desc.block_count;
   lane->seq_known = true;
   lane->n_pending--;
   set_block_state(b, SBR__RECV_DELIVERED);
   atomic_fetch_add(&lane->refs, 1);
-  atomic_fetch_add(&lane->n_out, 1);
+  atomic_fetch_add(&lane->n_out, b->span);
 
   pthread_mutex_lock(&r->stats_lock);
   struct sbr_device_stats *d = &r->dev_stats[in->device];
@@ -960,6 +1035,11 @@ const struct sbr_block_info *sbr_block_get_info(const sbr_block *b)
   return &b->info;
 }
 
+uint32_t sbr_block_lane_blocks(const sbr_block *b)
+{
+  return b->span;
+}
+
 void sbr_block_hold(sbr_block *b)
 {
   struct sbr__lane *lane = b->lane;
@@ -982,9 +1062,13 @@ void sbr_block_release(sbr_block *b)
   atomic_fetch_add(&lane->releasing, 1);
   if (!atomic_load(&lane->closed))
     lane->engine->release(lane, b->index);
+  /* Read before the head is FREE: then the receive thread may reuse it. */
+  uint32_t span = b->span;
+  for (uint32_t j = 1; j < span; j++)
+    set_block_state(&lane->blocks[b->index + j], SBR__RECV_FREE);
   set_block_state(b, SBR__RECV_FREE);
   atomic_fetch_sub(&lane->releasing, 1);
-  atomic_fetch_sub(&lane->n_out, 1);
+  atomic_fetch_sub(&lane->n_out, span);
   lane_unref(lane);
 }
 

@@ -112,11 +112,18 @@ int sbr__sender_connect_locked(struct sbr_sender *s, char *errbuf,
   }
   /* Producers read the lane (epoch) under s->lock; the engine reads conn
    * and lane with engine_lock held, which the caller holds. */
+  if (s->knobs.ignore_features) {
+    lane.features = 0;
+    lane.key_unit_offset = 0;
+  }
   pthread_mutex_lock(&s->lock);
   s->conn = conn;
   s->lane = lane;
   /* Refusals belong to a lane: a new one starts with none. */
   memset(s->refused, 0, sizeof s->refused);
+  /* So do key-unit requests: a new lane's area is zeros, and a nonzero
+   * word at its first READ is a request made for this lane. */
+  memset(s->key_seen, 0, sizeof s->key_seen);
   pthread_mutex_unlock(&s->lock);
   ret = s->engine->start(s);
   if (ret < 0) {

@@ -203,7 +203,8 @@ void sbr__direct_reserve_locked(struct sbr_sender *s, struct sbr_send_block *b)
     d->waiters++;
     sbr__sender_wake_locked(s);
     while (d->n_pool == 0 && d->view == v && s->connected && !s->stopping &&
-           s->wakeups == wakeups) {
+           s->wakeups == wakeups &&
+           !sbr__sender_dev_interrupted_locked(s, b->owner)) {
       int r = s->cfg.wait_timeout_ms >= 0
                   ? pthread_cond_timedwait(&d->cond, &s->lock, &deadline)
                   : pthread_cond_wait(&d->cond, &s->lock);

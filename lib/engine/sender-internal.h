@@ -44,7 +44,8 @@ struct sbr_send_block {
   uint32_t capacity;                    /* payload bytes it can carry */
   enum sbr__send_state state;
   uint8_t owner;               /* device it was taken for (fairness) */
-  struct sbr__header header;   /* as encoded at submit */
+  struct sbr__header header;   /* as queued; seq and packet given when
+                                  taken for posting */
   uint32_t wire_len;           /* header + payload + trailer */
   struct sbr_send_block *next; /* free list / queue link */
   /* Submitted with sbr_sender_submit_keep: DONE, not free, at completion;
@@ -57,6 +58,10 @@ struct sbr_send_block {
    * (sbr__direct_keep_locked).  NULL: none.  (s->lock) */
   struct sbr__direct_view *kept_view;
   uint32_t kept_index;
+  /* The first fragment of a frame sbr_sender_send queued as n > 1
+   * fragments, its others right behind it in its FIFO: n, which the
+   * status-byte engine may post as one spanning block (else 0).  (s->lock) */
+  uint32_t frame_blocks;
 };
 
 /* A posting engine: one per mechanism. */
@@ -159,18 +164,35 @@ struct sbr_sender {
   uint8_t paused[SBR_MAX_DEVICES / 8];
   uint64_t paused_since_ns[SBR_MAX_DEVICES];
   /* Refused bitmap as the newest status READ of this lane found it, and
-   * when a producer of a refused device was last turned away (0: never;
-   * keeps the forced READs going, sender-thread.c). */
+   * when a producer of a refused device, or under DROP of a paused one,
+   * was last turned away (0: never; keeps the forced READs going,
+   * sender-thread.c; the name kept from when only refusals did). */
   uint8_t refused[SBR_MAX_DEVICES / 8];
   uint64_t refused_try_ns;
+  /* Key units (sender-keyunit.c): each device's request word as the newest
+   * status READ of this lane found it (a new lane starts at 0, as its
+   * memory does), and the devices whose requests were seen and not yet
+   * handed to on_key_unit, with their all-headers bits. */
+  uint8_t key_seen[SBR_MAX_DEVICES];
+  uint8_t key_pending[SBR_MAX_DEVICES / 8];
+  uint8_t key_pending_headers[SBR_MAX_DEVICES / 8];
+  bool key_pending_any;
   struct sbr__send_queue queue; /* submitted blocks (sender-queue.h) */
   uint32_t n_queued;
   uint32_t n_posted; /* posted, completion pending */
+  /* Status READs posted, completion pending (status-byte): the sender
+   * thread stays on the engine for them, so what a READ brought (pause,
+   * refusal, key-unit requests) is acted on when it lands, not at the
+   * next submit, a frame interval later. */
+  uint32_t reads_pending;
   uint16_t next_packet[SBR_MAX_DEVICES];
   uint64_t next_seq;
   bool connected;
   bool stopping;
-  uint64_t wakeups;  /* sbr_sender_wakeup calls */
+  uint64_t wakeups; /* sbr_sender_wakeup calls */
+  /* Devices whose waits for a block end in -EINTR, now and later, until
+   * cleared (sbr_sender_interrupt_device). */
+  uint8_t interrupted[SBR_MAX_DEVICES / 8];
   bool thread_waits; /* the sender thread sleeps on work_cond (engine) */
   /* The sender thread sleeps on a completion (status-byte sb_sleep), so
    * s->conn is valid: a producer that queues a block kicks it
@@ -194,11 +216,25 @@ struct sbr_sender {
 /* Takes queued blocks into out, one device's in turn (sender-queue.h),
  * stamping each with the lane's next sequence number: at most max_blocks,
  * and after the first only while their wire bytes add up to max_bytes.
- * Marks them POSTED; the engine must post them or give them back with
- * requeue_front.  Returns how many it took (0 = queue empty). */
+ * It stops at the first fragment of a frame of 2..span_max blocks (0: no
+ * spans), which take_span is for.  Marks them POSTED; the engine must
+ * post them or give them back with requeue_front.  Returns how many it
+ * took (0 = queue empty, or such a frame at its head). */
 uint32_t sbr__sender_take_queued(struct sbr_sender *s,
                                  struct sbr_send_block **out,
-                                 uint32_t max_blocks, uint64_t max_bytes);
+                                 uint32_t max_blocks, uint64_t max_bytes,
+                                 uint32_t span_max);
+/* Takes the frame whose first fragment heads the queue, n blocks (its
+ * frame_blocks), to post it as one spanning block: one sequence and one
+ * packet number, the span's header encoded into the first block's memory
+ * and its trailer after the payload in the last's (sender-thread.c).  The
+ * payload stays where sbr_sender_send put it, cap bytes a block, so the
+ * engine WRITEs each block's part to its place in the span.  Returns n,
+ * or 0 when the queue's head is not such a frame any more. */
+uint32_t sbr__sender_take_span(struct sbr_sender *s,
+                               struct sbr_send_block **out, uint32_t n);
+/* The queue's head: a frame of n > 1 fragments that could span?  n, or 0. */
+uint32_t sbr__sender_head_frame_blocks(struct sbr_sender *s);
 /* Puts blocks taken with take_queued back at the front, order kept. */
 void sbr__sender_requeue_front(struct sbr_sender *s,
                                struct sbr_send_block *const *blocks,
@@ -215,6 +251,13 @@ void sbr__sender_pause_seen(struct sbr_sender *s, const uint8_t *bitmap);
  * (SBR__REFUSED_BITMAP_SIZE bytes; lanes that have one): record it; the
  * producers of refused devices get -EADDRINUSE, of accepted ones go on. */
 void sbr__sender_refused_seen(struct sbr_sender *s, const uint8_t *bitmap);
+/* A status READ brought this lane's key-unit area (SBR__KEY_UNIT_AREA_SIZE
+ * bytes; lanes with SBR__FEATURE_KEY_UNIT): the devices whose request
+ * word changed since the previous READ are marked pending, once each. */
+void sbr__sender_key_units_seen(struct sbr_sender *s, const uint8_t *area);
+/* The sender thread, with engine_lock released: hands the pending
+ * requests to on_key_unit (no library lock held during the calls). */
+void sbr__sender_deliver_key_units(struct sbr_sender *s);
 /* Does a producer wait for a device that is paused, or was one of a
  * refused device turned away within the last second?  Then the engine
  * keeps READing every pause_poll_us, even with nothing to send. */
@@ -267,6 +310,13 @@ static inline bool sbr__sender_dev_refused_locked(const struct sbr_sender *s,
                                                   uint8_t device)
 {
   return s->refused[device / 8] & (1u << (device % 8));
+}
+
+/* The producer's own word on a device (sbr_sender_interrupt_device). */
+static inline bool
+sbr__sender_dev_interrupted_locked(const struct sbr_sender *s, uint8_t device)
+{
+  return s->interrupted[device / 8] & (1u << (device % 8));
 }
 
 /* The waiters that can take blocks now are woken (sender.c); does a

@@ -87,6 +87,29 @@ struct sbr_send_block *sbr__queue_pop(struct sbr__send_queue *q)
   return b;
 }
 
+uint32_t sbr__queue_pop_n(struct sbr__send_queue *q,
+                          struct sbr_send_block **out, uint32_t n)
+{
+  if (q->cur == SBR__QUEUE_NONE)
+    return 0;
+  uint16_t d = q->cur;
+  uint32_t got = 0;
+  while (got < n && q->dev[d].head) {
+    struct sbr_send_block *b = q->dev[d].head;
+    q->dev[d].head = b->next;
+    b->next = NULL;
+    q->n--;
+    out[got++] = b;
+  }
+  if (!q->dev[d].head) {
+    q->dev[d].tail = NULL;
+    ring_remove(q, d);
+  } else {
+    q->cur = q->dev[d].next;
+  }
+  return got;
+}
+
 void sbr__queue_push_front(struct sbr__send_queue *q, struct sbr_send_block *b)
 {
   uint16_t d = fifo_of(q, b);

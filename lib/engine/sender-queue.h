@@ -9,9 +9,11 @@
  * of a big one) waited behind every big frame queued before it.  Served
  * round robin, every device with a frame pending gets a block onto the
  * wire per turn.  Each device's own blocks keep their order (its packet
- * numbers were assigned at submit); the lane's sequence numbers are
- * assigned when a block is taken, so the lane is still posted in sequence
- * order (protocol.md, "Delivery order").
+ * numbers are assigned as they are taken, in that order); the lane's
+ * sequence numbers too, so the lane is still posted in sequence order
+ * (protocol.md, "Delivery order").  A frame posted as one spanning block
+ * is taken whole (sbr__queue_pop_n): round robin interleaves frames then,
+ * not fragments.
  *
  * No locking of its own: the sender calls it under s->lock.
  */
@@ -46,6 +48,11 @@ void sbr__queue_push(struct sbr__send_queue *q, struct sbr_send_block *b);
 /* The oldest block of the device whose turn it is (NULL when empty); the
  * turn passes to the next device. */
 struct sbr_send_block *sbr__queue_pop(struct sbr__send_queue *q);
+/* Pops up to n blocks of the FIFO whose turn it is, in order, then passes
+ * the turn as pop does (a spanning frame's fragments go together).
+ * Returns how many it popped. */
+uint32_t sbr__queue_pop_n(struct sbr__send_queue *q,
+                          struct sbr_send_block **out, uint32_t n);
 /* The block pop would return, left queued (NULL when empty). */
 struct sbr_send_block *sbr__queue_peek(const struct sbr__send_queue *q);
 /* Puts b back at the front of its device's FIFO and makes that device the

@@ -183,7 +183,7 @@ static int sw_progress(struct sbr_sender *s)
   st->acked_seen = atomic_load(&st->acked);
   while (st->posted - atomic_load(&st->acked) < st->slots) {
     struct sbr_send_block *b;
-    if (sbr__sender_take_queued(s, &b, 1, UINT64_MAX) == 0)
+    if (sbr__sender_take_queued(s, &b, 1, UINT64_MAX, 0) == 0)
       break;
     uint32_t slot = (uint32_t)(st->posted % st->slots);
     struct sbr__wr wr = {

@@ -61,7 +61,9 @@
  * lane's refused bitmap (status_addr + refused_offset, when the receiver
  * announced one) comes with the same READ and goes the same way; READs
  * are also forced while producers of a refused device keep being turned
- * away.  The sender never WRITEs past the status bytes.
+ * away.  On a lane with the key-unit area (SBR__FEATURE_KEY_UNIT) the READ
+ * covers it too and hands it to sender-keyunit.c.  The sender never
+ * WRITEs past the status bytes.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -111,6 +113,11 @@ struct status_byte_state {
   uint32_t *in_flight;
   uint64_t in_flight_head, in_flight_tail; /* freed / pushed */
   uint32_t *direct_scratch; /* block_count receive block indices */
+  /* A frame at the queue's head that waits for a READ before it goes as
+   * fragments (post_span), and reads_posted when it began to: a READ
+   * posted since must have completed.  Compared, never dereferenced. */
+  const struct sbr_send_block *span_wait;
+  uint32_t span_wait_reads;
 };
 
 static void free_state(struct sbr_sender *s, struct status_byte_state *st)
@@ -165,6 +172,9 @@ static void sb_stop(struct sbr_sender *s)
   struct status_byte_state *st = s->engine_state;
   if (!st)
     return;
+  pthread_mutex_lock(&s->lock);
+  s->reads_pending = 0; /* the connection's READs went with it */
+  pthread_mutex_unlock(&s->lock);
   free_state(s, st);
   s->engine_state = NULL;
 }
@@ -229,6 +239,7 @@ static int post_status_read(struct sbr_sender *s, struct status_byte_state *st,
   pthread_mutex_lock(&s->lock);
   s->stats.wr_posted++;
   s->stats.pause_reads += forced;
+  s->reads_pending++;
   pthread_mutex_unlock(&s->lock);
   return 0;
 }
@@ -265,6 +276,8 @@ static void read_completed(struct sbr_sender *s, struct status_byte_state *st)
   /* Forced READs are counted in pause_reads only: the sync figures stay
    * the paper's (READs the sender needed to find free blocks). */
   pthread_mutex_lock(&s->lock);
+  if (s->reads_pending)
+    s->reads_pending--;
   if (!rd->forced) {
     s->stats.sync_reads++;
     s->stats.sync_read_ns_total += took;
@@ -279,6 +292,8 @@ static void read_completed(struct sbr_sender *s, struct status_byte_state *st)
   sbr__sender_pause_seen(s, found + s->lane.pause_offset);
   if (s->lane.refused_offset)
     sbr__sender_refused_seen(s, found + s->lane.refused_offset);
+  if (s->lane.features & SBR__FEATURE_KEY_UNIT)
+    sbr__sender_key_units_seen(s, found + s->lane.key_unit_offset);
 }
 
 /* Is a forced READ due (pause_poll_us)?  Only while blocks flow (posted
@@ -364,21 +379,188 @@ static int post_run(struct sbr_sender *s, struct status_byte_state *st,
   return 0;
 }
 
+/* The first run of m free receive blocks in the cache that starts at or
+ * after the cursor, else the first one before it; -1: none.  A span never
+ * wraps past the lane's last block. */
+static int find_free_run(const struct sbr_sender *s,
+                         const struct status_byte_state *st, uint32_t m)
+{
+  int first = -1;
+  uint32_t run = 0;
+  for (uint32_t i = 0; i < s->lane.block_count; i++) {
+    run = st->cache[i] == SBR__STATUS_EMPTY ? run + 1 : 0;
+    if (run < m)
+      continue;
+    uint32_t start = i + 1 - m;
+    if (start >= st->cursor)
+      return (int)start;
+    if (first < 0)
+      first = (int)start;
+  }
+  return first;
+}
+
+/* What post_span did. */
+enum span_post {
+  SPAN_NONE,     /* the queue's head is no frame to span: post as ever */
+  SPAN_POSTED,   /* posted as one spanning block */
+  SPAN_WAIT,     /* no run known: wait for a READ, then decide */
+  SPAN_FRAGMENT, /* no run: its fragments go as ever (counted) */
+};
+
+/* A frame of n fragments at the head of the queue (sbr_sender_send's), to
+ * a receiver that takes spans, goes as one spanning block when the cache
+ * knows m consecutive free receive blocks for it: n data WRITEs, each
+ * fragment's part to its place in the span (the first with the header,
+ * the last with the trailer: the payload sits in the send blocks cap
+ * bytes apiece, not contiguous, so one WRITE a send block, as many WRs as
+ * the fragments took), then ONE inline WRITE of the m status bytes, 1 and
+ * m-1 SPAN.  Without such a run in the cache the frame waits for one
+ * READ posted from then on (the cache is the lane as of the last READ,
+ * and a READ that frees blocks usually frees a run), and then, still
+ * without one, goes as fragments: a frame never waits for a run (a
+ * receiver holding a block in the middle of the lane, a last-sample, say,
+ * may keep every run short for as long as the sender waits, and with it
+ * the frame that would release it: fragments keep the lane live, a span
+ * costs at most one READ more).  max: blocks the caller may post (a producer:
+ * its own n).  *posted: blocks posted; <0 on a failed post (requeued). */
+static enum span_post post_span(struct sbr_sender *s,
+                                struct status_byte_state *st, uint32_t max,
+                                bool *claimed, int *posted)
+{
+  *posted = 0;
+  if (!(s->lane.features & SBR__FEATURE_SPAN))
+    return SPAN_NONE;
+  uint32_t n = sbr__sender_head_frame_blocks(s);
+  if (n == 0 || n > max || n > MAX_RUN)
+    return SPAN_NONE;
+  struct sbr_send_block *run[MAX_RUN];
+  pthread_mutex_lock(&s->lock);
+  /* Only the engine (engine_lock, held) takes from the queue: its head
+   * stays until we take it. */
+  struct sbr_send_block *head = sbr__queue_peek(&s->queue);
+  uint32_t frame_size = head ? head->header.frame_size : 0;
+  pthread_mutex_unlock(&s->lock);
+  if (!head)
+    return SPAN_NONE;
+  uint32_t m = sbr__span_blocks(s->lane.block_size, frame_size);
+  int i = m <= MAX_RUN ? find_free_run(s, st, m) : -1;
+  if (i < 0) {
+    if (m <= MAX_RUN &&
+        (st->span_wait != head || st->reads_done <= st->span_wait_reads)) {
+      /* The cache is old news (blocks the receiver released since the
+       * last READ show busy; one it then held, in the middle of a run,
+       * may be free): ask once more, READing from now on, then decide. */
+      if (st->span_wait != head) {
+        st->span_wait = head;
+        st->span_wait_reads = st->reads_posted;
+      }
+      return SPAN_WAIT;
+    }
+    pthread_mutex_lock(&s->lock);
+    if (sbr__queue_peek(&s->queue) == head) {
+      head->frame_blocks = 0;
+      s->stats.span_fallbacks++;
+    }
+    pthread_mutex_unlock(&s->lock);
+    st->span_wait = NULL;
+    return SPAN_FRAGMENT;
+  }
+  st->span_wait = NULL;
+  uint32_t got = sbr__sender_take_span(s, run, n);
+  if (got == 0)
+    return SPAN_NONE;
+  uint32_t cap = s->block_size - SBR__BLOCK_OVERHEAD;
+  uint64_t base = sbr__send_block_remote(s, (uint32_t)i);
+  struct sbr__wr chain[MAX_RUN + 1];
+  uint64_t run_end = st->in_flight_tail + got;
+  for (uint32_t k = 0; k < got; k++) {
+    struct sbr_send_block *b = run[k];
+    uint32_t chunk = b->wire_len - SBR__BLOCK_OVERHEAD;
+    chain[k] = (struct sbr__wr){
+        .wr_id = run_end,
+        .opcode = SBR__OP_WRITE,
+        .local_addr = k == 0 ? b->mem : b->mem + SBR__HEADER_SIZE,
+        .length = chunk + (k == 0 ? SBR__HEADER_SIZE : 0) +
+                  (k == got - 1 ? SBR__TRAILER_SIZE : 0),
+        .lkey = s->blocks_mr->lkey,
+        .remote_addr =
+            k == 0 ? base : base + SBR__HEADER_SIZE + (uint64_t)k * cap,
+        .rkey = s->lane.blocks_rkey,
+    };
+  }
+  uint8_t status[MAX_RUN];
+  status[0] = SBR__STATUS_DATA;
+  memset(status + 1, SBR__STATUS_SPAN, m - 1);
+  chain[got] = (struct sbr__wr){
+      .wr_id = run_end,
+      .opcode = SBR__OP_WRITE,
+      .local_addr = status,
+      .length = m,
+      .remote_addr = s->lane.status_addr + (uint32_t)i,
+      .rkey = s->lane.status_rkey,
+      .signaled = true,
+      .inline_data = true, /* copied at post: the stack buffer may go */
+  };
+  /* Counted as one block (the wire carries one), before posting. */
+  sbr__sender_count_posts(s, run, 1, got + 1, 1);
+  pthread_mutex_lock(&s->lock);
+  s->stats.span_frames++;
+  pthread_mutex_unlock(&s->lock);
+  int ret = claimed && !*claimed && s->ops->post_send_here
+                ? s->ops->post_send_here(s->conn, chain, (int)got + 1)
+                : s->ops->post_send(s->conn, chain, (int)got + 1);
+  if (ret < 0) {
+    sbr__sender_requeue_front(s, run, got);
+    *posted = ret;
+    return SPAN_POSTED;
+  }
+  if (ret == 1)
+    *claimed = true;
+  for (uint32_t k = 0; k < got; k++)
+    st->in_flight[st->in_flight_tail++ % s->n_blocks] = run[k]->index;
+  for (uint32_t k = 0; k < m; k++) {
+    st->cache[(uint32_t)i + k] = SBR__STATUS_DATA;
+    st->last_write[(uint32_t)i + k] = ++st->writes;
+  }
+  st->cache_free -= m;
+  st->cursor = ((uint32_t)i + m) % s->lane.block_count;
+  *posted = (int)got;
+  return SPAN_POSTED;
+}
+
 /* Posts one run: queued blocks, at most max, into the free receive blocks
  * from i on, which find_free returned (-1: none known free), or a block
  * placed directly at the head of the queue, into its own (claimed: as
  * post_run).  Returns the blocks posted, 0 when nothing is queued that can
  * go, or <0 when the post failed (the blocks are queued again). */
 static int post_run_at(struct sbr_sender *s, struct status_byte_state *st,
-                       int i, uint32_t max, bool *claimed)
+                       int i, uint32_t max, bool *claimed, bool *span_wait)
 {
-  uint32_t k = i >= 0 ? free_run(s, st, (uint32_t)i) : 0;
-  if (k > max)
-    k = max;
+  /* Frames post_span would span, which take_queued leaves to it. */
+  uint32_t span_max = 0;
+  if (s->lane.features & SBR__FEATURE_SPAN)
+    span_max = max < MAX_RUN ? max : MAX_RUN;
   struct sbr_send_block *run[MAX_RUN];
-  uint32_t got = sbr__sender_take_queued(s, run, k, st->batch_bytes);
-  if (got == 0)
-    return 0;
+  uint32_t got;
+  for (;;) {
+    int posted;
+    enum span_post sp = post_span(s, st, max, claimed, &posted);
+    *span_wait = sp == SPAN_WAIT;
+    if (sp == SPAN_POSTED || sp == SPAN_WAIT)
+      return posted;
+    uint32_t k = i >= 0 ? free_run(s, st, (uint32_t)i) : 0;
+    if (k > max)
+      k = max;
+    got = sbr__sender_take_queued(s, run, k, st->batch_bytes, span_max);
+    if (got > 0)
+      break;
+    /* Producers queue under s->lock alone: a frame queued after
+     * post_span found the queue empty now heads it. */
+    uint32_t n = sbr__sender_head_frame_blocks(s);
+    if (n == 0 || n > span_max)
+      return 0;
+  }
   bool direct = run[0]->direct_mem != NULL;
   uint32_t at = direct ? run[0]->direct_index : (uint32_t)i;
   /* Counted before posting, like the sliding window (there the ACK thread
@@ -486,14 +668,15 @@ static int sb_progress(struct sbr_sender *s)
   int posted = 0;
   for (;;) {
     int i = find_free(s, st);
-    int got = post_run_at(s, st, i, UINT32_MAX, NULL);
+    bool span_wait;
+    int got = post_run_at(s, st, i, UINT32_MAX, NULL, &span_wait);
     if (got < 0)
       return got;
-    if (got == 0 && i < 0 && sbr__sender_has_queued(s) &&
+    if (got == 0 && (i < 0 || span_wait) && sbr__sender_has_queued(s) &&
         reclaim_direct(s, st) > 0)
       continue; /* copies go before the pool: retry with those */
     if (got == 0) {
-      waiting = i < 0 && sbr__sender_has_queued(s);
+      waiting = (i < 0 || span_wait) && sbr__sender_has_queued(s);
       break;
     }
     posted += got;
@@ -556,7 +739,8 @@ static int sb_post_own(struct sbr_sender *s, uint32_t n, bool *claimed)
   uint32_t posted = 0;
   while (posted < n) {
     int i = find_free(s, st);
-    int got = post_run_at(s, st, i, n - posted, claimed);
+    bool span_wait; /* the sender thread READs: the blocks stay queued */
+    int got = post_run_at(s, st, i, n - posted, claimed, &span_wait);
     if (got < 0)
       return got;
     if (got == 0)

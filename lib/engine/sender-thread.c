@@ -12,24 +12,28 @@
 
 #include "util/log.h"
 #include "engine/sender-internal.h"
+#include "wire/byteorder.h"
 
 /* A sender thread with nothing queued re-checks this often anyway (so a
  * dead connection is noticed while idle). */
 #define IDLE_CHECK_MS 50
-/* After a producer of a refused device was turned away, keep the forced
- * status READs going this long, so the next one learns whether the bit
- * cleared (a camera tries at least once a second). */
-#define REFUSED_POLL_WINDOW_NS (1000ull * 1000u * 1000u)
+/* After a producer of a refused device (or, under DROP, of a paused one)
+ * was turned away, keep the forced status READs going this long, so the
+ * next one learns whether the bit cleared (a camera tries at least once a
+ * second). */
+#define TURNED_AWAY_POLL_WINDOW_NS (1000ull * 1000u * 1000u)
 
-/* Does a producer wait for a paused device, or was one of a refused
- * device turned away lately?  Either must learn when its bit clears. */
+/* Does a producer wait for a paused device, or was one of a refused (or
+ * paused, under DROP) device turned away lately?  Either must learn when
+ * its bit clears: a DROP sender of one paused camera sends nothing else
+ * that would bring a READ, and stayed paused for good. */
 bool sbr__sender_pause_waiting_locked(const struct sbr_sender *s)
 {
   for (const struct sbr__free_waiter *w = s->free_waiters_head; w; w = w->next)
     if (sbr__sender_dev_paused_locked(s, w->device))
       return true;
   return s->refused_try_ns != 0 &&
-         sbr__now_ns() - s->refused_try_ns < REFUSED_POLL_WINDOW_NS;
+         sbr__now_ns() - s->refused_try_ns < TURNED_AWAY_POLL_WINDOW_NS;
 }
 
 /* Status-byte only: the sliding window has no READ to force. */
@@ -50,8 +54,8 @@ void *sbr__sender_thread(void *arg)
     bool connected = s->connected;
     /* A producer waiting for a paused device keeps the engine READing,
      * and so does a direct placement pool producers draw on. */
-    bool busy = s->n_queued > 0 || s->n_posted > 0 || pause_poll_locked(s) ||
-                sbr__direct_wanted_locked(s);
+    bool busy = s->n_queued > 0 || s->n_posted > 0 || s->reads_pending > 0 ||
+                pause_poll_locked(s) || sbr__direct_wanted_locked(s);
     if (!stop && (!connected || !busy)) {
       /* Nothing to post, nothing to reap: sleep until a submit. */
       struct timespec ts;
@@ -59,8 +63,8 @@ void *sbr__sender_thread(void *arg)
       pthread_cond_timedwait(&s->work_cond, &s->lock, &ts);
       stop = s->stopping;
       connected = s->connected;
-      busy = s->n_queued > 0 || s->n_posted > 0 || pause_poll_locked(s) ||
-             sbr__direct_wanted_locked(s);
+      busy = s->n_queued > 0 || s->n_posted > 0 || s->reads_pending > 0 ||
+             pause_poll_locked(s) || sbr__direct_wanted_locked(s);
     }
     pthread_mutex_unlock(&s->lock);
     if (stop)
@@ -78,6 +82,9 @@ void *sbr__sender_thread(void *arg)
     if (r < 0)
       sbr__sender_fail_connection(s, r);
     pthread_mutex_unlock(&s->engine_lock);
+    /* Here, with no lock held: the application's callback may take its
+     * own locks, and producers may post meanwhile. */
+    sbr__sender_deliver_key_units(s);
     if (r > 0)
       sbr__backoff_reset(&s->backoff);
   }
@@ -86,7 +93,8 @@ void *sbr__sender_thread(void *arg)
 
 uint32_t sbr__sender_take_queued(struct sbr_sender *s,
                                  struct sbr_send_block **out,
-                                 uint32_t max_blocks, uint64_t max_bytes)
+                                 uint32_t max_blocks, uint64_t max_bytes,
+                                 uint32_t span_max)
 {
   uint32_t n = 0;
   uint64_t bytes = 0;
@@ -101,12 +109,21 @@ uint32_t sbr__sender_take_queued(struct sbr_sender *s,
       break;
     if (n > 0 && bytes + b->wire_len > max_bytes)
       break;
+    /* A frame that may span is the engine's to post whole (post_span),
+     * even one queued since the engine last looked at the head. */
+    if (!b->direct_mem && b->frame_blocks > 1 && b->frame_blocks <= span_max)
+      break;
     bytes += b->wire_len;
     sbr__queue_pop(&s->queue);
     /* The lane's sequence numbers follow the posting order, which the
      * round robin makes differ from the submit order (the receiver
      * delivers a lane in sequence order). */
     b->header.seq = s->next_seq++;
+    /* Packet numbers too are given in posting order, which is each
+     * device's submit order (its FIFO): a frame posted as one spanning
+     * block takes one, as fragments one each, with no gap either way. */
+    b->header.packet = s->next_packet[b->header.device]++;
+    b->frame_blocks = 0; /* posted as fragments */
     sbr__block_encode(sbr__send_block_wire(b), s->block_size, &b->header);
     sbr__direct_posting_locked(s, b);
     s->n_queued--;
@@ -119,10 +136,59 @@ uint32_t sbr__sender_take_queued(struct sbr_sender *s,
   return n;
 }
 
+uint32_t sbr__sender_head_frame_blocks(struct sbr_sender *s)
+{
+  pthread_mutex_lock(&s->lock);
+  struct sbr_send_block *b = sbr__queue_peek(&s->queue);
+  uint32_t n = b && !b->direct_mem ? b->frame_blocks : 0;
+  pthread_mutex_unlock(&s->lock);
+  return n > 1 ? n : 0;
+}
+
+uint32_t sbr__sender_take_span(struct sbr_sender *s,
+                               struct sbr_send_block **out, uint32_t n)
+{
+  pthread_mutex_lock(&s->lock);
+  struct sbr_send_block *head = sbr__queue_peek(&s->queue);
+  if (!head || head->direct_mem || head->frame_blocks != n || n < 2) {
+    pthread_mutex_unlock(&s->lock);
+    return 0;
+  }
+  uint32_t got = sbr__queue_pop_n(&s->queue, out, n);
+  /* sbr_sender_send queued them together under one lock hold: the FIFO
+   * holds all n in order (a later one can't have gone before). */
+  struct sbr__header h = head->header;
+  h.seq = s->next_seq++;
+  h.packet = s->next_packet[h.device]++;
+  h.flags |= SBR_FLAG_LAST | SBR__FLAG_SPAN;
+  h.frame_offset = 0;
+  h.payload_len = h.frame_size;
+  sbr__header_encode(head->mem, &h);
+  struct sbr_send_block *last = out[got - 1];
+  sbr__put_le64(last->mem + SBR__HEADER_SIZE + last->header.payload_len, h.seq);
+  head->header = h;
+  head->frame_blocks = 0;
+  for (uint32_t k = 0; k < got; k++) {
+    s->n_queued--;
+    s->n_posted++;
+    out[k]->state = SBR__SEND_POSTED;
+  }
+  pthread_mutex_unlock(&s->lock);
+  return got;
+}
+
 void sbr__sender_requeue_front(struct sbr_sender *s,
                                struct sbr_send_block *const *blocks, uint32_t n)
 {
   pthread_mutex_lock(&s->lock);
+  struct sbr_send_block *head = n ? blocks[0] : NULL;
+  if (head && (head->header.flags & SBR__FLAG_SPAN)) {
+    /* A span that could not be posted is fragments again, as queued
+     * (sbr__sender_take_span changed only the first's header). */
+    head->header.flags &= (uint8_t) ~(SBR__FLAG_SPAN | SBR_FLAG_LAST);
+    head->header.payload_len = head->wire_len - SBR__BLOCK_OVERHEAD;
+    head->frame_blocks = n;
+  }
   for (uint32_t k = n; k-- > 0;) {
     struct sbr_send_block *b = blocks[k];
     b->state = SBR__SEND_QUEUED;

@@ -5,11 +5,12 @@
  * sender-connect.c; the sender thread that hands queued blocks to the
  * posting engine of the chosen mechanism is sender-thread.c.
  *
- * Packet numbers are assigned at submit under s->lock and each device's
- * blocks queue in order (sender-queue.c: one FIFO per device, served round
- * robin); sequence numbers are assigned when the engine takes a block, so
- * blocks are posted in sequence order and every device's packets in packet
- * order: the receiver relies on that.
+ * Each device's blocks queue in submit order (sender-queue.c: one FIFO
+ * per device, served round robin); sequence and packet numbers are
+ * assigned when the engine takes a block, so blocks are posted in
+ * sequence order and every device's packets in packet order (the receiver
+ * relies on that), and a frame the engine posts as one spanning block
+ * takes one packet number, as fragments one each.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -429,6 +430,22 @@ void sbr_sender_wakeup(sbr_sender *s)
   pthread_mutex_unlock(&s->lock);
 }
 
+void sbr_sender_interrupt_device(sbr_sender *s, uint8_t device,
+                                 bool interrupted)
+{
+  uint8_t bit = (uint8_t)(1u << (device % 8));
+
+  pthread_mutex_lock(&s->lock);
+  if (interrupted) {
+    s->interrupted[device / 8] |= bit;
+    /* Each waiter looks at its own device's bit; the others sleep again. */
+    sbr__sender_wake_all_free_waiters_locked(s);
+  } else {
+    s->interrupted[device / 8] &= (uint8_t)~bit;
+  }
+  pthread_mutex_unlock(&s->lock);
+}
+
 size_t sbr_sender_block_payload_size(const sbr_sender *s)
 {
   return sbr__block_capacity(s->block_size);
@@ -468,22 +485,23 @@ static int sleep_free_waiter_locked(struct sbr_sender *s,
   return ret;
 }
 
-/* A producer of a refused device is turned away: the sender thread keeps
- * READing for a while (sbr__sender_pause_waiting_locked) so a cleared bit is
- * seen. */
-static int refused_locked(struct sbr_sender *s)
+/* A producer of a refused device, or under DROP of a paused one, is turned
+ * away (ret): the sender thread keeps READing for a while
+ * (sbr__sender_pause_waiting_locked) so a cleared bit is seen. */
+static int turned_away_locked(struct sbr_sender *s, int ret)
 {
   bool polling = sbr__sender_pause_waiting_locked(s);
   s->refused_try_ns = sbr__now_ns();
   if (!polling)
     pthread_cond_signal(&s->work_cond);
-  return -EADDRINUSE;
+  return ret;
 }
 
 /* Waits for n free blocks for device per the backpressure policy: free
  * ones, device not paused, within its share.  0, -EAGAIN (none in time:
  * the caller counts a drop), -EADDRINUSE (the receiver refuses the
- * device, at once), -EINTR (sbr_sender_wakeup) or -ENOTCONN. */
+ * device, at once), -EINTR (sbr_sender_wakeup, or the device interrupted:
+ * then also at once, rather than wait) or -ENOTCONN. */
 static int wait_free_locked(struct sbr_sender *s, uint32_t n, uint8_t device)
 {
   if (n > s->n_blocks)
@@ -491,11 +509,18 @@ static int wait_free_locked(struct sbr_sender *s, uint32_t n, uint8_t device)
   if (!s->connected || s->stopping)
     return -ENOTCONN;
   if (sbr__sender_dev_refused_locked(s, device))
-    return refused_locked(s);
+    return turned_away_locked(s, -EADDRINUSE);
   if (may_take_locked(s, device, n))
     return 0; /* the usual case: no waiter to set up */
   if (s->cfg.backpressure == SBR_BACKPRESSURE_DROP)
-    return -EAGAIN;
+    return sbr__sender_dev_paused_locked(s, device)
+               ? turned_away_locked(s, -EAGAIN)
+               : -EAGAIN;
+  /* Interrupted before it would wait: the wakeup that came with the
+   * interrupt found nobody waiting, and this call must not sleep through
+   * it (a sink's unlock just before its render got here). */
+  if (sbr__sender_dev_interrupted_locked(s, device))
+    return -EINTR;
   struct timespec deadline;
   if (s->cfg.wait_timeout_ms >= 0)
     deadline_after_ms(&deadline, s->cfg.wait_timeout_ms);
@@ -504,12 +529,13 @@ static int wait_free_locked(struct sbr_sender *s, uint32_t n, uint8_t device)
   init_cond(&w.cond);
   int ret = 0;
   while (s->connected && !s->stopping && !may_take_locked(s, device, n)) {
-    if (s->wakeups != wakeups) {
+    if (s->wakeups != wakeups ||
+        sbr__sender_dev_interrupted_locked(s, device)) {
       ret = -EINTR;
       break;
     }
     if (sbr__sender_dev_refused_locked(s, device)) {
-      ret = refused_locked(s);
+      ret = turned_away_locked(s, -EADDRINUSE);
       break;
     }
     /* Waiting for a resume: the sender thread must keep READing the
@@ -542,6 +568,7 @@ static struct sbr_send_block *pop_free_locked(struct sbr_sender *s,
   s->n_free--;
   b->next = NULL;
   b->state = SBR__SEND_FILLING;
+  b->frame_blocks = 0;
   b->owner = device;
   s->dev_held[device]++;
   return b;
@@ -673,8 +700,9 @@ static void enqueue_locked(struct sbr_sender *s, struct sbr_send_block *b,
   struct sbr__header *h = &b->header;
   h->kind = meta->kind;
   h->device = meta->device;
-  h->flags = meta->flags;
-  h->packet = s->next_packet[meta->device]++;
+  /* The span flag is the engine's to set, never an application's. */
+  h->flags = meta->flags & (uint8_t)~SBR__FLAG_SPAN;
+  h->packet = 0; /* given when it is taken for posting (sender-thread.c) */
   h->epoch = s->lane.epoch;
   h->payload_len = payload_len;
   h->pts = meta->pts;
@@ -696,7 +724,7 @@ static int submit_meta(const struct sbr_sender *s,
                        struct sbr_block_meta *out)
 {
   if (payload_len > sbr__block_capacity(s->block_size) ||
-      meta->kind < SBR_KIND_DATA || meta->kind > SBR_KIND_EOS)
+      meta->kind < SBR_KIND_DATA || meta->kind > SBR_KIND_EVENT)
     return -EINVAL;
   struct sbr_block_meta m = *meta;
   if (m.kind == SBR_KIND_DATA && (m.flags & SBR_FLAG_FIRST) &&
@@ -850,7 +878,15 @@ int sbr_sender_send(sbr_sender *s, const struct sbr_block_meta *meta,
     return -EMSGSIZE;
   uint32_t n = len == 0 ? 1 : (uint32_t)((len + cap - 1) / cap);
   if (n > 1 && meta->kind != SBR_KIND_DATA)
-    return -EMSGSIZE; /* caps strings and EOS fit one block */
+    return -EMSGSIZE; /* caps strings, events and EOS fit one block */
+  if (meta->kind == SBR_KIND_EVENT) {
+    pthread_mutex_lock(&s->lock);
+    bool takes = s->lane.features & SBR__FEATURE_EVENTS;
+    bool connected = s->connected;
+    pthread_mutex_unlock(&s->lock);
+    if (connected && !takes)
+      return -ENOTSUP; /* an older receiver would reject the block */
+  }
   if (n > s->n_blocks)
     return -EMSGSIZE; /* all fragments are taken at once */
 
@@ -910,7 +946,11 @@ int sbr_sender_send(sbr_sender *s, const struct sbr_block_meta *meta,
       m.frame_size = (uint32_t)len;
     }
     enqueue_locked(s, frag[i], &m, (uint32_t)chunk);
+    frag[i]->frame_blocks = 0;
   }
+  /* The engine may post the whole frame as one spanning block. */
+  if (n > 1 && meta->kind == SBR_KIND_DATA)
+    frag[0]->frame_blocks = n;
   bool post_here = producer_may_post_locked(s, n);
   if (!post_here)
     sbr__sender_wake_locked(s);

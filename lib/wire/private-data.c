@@ -18,8 +18,14 @@ static_assert(offsetof(struct sbr__connect_priv, probe_addr) ==
               "the probe target is appended after the first 16 bytes");
 static_assert(SBR__CONNECT_PRIV_PROBE_SIZE <= 56,
               "rdma_cm carries at most 56 bytes from the active side");
-static_assert(sizeof(struct sbr__accept_priv) == SBR__ACCEPT_PRIV_SIZE,
-              "accept private data is 56 bytes");
+static_assert(offsetof(struct sbr__accept_priv, key_unit_offset) + 4 ==
+                  SBR__ACCEPT_PRIV_SIZE,
+              "accept private data is 60 bytes");
+static_assert(offsetof(struct sbr__accept_priv, features) ==
+                  SBR__ACCEPT_PRIV_FEATURES_SIZE - 4,
+              "features at 52, where older receivers send reserved zeros");
+static_assert(SBR__ACCEPT_PRIV_SIZE <= 196,
+              "rdma_cm carries at most 196 bytes from the passive side");
 static_assert(offsetof(struct sbr__accept_priv, refused_offset) ==
                   SBR__ACCEPT_PRIV_MIN_SIZE,
               "refused_offset is appended after the 48 bytes of older "
@@ -118,8 +124,10 @@ int sbr__connect_priv_probe(const void *data, size_t len,
 /* Accept private data: magic u32 | version u8 | mechanism u8 | epoch u16 |
  * block_size u32 | block_count u32 | blocks_addr u64 | status_addr u64 |
  * blocks_rkey u32 | status_rkey u32 | lane_id u32 | pause_offset u32 |
- * refused_offset u32 | reserved u32 = 56 (v1 had a reserved zero where v2 has
- * pause_offset; the first v2 receivers sent 48 bytes, no refused_offset). */
+ * refused_offset u32 | features u32 | key_unit_offset u32 = 60 (v1 had a
+ * reserved zero where v2 has pause_offset; the first v2 receivers sent 48
+ * bytes, no refused_offset; the next 56, with a reserved zero where the
+ * features are, and no key_unit_offset). */
 void sbr__accept_priv_encode(uint8_t out[SBR__ACCEPT_PRIV_SIZE],
                              const struct sbr__lane_desc *lane)
 {
@@ -137,6 +145,30 @@ void sbr__accept_priv_encode(uint8_t out[SBR__ACCEPT_PRIV_SIZE],
   sbr__put_le32(out + 40, lane->lane_id);
   sbr__put_le32(out + 44, lane->pause_offset);
   sbr__put_le32(out + 48, lane->refused_offset);
+  sbr__put_le32(out + 52, lane->features);
+  sbr__put_le32(out + 56, lane->key_unit_offset);
+}
+
+bool sbr__lane_desc_valid(const struct sbr__lane_desc *lane)
+{
+  /* The bitmap must follow the status bytes, at most one cache line of
+   * padding on; the refused bitmap, when there, right after it, and the
+   * key-unit area right after that (the READ's length depends on them:
+   * one too long would fail on the remote side, taking the QP down). */
+  if (lane->mechanism > SBR_MECH_SLIDING_WINDOW || lane->block_count == 0 ||
+      lane->block_count > 65536 || lane->block_size < 128 ||
+      lane->block_size > (64u << 20) ||
+      lane->pause_offset < lane->block_count ||
+      lane->pause_offset > sbr__pause_offset_for(lane->block_count) ||
+      (lane->refused_offset != 0 &&
+       lane->refused_offset != lane->pause_offset + SBR__PAUSE_BITMAP_SIZE))
+    return false;
+  if ((lane->features & SBR__FEATURE_KEY_UNIT) &&
+      (lane->refused_offset == 0 ||
+       lane->key_unit_offset !=
+           lane->refused_offset + SBR__REFUSED_BITMAP_SIZE))
+    return false;
+  return true;
 }
 
 int sbr__accept_priv_decode(const void *data, size_t len,
@@ -161,22 +193,25 @@ int sbr__accept_priv_decode(const void *data, size_t len,
   lane->lane_id = sbr__get_le32(p + 40);
   lane->pause_offset = sbr__get_le32(p + 44);
   /* An older receiver's 48 bytes, or its zero padding (verbs pads the
-   * accept's private data): no refused bitmap, READ no further.  The
-   * reserved word after it is ignored (a later field may use it). */
+   * accept's private data): no refused bitmap, READ no further. */
   lane->refused_offset = len >= SBR__ACCEPT_PRIV_MIN_SIZE + 4
                              ? sbr__get_le32(p + SBR__ACCEPT_PRIV_MIN_SIZE)
                              : 0;
-  /* Rule 8: a lane we would write outside of is refused here.  The bitmap
-   * must follow the status bytes, at most one cache line of padding on;
-   * the refused bitmap, when there, right after it (the READ's length
-   * depends on it: one too long would fail on the remote side). */
-  if (lane->mechanism > SBR_MECH_SLIDING_WINDOW || lane->block_count == 0 ||
-      lane->block_count > 65536 || lane->block_size < 128 ||
-      lane->block_size > (64u << 20) ||
-      lane->pause_offset < lane->block_count ||
-      lane->pause_offset > sbr__pause_offset_for(lane->block_count) ||
-      (lane->refused_offset != 0 &&
-       lane->refused_offset != lane->pause_offset + SBR__PAUSE_BITMAP_SIZE))
+  /* The features word: an older receiver's reserved zero, or absent.
+   * Bits this sender doesn't know are ignored (a feature the sender
+   * doesn't use changes nothing it does); the ones it knows bring their
+   * fields, which must then be there. */
+  lane->features = len >= SBR__ACCEPT_PRIV_FEATURES_SIZE
+                       ? sbr__get_le32(p + SBR__ACCEPT_PRIV_FEATURES_SIZE - 4)
+                       : 0;
+  lane->key_unit_offset = 0;
+  if (lane->features & SBR__FEATURE_KEY_UNIT) {
+    if (len < SBR__ACCEPT_PRIV_SIZE)
+      return -EPROTO;
+    lane->key_unit_offset = sbr__get_le32(p + 56);
+  }
+  /* Rule 8: a lane we would write outside of is refused here. */
+  if (!sbr__lane_desc_valid(lane))
     return -EPROTO;
   return 0;
 }

@@ -17,8 +17,8 @@
 #include "util/refusal.h"
 
 /* Connect/accept private data, on the wire (little-endian).  rdma_cm allows at
- * most 56 bytes from the active side and 196 from the passive side; both
- * structs fit in the smaller limit.  Rule 8: the receiver never trusts these
+ * most 56 bytes from the active side (the connect request) and 196 from the
+ * passive side (the accept: 60 bytes).  Rule 8: the receiver never trusts these
  * numbers as pointers; the sender bounds-checks the lane against its own
  * limits before using it. */
 #define SBR__PRIV_MAGIC 0x53425243u /* "CRBS" little-endian: "SBRC" */
@@ -35,6 +35,27 @@
  * predates it sends 48 bytes (or zero padding there, over verbs) and its
  * senders READ no further than the pause bitmap. */
 #define SBR__REFUSED_BITMAP_SIZE (SBR_MAX_DEVICES / 8)
+/* The accept's features word (bytes 52..55): what this lane carries beyond
+ * the status bytes and bitmaps, one bit each.  A receiver that predates it
+ * sends 0 there ("reserved, 0"), so a sender looks for nothing. */
+/* The receiver takes spanning blocks: one block over several consecutive
+ * receive blocks of the lane (docs/protocol.md, "Spanning blocks"). */
+#define SBR__FEATURE_SPAN (1u << 0)
+/* Key units asked for one-sidedly: the lane has the key-unit area at
+ * status_addr + key_unit_offset (bytes 56..59 of the accept). */
+#define SBR__FEATURE_KEY_UNIT (1u << 1)
+/* The receiver takes EVENT blocks (kind 4); an older one rejects the kind. */
+#define SBR__FEATURE_EVENTS (1u << 2)
+/* The key-unit area, per lane: byte d is device d's request word, only the
+ * receiver's to store.  Bits 0..6 count its key-unit requests (mod 128);
+ * bit 7 says the newest one asks for all headers.  One byte per device, so
+ * one store makes a request and its all-headers flag visible together: a
+ * READ, which the NIC may perform in any byte order, can't see the one
+ * without the other.  The sender asks its producer for a key unit once per
+ * change it sees (docs/protocol.md, "Key units"). */
+#define SBR__KEY_UNIT_AREA_SIZE SBR_MAX_DEVICES
+#define SBR__KEY_UNIT_COUNT_MASK 0x7fu
+#define SBR__KEY_UNIT_ALL_HEADERS 0x80u
 
 struct sbr__connect_priv {
   uint32_t magic;       /* SBR__PRIV_MAGIC */
@@ -78,7 +99,13 @@ struct sbr__accept_priv {
   /* Appended in v2 (absent, or 0, from older v2 receivers): the refused
    * bitmap at status_addr + this, which is pause_offset + 32. */
   uint32_t refused_offset;
-  uint32_t reserved; /* zero; keeps the struct 8-byte aligned */
+  /* Appended (0 from receivers that predate it: their "reserved, 0"):
+   * SBR__FEATURE_* bits. */
+  uint32_t features;
+  /* With SBR__FEATURE_KEY_UNIT: the key-unit area at status_addr + this,
+   * which is refused_offset + 32 (absent otherwise). */
+  uint32_t key_unit_offset;
+  uint32_t pad; /* not on the wire: keeps the struct 8-byte aligned */
 };
 
 /* Host-endian view of the lane a sender writes into. */
@@ -99,6 +126,11 @@ struct sbr__lane_desc {
   /* The refused bitmap's offset from status_addr: pause_offset +
    * SBR__PAUSE_BITMAP_SIZE, or 0 when the receiver has none (older). */
   uint32_t refused_offset;
+  /* SBR__FEATURE_* bits the lane has (0 from an older receiver). */
+  uint32_t features;
+  /* The key-unit area's offset from status_addr: refused_offset +
+   * SBR__REFUSED_BITMAP_SIZE with SBR__FEATURE_KEY_UNIT, else 0. */
+  uint32_t key_unit_offset;
 };
 
 /* Where a receiver puts the bitmap: its own cache line after the status
@@ -116,12 +148,21 @@ static inline uint32_t sbr__refused_offset_for(uint32_t block_count)
   return sbr__pause_offset_for(block_count) + SBR__PAUSE_BITMAP_SIZE;
 }
 
+/* Where a receiver puts the key-unit area: right after the refused bitmap
+ * (only the receiver stores there too, so it may share their line). */
+static inline uint32_t sbr__key_unit_offset_for(uint32_t block_count)
+{
+  return sbr__refused_offset_for(block_count) + SBR__REFUSED_BITMAP_SIZE;
+}
+
 /* Bytes of the status region: status bytes, padding, pause bitmap and,
- * when the lane has one, the refused bitmap.  The sender READs all of it
- * (never past it: an older receiver registered no more) and WRITEs only
- * the first block_count bytes. */
+ * when the lane has them, the refused bitmap and the key-unit area.  The
+ * sender READs all of it (never past it: an older receiver registered no
+ * more) and WRITEs only the first block_count bytes. */
 static inline uint32_t sbr__lane_status_len(const struct sbr__lane_desc *lane)
 {
+  if (lane->features & SBR__FEATURE_KEY_UNIT)
+    return lane->key_unit_offset + SBR__KEY_UNIT_AREA_SIZE;
   if (lane->refused_offset)
     return lane->refused_offset + SBR__REFUSED_BITMAP_SIZE;
   return lane->pause_offset + SBR__PAUSE_BITMAP_SIZE;
@@ -131,10 +172,12 @@ static inline uint32_t sbr__lane_status_len(const struct sbr__lane_desc *lane)
 #define SBR__CONNECT_PRIV_SIZE 16
 /* With the probe target appended (sbr__connect_priv_add_probe). */
 #define SBR__CONNECT_PRIV_PROBE_SIZE 32
-#define SBR__ACCEPT_PRIV_SIZE 56
+#define SBR__ACCEPT_PRIV_SIZE 60
 /* What an older v2 receiver sends (no refused_offset); the decoder takes
  * any length from this on and reads refused_offset only when present. */
 #define SBR__ACCEPT_PRIV_MIN_SIZE 48
+/* With refused_offset and the features word (0 there, or absent: none). */
+#define SBR__ACCEPT_PRIV_FEATURES_SIZE 56
 void sbr__connect_priv_encode(uint8_t out[SBR__CONNECT_PRIV_SIZE],
                               uint8_t mechanism, uint32_t block_size,
                               uint32_t block_count);
@@ -153,6 +196,9 @@ void sbr__accept_priv_encode(uint8_t out[SBR__ACCEPT_PRIV_SIZE],
                              const struct sbr__lane_desc *lane);
 int sbr__accept_priv_decode(const void *data, size_t len,
                             struct sbr__lane_desc *lane);
+/* Rule 8: can a sender write into, and READ, this lane without going
+ * outside it?  Both sides check (the receiver before it accepts). */
+bool sbr__lane_desc_valid(const struct sbr__lane_desc *lane);
 /* Both decoders return -EPROTONOSUPPORT for an sbr peer of another protocol
  * version (magic right, version not ours).  sbr__priv_version says which
  * version the peer speaks, for a clear message: -1 when data is not sbr

@@ -50,6 +50,7 @@ static uint64_t now_ns(void)
 
 static void fragmented_frame_is_reassembled_zero_copy(void)
 {
+  fixture_spans(false); /* fragments are what this tests */
   uint16_t port = fixture_port();
   sbr_receiver *r = new_receiver(port, 16, 4 * KIB, SBR_MECH_STATUS_BYTE);
   struct sbr_sender_config sc;
@@ -69,6 +70,7 @@ static void fragmented_frame_is_reassembled_zero_copy(void)
   sbr_frame_release(&f);
   sbr_sender_free(s);
   sbr_receiver_free(r);
+  fixture_spans(true);
 }
 
 static void frame_larger_than_half_the_lane_is_copied(void)
@@ -403,6 +405,70 @@ static void wakeup_interrupts_a_waiting_send(void)
   sbr_receiver_free(r);
 }
 
+/* An interrupted device's sends that would wait return -EINTR, whether
+ * the interrupt came before they started (which a wakeup misses) or while
+ * they wait; other devices and a cleared interrupt wait as usual. */
+struct interrupter {
+  sbr_sender *s;
+  atomic_int ret;
+};
+
+static void *send_device_1(void *arg)
+{
+  struct interrupter *in = arg;
+  atomic_store(&in->ret, fixture_send(in->s, 1, 7, 100));
+  return NULL;
+}
+
+static void interrupted_device_never_waits(void)
+{
+  uint16_t port = fixture_port();
+  sbr_receiver *r = new_receiver(port, 2, 4 * KIB, SBR_MECH_STATUS_BYTE);
+  struct sbr_sender_config sc;
+  fixture_sender_config(&sc, port);
+  sc.send_blocks = 2;
+  sc.wait_timeout_ms = 20000;
+  sbr_sender *s = fixture_sender(r, &sc);
+  /* Nobody reads: 2 receive + 2 send blocks fill, the fifth send waits. */
+  for (unsigned i = 0; i < 4; i++)
+    ASSERT_OK(fixture_send(s, 0, i, 100));
+  usleep(20000);
+
+  /* Set before the send: it doesn't wait at all. */
+  sbr_sender_interrupt_device(s, 0, true);
+  uint64_t t0 = now_ns();
+  ASSERT_EQ(fixture_send(s, 0, 4, 100), -EINTR);
+  ASSERT_EQ(fixture_send(s, 0, 4, 100), -EINTR); /* nor the next */
+  ASSERT_MSG(ms_since(t0) < 1000, "interrupted sends took %llu ms",
+             (unsigned long long)ms_since(t0));
+  struct sbr_device_stats ds;
+  sbr_sender_get_device_stats(s, 0, &ds);
+  ASSERT_EQ(ds.drops, 0); /* not sent, not a drop: the caller decides */
+
+  /* Another device still waits, as long as wait_timeout_ms says... */
+  struct interrupter in = {.s = s};
+  atomic_init(&in.ret, 1);
+  pthread_t t;
+  ASSERT(pthread_create(&t, NULL, send_device_1, &in) == 0);
+  usleep(200000);
+  ASSERT_EQ(atomic_load(&in.ret), 1);
+  /* ... until its own device is interrupted, while it waits (or, on a
+   * host too loaded to have started it yet, before). */
+  sbr_sender_interrupt_device(s, 1, true);
+  pthread_join(t, NULL);
+  ASSERT_EQ(atomic_load(&in.ret), -EINTR);
+
+  /* Cleared: device 0 waits again (here until a reader frees blocks). */
+  sbr_sender_interrupt_device(s, 0, false);
+  struct reader rd = {r, 5, 0};
+  ASSERT(pthread_create(&t, NULL, reader_thread, &rd) == 0);
+  ASSERT_OK(fixture_send(s, 0, 4, 100));
+  pthread_join(t, NULL);
+  ASSERT_EQ(rd.got, 5);
+  sbr_sender_free(s);
+  sbr_receiver_free(r);
+}
+
 static void two_senders_get_separate_lanes(void)
 {
   uint16_t port = fixture_port();
@@ -708,6 +774,68 @@ static void caps_and_eos_travel_in_band(void)
   sbr_receiver_free(r);
 }
 
+/* An EVENT block goes in its place among the device's frames, over either
+ * mechanism; to a receiver that doesn't take events (one that predates
+ * them: its accept lacks the feature bit) sbr_sender_send refuses it
+ * with -ENOTSUP rather than send what that receiver would reject. */
+static void event_travels_in_band(enum sbr_mechanism mech, bool takes)
+{
+  uint16_t port = fixture_port();
+  if (!takes)
+    atomic_fetch_and(&sbr__receiver_features, ~SBR__FEATURE_EVENTS);
+  sbr_receiver *r = new_receiver(port, 4, 4 * KIB, mech);
+  struct sbr_sender_config sc;
+  fixture_sender_config(&sc, port);
+  sc.mechanism = mech;
+  sbr_sender *s = fixture_sender(r, &sc);
+  atomic_fetch_or(&sbr__receiver_features, SBR__FEATURE_EVENTS);
+  const char *ev = "GstEventTag, title=(string)\"cam 3\";";
+  struct sbr_block_meta m;
+  sbr_block_meta_init(&m, 3);
+  m.kind = SBR_KIND_EVENT;
+  ASSERT_OK(fixture_send(s, 3, 0, 10));
+  int ret = sbr_sender_send(s, &m, ev, strlen(ev));
+  ASSERT_EQ(ret, takes ? 0 : -ENOTSUP);
+  ASSERT_OK(fixture_send(s, 3, 1, 10));
+
+  struct sbr_frame f;
+  next_frame_ok(r, &f);
+  ASSERT_EQ(fixture_check_frame(&f), 0);
+  sbr_frame_release(&f);
+  if (takes) {
+    next_frame_ok(r, &f);
+    ASSERT_EQ(f.info.kind, SBR_KIND_EVENT);
+    ASSERT_EQ(f.info.device, 3);
+    ASSERT_EQ(f.size, strlen(ev));
+    ASSERT(memcmp(f.info.payload, ev, f.size) == 0);
+    sbr_frame_release(&f);
+  }
+  next_frame_ok(r, &f);
+  ASSERT_EQ(f.info.kind, SBR_KIND_DATA);
+  ASSERT_EQ(fixture_check_frame(&f), 1);
+  sbr_frame_release(&f);
+  struct sbr_receiver_stats rs;
+  sbr_receiver_get_stats(r, &rs);
+  ASSERT_EQ(rs.rejected, 0);
+  sbr_sender_free(s);
+  sbr_receiver_free(r);
+}
+
+static void event_travels_in_band_status_byte(void)
+{
+  event_travels_in_band(SBR_MECH_STATUS_BYTE, true);
+}
+
+static void event_travels_in_band_sliding_window(void)
+{
+  event_travels_in_band(SBR_MECH_SLIDING_WINDOW, true);
+}
+
+static void event_to_an_older_receiver_is_refused(void)
+{
+  event_travels_in_band(SBR_MECH_STATUS_BYTE, false);
+}
+
 /* What a receiver's on_refusal callback was told. */
 struct refusals_seen {
   unsigned count;
@@ -1005,6 +1133,7 @@ static void wakeup_reaches_an_endless_wait_with_no_sender(void)
 
 static void held_frame_does_not_starve_the_next_fragmented_one(void)
 {
+  fixture_spans(false); /* fragments are what this tests */
   /* 8 blocks: the application keeps a 4-block frame; the next frame needs
    * 6 blocks, more than are left, so it must be copied as it arrives. */
   uint16_t port = fixture_port();
@@ -1025,6 +1154,7 @@ static void held_frame_does_not_starve_the_next_fragmented_one(void)
   sbr_frame_release(&kept);
   sbr_sender_free(s);
   sbr_receiver_free(r);
+  fixture_spans(true);
 }
 
 static void receiver_free_disconnects_while_blocks_are_held(void)
@@ -1092,6 +1222,7 @@ static struct sbr_sender_stats frame_round_trip(sbr_receiver *r, sbr_sender *s,
  * status WRITE; a run never wraps past the end of the status array. */
 static void queued_blocks_share_one_status_write_per_run(void)
 {
+  fixture_spans(false); /* fragments are what this tests */
   uint16_t port = fixture_port();
   sbr_receiver *r = new_receiver(port, 8, 4 * KIB, SBR_MECH_STATUS_BYTE);
   struct sbr_sender_config sc;
@@ -1119,12 +1250,14 @@ static void queued_blocks_share_one_status_write_per_run(void)
   ASSERT_EQ(st.wr_posted, 8 + (2 + 1) + (4 + 1) + 1);
   sbr_sender_free(s);
   sbr_receiver_free(r);
+  fixture_spans(true);
 }
 
 /* status_batch_bytes bounds a run by data bytes; 1 gives the paper's
  * two-WR chain for every block. */
 static void status_batch_bytes_bounds_a_run(void)
 {
+  fixture_spans(false); /* fragments are what this tests */
   static const struct {
     uint32_t batch_bytes;
     uint64_t status_writes;
@@ -1153,6 +1286,7 @@ static void status_batch_bytes_bounds_a_run(void)
     sbr_sender_free(s);
     sbr_receiver_free(r);
   }
+  fixture_spans(true);
 }
 
 /* With read_ahead, READs go out between runs, a quarter of the lane apart,
@@ -1160,6 +1294,7 @@ static void status_batch_bytes_bounds_a_run(void)
  * block per run), on top of the first sync. */
 static void read_ahead_keeps_several_reads_in_flight(void)
 {
+  fixture_spans(false); /* fragments are what this tests */
   uint16_t port = fixture_port();
   sbr_receiver *r = new_receiver(port, 16, 4 * KIB, SBR_MECH_STATUS_BYTE);
   struct sbr_sender_config sc;
@@ -1188,6 +1323,7 @@ static void read_ahead_keeps_several_reads_in_flight(void)
   ASSERT_OK(sbr_sender_flush(s, 10000));
   sbr_sender_free(s);
   sbr_receiver_free(r);
+  fixture_spans(true);
 }
 
 /* Read-ahead follows a run whoever posted it.  A producer that finds the
@@ -1286,6 +1422,7 @@ static void sender_sleeps_while_a_read_is_in_flight(void)
  * are delivered without scanning the status array again. */
 static void landed_blocks_go_out_without_a_scan_each(void)
 {
+  fixture_spans(false); /* fragments are what this tests */
   uint16_t port = fixture_port();
   sbr_receiver *r = new_receiver(port, 16, 4 * KIB, SBR_MECH_STATUS_BYTE);
   struct sbr_sender_config sc;
@@ -1307,6 +1444,7 @@ static void landed_blocks_go_out_without_a_scan_each(void)
     sbr_block_release(b[i]);
   sbr_sender_free(s);
   sbr_receiver_free(r);
+  fixture_spans(true);
 }
 
 /* Producers outnumber send blocks and wait without a timeout: each freed
@@ -1370,6 +1508,8 @@ int main(int argc, char **argv)
        backpressure_wait_times_out_then_proceeds, ANY_BACKEND},
       {"wakeup_interrupts_a_waiting_send", wakeup_interrupts_a_waiting_send,
        ANY_BACKEND},
+      {"interrupted_device_never_waits", interrupted_device_never_waits,
+       ANY_BACKEND},
       {"two_senders_get_separate_lanes", two_senders_get_separate_lanes,
        ANY_BACKEND},
       {"forged_and_torn_blocks_are_dropped_and_counted",
@@ -1382,6 +1522,12 @@ int main(int argc, char **argv)
        sender_reports_lost_receiver_and_reconnects, ANY_BACKEND},
       {"zero_copy_fill_is_delivered", zero_copy_fill_is_delivered, ANY_BACKEND},
       {"caps_and_eos_travel_in_band", caps_and_eos_travel_in_band, ANY_BACKEND},
+      {"event_travels_in_band_status_byte", event_travels_in_band_status_byte,
+       ANY_BACKEND},
+      {"event_travels_in_band_sliding_window",
+       event_travels_in_band_sliding_window, ANY_BACKEND},
+      {"event_to_an_older_receiver_is_refused",
+       event_to_an_older_receiver_is_refused, ANY_BACKEND},
       {"mechanism_mismatch_is_refused_clearly",
        mechanism_mismatch_is_refused_clearly, ANY_BACKEND},
       {"full_lanes_refusal_is_retryable", full_lanes_refusal_is_retryable,

@@ -387,6 +387,50 @@ static unsigned frames_until_refused(sbr_receiver *r, sbr_sender *s,
   return max;
 }
 
+/* DROP: a sender whose only device is paused sends nothing, so no READ
+ * came to show it the resume: each send turned away keeps the forced
+ * READs going a while, and a send after the resume goes out. */
+static void paused_drop_sender_sees_resume_alone(void)
+{
+  uint16_t port = fixture_port();
+  sbr_receiver *r = fixture_receiver(port, 16, 4 * KIB);
+  struct sbr_sender_config sc;
+  fixture_sender_config(&sc, port);
+  sc.backpressure = SBR_BACKPRESSURE_DROP;
+  sbr_sender *s = fixture_sender(r, &sc);
+  static struct collector c;
+  memset(&c, 0, sizeof c);
+  collector_start(&c, r);
+  unsigned next = 0;
+  ASSERT_OK(sbr_receiver_pause_device(r, 0, true));
+  uint64_t t0 = now_ns();
+  while (!sender_sees_paused(s, 0)) {
+    ASSERT_MSG(ms_since(t0) < 20000, "the pause was not seen within 20 s");
+    if (fixture_send(s, 0, next, 300) == 0)
+      collector_wait(&c, 0, ++next);
+    usleep(500);
+  }
+  /* Paused a while, dropping at a camera's pace: the READs that blocks
+   * in flight brought are long over. */
+  for (int i = 0; i < 20; i++) {
+    ASSERT_EQ(fixture_send(s, 0, next, 300), -EAGAIN);
+    usleep(10000);
+  }
+  ASSERT_OK(sbr_receiver_pause_device(r, 0, false));
+  t0 = now_ns();
+  int ret;
+  while ((ret = fixture_send(s, 0, next, 300)) == -EAGAIN) {
+    ASSERT_MSG(ms_since(t0) < 20000, "the resume was not seen within 20 s");
+    usleep(10000); /* a camera's pace, not a busy loop */
+  }
+  ASSERT_OK(ret);
+  collector_wait(&c, 0, ++next);
+  collector_stop(&c);
+  ASSERT(!sender_sees_paused(s, 0));
+  sbr_sender_free(s);
+  sbr_receiver_free(r);
+}
+
 /* pause_poll_us (default 1 ms) forces a READ while blocks flow. */
 static void forced_read_sees_pause_without_running_out(void)
 {
@@ -762,6 +806,8 @@ int main(int argc, char **argv)
        ANY_BACKEND},
       {"resume_wakes_a_waiting_producer", resume_wakes_a_waiting_producer,
        ANY_BACKEND},
+      {"paused_drop_sender_sees_resume_alone",
+       paused_drop_sender_sees_resume_alone, ANY_BACKEND},
       {"forced_read_sees_pause_without_running_out",
        forced_read_sees_pause_without_running_out, ANY_BACKEND},
       {"pause_poll_zero_reads_only_when_empty",

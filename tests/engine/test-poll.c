@@ -147,16 +147,20 @@ static uint64_t receive_all(sbr_receiver *r, const struct stream *st,
 {
   unsigned next[SBR_MAX_DEVICES] = {0};
   unsigned got = 0, want = st->devices * st->frames;
-  uint64_t cpu0 = thread_cpu_ns(), t0 = now_ns();
+  uint64_t cpu0 = thread_cpu_ns(), last = now_ns();
   while (got < want) {
     struct sbr_frame f;
     int ret = sbr_receiver_next_frame(r, 100, &f);
     if (ret == -ETIMEDOUT) {
-      ASSERT_MSG(now_ns() - t0 < 60000 * MS, "%u of %u frames in 60 s", got,
-                 want);
+      /* A hang bound on progress, not on the whole stream: a busy
+       * receiver in a one-CPU VM the host starves (CI, beside the host
+       * suites) shares the CPU its sender needs, and took 2 s a frame. */
+      ASSERT_MSG(now_ns() - last < 60000 * MS, "%u of %u frames, none for 60 s",
+                 got, want);
       continue;
     }
     ASSERT_OK(ret);
+    last = now_ns();
     if (f.info.kind != SBR_KIND_DATA) {
       sbr_frame_release(&f);
       continue;
@@ -183,9 +187,10 @@ static uint64_t receive_all(sbr_receiver *r, const struct stream *st,
 
 static void stream_is_delivered_in_order(enum sbr_poll_mode mode)
 {
-  /* 16 KiB blocks, frames up to 40 KB: some take three fragments. */
+  /* 16 KiB blocks, frames up to 40 KB: some take three fragments; 120
+   * frames of 20 KB on average round the 16-block lane about ten times. */
   struct stream st = {
-      .devices = 3, .frames = 100, .period_ns = 2 * MS, .max_size = 40000};
+      .devices = 3, .frames = 40, .period_ns = 2 * MS, .max_size = 40000};
   sbr_receiver *r = stream_open(mode, &st);
   receive_all(r, &st, NULL);
   stream_join(&st);

@@ -85,6 +85,7 @@ static void block_queued_during_a_wait_is_posted_behind_it(void)
  * checking that each device's packets come in order. */
 static void post_order(enum sbr_send_order order, char *devices, size_t len)
 {
+  fixture_spans(false); /* the order of fragments is what this tests */
   uint16_t port = fixture_port();
   sbr_receiver *r = fixture_receiver(port, 16, 4 * KIB);
   struct sbr_sender_config sc;
@@ -115,6 +116,7 @@ static void post_order(enum sbr_send_order order, char *devices, size_t len)
   devices[n] = 0;
   sbr_sender_free(s);
   sbr_receiver_free(r);
+  fixture_spans(true);
 }
 
 /* Round robin: one block per device with blocks queued, in turn; a device
@@ -142,6 +144,7 @@ static void fifo_posts_frames_whole_in_submit_order(void)
  * for byte. */
 static void small_frame_overtakes_a_big_one(void)
 {
+  fixture_spans(false); /* the order of fragments is what this tests */
   uint16_t port = fixture_port();
   sbr_receiver *r = fixture_receiver(port, 16, 4 * KIB);
   struct sbr_sender_config sc;
@@ -167,6 +170,7 @@ static void small_frame_overtakes_a_big_one(void)
   sbr_frame_release(&f);
   sbr_sender_free(s);
   sbr_receiver_free(r);
+  fixture_spans(true);
 }
 
 /* Sends frames of 2 MiB, each to an idle sender (the previous one

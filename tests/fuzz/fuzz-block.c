@@ -10,6 +10,12 @@
  *     past it).  A block that passes must satisfy every rule of
  *     docs/protocol.md, and encoding its header again must give back the
  *     same header and trailer bytes.
+ *   mode bits 0 and 2: 4 (spans), hostile: u16 block size (72 and up),
+ *     and the rest is a lane of as many whole blocks as it holds, decoded
+ *     at its first block with the rest of the lane as the span's limit
+ *     (sbr__block_decode_span, in a buffer of exactly that size): a block
+ *     that passes stays within its k blocks and the lane; 5: a span round
+ *     trip (sbr__block_encode_span, then decode).
  *   mode bit 0 set: round trip.  A header and a block size from the input
  *     are encoded and decoded again: what encode accepts decodes to the same
  *     header, unless its kind or fragment fields are invalid, and then the
@@ -34,7 +40,7 @@ static bool header_eq(const struct sbr__header *a, const struct sbr__header *b)
 static void check_rules(const uint8_t *block, uint32_t block_size,
                         const struct sbr__header *h, uint16_t epoch)
 {
-  FUZZ_CHECK(h->kind >= SBR_KIND_DATA && h->kind <= SBR_KIND_EOS);
+  FUZZ_CHECK(h->kind >= SBR_KIND_DATA && h->kind <= SBR_KIND_EVENT);
   FUZZ_CHECK(h->epoch == epoch);
   FUZZ_CHECK((uint64_t)h->payload_len + SBR__BLOCK_OVERHEAD <= block_size);
   FUZZ_CHECK(sbr__get_le64(block + SBR__HEADER_SIZE + h->payload_len) ==
@@ -119,7 +125,7 @@ static void round_trip(struct fuzz_in *in)
   memset(&out, 0, sizeof out);
   enum sbr__block_error err =
       sbr__block_decode(block, block_size, NULL, h.epoch, &out);
-  bool kind_ok = h.kind >= SBR_KIND_DATA && h.kind <= SBR_KIND_EOS;
+  bool kind_ok = h.kind >= SBR_KIND_DATA && h.kind <= SBR_KIND_EVENT;
   bool frag_ok = h.kind != SBR_KIND_DATA ||
                  ((uint64_t)h.frame_offset + h.payload_len <= h.frame_size &&
                   (!(h.flags & SBR_FLAG_FIRST) || h.frame_offset == 0) &&
@@ -127,6 +133,9 @@ static void round_trip(struct fuzz_in *in)
                    (uint64_t)h.frame_offset + h.payload_len == h.frame_size));
   if (!kind_ok) {
     FUZZ_CHECK(err == SBR__BLOCK_BAD_KIND);
+  } else if (h.flags & SBR__FLAG_SPAN) {
+    /* The one-block decoder takes no span (it has one block). */
+    FUZZ_CHECK(err == SBR__BLOCK_BAD_SPAN);
   } else if (!frag_ok) {
     FUZZ_CHECK(err == SBR__BLOCK_BAD_FRAGMENT);
   } else {
@@ -137,13 +146,83 @@ static void round_trip(struct fuzz_in *in)
   free(block);
 }
 
+/* A span's rules on top of a block's (check_rules over the k blocks). */
+static void check_span(const uint8_t *lane, uint32_t bs, uint32_t n,
+                       const struct sbr__header *h, uint16_t epoch)
+{
+  FUZZ_CHECK(h->span >= 1 && h->span <= n);
+  check_rules(lane, h->span * bs, h, epoch);
+  if (h->span > 1) {
+    FUZZ_CHECK(h->flags & SBR__FLAG_SPAN);
+    FUZZ_CHECK(h->kind == SBR_KIND_DATA);
+    FUZZ_CHECK(h->span == sbr__span_blocks(bs, h->payload_len));
+    FUZZ_CHECK(h->payload_len > bs - SBR__BLOCK_OVERHEAD);
+  } else {
+    FUZZ_CHECK(!(h->flags & SBR__FLAG_SPAN));
+  }
+}
+
+static void spans(struct fuzz_in *in, uint8_t mode)
+{
+  uint32_t bs = SBR__BLOCK_OVERHEAD + fuzz_u16(in) % 4096;
+  uint16_t epoch = fuzz_u16(in);
+  if (mode & 1) {
+    struct sbr__header h = {
+        .kind = SBR_KIND_DATA,
+        .device = fuzz_u8(in),
+        .flags = (uint8_t)(fuzz_u8(in) | SBR__FLAG_SPAN | SBR_FLAG_FIRST |
+                           SBR_FLAG_LAST),
+        .epoch = epoch,
+        .payload_len = fuzz_u32(in) % (1u << 20),
+        .seq = fuzz_u64(in),
+    };
+    h.frame_size = h.payload_len;
+    uint32_t n = 1 + fuzz_u8(in) % 64;
+    if ((uint64_t)n * bs > (1u << 20))
+      return;
+    uint8_t *lane = malloc((size_t)n * bs);
+    FUZZ_CHECK(lane);
+    size_t len = sbr__block_encode_span(lane, bs, n, &h);
+    uint32_t k = sbr__span_blocks(bs, h.payload_len);
+    FUZZ_CHECK((len != 0) == (k >= 2 && k <= n));
+    if (len) {
+      struct sbr__header out;
+      FUZZ_CHECK(sbr__block_decode_span(lane, bs, n, NULL, epoch, &out) ==
+                 SBR__BLOCK_OK);
+      FUZZ_CHECK(header_eq(&out, &h) && out.span == k);
+      check_span(lane, bs, n, &out, epoch);
+      /* One block short of it: refused before the trailer is read. */
+      FUZZ_CHECK(sbr__block_decode_span(lane, bs, k - 1, NULL, epoch, &out) ==
+                 SBR__BLOCK_BAD_SPAN);
+    }
+    free(lane);
+    return;
+  }
+  uint32_t n = (uint32_t)(in->left / bs);
+  if (n == 0 || in->left > MAX_BLOCK)
+    return;
+  uint8_t *lane = malloc((size_t)n * bs);
+  FUZZ_CHECK(lane);
+  fuzz_bytes(in, lane, (size_t)n * bs);
+  struct sbr__header h;
+  memset(&h, 0, sizeof h);
+  enum sbr__block_error err =
+      sbr__block_decode_span(lane, bs, n, NULL, epoch, &h);
+  FUZZ_CHECK(sbr__block_error_str(err) != NULL);
+  if (err == SBR__BLOCK_OK)
+    check_span(lane, bs, n, &h, epoch);
+  free(lane);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
   struct fuzz_in in = {data, size};
   uint8_t mode = fuzz_u8(&in);
-  if (mode & 1)
+  if (mode & 4)
+    spans(&in, mode);
+  else if (mode & 1)
     round_trip(&in);
   else
     decode_hostile(&in, mode);

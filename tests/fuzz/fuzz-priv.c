@@ -67,6 +67,14 @@ static void fuzz_accept(const uint8_t *p, size_t len)
   FUZZ_CHECK(lane.block_size >= 128 && lane.block_size <= (64u << 20));
   FUZZ_CHECK(lane.pause_offset >= lane.block_count);
   FUZZ_CHECK(lane.pause_offset <= sbr__pause_offset_for(lane.block_count));
+  /* The key-unit area only where the feature says, right after the
+   * refused bitmap (the READ's length depends on it). */
+  if (lane.features & SBR__FEATURE_KEY_UNIT)
+    FUZZ_CHECK(len >= SBR__ACCEPT_PRIV_SIZE && lane.refused_offset != 0 &&
+               lane.key_unit_offset ==
+                   lane.refused_offset + SBR__REFUSED_BITMAP_SIZE);
+  else
+    FUZZ_CHECK(lane.key_unit_offset == 0);
   /* What the sender sizes from it can't overflow. */
   FUZZ_CHECK(sbr__lane_status_len(&lane) > lane.block_count);
   FUZZ_CHECK((uint64_t)lane.block_count * lane.block_size <=
@@ -79,6 +87,10 @@ static void fuzz_accept(const uint8_t *p, size_t len)
   if (len >= SBR__ACCEPT_PRIV_MIN_SIZE + 4)
     FUZZ_CHECK(memcmp(again + SBR__ACCEPT_PRIV_MIN_SIZE,
                       p + SBR__ACCEPT_PRIV_MIN_SIZE, 4) == 0);
+  if (len >= SBR__ACCEPT_PRIV_FEATURES_SIZE)
+    FUZZ_CHECK(memcmp(again + 52, p + 52, 4) == 0);
+  if (lane.features & SBR__FEATURE_KEY_UNIT)
+    FUZZ_CHECK(memcmp(again + 56, p + 56, 4) == 0);
 }
 
 static void fuzz_reject(const uint8_t *p, size_t len)

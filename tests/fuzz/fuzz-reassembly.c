@@ -15,11 +15,13 @@
  * keep, hold and release them, pause devices and disconnect senders.
  *
  * Checked on every delivery: a block's payload lies inside its own lane
- * block; a frame's blocks are contiguous fragments that add up to its size
- * (and to frame_size when fragmented); a copied frame is frame_size bytes.
- * Every payload byte is read, so ASan sees any stale or out-of-bounds
- * pointer.  After the receiver is freed and everything released, every lane
- * the back end handed out must have been closed (no lane leaks a reference).
+ * block, or a spanning block's inside its k blocks, which no other block
+ * the application holds overlaps; a frame's blocks are contiguous fragments
+ * that add up to its size (and to frame_size when fragmented); a copied frame
+ * is frame_size bytes. Every payload byte is read, so ASan sees any stale or
+ * out-of-bounds pointer.  After the receiver is freed and everything released,
+ * every lane the back end handed out must have been closed (no lane leaks a
+ * reference).
  */
 #include <errno.h>
 
@@ -195,18 +197,58 @@ static void touch(const uint8_t *p, size_t n)
   sink = x;
 }
 
-/* A delivered block's payload lies inside its lane block, after the
- * header. */
-static void check_block(const struct sbr_block_info *bi)
+/* The lane blocks [*first, *first + *n) block b holds, in lane *c. */
+static void block_range(const sbr_block *b, struct sbr__conn **c,
+                        uint32_t *first, uint32_t *n)
 {
+  const struct sbr_block_info *bi = sbr_block_get_info(b);
+  *c = conn_of(bi->payload);
+  *first = bi->index;
+  *n = sbr_block_lane_blocks(b);
+}
+
+/* Does any block the application keeps overlap b's lane blocks?  (A
+ * span's continuation blocks are its own until it is released.) */
+static bool overlaps_kept(const sbr_block *b)
+{
+  struct sbr__conn *c, *kc;
+  uint32_t first, n, kf, kn;
+  block_range(b, &c, &first, &n);
+  for (int i = 0; i < n_kept; i++) {
+    const struct kept *k = &kept[i];
+    uint32_t nb = k->is_frame ? k->frame.n_blocks : 1;
+    for (uint32_t j = 0; j < nb; j++) {
+      const sbr_block *o = k->is_frame ? k->frame.blocks[j] : k->block;
+      if (o == b)
+        continue;
+      block_range(o, &kc, &kf, &kn);
+      if (kc == c && kf < first + n && first < kf + kn)
+        return true;
+    }
+  }
+  return false;
+}
+
+/* A delivered block's payload lies inside its lane block (a spanning
+ * block's inside its k blocks, within the lane), after the header. */
+static void check_block(const sbr_block *b)
+{
+  const struct sbr_block_info *bi = sbr_block_get_info(b);
   struct sbr__conn *c = conn_of(bi->payload);
   FUZZ_CHECK(c);
+  uint32_t k = sbr_block_lane_blocks(b);
+  FUZZ_CHECK(k >= 1);
   FUZZ_CHECK(bi->index < c->desc.block_count);
+  FUZZ_CHECK(k <= c->desc.block_count - bi->index);
   const uint8_t *start = c->blocks + (size_t)bi->index * c->desc.block_size;
   FUZZ_CHECK(bi->payload == start + SBR__HEADER_SIZE);
   FUZZ_CHECK((size_t)bi->payload_len + SBR__BLOCK_OVERHEAD <=
-             c->desc.block_size);
-  FUZZ_CHECK(bi->kind >= SBR_KIND_DATA && bi->kind <= SBR_KIND_EOS);
+             (size_t)k * c->desc.block_size);
+  if (k > 1)
+    FUZZ_CHECK(bi->kind == SBR_KIND_DATA && bi->frame_offset == 0 &&
+               bi->frame_size == bi->payload_len);
+  FUZZ_CHECK(bi->kind >= SBR_KIND_DATA && bi->kind <= SBR_KIND_EVENT);
+  FUZZ_CHECK(!overlaps_kept(b));
   touch(bi->payload, bi->payload_len);
 }
 
@@ -228,7 +270,7 @@ static void check_frame(const struct sbr_frame *f)
   uint64_t total = 0;
   for (uint32_t i = 0; i < f->n_blocks; i++) {
     const struct sbr_block_info *bi = sbr_block_get_info(f->blocks[i]);
-    check_block(bi);
+    check_block(f->blocks[i]);
     FUZZ_CHECK(bi->device == f->info.device);
     if (f->n_blocks > 1) {
       FUZZ_CHECK(bi->kind == SBR_KIND_DATA);
@@ -309,8 +351,26 @@ static void op_forge(struct fuzz_in *in)
   if (how & 4)
     h.device = fuzz_u8(in);
   uint8_t *block = c->blocks + (size_t)index * c->desc.block_size;
-  if (sbr__block_encode(block, c->desc.block_size, &h) == 0)
+  uint32_t k = 1;
+  if (how & 16) {
+    /* A spanning block: a whole frame over up to the lane's end and a
+     * block further (refused), its continuation bytes SPAN as a sender
+     * writes them, or (how & 32) left as they are: forged or torn. */
+    h.kind = SBR_KIND_DATA;
+    h.flags |= SBR_FLAG_FIRST | SBR_FLAG_LAST | SBR__FLAG_SPAN;
+    h.payload_len =
+        fuzz_u16(in) % ((c->desc.block_count - index + 1) * c->desc.block_size);
+    h.frame_offset = 0;
+    h.frame_size = h.payload_len;
+    k = sbr__span_blocks(c->desc.block_size, h.payload_len);
+    if (sbr__block_encode_span(block, c->desc.block_size,
+                               c->desc.block_count - index, &h) == 0)
+      return;
+    if (!(how & 32))
+      memset(c->status + index + 1, SBR__STATUS_SPAN, k - 1);
+  } else if (sbr__block_encode(block, c->desc.block_size, &h) == 0) {
     return;
+  }
   fuzz_bytes(in, block + SBR__HEADER_SIZE, h.payload_len);
   /* Status 1 after the block, as the chained status WRITE does; or not,
    * and the block waits for a later status step. */
@@ -358,7 +418,7 @@ static void op_next(sbr_receiver *r, struct fuzz_in *in, bool frame)
   if (frame)
     check_frame(&k.frame);
   else
-    check_block(sbr_block_get_info(k.block));
+    check_block(k.block);
   keep_or_release(&k, keep);
 }
 

@@ -14,7 +14,7 @@ BLOCK_MAGIC = 0x42524253
 PRIV_MAGIC = 0x53425243
 SHM_CTRL_MAGIC = 0x4D485342
 DATA, CAPS, EOS = 1, 2, 3
-FIRST, LAST = 1, 2
+FIRST, LAST, SPAN = 1, 2, 32
 
 
 def block(kind, device, flags, packet, epoch, payload, seq, frame_offset=0,
@@ -55,6 +55,14 @@ def seeds_block():
     s['round-trip'] = b'\x01' + struct.pack('<BBBHHHIQQQQQII', DATA, 2,
                                             FIRST | LAST, 1, 1, 184, 100, 3,
                                             0, 0, 40, 0, 0, 100)
+    # Spans (mode 4): u16 block size - 72, u16 epoch, then a lane of four
+    # 256-byte blocks with a span of two at its start.
+    s['span-hostile'] = b'\x04' + struct.pack('<HH', 184, 7) + block(
+        DATA, 3, FIRST | LAST | SPAN, 9, 7, b's' * 300, 5, size=1024)
+    # Span round trip (mode 5): bs - 72, epoch, device, flags, payload_len,
+    # seq, lane blocks - 1.
+    s['span-round-trip'] = b'\x05' + struct.pack('<HHBBIQB', 184, 7, 2, 0,
+                                                 700, 11, 7)
     return s
 
 
@@ -72,6 +80,9 @@ def seeds_priv():
         'connect-v1': b'\x00' + connect_priv(version=1),
         'accept': b'\x01' + accept_priv(),
         'accept-big-lane': b'\x01' + accept_priv(bs=1 << 20, bc=16, pause=64),
+        # R = P + 32, features: key units, K = R + 32.
+        'accept-key-unit': b'\x01' + accept_priv() +
+        struct.pack('<III', 96, 2, 128),
     }
 
 

@@ -98,6 +98,9 @@ static void rejects_unknown_kind(void)
   block[5] = 0x7f;
   struct sbr__header h;
   ASSERT_EQ(decode(&h), SBR__BLOCK_BAD_KIND);
+  /* The newest kind is known, the next one not. */
+  block[5] = SBR_KIND_EVENT + 1;
+  ASSERT_EQ(decode(&h), SBR__BLOCK_BAD_KIND);
 }
 
 static void rejects_trailer_mismatch(void)
@@ -300,6 +303,48 @@ static void accept_private_data_rejects_bad_lane(void)
  * predates it sent 48 bytes (shm) or 48 and zero padding (verbs, 148 over
  * IB CM); its senders must READ no further than the pause bitmap.  A
  * present offset must sit right after the pause bitmap. */
+/* Bytes 52..55 are the receiver's features: an older receiver sent a
+ * reserved 0 there (or 48 bytes, or verbs' zero padding), so every such
+ * accept says "no features", and bits a sender doesn't know survive. */
+static void accept_private_data_features_are_optional(void)
+{
+  struct sbr__lane_desc lane = {
+      .mechanism = SBR_MECH_STATUS_BYTE,
+      .block_size = 4096,
+      .block_count = 100,
+      .pause_offset = sbr__pause_offset_for(100),
+      .refused_offset = sbr__refused_offset_for(100),
+      .features = SBR__FEATURE_SPAN,
+  };
+  uint8_t priv[148];
+  memset(priv, 0, sizeof priv);
+  sbr__accept_priv_encode(priv, &lane);
+  ASSERT_EQ(priv[52], 1); /* little-endian u32 at 52, protocol.md */
+  ASSERT_EQ(priv[53] | priv[54] | priv[55], 0);
+  struct sbr__lane_desc got;
+  ASSERT_OK(
+      sbr__accept_priv_decode(priv, SBR__ACCEPT_PRIV_FEATURES_SIZE, &got));
+  ASSERT_EQ(got.features, SBR__FEATURE_SPAN);
+  ASSERT_OK(sbr__accept_priv_decode(priv, sizeof priv, &got));
+  ASSERT_EQ(got.features, SBR__FEATURE_SPAN);
+  /* A bit from a newer receiver is kept (and ignored by its users). */
+  priv[53] = 0x80;
+  ASSERT_OK(
+      sbr__accept_priv_decode(priv, SBR__ACCEPT_PRIV_FEATURES_SIZE, &got));
+  ASSERT_EQ(got.features, SBR__FEATURE_SPAN | (0x80u << 8));
+  /* An older receiver: 0 there, or fewer bytes. */
+  lane.features = 0;
+  sbr__accept_priv_encode(priv, &lane);
+  ASSERT_OK(sbr__accept_priv_decode(priv, sizeof priv, &got));
+  ASSERT_EQ(got.features, 0);
+  priv[52] = 1;
+  ASSERT_OK(
+      sbr__accept_priv_decode(priv, SBR__ACCEPT_PRIV_FEATURES_SIZE - 1, &got));
+  ASSERT_EQ(got.features, 0);
+  ASSERT_OK(sbr__accept_priv_decode(priv, SBR__ACCEPT_PRIV_MIN_SIZE, &got));
+  ASSERT_EQ(got.features, 0);
+}
+
 static void accept_private_data_refused_offset_is_optional(void)
 {
   struct sbr__lane_desc lane = {
@@ -351,6 +396,90 @@ static void accept_private_data_refused_offset_is_optional(void)
 
 /* Reject private data: what goes out comes back, bytes where protocol.md
  * says. */
+/* The features word at 52 (an older receiver's reserved zero) and, with
+ * SBR__FEATURE_KEY_UNIT, the key-unit area's offset at 56: the sender
+ * READs the area only when the bit says it is there, and only where the
+ * rule puts it (K = R + 32); anything else could run its READ past the
+ * receiver's region. */
+static void accept_private_data_key_unit_area_is_negotiated(void)
+{
+  struct sbr__lane_desc lane = {
+      .mechanism = SBR_MECH_STATUS_BYTE,
+      .block_size = 4096,
+      .block_count = 100,
+      .pause_offset = sbr__pause_offset_for(100),
+      .refused_offset = sbr__refused_offset_for(100),
+      .features = SBR__FEATURE_KEY_UNIT,
+      .key_unit_offset = sbr__key_unit_offset_for(100),
+  };
+  ASSERT_EQ(lane.key_unit_offset, 160 + SBR__REFUSED_BITMAP_SIZE);
+  uint8_t priv[148];
+  memset(priv, 0, sizeof priv);
+  sbr__accept_priv_encode(priv, &lane);
+  ASSERT_EQ(SBR__ACCEPT_PRIV_SIZE, 60);
+  ASSERT_EQ(priv[52], SBR__FEATURE_KEY_UNIT); /* LE u32 at 52 */
+  ASSERT_EQ(priv[53] | priv[54] | priv[55], 0);
+  ASSERT_EQ(priv[56], 192); /* LE u32 at 56 */
+  ASSERT_EQ(priv[57] | priv[58] | priv[59], 0);
+  struct sbr__lane_desc got;
+  ASSERT_OK(sbr__accept_priv_decode(priv, SBR__ACCEPT_PRIV_SIZE, &got));
+  ASSERT_EQ(got.features, SBR__FEATURE_KEY_UNIT);
+  ASSERT_EQ(got.key_unit_offset, 192);
+  ASSERT_EQ(sbr__lane_status_len(&got), 192 + SBR__KEY_UNIT_AREA_SIZE);
+  /* Verbs' zero padding after it changes nothing. */
+  ASSERT_OK(sbr__accept_priv_decode(priv, sizeof priv, &got));
+  ASSERT_EQ(sbr__lane_status_len(&got), 192 + SBR__KEY_UNIT_AREA_SIZE);
+
+  /* An older receiver: 56 bytes with a reserved zero at 52, or 48. */
+  uint8_t old[148];
+  memset(old, 0, sizeof old);
+  lane.features = 0;
+  lane.key_unit_offset = 0;
+  sbr__accept_priv_encode(old, &lane);
+  ASSERT_OK(sbr__accept_priv_decode(old, 56, &got));
+  ASSERT_EQ(got.features, 0);
+  ASSERT_EQ(sbr__lane_status_len(&got), 160 + SBR__REFUSED_BITMAP_SIZE);
+  ASSERT_OK(sbr__accept_priv_decode(old, sizeof old, &got));
+  ASSERT_EQ(sbr__lane_status_len(&got), 160 + SBR__REFUSED_BITMAP_SIZE);
+  ASSERT_OK(sbr__accept_priv_decode(old, SBR__ACCEPT_PRIV_MIN_SIZE, &got));
+  ASSERT_EQ(got.features, 0);
+  /* Without the feature bit the offset's bytes mean nothing. */
+  old[56] = 7;
+  ASSERT_OK(sbr__accept_priv_decode(old, sizeof old, &got));
+  ASSERT_EQ(got.key_unit_offset, 0);
+  ASSERT_EQ(sbr__lane_status_len(&got), 160 + SBR__REFUSED_BITMAP_SIZE);
+  /* Bits this sender doesn't know, bit 0 (spanning blocks) among them,
+   * change nothing it READs. */
+  old[52] = 0x01 | 0x80;
+  ASSERT_OK(sbr__accept_priv_decode(old, sizeof old, &got));
+  ASSERT_EQ(sbr__lane_status_len(&got), 160 + SBR__REFUSED_BITMAP_SIZE);
+
+  /* The bit without the offset's four bytes: refused. */
+  ASSERT_EQ(sbr__accept_priv_decode(priv, SBR__ACCEPT_PRIV_SIZE - 1, &got),
+            -EPROTO);
+  ASSERT_EQ(sbr__accept_priv_decode(priv, 56, &got), -EPROTO);
+  /* A forged K, anywhere but right after the refused bitmap: refused. */
+  lane.features = SBR__FEATURE_KEY_UNIT;
+  uint32_t forged[] = {0, 191, 193, 160, 4096, UINT32_MAX - 100};
+  for (unsigned i = 0; i < sizeof forged / sizeof forged[0]; i++) {
+    lane.key_unit_offset = forged[i];
+    sbr__accept_priv_encode(priv, &lane);
+    ASSERT_MSG(sbr__accept_priv_decode(priv, sizeof priv, &got) == -EPROTO,
+               "K = %u was taken", forged[i]);
+  }
+  /* The area needs the refused bitmap before it (R = 0 has none). */
+  lane.refused_offset = 0;
+  lane.key_unit_offset = 128 + SBR__PAUSE_BITMAP_SIZE;
+  sbr__accept_priv_encode(priv, &lane);
+  ASSERT_EQ(sbr__accept_priv_decode(priv, sizeof priv, &got), -EPROTO);
+  /* What the receiver itself checks before it accepts, the same rule. */
+  lane.refused_offset = sbr__refused_offset_for(100);
+  lane.key_unit_offset = sbr__key_unit_offset_for(100);
+  ASSERT(sbr__lane_desc_valid(&lane));
+  lane.key_unit_offset++;
+  ASSERT(!sbr__lane_desc_valid(&lane));
+}
+
 static void reject_private_data_round_trip(void)
 {
   uint8_t priv[SBR__REJECT_PRIV_SIZE];
@@ -505,6 +634,10 @@ int main(int argc, char **argv)
        accept_private_data_rejects_bad_lane, ANY_BACKEND},
       {"accept_private_data_refused_offset_is_optional",
        accept_private_data_refused_offset_is_optional, ANY_BACKEND},
+      {"accept_private_data_key_unit_area_is_negotiated",
+       accept_private_data_key_unit_area_is_negotiated, ANY_BACKEND},
+      {"accept_private_data_features_are_optional",
+       accept_private_data_features_are_optional, ANY_BACKEND},
       {"reject_private_data_round_trip", reject_private_data_round_trip,
        ANY_BACKEND},
       {"reject_private_data_short_or_garbage_is_not_a_reason",

@@ -106,7 +106,7 @@ static void shm_peer_name(int fd, char *buf, size_t len)
 static int shm_send_setup(int sock, uint8_t kind, const void *payload,
                           size_t len, int fd)
 {
-  uint8_t buf[SHM_MSG_HDR + SHM_MAX_PRIV] = {kind};
+  uint8_t buf[SHM_MSG_HDR + SHM_MAX_SETUP] = {kind};
   if (len > sizeof buf - SHM_MSG_HDR)
     return -EINVAL;
   if (len)
@@ -729,13 +729,7 @@ static int shm_accept(struct sbr__listener *l, struct sbr__conn_request *req,
   int err = -EINVAL;
   struct sbr__conn *c = NULL;
   /* Same limits as sbr__accept_priv_decode applies on the other side. */
-  if (!caps || !lane || !out || !mem || lane->block_count == 0 ||
-      lane->block_count > 65536 || lane->block_size < 128 ||
-      lane->block_size > (64u << 20) ||
-      lane->pause_offset < lane->block_count ||
-      lane->pause_offset > sbr__pause_offset_for(lane->block_count) ||
-      (lane->refused_offset != 0 &&
-       lane->refused_offset != lane->pause_offset + SBR__PAUSE_BITMAP_SIZE) ||
+  if (!caps || !lane || !out || !mem || !sbr__lane_desc_valid(lane) ||
       caps->max_send_wr > SHM_MAX_QUEUE || caps->max_recv_wr > SHM_MAX_QUEUE)
     goto out_refuse;
   err = -ENOMEM;

@@ -45,7 +45,12 @@
 #define SHM_MAX_INLINE 256 /* bytes a WR may carry inline */
 #define SHM_MAX_MSG 64     /* bytes one SEND may carry */
 #define SHM_MAX_PRIV 56    /* connect private data, as rdma_cm allows */
-static_assert(SHM_MAX_PRIV >= SBR__ACCEPT_PRIV_SIZE, "setup buffers fit both");
+/* Any setup message's payload: the accept's is the longest (rdma_cm's
+ * passive side may send 196). */
+#define SHM_MAX_SETUP 64
+static_assert(SHM_MAX_SETUP >= SBR__ACCEPT_PRIV_SIZE &&
+                  SHM_MAX_SETUP >= SHM_MAX_PRIV,
+              "setup buffers fit every message");
 #define SHM_MSG_HDR 4       /* setup message: kind byte + 3 zero bytes */
 #define SHM_MAX_QUEUE 65536 /* largest send/receive queue we size */
 #define SHM_RING_MIN_SLOTS 16

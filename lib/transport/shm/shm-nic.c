@@ -335,7 +335,11 @@ static const struct shm_region *shm_region_of(const struct sbr__conn *c,
 /* Copies into the lane.  Status bytes are release stores, so a receiver
  * whose acquire load sees a status byte also sees every block byte this
  * thread wrote before it (rule 2).  (Release stores rather than a fence and
- * relaxed stores: the same code on x86, and ThreadSanitizer models them.) */
+ * relaxed stores: the same code on x86, and ThreadSanitizer models them.)
+ * Last to first: a spanning block's continuation bytes (SBR__STATUS_SPAN)
+ * follow its head's 1 in the WRITE, and a receiver that sees the 1 then
+ * sees them too, as a NIC's single PCIe write would show them (the
+ * receiver copes with any order, this saves it a second look). */
 static void shm_copy_in(const struct shm_region *r, uint8_t *dst,
                         const uint8_t *src, uint32_t len)
 {
@@ -344,7 +348,7 @@ static void shm_copy_in(const struct shm_region *r, uint8_t *dst,
     return;
   }
   _Atomic uint8_t *st = (_Atomic uint8_t *)dst;
-  for (uint32_t i = 0; i < len; i++)
+  for (uint32_t i = len; i-- > 0;)
     atomic_store_explicit(&st[i], src[i], memory_order_release);
 }
 

@@ -8,7 +8,9 @@
  *   0             struct shm_ctrl, then the slots of both rings (pages)
  *   status_addr   block_count status bytes, padded to 64, then the 32-byte
  *                 pause bitmap (status_addr + pause_offset) and the 32-byte
- *                 refused bitmap (status_addr + refused_offset)
+ *                 refused bitmap (status_addr + refused_offset), then
+ *                 the 256-byte key-unit area (status_addr +
+ *                 key_unit_offset) where the lane has one
  *   blocks_addr   block_count * block_size bytes, page aligned
  *
  * Remote addresses are offsets into the segment; the two rkeys are random
