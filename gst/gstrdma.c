@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * gstrdma.c - the "rdma" plugin: registers rdmasink and rdmasrc, nothing
- * else (one-time setup lives in gstrdmalog.c, run by each element's
- * registration).
+ * gstrdma.c - the "rdma" plugin: registers rdmasink, rdmasrc and
+ * rdmaframeset, nothing else (one-time setup lives in gstrdmalog.c, run by
+ * the RDMA elements' registration; rdmaframeset has none).
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -16,6 +16,7 @@ static gboolean plugin_init(GstPlugin *plugin)
 
   ret |= GST_ELEMENT_REGISTER(rdmasink, plugin);
   ret |= GST_ELEMENT_REGISTER(rdmasrc, plugin);
+  ret |= GST_ELEMENT_REGISTER(rdmaframeset, plugin);
   return ret;
 }
 

@@ -27,9 +27,10 @@ GST_DEBUG_CATEGORY_STATIC(gst_rdma_connection_debug);
 #define RECONNECT_MAX_MS 1000
 
 typedef struct {
-  GstElement *element;                /* the sink; not referenced: it closes
-                                         its device before it goes away */
-  GstRdmaConnectionFailedFunc failed; /* told when connecting fails */
+  GstElement *element;                   /* the sink; not referenced: it closes
+                                            its device before it goes away */
+  GstRdmaConnectionFailedFunc failed;    /* told when connecting fails */
+  GstRdmaConnectionKeyUnitFunc key_unit; /* told of key-unit requests */
 } DeviceUser;
 
 struct _GstRdmaConnection {
@@ -95,6 +96,43 @@ void gst_rdma_connection_unref(GstRdmaConnection *conn)
   g_cond_clear(&conn->cond);
   g_mutex_clear(&conn->lock);
   g_free(conn);
+}
+
+/* The receiver asked for a key unit of device (libsbr's sender thread, no
+ * library lock held): the sink sending it is told, outside our lock, with
+ * a reference so that it can't go away meanwhile.  The sender is freed
+ * before the connection, so conn outlives every call. */
+static void connection_key_unit(void *user_data, uint8_t device,
+                                bool all_headers)
+{
+  GstRdmaConnection *conn = user_data;
+  GstRdmaConnectionKeyUnitFunc func = NULL;
+  GstElement *element = NULL;
+
+  g_mutex_lock(&conn->lock);
+  if (conn->devices[device].element && conn->devices[device].key_unit) {
+    element = gst_object_ref(conn->devices[device].element);
+    func = conn->devices[device].key_unit;
+  }
+  g_mutex_unlock(&conn->lock);
+  if (!element) {
+    GST_DEBUG("connection %u: a key unit of device %u, which no sink sends",
+              conn->id, device);
+    return;
+  }
+  func(element, all_headers);
+  gst_object_unref(element);
+}
+
+void gst_rdma_connection_set_key_unit_func(GstRdmaConnection *conn,
+                                           guint device,
+                                           GstRdmaConnectionKeyUnitFunc func)
+{
+  g_return_if_fail(device < SBR_MAX_DEVICES);
+  g_mutex_lock(&conn->lock);
+  if (conn->devices[device].element)
+    conn->devices[device].key_unit = func;
+  g_mutex_unlock(&conn->lock);
 }
 
 static gchar *make_key(const GstRdmaConnectionConfig *cfg)
@@ -351,6 +389,8 @@ static GstRdmaConnection *connection_new(const GstRdmaConnectionConfig *cfg,
   conn->sbr_cfg.ack_timeout = (uint8_t)cfg->ack_timeout;
   conn->sbr_cfg.retry_count = (uint8_t)cfg->retry_count;
   conn->sbr_cfg.comp_vector = cfg->comp_vector;
+  conn->sbr_cfg.on_key_unit = connection_key_unit;
+  conn->sbr_cfg.key_unit_user_data = conn;
   return conn;
 }
 
@@ -436,7 +476,11 @@ void gst_rdma_connection_close(GstRdmaConnection *conn, guint device)
   if (conn->devices[device].element) {
     conn->devices[device].element = NULL;
     conn->devices[device].failed = NULL;
+    conn->devices[device].key_unit = NULL;
     conn->users--;
+    /* The next sink of this device starts uninterrupted. */
+    if (conn->sender)
+      sbr_sender_interrupt_device(conn->sender, (uint8_t)device, FALSE);
   }
   GST_DEBUG("closed device %u on connection %u, %u user(s) left", device,
             conn->id, conn->users);
@@ -471,12 +515,16 @@ GstRdmaConnectionState gst_rdma_connection_wait(GstRdmaConnection *conn,
   return state;
 }
 
-void gst_rdma_connection_wake(GstRdmaConnection *conn)
+void gst_rdma_connection_interrupt(GstRdmaConnection *conn, guint device,
+                                   gboolean interrupted)
 {
   g_mutex_lock(&conn->lock);
-  g_cond_broadcast(&conn->cond);
+  if (interrupted)
+    g_cond_broadcast(&conn->cond);
+  /* Only this sink's device: the other sinks on the connection go on
+   * (sbr_sender_wakeup would wake them all, to retry). */
   if (conn->sender)
-    sbr_sender_wakeup(conn->sender);
+    sbr_sender_interrupt_device(conn->sender, (uint8_t)device, interrupted);
   g_mutex_unlock(&conn->lock);
 }
 

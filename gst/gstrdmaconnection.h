@@ -70,6 +70,12 @@ typedef enum {
 typedef void (*GstRdmaConnectionFailedFunc)(GstElement *user,
                                             const gchar *error);
 
+/* Told (on libsbr's sender thread, no lock held; the element referenced
+ * for the call) that the receiver asked for a key unit of the sink's
+ * device.  It must return soon: every device of the connection waits. */
+typedef void (*GstRdmaConnectionKeyUnitFunc)(GstElement *user,
+                                             gboolean all_headers);
+
 /* Registers device on the shared connection for cfg, creating it (and
  * starting to connect) if this is the first user.  NULL with error set
  * (GST_RESOURCE_ERROR_BUSY) when another sink already sends that device on
@@ -79,6 +85,12 @@ GstRdmaConnection *gst_rdma_connection_open(const GstRdmaConnectionConfig *cfg,
                                             guint device, GstElement *user,
                                             GstRdmaConnectionFailedFunc failed,
                                             gboolean *differs, GError **error);
+/* After open: who is told of the receiver's key-unit requests for device
+ * (until close). */
+void gst_rdma_connection_set_key_unit_func(GstRdmaConnection *conn,
+                                           guint device,
+                                           GstRdmaConnectionKeyUnitFunc func);
+
 /* Unregisters device; the last user takes the connection out of the
  * registry.  Drops the reference open returned. */
 void gst_rdma_connection_close(GstRdmaConnection *conn, guint device);
@@ -94,8 +106,15 @@ GstRdmaConnectionState gst_rdma_connection_wait(GstRdmaConnection *conn,
                                                 const gint *cancel,
                                                 guint *generation,
                                                 gchar **error);
-/* Wakes every waiter so it re-reads its cancel flag. */
-void gst_rdma_connection_wake(GstRdmaConnection *conn);
+/* A sink's unlock (interrupted) and unlock_stop: wakes every waiter of
+ * gst_rdma_connection_wait so it re-reads its cancel flag, and while
+ * interrupted, device's waits for a send block end with -EINTR, also
+ * those that start later (sbr_sender_interrupt_device).  A sink that set
+ * its cancel flag first and reads it again once it has the sender never
+ * waits through an unlock: either it sees the flag, or this call comes
+ * after it got the sender and interrupts it. */
+void gst_rdma_connection_interrupt(GstRdmaConnection *conn, guint device,
+                                   gboolean interrupted);
 
 /* Current state without waiting. */
 GstRdmaConnectionState gst_rdma_connection_get_state(GstRdmaConnection *conn,

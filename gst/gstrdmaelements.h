@@ -22,6 +22,7 @@ void gst_rdma_element_init(GstPlugin *plugin);
 
 GST_ELEMENT_REGISTER_DECLARE(rdmasink);
 GST_ELEMENT_REGISTER_DECLARE(rdmasrc);
+GST_ELEMENT_REGISTER_DECLARE(rdmaframeset);
 
 G_END_DECLS
 

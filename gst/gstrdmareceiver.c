@@ -63,6 +63,10 @@ struct _GstRdmaReceiver {
   gchar *caps[SBR_MAX_DEVICES];        /* the last caps each device sent */
   gboolean caps_live[SBR_MAX_DEVICES]; /* ... from a live source */
   guint32 caps_lane[SBR_MAX_DEVICES];
+  /* The last run of HEADER frames each device sent after its caps (GBytes;
+   * NULL: none), for a member that joins after them, as the caps. */
+  GPtrArray *headers[SBR_MAX_DEVICES];
+  gboolean headers_open[SBR_MAX_DEVICES]; /* the last frame was one */
 };
 
 static GMutex registry_lock;
@@ -226,6 +230,52 @@ static void on_lane(void *data, uint32_t lane, const char *peer, bool opened)
   }
 }
 
+/* Bounds of a device's kept headers (as rdmasink's). */
+#define MAX_KEPT_HEADERS 16
+#define MAX_KEPT_HEADER_BYTES (4u << 20)
+
+/* Receive thread, before the frame goes to its member: a new stream (caps,
+ * EOS) has no headers yet, a header after a frame starts a new run.
+ * Returns a copy of the frame to keep (a header), for keep_header after. */
+static GBytes *headers_before(GstRdmaReceiver *r, const struct sbr_frame *frame)
+{
+  guint d = frame->info.device;
+
+  if (frame->info.kind != SBR_KIND_DATA) {
+    g_clear_pointer(&r->headers[d], g_ptr_array_unref);
+    r->headers_open[d] = FALSE;
+    return NULL;
+  }
+  if (frame->info.lane_id != r->caps_lane[d])
+    return NULL; /* not the stream whose caps we keep */
+  if (!(frame->info.flags & SBR_FLAG_HEADER)) {
+    r->headers_open[d] = FALSE;
+    return NULL;
+  }
+  if (!r->headers_open[d])
+    g_clear_pointer(&r->headers[d], g_ptr_array_unref);
+  r->headers_open[d] = TRUE;
+  return gst_rdma_frame_copy_bytes(frame);
+}
+
+/* ... and after: the header joins its run (bounded as rdmasink's). */
+static void keep_header(GstRdmaReceiver *r, guint d, GBytes *header)
+{
+  GPtrArray *h;
+  gsize bytes = g_bytes_get_size(header);
+
+  if (!r->headers[d])
+    r->headers[d] =
+        g_ptr_array_new_with_free_func((GDestroyNotify)g_bytes_unref);
+  h = r->headers[d];
+  for (guint i = 0; i < h->len; i++)
+    bytes += g_bytes_get_size(g_ptr_array_index(h, i));
+  if (h->len < MAX_KEPT_HEADERS && bytes <= MAX_KEPT_HEADER_BYTES)
+    g_ptr_array_add(h, header);
+  else
+    g_bytes_unref(header);
+}
+
 /* A frame to the member that asked for its device; nobody's is dropped. */
 static void dispatch(GstRdmaReceiver *r, struct sbr_frame *frame)
 {
@@ -233,6 +283,7 @@ static void dispatch(GstRdmaReceiver *r, struct sbr_frame *frame)
   guint32 lane = frame->info.lane_id;
   GstRdmaReceiverMember *m;
   GstElement *element = NULL;
+  GBytes *header;
 
   if (frame->info.kind == SBR_KIND_CAPS) {
     g_free(r->caps[d]);
@@ -241,6 +292,7 @@ static void dispatch(GstRdmaReceiver *r, struct sbr_frame *frame)
     r->caps_lane[d] = lane;
     r->caps_live[d] = !(frame->info.flags & SBR_FLAG_NOT_LIVE);
   }
+  header = headers_before(r, frame);
   g_mutex_lock(&r->lock);
   m = r->route[d] ? r->route[d] : r->catch_all;
   if (m)
@@ -253,17 +305,23 @@ static void dispatch(GstRdmaReceiver *r, struct sbr_frame *frame)
   if (!m) {
     GST_LOG("device %u: nobody asked for it, frame dropped", d);
     sbr_frame_release(frame);
+    if (header)
+      keep_header(r, d, header);
     return;
   }
   g_mutex_lock(&m->lock);
   if (m->alive)
     m->funcs->frame(element, frame,
                     r->caps[d] && r->caps_lane[d] == lane ? r->caps[d] : NULL,
-                    r->caps_live[d]);
+                    r->caps_live[d],
+                    r->caps[d] && r->caps_lane[d] == lane ? r->headers[d]
+                                                          : NULL);
   else
     sbr_frame_release(frame);
   g_mutex_unlock(&m->lock);
   gst_object_unref(element);
+  if (header)
+    keep_header(r, d, header);
 }
 
 static void receiver_free(GstRdmaReceiver *r);
@@ -330,8 +388,10 @@ static void receiver_free(GstRdmaReceiver *r)
   if (r->sbr)
     sbr_receiver_free(r->sbr);
   gst_rdma_held_counter_unref(r->held);
-  for (guint d = 0; d < SBR_MAX_DEVICES; d++)
+  for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
     g_free(r->caps[d]);
+    g_clear_pointer(&r->headers[d], g_ptr_array_unref);
+  }
   g_ptr_array_unref(r->snapshot);
   g_ptr_array_unref(r->members);
   g_hash_table_unref(r->lane_devices);

@@ -68,7 +68,9 @@ typedef struct {
 /* What the receive thread calls on a member, with the member's lock held
  * (see above).  frame: takes the frame; known_caps is the last caps its
  * device sent on the frame's lane, for a member that missed them (NULL if
- * none), and known_live whether those caps came from a live source.  turn:
+ * none), known_live whether those caps came from a live source, and
+ * known_headers (GBytes, NULL if none) the stream headers (HEADER frames)
+ * it sent after them and before this frame.  turn:
  * before each wait; TRUE when the member has paused senders (the thread then
  * waits less).  has_device: does the member have a pad for device (called from
  * join, not on the receive thread). leaving: from leave, after the last
@@ -77,7 +79,8 @@ typedef struct {
 typedef struct {
   gboolean (*turn)(GstElement *member);
   void (*frame)(GstElement *member, struct sbr_frame *frame,
-                const gchar *known_caps, gboolean known_live);
+                const gchar *known_caps, gboolean known_live,
+                GPtrArray *known_headers);
   void (*failed)(GstElement *member, gint err);
   void (*refused)(GstElement *member, const gchar *peer, gint reason,
                   const gchar *text);

@@ -61,9 +61,16 @@
  * Caps travel in-band (a CAPS block before the first buffer, after every
  * renegotiation and after a reconnect), so rdmasrc needs no caps on its
  * launch line.  Buffers carry their running time (PTS/DTS), duration,
- * DISCONT/DELTA_UNIT flags and the capture time: a "timestamp/x-unix"
- * #GstReferenceTimestampMeta when the buffer has one, else the wall clock
- * at render.  EOS is sent in-band for this device only.
+ * DISCONT/DELTA_UNIT flags and the capture time, by this host's wall
+ * clock: a "timestamp/x-unix" #GstReferenceTimestampMeta when the buffer
+ * has one ("timestamp/x-ntp" and "timestamp/x-ptp" converted), else the
+ * wall clock at render minus the frame's age on the pipeline clock, so an
+ * encoder's delay before the sink is not counted as the camera's.  EOS is
+ * sent in-band for this device only.  A frame the sink drops, for
+ * whatever reason (below), takes no packet number, so the receiver could
+ * not see it: the next frame sent carries DISCONT instead, which tells a
+ * decoder over there that the frames it refers to may be missing (rdmasrc
+ * then waits for a key frame, #GstRdmaSrc:wait-for-keyframe).
  *
  * A device id belongs to one sender at a time: when the rdmasrc already
  * takes this device from another sender, it refuses this sink's frames and
@@ -104,6 +111,17 @@
  * when its pipeline goes from PLAYING to PAUSED counts as prerolled and sends
  * that frame once PLAYING again; a flush or a change to READY drops it.
  *
+ * ## Key units
+ *
+ * A receiver may ask for a key unit of this device (rdmasrc does when a
+ * decoder downstream of it sends an upstream force-key-unit event, or
+ * after a gap in an encoded stream).  It asks one-sidedly, through its
+ * status region, and the connection sees the request with its next status
+ * READ (within about a millisecond while frames flow); rdmasink then
+ * pushes an upstream GstForceKeyUnit (all-headers as asked, running time
+ * none) from its sink pad, so an encoder upstream makes its next frame a
+ * key frame.
+ *
  * ## Statistics
  *
  * The #GstRdmaSink:stats property is one flat structure "rdmasink-stats",
@@ -113,7 +131,16 @@
  * receiver paused this device), paused-drops, paused-ns, refused (the
  * receiver takes this device from another sender), refused-drops (buffers
  * dropped meanwhile), zero-copy-buffers, copied-buffers, reconnect-drops,
- * unmappable-drops (foreign memory that failed to map).  The connection it
+ * unmappable-drops (foreign memory that failed to map), gap-drops (frames
+ * this sink dropped for any reason: each of the drops above, a wait-timeout,
+ * a flush, basesink dropping a late buffer), gap-disconts (frames sent
+ * with DISCONT because frames before them were dropped), key-units-requested
+ * (key units the receiver asked for), key-units-sent-upstream (the
+ * GstForceKeyUnit events that asked upstream for them) and headers-resent
+ * (the stream's HEADER buffers sent again after the caps on a new lane,
+ * so a receiver that starts mid-stream can decode) and events-sent (the
+ * stream's tags sent as EVENT blocks, before the next frame and again on
+ * a new lane).  The connection it
  * shares with the other rdmasinks of the process: connection-id,
  * connection-users, connected, block-payload-size, reconnects, sync-reads
  * (status READs), sync-read-ns-max, held-skipped, busy-skipped,
@@ -154,6 +181,7 @@
 #include <sbr.h>
 
 #include "gstrdmaallocator.h"
+#include "gstrdmacapture.h"
 #include "gstrdmacommon.h"
 #include "gstrdmaconnection.h"
 #include "gstrdmaelements.h"
@@ -237,6 +265,7 @@ static gboolean gst_rdma_sink_query(GstBaseSink *bsink, GstQuery *query);
 static gboolean gst_rdma_sink_propose_allocation(GstBaseSink *bsink,
                                                  GstQuery *query);
 static gboolean gst_rdma_sink_event(GstBaseSink *bsink, GstEvent *event);
+static GstFlowReturn gst_rdma_sink_prepare(GstBaseSink *bsink, GstBuffer *buf);
 static GstFlowReturn gst_rdma_sink_render(GstBaseSink *bsink, GstBuffer *buf);
 static GstStructure *gst_rdma_sink_get_stats(GstElement *element);
 
@@ -367,6 +396,7 @@ static void gst_rdma_sink_class_init(GstRdmaSinkClass *klass)
   basesink_class->propose_allocation =
       GST_DEBUG_FUNCPTR(gst_rdma_sink_propose_allocation);
   basesink_class->event = GST_DEBUG_FUNCPTR(gst_rdma_sink_event);
+  basesink_class->prepare = GST_DEBUG_FUNCPTR(gst_rdma_sink_prepare);
   basesink_class->render = GST_DEBUG_FUNCPTR(gst_rdma_sink_render);
 
   GST_DEBUG_CATEGORY_INIT(gst_rdma_sink_debug, "rdmasink", 0, "RDMA sink");
@@ -384,6 +414,7 @@ static void gst_rdma_sink_init(GstRdmaSink *self)
   self->reconnect = DEFAULT_RECONNECT;
   self->connect_timeout = DEFAULT_CONNECT_TIMEOUT;
   self->upstream_live = TRUE;
+  self->upstream_latency = GST_CLOCK_TIME_NONE;
   self->send_blocks = DEFAULT_SEND_BLOCKS;
   self->block_size = DEFAULT_BLOCK_SIZE;
   self->tos = GST_RDMA_DEFAULT_TOS;
@@ -404,6 +435,8 @@ static void gst_rdma_sink_finalize(GObject *object)
   g_free(self->host);
   g_free(self->uri_error);
   g_free(self->caps_str);
+  gst_rdma_sink_headers_free(self);
+  gst_rdma_sink_events_free(self);
   G_OBJECT_CLASS(parent_class)->finalize(object);
 }
 
@@ -472,7 +505,11 @@ static GstStructure *gst_rdma_sink_get_stats(GstElement *element)
       self->copied_buffers, "reconnect-drops", G_TYPE_UINT64,
       self->reconnect_drops, "unmappable-drops", G_TYPE_UINT64,
       self->unmappable_drops, "refused-drops", G_TYPE_UINT64,
-      self->refused_drops, NULL);
+      self->refused_drops, "gap-drops", G_TYPE_UINT64, self->gap_drops,
+      "gap-disconts", G_TYPE_UINT64, self->gap_disconts,
+      "key-units-sent-upstream", G_TYPE_UINT64, self->key_units_sent_upstream,
+      "headers-resent", G_TYPE_UINT64, self->headers_resent, "events-sent",
+      G_TYPE_UINT64, self->events_sent, NULL);
   GST_OBJECT_UNLOCK(self);
 
   memset(&ds, 0, sizeof ds);
@@ -480,14 +517,14 @@ static GstStructure *gst_rdma_sink_get_stats(GstElement *element)
     sender = gst_rdma_connection_get_sender(conn);
   if (sender)
     sbr_sender_get_device_stats(sender, (uint8_t)device, &ds);
-  gst_structure_set(s, "frames", G_TYPE_UINT64, (guint64)ds.frames, "blocks",
-                    G_TYPE_UINT64, (guint64)ds.blocks, "bytes", G_TYPE_UINT64,
-                    (guint64)ds.bytes, "drops", G_TYPE_UINT64,
-                    (guint64)ds.drops, "paused", G_TYPE_BOOLEAN,
-                    (gboolean)ds.paused, "paused-drops", G_TYPE_UINT64,
-                    (guint64)ds.paused_drops, "paused-ns", G_TYPE_UINT64,
-                    (guint64)ds.paused_ns, "refused", G_TYPE_BOOLEAN,
-                    (gboolean)ds.refused, NULL);
+  gst_structure_set(
+      s, "frames", G_TYPE_UINT64, (guint64)ds.frames, "blocks", G_TYPE_UINT64,
+      (guint64)ds.blocks, "bytes", G_TYPE_UINT64, (guint64)ds.bytes, "drops",
+      G_TYPE_UINT64, (guint64)ds.drops, "paused", G_TYPE_BOOLEAN,
+      (gboolean)ds.paused, "paused-drops", G_TYPE_UINT64,
+      (guint64)ds.paused_drops, "paused-ns", G_TYPE_UINT64,
+      (guint64)ds.paused_ns, "refused", G_TYPE_BOOLEAN, (gboolean)ds.refused,
+      "key-units-requested", G_TYPE_UINT64, (guint64)ds.key_units, NULL);
   if (conn) {
     gst_rdma_connection_fill_stats(conn, s);
     gst_rdma_connection_unref(conn);
@@ -605,12 +642,16 @@ static gboolean gst_rdma_sink_start(GstBaseSink *bsink)
   self->caps_pending = self->caps_str != NULL;
   self->caps_generation = 0;
   self->discont_pending = TRUE;
+  self->gap_pending = self->prepared = FALSE;
   self->warned_generation = 0;
   self->refused = FALSE;
   GST_OBJECT_LOCK(self);
   self->zero_copy_buffers = self->copied_buffers = 0;
   self->reconnect_drops = self->unmappable_drops = 0;
   self->refused_drops = 0;
+  self->key_units_sent_upstream = 0;
+  self->gap_drops = self->gap_disconts = 0;
+  self->headers_resent = self->events_sent = 0;
   GST_OBJECT_UNLOCK(self);
 
   /* The connection is made on a thread of its own (a receiver in this
@@ -656,6 +697,8 @@ static gboolean gst_rdma_sink_start(GstBaseSink *bsink)
   self->conn = conn;
   self->allocator = gst_rdma_allocator_new(conn, self->device);
   GST_OBJECT_UNLOCK(self);
+  gst_rdma_connection_set_key_unit_func(conn, self->device,
+                                        gst_rdma_sink_key_unit_requested);
 
   /* Connecting may already have failed on its thread before self->conn was
    * set (so the callback found nothing to report): report it now. */
@@ -712,10 +755,13 @@ static gboolean gst_rdma_sink_unlock(GstBaseSink *bsink)
   GST_OBJECT_LOCK(self);
   conn = self->conn ? gst_rdma_connection_ref(self->conn) : NULL;
   GST_OBJECT_UNLOCK(self);
-  /* Wakes a wait for the connection and, through sbr_sender_wakeup, a wait
-   * for a free send block (other sinks on the connection retry theirs). */
+  /* Wakes a wait for the connection, and makes this device's waits for a
+   * free send block end until unlock_stop: a wakeup alone would miss a
+   * render on its way to such a wait (past its look at flushing), which
+   * then waited with the preroll lock held, and the state change with it
+   * (a pause while the receiver paused the device hung for wait-timeout). */
   if (conn) {
-    gst_rdma_connection_wake(conn);
+    gst_rdma_connection_interrupt(conn, self->device, TRUE);
     gst_rdma_connection_unref(conn);
   }
   return TRUE;
@@ -724,7 +770,15 @@ static gboolean gst_rdma_sink_unlock(GstBaseSink *bsink)
 static gboolean gst_rdma_sink_unlock_stop(GstBaseSink *bsink)
 {
   GstRdmaSink *self = GST_RDMA_SINK(bsink);
+  GstRdmaConnection *conn;
 
+  GST_OBJECT_LOCK(self);
+  conn = self->conn ? gst_rdma_connection_ref(self->conn) : NULL;
+  GST_OBJECT_UNLOCK(self);
+  if (conn) {
+    gst_rdma_connection_interrupt(conn, self->device, FALSE);
+    gst_rdma_connection_unref(conn);
+  }
   g_atomic_int_set(&self->flushing, 0);
   return TRUE;
 }
@@ -777,19 +831,26 @@ static gboolean gst_rdma_sink_query(GstBaseSink *bsink, GstQuery *query)
   return TRUE;
 }
 
-/* Is upstream live?  Asked when caps come, on the streaming thread, with
- * upstream linked and negotiated.  A source that doesn't answer counts as
- * live: the receiver then keeps the live default, as before. */
-static gboolean gst_rdma_sink_upstream_live(GstRdmaSink *self)
+/* Is upstream live, and with what minimum latency (an encoder's, a live
+ * source's)?  Asked when caps come, on the streaming thread, with
+ * upstream linked and negotiated; both go with the caps, so a receiver
+ * that stamps the camera's instant (capture, sender modes) reports the
+ * latency those frames come with from the first one on.  A source that
+ * doesn't answer counts as live, latency unknown: the receiver then
+ * keeps the live default, as before. */
+static void gst_rdma_sink_query_upstream(GstRdmaSink *self)
 {
   GstQuery *query = gst_query_new_latency();
   gboolean live = TRUE;
+  GstClockTime min = GST_CLOCK_TIME_NONE;
 
   if (gst_pad_peer_query(GST_BASE_SINK_PAD(self), query))
-    gst_query_parse_latency(query, &live, NULL, NULL);
+    gst_query_parse_latency(query, &live, &min, NULL);
   gst_query_unref(query);
-  GST_DEBUG_OBJECT(self, "upstream is %slive", live ? "" : "not ");
-  return live;
+  self->upstream_live = live;
+  self->upstream_latency = live ? min : GST_CLOCK_TIME_NONE;
+  GST_DEBUG_OBJECT(self, "upstream is %slive, latency %" GST_TIME_FORMAT,
+                   live ? "" : "not ", GST_TIME_ARGS(self->upstream_latency));
 }
 
 static gboolean gst_rdma_sink_set_caps(GstBaseSink *bsink, GstCaps *caps)
@@ -799,7 +860,8 @@ static gboolean gst_rdma_sink_set_caps(GstBaseSink *bsink, GstCaps *caps)
   g_free(self->caps_str);
   self->caps_str = gst_caps_to_string(caps);
   self->caps_pending = TRUE;
-  self->upstream_live = gst_rdma_sink_upstream_live(self);
+  gst_rdma_sink_headers_clear(self); /* a new stream: its own headers */
+  gst_rdma_sink_query_upstream(self);
   GST_DEBUG_OBJECT(self, "caps %s: sent before the next buffer",
                    self->caps_str);
   return TRUE;
@@ -904,8 +966,14 @@ static gboolean gst_rdma_sink_event(GstBaseSink *bsink, GstEvent *event)
     gst_rdma_sink_send_eos(self);
     break;
   case GST_EVENT_STREAM_START:
+    gst_rdma_sink_events_clear(self); /* a new stream: its own tags */
+    self->discont_pending = TRUE;
+    break;
   case GST_EVENT_FLUSH_STOP:
     self->discont_pending = TRUE;
+    break;
+  case GST_EVENT_TAG:
+    gst_rdma_sink_events_tag(self, event);
     break;
   default:
     break;
@@ -927,8 +995,6 @@ static void gst_rdma_sink_fill_meta(GstRdmaSink *self, GstBuffer *buf,
                                     struct sbr_block_meta *meta)
 {
   GstSegment *segment = &GST_BASE_SINK(self)->segment;
-  GstReferenceTimestampMeta *ts;
-  GstCaps *unix_caps = gst_rdma_unix_timestamp_caps();
 
   sbr_block_meta_init(meta, self->device);
   /* The receiver rebuilds a live timeline from running times: their
@@ -938,13 +1004,15 @@ static void gst_rdma_sink_fill_meta(GstRdmaSink *self, GstBuffer *buf,
   if (GST_BUFFER_DURATION_IS_VALID(buf))
     meta->duration = GST_BUFFER_DURATION(buf);
   if (GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_DISCONT) ||
-      self->discont_pending)
+      self->discont_pending || self->gap_pending)
     meta->flags |= SBR_FLAG_DISCONT;
   if (GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_DELTA_UNIT))
     meta->flags |= SBR_FLAG_DELTA;
-  ts = gst_buffer_get_reference_timestamp_meta(buf, unix_caps);
-  meta->capture_time = ts ? ts->timestamp : gst_rdma_realtime_ns();
-  gst_caps_unref(unix_caps);
+  if (GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_HEADER))
+    meta->flags |= SBR_FLAG_HEADER;
+  meta->capture_time = gst_rdma_capture_time(
+      GST_ELEMENT(self), buf,
+      meta->pts == SBR_TIME_NONE ? GST_CLOCK_TIME_NONE : meta->pts);
 }
 
 /* The connection, for one attempt at a frame: TRUE with *sender usable,
@@ -955,6 +1023,13 @@ static gboolean gst_rdma_sink_ready(GstRdmaSink *self, sbr_sender **sender,
 {
   switch (gst_rdma_sink_wait_ready(self, self->conn, sender, generation)) {
   case READY_SEND:
+    /* Unlocked before we had the sender (it may have been connecting, with
+     * no sender to interrupt yet): nothing below would see it.  Once we
+     * have it, an unlock that comes later interrupts it (unlock). */
+    if (g_atomic_int_get(&self->flushing)) {
+      *flow = GST_FLOW_FLUSHING;
+      return FALSE;
+    }
     if (self->warned_generation != 0 &&
         self->warned_generation != *generation + 1) {
       /* Back after an outage this sink warned about. */
@@ -1058,11 +1133,24 @@ static GstFlowReturn gst_rdma_sink_no_block(GstRdmaSink *self,
   return GST_FLOW_OK;
 }
 
-/* One attempt at sending buf.  GST_FLOW_FLUSHING means unlock()
- * interrupted a wait (for the connection or for a free send block) before
- * the frame went out: render decides what that means. */
+/* A frame did not go out, whatever the reason (backpressure, a wait
+ * timeout, a paused or refused device, no send block, foreign memory that
+ * failed to map, an outage, a flush, basesink dropping it late).  The
+ * receiver can't see such a drop: the frame took no packet number.  So
+ * the device's next frame sent carries DISCONT, which tells a decoder over
+ * there that references may be missing (rdmasrc then waits for a key
+ * frame on an encoded stream). */
+static void gst_rdma_sink_gap(GstRdmaSink *self)
+{
+  self->gap_pending = TRUE;
+  gst_rdma_sink_count(self, &self->gap_drops);
+}
+
+/* One attempt at sending buf; *sent when it went out.  GST_FLOW_FLUSHING
+ * means unlock() interrupted a wait (for the connection or for a free send
+ * block) before the frame went out: render decides what that means. */
 static GstFlowReturn gst_rdma_sink_render_once(GstRdmaSink *self,
-                                               GstBuffer *buf)
+                                               GstBuffer *buf, gboolean *sent)
 {
   struct sbr_block_meta meta;
   sbr_send_block *block = NULL;
@@ -1074,13 +1162,20 @@ static GstFlowReturn gst_rdma_sink_render_once(GstRdmaSink *self,
   GstFlowReturn flow;
   int ret = 0;
 
+  *sent = FALSE;
   if (!gst_rdma_sink_ready(self, &sender, &generation, &flow))
     return flow;
   flow = gst_rdma_sink_send_caps(self, sender, generation, &caps_sent);
   if (flow != GST_FLOW_OK || !caps_sent)
     return flow; /* without its caps the receiver can't use the frame */
 
+  flow = gst_rdma_sink_events_send(self, sender, generation);
+  if (flow != GST_FLOW_OK)
+    return flow;
   gst_rdma_sink_fill_meta(self, buf, &meta);
+  flow = gst_rdma_sink_headers_resend(self, sender, generation, buf, &meta);
+  if (flow != GST_FLOW_OK || self->caps_pending)
+    return flow; /* the headers before the frame, or neither */
   kind = gst_rdma_buffer_claim(buf, self->conn, &block);
   if (kind == GST_RDMA_MEMORY_DROPPED)
     return gst_rdma_sink_no_block(self, sender);
@@ -1092,8 +1187,14 @@ static GstFlowReturn gst_rdma_sink_render_once(GstRdmaSink *self,
   if (copy && !gst_rdma_sink_send_copy(self, sender, buf, &meta, &ret))
     return GST_FLOW_OK;
 
-  if (ret == 0)
+  if (ret == 0) {
+    *sent = TRUE;
     self->discont_pending = FALSE;
+    if (self->gap_pending) {
+      self->gap_pending = FALSE;
+      gst_rdma_sink_count(self, &self->gap_disconts);
+    }
+  }
   return gst_rdma_sink_handle_result(self, ret, size, sender, generation);
 }
 
@@ -1108,15 +1209,41 @@ static GstFlowReturn gst_rdma_sink_render(GstBaseSink *bsink, GstBuffer *buf)
 {
   GstRdmaSink *self = GST_RDMA_SINK(bsink);
   GstFlowReturn flow;
+  gboolean sent;
 
+  self->prepared = FALSE;
+  gst_rdma_sink_headers_note(self, buf);
   for (;;) {
-    flow = gst_rdma_sink_render_once(self, buf);
+    flow = gst_rdma_sink_render_once(self, buf, &sent);
     if (flow != GST_FLOW_FLUSHING)
-      return flow;
+      break;
     GST_DEBUG_OBJECT(self, "unlocked while sending: waiting for preroll");
     flow = gst_base_sink_wait_preroll(bsink);
     if (flow != GST_FLOW_OK)
-      return flow;
+      break;
     GST_DEBUG_OBJECT(self, "PLAYING again: sending the same buffer");
   }
+  if (!sent)
+    gst_rdma_sink_gap(self);
+  return flow;
+}
+
+/* basesink calls prepare before it waits for the buffer's time, and drops
+ * a buffer that is too late (max-lateness, QoS) without calling render:
+ * another buffer prepared while one was never rendered is one of those
+ * drops.  The preroll buffer is prepared twice (for preroll, then for
+ * render): the same buffer with the same PTS is no drop. */
+static GstFlowReturn gst_rdma_sink_prepare(GstBaseSink *bsink, GstBuffer *buf)
+{
+  GstRdmaSink *self = GST_RDMA_SINK(bsink);
+
+  if (self->prepared && (buf != self->prepared_buf ||
+                         GST_BUFFER_PTS(buf) != self->prepared_pts)) {
+    GST_LOG_OBJECT(self, "the previous buffer was dropped late");
+    gst_rdma_sink_gap(self);
+  }
+  self->prepared = TRUE;
+  self->prepared_buf = buf; /* compared only, never dereferenced */
+  self->prepared_pts = GST_BUFFER_PTS(buf);
+  return GST_FLOW_OK;
 }

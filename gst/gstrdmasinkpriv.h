@@ -54,13 +54,33 @@ struct _GstRdmaSink {
   gint error_posted;          /* atomic: the connect error went out once */
 
   /* Streaming thread only. */
-  gchar *caps_str;          /* negotiated caps, for the CAPS block */
-  gboolean caps_pending;    /* caps_str not sent yet */
-  gboolean upstream_live;   /* with caps_str: upstream said it is live */
-  guint caps_generation;    /* connection generation they were sent on */
-  gboolean discont_pending; /* next frame starts a new stream */
-  guint warned_generation;  /* outage already warned about (+1) */
-  gboolean refused;         /* the receiver refuses this device: warned */
+  gchar *caps_str;               /* negotiated caps, for the CAPS block */
+  gboolean caps_pending;         /* caps_str not sent yet */
+  gboolean upstream_live;        /* with caps_str: upstream said it is live */
+  GstClockTime upstream_latency; /* with caps_str: upstream's minimum */
+  guint caps_generation;         /* connection generation they were sent on */
+  gboolean discont_pending;      /* next frame starts a new stream */
+  gboolean gap_pending;          /* a frame was dropped: the next one sent
+                                    says so (DISCONT), whatever dropped it */
+  gboolean prepared;             /* a buffer went through prepare and not yet
+                                    render: basesink dropping it late leaves
+                                    this set for the next prepare */
+  guint warned_generation;       /* outage already warned about (+1) */
+  gboolean refused;              /* the receiver refuses this device: warned */
+  /* The stream's last run of HEADER buffers (gstrdmasinkheaders.c). */
+  GPtrArray *headers;
+  gsize headers_bytes;
+  gboolean headers_open; /* the last buffer was a header: a run goes on */
+  gboolean headers_due;  /* caps went on a new lane: headers next */
+  gboolean headers_warned;
+  /* The newest TAG event of each scope, and whether they go before the
+   * next frame (gstrdmasinkevents.c). */
+  GstEvent *tags_stream, *tags_global;
+  gboolean tags_pending;
+  gboolean events_warned;
+  /* The buffer prepared (compared, not referenced) and its PTS. */
+  const GstBuffer *prepared_buf;
+  GstClockTime prepared_pts;
 
   /* Counters (object lock). */
   guint64 zero_copy_buffers;
@@ -68,6 +88,18 @@ struct _GstRdmaSink {
   guint64 reconnect_drops;
   guint64 unmappable_drops;
   guint64 refused_drops; /* buffers dropped: the device is refused */
+  guint64 gap_drops;     /* frames dropped for any reason */
+  guint64 gap_disconts;  /* frames sent DISCONT because of such drops */
+  guint64 key_units_sent_upstream; /* GstForceKeyUnit pushed for the
+                                      receiver (gstrdmasinkkeyunit.c) */
+  guint64 headers_resent;          /* header buffers sent again on new
+                                      lanes (gstrdmasinkheaders.c) */
+  guint64 events_sent;             /* EVENT blocks (gstrdmasinkevents.c) */
+
+  /* Atomic: a key-unit request is on its way upstream, and whether one
+   * of those it answers asked for all headers. */
+  gint key_unit_pending;
+  gint key_unit_headers;
 };
 
 typedef enum {
@@ -81,6 +113,34 @@ typedef enum {
 void gst_rdma_sink_post_connect_error(GstRdmaSink *self,
                                       GstRdmaConnection *conn,
                                       const gchar *error);
+
+/* gstrdmasinkkeyunit.c: the receiver asked for a key unit of our device
+ * (GstRdmaConnectionKeyUnitFunc, libsbr's sender thread): an upstream
+ * GstForceKeyUnit goes from GStreamer's thread pool, at once. */
+void gst_rdma_sink_key_unit_requested(GstElement *element,
+                                      gboolean all_headers);
+
+/* gstrdmasinkheaders.c, streaming thread: note every buffer that comes
+ * to render (HEADER ones are kept), clear on new caps and at start, and
+ * after the caps went on a new lane (headers_due), resend the kept ones
+ * before next, stamped from next_meta (whose DISCONT the first header
+ * takes over). */
+void gst_rdma_sink_headers_note(GstRdmaSink *self, GstBuffer *buf);
+void gst_rdma_sink_headers_clear(GstRdmaSink *self);
+void gst_rdma_sink_headers_free(GstRdmaSink *self);
+GstFlowReturn gst_rdma_sink_headers_resend(GstRdmaSink *self,
+                                           sbr_sender *sender, guint generation,
+                                           GstBuffer *next,
+                                           struct sbr_block_meta *next_meta);
+
+/* gstrdmasinkevents.c, streaming thread: keep a TAG event (it goes before
+ * the next frame), forget the stream's (stream-start), and send what is
+ * pending (before a frame; set again after the caps on a new lane). */
+void gst_rdma_sink_events_tag(GstRdmaSink *self, GstEvent *event);
+void gst_rdma_sink_events_clear(GstRdmaSink *self);
+void gst_rdma_sink_events_free(GstRdmaSink *self);
+GstFlowReturn gst_rdma_sink_events_send(GstRdmaSink *self, sbr_sender *sender,
+                                        guint generation);
 
 /* gstrdmasinksend.c, streaming thread. */
 ReadyResult gst_rdma_sink_wait_ready(GstRdmaSink *self, GstRdmaConnection *conn,

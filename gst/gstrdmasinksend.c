@@ -196,6 +196,10 @@ GstFlowReturn gst_rdma_sink_send_caps(GstRdmaSink *self, sbr_sender *sender,
    * with the caps, so it costs no round trip of its own. */
   if (!self->upstream_live)
     meta.flags |= SBR_FLAG_NOT_LIVE;
+  /* A CAPS block's duration is the sender's upstream latency
+   * (docs/protocol.md, "Block format"). */
+  if (GST_CLOCK_TIME_IS_VALID(self->upstream_latency))
+    meta.duration = self->upstream_latency;
   ret = gst_rdma_sink_send(self, sender, &meta, self->caps_str,
                            strlen(self->caps_str));
   if (ret == 0) {
@@ -203,8 +207,11 @@ GstFlowReturn gst_rdma_sink_send_caps(GstRdmaSink *self, sbr_sender *sender,
     gst_rdma_sink_accepted(self);
     self->caps_pending = FALSE;
     self->caps_generation = generation;
-    /* A new receiver (or new caps) starts a new stream over there. */
+    /* A new receiver (or new caps) starts a new stream over there,
+     * which needs the stream's headers again (gstrdmasinkheaders.c). */
     self->discont_pending = TRUE;
+    self->headers_due = TRUE;
+    self->tags_pending = self->tags_stream || self->tags_global;
     return GST_FLOW_OK;
   }
   *sent = FALSE;

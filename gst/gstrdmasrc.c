@@ -207,9 +207,10 @@
  *   (our wall clock then minus its capture time).  Cameras on hosts whose
  *   wall clocks NTP or PTP keep together align to within that sync,
  *   whatever their senders' running times, clocks or network latencies.
- *   The capture time is when rdmasink got the frame unless upstream put a
- *   timestamp/x-unix reference timestamp meta on it, so a camera behind
- *   an encoder is stamped that encoder's latency late.  A capture time more
+ *   The capture time is the camera's instant (rdmasink: an upstream
+ *   reference timestamp, else its render time less the frame's age on the
+ *   sender's clock), so a camera behind an encoder is not late.  A
+ *   capture time more
  * than 10 s old or 1 s ahead of our wall clock is no live frame's: the frame is
  * stamped with its arrival and counted (capture-invalid).
  * - sender passes the sender's running time as it is, for pipelines that
@@ -240,6 +241,29 @@
  * numbers count blocks, not frames: a frame of n blocks takes n numbers,
  * and the in-band caps take one too.
  *
+ * Gaps and key frames: the first buffer after any gap is DISCONT, whatever
+ * made it: frames the sender dropped (it marks its next frame DISCONT,
+ * rdmasink's gap-drops), frames lost on the way (the packet number
+ * jumped), frames the pad dropped (drop-oldest, not playing), a new lane
+ * (a reconnect, a takeover), a late join.  On a stream whose frames carry
+ * DELTA_UNIT, or whose caps are neither video/x-raw nor audio/x-raw (an
+ * encoded stream), a delta frame after a gap refers to frames that are
+ * gone: such a pad then pushes no delta frame until the next key frame
+ * (counted in waiting-for-key-drops), which comes DISCONT, so a decoder
+ * downstream never gets a frame without its references.  Drop-oldest on
+ * such a stream drops the queued deltas after the frame it drops up to
+ * the next queued key frame (the fewest frames that keeps every queued
+ * one decodable), or all of them and waits for the next key frame when
+ * none is queued.  A DISCONT without a loss (the sender's pipeline
+ * paused, see Timestamps) waits for a key frame too.  Raw video and audio
+ * keep every frame.  #GstRdmaSrc:wait-for-keyframe=false, or a pad's own
+ * wait-for-keyframe, pushes every frame anyway.  A pad that waits asks
+ * the sender for a key frame (#GstRdmaSrc:request-keyframe, below), so
+ * the wait lasts a key-unit round trip rather than the rest of the GOP;
+ * a sender without the feature leaves it to the encoder's next key frame
+ * (give encoders a bounded key-frame interval: x264enc key-int-max,
+ * vp8enc keyframe-max-dist).
+ *
  * More on the properties.  #GstRdmaSrc:allowed-senders takes IPv4/IPv6
  * addresses and networks, or "local" for this host (shm senders,
  * loopback; a shm sender also matches an entry holding 127.0.0.1 or ::1);
@@ -260,6 +284,24 @@
  * before the next frame and polls through a short window, backing off
  * for streams that aren't periodic; busy spins (the lowest latency, a
  * whole core); backoff spins 20 us, then sleeps doubling up to 1 ms.
+ *
+ * ## Key units
+ *
+ * An upstream force-key-unit event (GstForceKeyUnit: a decoder with
+ * automatic-request-sync-points after a loss, splitmuxsink
+ * send-keyframe-requests, an application) that reaches a device's pad is
+ * passed on to that device's sender, one-sidedly: rdmasrc bumps the
+ * device's request counter in the lane's status region, the sender sees
+ * it with its next status READ and its rdmasink pushes the event upstream
+ * into the encoder.  With #GstRdmaSrc:request-keyframe (default on)
+ * rdmasrc asks by itself too, when a delta frame of an encoded stream
+ * comes right after a gap or as a new stream's first (joining mid-GOP),
+ * and while a pad waits for a key frame (#GstRdmaSrc:wait-for-keyframe).
+ * One request is outstanding per device at a time, until a key frame of
+ * the device comes or a second passes; the stats count them.  The
+ * request's running time is not honoured (the sender's pipeline has
+ * another clock): its next frame becomes the key frame.  Senders older
+ * than the feature, and the sliding-window mechanism, don't hear it.
  *
  * ## Statistics
  *
@@ -294,23 +336,37 @@
  * device without a stream), pushed, device-blocks (the smallest share of
  * a device now; each device's is in its own structure), unclaimed-drops (frames
  * of devices no rdmasrc sharing the receiver asked for), receiver-members
- * (rdmasrcs of the process sharing it), poll-sleeps (the receive thread's
- * timed sleeps, each a wake-up; poll-sleeps-woken of them ended by a
- * sender's status write on this host, poll-sleeps-timed-out ran to their
- * end), frames-predicted and frames-missed
+ * (rdmasrcs of the process sharing it), events-received (the senders' tags,
+ * pushed on their pads) and events-dropped (EVENT blocks not understood),
+ * poll-sleeps (the receive thread's timed sleeps, each a wake-up;
+ * poll-sleeps-woken of them ended by a sender's status write on this host,
+ * poll-sleeps-timed-out ran to their end), frames-predicted and frames-missed
  * (poll-mode adaptive: frames found polling in their predicted window, or
  * outside it, perhaps waiting for a sleep to end).
  *
  * Per device: device-id, frames, blocks, bytes, drops and gaps (lost on
  * the way), rejected, refused (another sender's frames of it), losses
  * (owners gone without EOS), owner (the owning sender, "" for none),
+ * sender-latency (ns: the latency upstream of its rdmasink, from the
+ * caps; G_MAXUINT64 unknown),
  * queued (frames waiting for the pad), lane-blocks (blocks out: queued or
  * downstream), held-downstream, pushed, task-wakeups (queued items that
  * had to wake the pad's sleeping task), copies (over its share),
+ * frames-fragmented (frames pushed in several memories, which a map of
+ * the buffer merges into a copy: from a sender that could not lay the
+ * frame over one run of the lane's blocks, an older one or a lane without
+ * a long enough run free; 0 when every frame was one memory),
  * drops-leaky (queued frames dropped for room: drop-oldest),
- * drops-not-playing, drops-ended (after EOS), paused (its sender told to
+ * drops-not-playing, drops-ended (after EOS), waiting-for-key-drops (delta
+ * frames dropped after a gap, until a key frame), waiting-for-key (the pad
+ * waits for one now), paused (its sender told to
  * stop), pauses, paused-time (ns), eos, over-budget (the pad's policy),
- * device-blocks (its share of its lane now); how its buffers are stamped:
+ * device-blocks (its share of its lane now); key units asked of its
+ * sender: key-units-requested, key-units-upstream (for upstream
+ * force-key-unit events), key-units-after-gaps (its own), key-units-merged
+ * (asked while one was outstanding), key-units-answered (key frames that
+ * came while one was), key-unit-round-trip (ns from the newest request to
+ * its key frame); how its buffers are stamped:
  * timestamp-mode, rate-ppm (the estimated rate of its sender's clock
  * against ours, +10000 for 1 % fast), rate-known (fitted through two
  * windows or more), clock-offset (ns, our running time minus the sender's
@@ -376,6 +432,7 @@ enum {
   PROP_DEVICE_BLOCKS,
   PROP_OVER_BUDGET,
   PROP_MAX_QUEUED,
+  PROP_WAIT_FOR_KEYFRAME,
   PROP_MAX_SENDERS,
   PROP_ALLOWED_SENDERS,
   PROP_MAX_CONNECTS_PER_SECOND,
@@ -389,6 +446,7 @@ enum {
   PROP_LATENCY,
   PROP_TIMEOUT,
   PROP_DEVICE_LOST_EOS,
+  PROP_REQUEST_KEYFRAME,
   PROP_STATS,
   PROP_STATS_INTERVAL,
   PROP_POLL_MODE,
@@ -422,6 +480,7 @@ enum {
 #define DEFAULT_LATENCY (-1)
 #define DEFAULT_TIMEOUT 0
 #define DEFAULT_DEVICE_LOST_EOS FALSE
+#define DEFAULT_REQUEST_KEYFRAME TRUE
 #define DEFAULT_POLL_MODE GST_RDMA_POLL_MODE_ADAPTIVE
 #define DEFAULT_DEVICE_ID (-1)
 #define DEFAULT_TIMESTAMP_MODE GST_RDMA_TIMESTAMP_MODE_SKEW
@@ -574,6 +633,13 @@ static void gst_rdma_src_install_stream_properties(void)
       "oldest is dropped",
       1, 65536, DEFAULT_MAX_QUEUED,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_WAIT_FOR_KEYFRAME] = g_param_spec_boolean(
+      "wait-for-keyframe", "Wait for keyframe",
+      "wait-for-keyframe of every pad that has not set its own (e.g. "
+      "src_3::wait-for-keyframe=false): after a gap, push no delta frame of "
+      "an encoded stream until its next key frame",
+      GST_RDMA_SRC_DEFAULT_WAIT_FOR_KEYFRAME,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING);
   properties[PROP_LATENCY] = g_param_spec_int(
       "latency", "Latency",
       "Minimum latency reported in milliseconds (-1 = measured from the "
@@ -593,6 +659,13 @@ static void gst_rdma_src_install_stream_properties(void)
       "one (\"rdmasrc-device-lost\" is posted either way)",
       DEFAULT_DEVICE_LOST_EOS,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_REQUEST_KEYFRAME] = g_param_spec_boolean(
+      "request-keyframe", "Request keyframe",
+      "Ask a device's sender for a key unit when a delta frame of its "
+      "encoded stream comes right after a gap or mid-GOP (upstream "
+      "force-key-unit events are passed on either way)",
+      DEFAULT_REQUEST_KEYFRAME,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING);
   properties[PROP_STATS] = gst_rdma_src_stats_param_spec();
   properties[PROP_STATS_INTERVAL] = gst_rdma_param_spec_stats_interval(
       "rdmasrc-stats", "rdmasrc-device-stats");
@@ -666,6 +739,7 @@ static void gst_rdma_src_init(GstRdmaSrc *self)
   self->max_queued = DEFAULT_MAX_QUEUED;
   self->over_budget = DEFAULT_OVER_BUDGET;
   self->timestamp_mode = DEFAULT_TIMESTAMP_MODE;
+  self->wait_for_keyframe = GST_RDMA_SRC_DEFAULT_WAIT_FOR_KEYFRAME;
   self->max_senders = DEFAULT_MAX_SENDERS;
   self->allowed_senders = DEFAULT_ALLOWED_SENDERS;
   self->max_connects_per_second = DEFAULT_MAX_CONNECTS_PER_SECOND;
@@ -679,6 +753,7 @@ static void gst_rdma_src_init(GstRdmaSrc *self)
   self->latency = DEFAULT_LATENCY;
   self->timeout = DEFAULT_TIMEOUT;
   self->device_lost_eos = DEFAULT_DEVICE_LOST_EOS;
+  self->request_keyframe = DEFAULT_REQUEST_KEYFRAME;
   self->stats_interval = GST_RDMA_DEFAULT_STATS_INTERVAL;
   self->poll_mode = DEFAULT_POLL_MODE;
 
@@ -764,6 +839,7 @@ static const gsize fields[N_PROPERTIES] = {
     [PROP_DEVICE_BLOCKS] = G_STRUCT_OFFSET(GstRdmaSrc, device_blocks),
     [PROP_OVER_BUDGET] = G_STRUCT_OFFSET(GstRdmaSrc, over_budget),
     [PROP_MAX_QUEUED] = G_STRUCT_OFFSET(GstRdmaSrc, max_queued),
+    [PROP_WAIT_FOR_KEYFRAME] = G_STRUCT_OFFSET(GstRdmaSrc, wait_for_keyframe),
     [PROP_MAX_SENDERS] = G_STRUCT_OFFSET(GstRdmaSrc, max_senders),
     /* Checked when the element starts: a bad list must stop it, not be
      * ignored with a warning and leave the receiver open to anyone. */
@@ -780,6 +856,7 @@ static const gsize fields[N_PROPERTIES] = {
     [PROP_LATENCY] = G_STRUCT_OFFSET(GstRdmaSrc, latency),
     [PROP_TIMEOUT] = G_STRUCT_OFFSET(GstRdmaSrc, timeout),
     [PROP_DEVICE_LOST_EOS] = G_STRUCT_OFFSET(GstRdmaSrc, device_lost_eos),
+    [PROP_REQUEST_KEYFRAME] = G_STRUCT_OFFSET(GstRdmaSrc, request_keyframe),
     [PROP_STATS_INTERVAL] = G_STRUCT_OFFSET(GstRdmaSrc, stats_interval),
     [PROP_POLL_MODE] = G_STRUCT_OFFSET(GstRdmaSrc, poll_mode),
     [PROP_DEVICE_ID] = G_STRUCT_OFFSET(GstRdmaSrc, device_id),
@@ -812,6 +889,26 @@ static void gst_rdma_src_set_over_budget(GstRdmaSrc *self,
   }
 }
 
+static gboolean set_pad_wait_for_keyframe(GstElement *element, GstPad *pad,
+                                          gpointer data)
+{
+  (void)element;
+  gst_rdma_src_pad_set_default_wait_for_keyframe(GST_RDMA_SRC_PAD(pad),
+                                                 GPOINTER_TO_INT(data));
+  return TRUE;
+}
+
+/* The default of the pads there are and of those to come (a launch line
+ * may set it after device-id made the pad). */
+static void gst_rdma_src_set_wait_for_keyframe(GstRdmaSrc *self, gboolean wait)
+{
+  GST_OBJECT_LOCK(self);
+  self->wait_for_keyframe = wait;
+  GST_OBJECT_UNLOCK(self);
+  gst_element_foreach_src_pad(GST_ELEMENT(self), set_pad_wait_for_keyframe,
+                              GINT_TO_POINTER(wait));
+}
+
 /* Set while PAUSED or PLAYING, the pipeline asks every element again and
  * configures what the new value gives (GstBin recalculates on the
  * message); stopped, the next LATENCY query reads it anyway. */
@@ -841,6 +938,9 @@ static void gst_rdma_src_set_property(GObject *object, guint prop_id,
     break;
   case PROP_OVER_BUDGET:
     gst_rdma_src_set_over_budget(self, g_value_get_enum(value));
+    break;
+  case PROP_WAIT_FOR_KEYFRAME:
+    gst_rdma_src_set_wait_for_keyframe(self, g_value_get_boolean(value));
     break;
   case PROP_LATENCY:
     gst_rdma_src_set_latency(self, g_value_get_int(value));
@@ -876,6 +976,8 @@ static GstStructure *gst_rdma_src_get_stats(GstElement *element)
   GST_OBJECT_LOCK(self);
   counters.copies = self->copies;
   counters.no_caps_drops = self->no_caps_drops;
+  counters.events_received = self->events_received;
+  counters.events_dropped = self->events_dropped;
   counters.held = self->held ? (guint)g_atomic_int_get(&self->held->count) : 0;
   counters.device_blocks = self->shared ? gst_rdma_src_least_budget(self) : 0;
   for (guint d = 0; d < SBR_MAX_DEVICES; d++)
@@ -1043,6 +1145,7 @@ static void gst_rdma_src_reset_run(GstRdmaSrc *self)
 {
   self->refusals = gst_rdma_refusals_new();
   self->copies = self->no_caps_drops = 0;
+  self->events_received = self->events_dropped = 0;
   self->n_paused = 0;
   self->group_id = gst_util_group_id_next();
   self->last_activity = g_get_monotonic_time();

@@ -120,3 +120,36 @@ void gst_rdma_src_device_check_idle(GstRdmaSrcDevice *dev, GstElement *element,
                             dev->device, "timeout", G_TYPE_UINT64,
                             (guint64)timeout_ms * GST_MSECOND, NULL)));
 }
+
+gboolean gst_rdma_src_device_packet_gap(GstRdmaSrcDevice *dev,
+                                        const struct sbr_frame *frame,
+                                        guint block_payload)
+{
+  const struct sbr_block_info *info = &frame->info;
+  guint n = frame->n_blocks;
+  gboolean gap = FALSE;
+
+  if (n == 0) {
+    if (block_payload == 0) {
+      dev->packet_known = FALSE; /* can't tell where the next one starts */
+      return FALSE;
+    }
+    n = MAX(1u, (frame->size + block_payload - 1) / block_payload);
+  }
+  if (dev->packet_known && dev->packet_lane == info->lane_id &&
+      dev->packet_epoch == info->epoch) {
+    /* Forward (mod 2^16) past the expected one; a step back is no loss
+     * (as libsbr counts it). */
+    gint16 step = (gint16)(guint16)(info->packet - dev->next_packet);
+
+    gap = step > 0;
+  }
+  if (gap)
+    GST_DEBUG("device %u: packets %u to %u lost", dev->device, dev->next_packet,
+              (guint16)(info->packet - 1));
+  dev->packet_known = TRUE;
+  dev->packet_lane = info->lane_id;
+  dev->packet_epoch = info->epoch;
+  dev->next_packet = (guint16)(info->packet + n);
+  return gap;
+}

@@ -28,15 +28,17 @@ typedef struct {
   GstRdmaTimeStats time_stats; /* (object lock) time_map's, for the stats */
   gint rebase_seen;            /* the element's rebase count it has applied */
   GstClockTime frame_duration;
-  gboolean pause_set;    /* we told its sender to stop */
-  gint released;         /* atomic: its pad was released (1), and
-                            release_pad is done with it (2): the receive
-                            thread takes it out of the table */
-  gboolean shares_lane;  /* counted in the automatic device-blocks share:
-                            its camera has come (a requested pad waits) */
-  gboolean lane_counted; /* (object lock) counted among counted_lane's
-                            devices on the shared receiver: it shares and
-                            a lane owns it (gst_rdma_src_device_recount) */
+  GstClockTime sender_latency; /* (object lock) its sender's upstream
+                                  latency (CAPS blocks), NONE: unknown */
+  gboolean pause_set;          /* we told its sender to stop */
+  gint released;               /* atomic: its pad was released (1), and
+                                  release_pad is done with it (2): the receive
+                                  thread takes it out of the table */
+  gboolean shares_lane;        /* counted in the automatic device-blocks share:
+                                  its camera has come (a requested pad waits) */
+  gboolean lane_counted;       /* (object lock) counted among counted_lane's
+                                  devices on the shared receiver: it shares and
+                                  a lane owns it (gst_rdma_src_device_recount) */
   guint32 counted_lane;
 
   /* Ownership: one sender connection at a time. */
@@ -52,6 +54,23 @@ typedef struct {
   /* Silence. */
   gint64 last_frame_us; /* monotonic */
   gboolean idle_posted;
+
+  /* Key units asked of its sender (gstrdmakeyunit.c; object lock, but
+   * asked_us: atomic). */
+  struct {
+    gint64 asked_us;  /* monotonic: the outstanding request's, 0 none */
+    guint64 requests; /* made */
+    guint64 upstream; /* for upstream force-key-unit events */
+    guint64 gaps;     /* rdmasrc's own, after a gap */
+    guint64 merged;   /* asked while one was outstanding: not made */
+    guint64 answered; /* key frames that came while one was outstanding */
+    GstClockTime last_round_trip; /* request to that key frame */
+  } key_units;
+  /* Loss on the way: the packet number the next block should have. */
+  gboolean packet_known;
+  guint32 packet_lane;
+  guint16 packet_epoch;
+  guint16 next_packet;
 } GstRdmaSrcDevice;
 
 /* May lane deliver the device's frames?  The first lane to send a device
@@ -74,6 +93,16 @@ gboolean gst_rdma_src_device_check_lane(GstRdmaSrcDevice *dev,
  * spell of timeout_ms without a frame of a device whose stream is on. */
 void gst_rdma_src_device_check_idle(GstRdmaSrcDevice *dev, GstElement *element,
                                     guint timeout_ms, gint64 now_us);
+
+/* Were blocks of the device lost before frame (its first packet number
+ * is past the one its lane's previous frame of the device left off at)?
+ * Every kind of frame takes numbers (caps and EOS one each); a frame the
+ * library copied has no blocks left to count, so its count comes from its
+ * size: senders fragment over whole blocks of block_payload bytes.  A new
+ * lane or epoch starts the count again (stamping marks that frame). */
+gboolean gst_rdma_src_device_packet_gap(GstRdmaSrcDevice *dev,
+                                        const struct sbr_frame *frame,
+                                        guint block_payload);
 
 G_END_DECLS
 

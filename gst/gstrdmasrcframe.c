@@ -22,6 +22,8 @@ typedef struct {
   GstRdmaHeldCounter *held;     /* referenced (g_atomic_rc_box) */
   gint *of_lane;                /* referenced (g_atomic_rc_box) */
   GstRdmaBlockCount *of_device; /* referenced (g_atomic_rc_box) */
+  gint lane_blocks;             /* of the lane's blocks it holds: 1, or a
+                                   spanning block's k */
 } HeldBlock;
 
 static void held_counter_clear(gpointer data)
@@ -79,11 +81,11 @@ static void held_block_free(gpointer data)
 {
   HeldBlock *hb = data;
 
-  /* Status 0: the sender may write the block again. */
+  /* Status 0: the sender may write the block (all its lane blocks) again. */
   sbr_block_release(hb->block);
-  g_atomic_int_add(&hb->held->count, -1);
-  g_atomic_int_add(hb->of_lane, -1);
-  g_atomic_int_add(&hb->of_device->blocks, -1);
+  g_atomic_int_add(&hb->held->count, -hb->lane_blocks);
+  g_atomic_int_add(hb->of_lane, -hb->lane_blocks);
+  g_atomic_int_add(&hb->of_device->blocks, -hb->lane_blocks);
   gst_rdma_held_counter_unref(hb->held);
   g_atomic_rc_box_release(hb->of_lane);
   g_atomic_rc_box_release(hb->of_device);
@@ -96,6 +98,30 @@ static void copied_frame_free(gpointer data)
 
   sbr_frame_release(frame);
   g_free(frame);
+}
+
+/* The frame's payload, to out (frame->size bytes). */
+static void copy_payload(const struct sbr_frame *frame, guint8 *out)
+{
+  gsize off = 0;
+
+  if (frame->n_blocks == 0) {
+    memcpy(out, frame->copy, frame->size);
+    return;
+  }
+  for (guint i = 0; i < frame->n_blocks; i++) {
+    const struct sbr_block_info *bi = sbr_block_get_info(frame->blocks[i]);
+    memcpy(out + off, bi->payload, bi->payload_len);
+    off += bi->payload_len;
+  }
+}
+
+GBytes *gst_rdma_frame_copy_bytes(const struct sbr_frame *frame)
+{
+  guint8 *data = g_malloc(frame->size ? frame->size : 1);
+
+  copy_payload(frame, data);
+  return g_bytes_new_take(data, frame->size);
 }
 
 GstBuffer *gst_rdma_frame_to_buffer(struct sbr_frame *frame, gboolean copy,
@@ -118,15 +144,10 @@ GstBuffer *gst_rdma_frame_to_buffer(struct sbr_frame *frame, gboolean copy,
   if (copy) {
     /* Out of the lane: the blocks go back to the sender now. */
     GstMapInfo map;
-    gsize off = 0;
 
     buf = gst_buffer_new_allocate(NULL, frame->size, NULL);
     gst_buffer_map(buf, &map, GST_MAP_WRITE);
-    for (guint i = 0; i < frame->n_blocks; i++) {
-      const struct sbr_block_info *bi = sbr_block_get_info(frame->blocks[i]);
-      memcpy(map.data + off, bi->payload, bi->payload_len);
-      off += bi->payload_len;
-    }
+    copy_payload(frame, map.data);
     gst_buffer_unmap(buf, &map);
     sbr_frame_release(frame);
     return buf;
@@ -140,12 +161,15 @@ GstBuffer *gst_rdma_frame_to_buffer(struct sbr_frame *frame, gboolean copy,
     HeldBlock *hb = g_new(HeldBlock, 1);
 
     hb->block = b;
+    /* A spanning block (a frame larger than one block, in one memory)
+     * holds several of the lane's blocks: the budgets count those. */
+    hb->lane_blocks = (gint)sbr_block_lane_blocks(b);
     hb->held = g_atomic_rc_box_acquire(held);
     hb->of_lane = g_atomic_rc_box_acquire(of_lane);
     hb->of_device = g_atomic_rc_box_acquire(of_device);
-    g_atomic_int_inc(&held->count);
-    g_atomic_int_inc(of_lane);
-    g_atomic_int_inc(&of_device->blocks);
+    g_atomic_int_add(&held->count, hb->lane_blocks);
+    g_atomic_int_add(of_lane, hb->lane_blocks);
+    g_atomic_int_add(&of_device->blocks, hb->lane_blocks);
     /* Status 2 while queued or downstream: the sender skips the block. */
     sbr_block_hold(b);
     gst_buffer_append_memory(
@@ -153,8 +177,17 @@ GstBuffer *gst_rdma_frame_to_buffer(struct sbr_frame *frame, gboolean copy,
                                     (gpointer)bi->payload, bi->payload_len, 0,
                                     bi->payload_len, hb, held_block_free));
   }
-  *lane_blocks = frame->n_blocks;
+  *lane_blocks = gst_rdma_frame_lane_blocks(frame);
   return buf;
+}
+
+guint gst_rdma_frame_lane_blocks(const struct sbr_frame *frame)
+{
+  guint n = 0;
+
+  for (guint i = 0; i < frame->n_blocks; i++)
+    n += sbr_block_lane_blocks(frame->blocks[i]);
+  return n;
 }
 
 void gst_rdma_time_map_init(GstRdmaTimeMap *map)
@@ -310,6 +343,8 @@ void gst_rdma_frame_stamp(GstRdmaTimeMap *map, GstRdmaTimestampMode mode,
     GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DISCONT);
   if (info->flags & SBR_FLAG_DELTA)
     GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DELTA_UNIT);
+  if (info->flags & SBR_FLAG_HEADER)
+    GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_HEADER);
   if (info->capture_time != SBR_TIME_NONE) {
     GstCaps *unix_caps = gst_rdma_unix_timestamp_caps();
     gst_buffer_add_reference_timestamp_meta(buf, unix_caps, info->capture_time,

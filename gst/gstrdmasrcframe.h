@@ -36,13 +36,20 @@ void gst_rdma_held_counter_unref(GstRdmaHeldCounter *held);
 guint gst_rdma_held_counter_lane(GstRdmaHeldCounter *held, guint32 lane);
 
 /* Makes the buffer of a frame and takes the frame.  Unless copy (or the
- * library already copied it), one read-only memory per receive block,
- * each block marked held (status 2) and counted in held and of_device
- * until its memory is freed.  *lane_blocks: blocks the buffer keeps. */
+ * library already copied it), one read-only memory per block (a frame
+ * larger than a lane block is one spanning block from a sender of this
+ * library: one memory), each block marked held (status 2) and its lane
+ * blocks counted in held and of_device until its memory is freed.
+ * *lane_blocks: the lane's blocks the buffer keeps. */
 GstBuffer *gst_rdma_frame_to_buffer(struct sbr_frame *frame, gboolean copy,
                                     GstRdmaHeldCounter *held,
                                     GstRdmaBlockCount *of_device,
                                     guint *lane_blocks);
+
+/* The lane's blocks a frame's blocks hold (a spanning block holds k). */
+guint gst_rdma_frame_lane_blocks(const struct sbr_frame *frame);
+/* A copy of the frame's payload (the frame stays the caller's). */
+GBytes *gst_rdma_frame_copy_bytes(const struct sbr_frame *frame);
 
 /* One device's mapping of sender times onto this pipeline's running time
  * (rdmasrc's SECTION, "Timestamps"; gst_rdma_frame_stamp).  One estimator

@@ -25,6 +25,7 @@ enum {
   PROP_0,
   PROP_OVER_BUDGET,
   PROP_TIMESTAMP_MODE,
+  PROP_WAIT_FOR_KEYFRAME,
   N_PROPERTIES,
 };
 
@@ -50,7 +51,16 @@ struct _GstRdmaSrcPad {
   gboolean running;             /* PLAYING: the task pushes */
   gboolean held;                /* not exposed yet: the task waits to push */
   gboolean flushing;            /* stopping: the task pauses itself */
-  gboolean discont;             /* a frame was dropped: mark the next one */
+  gboolean gap_pending;         /* a frame was lost (on the way, dropped on
+                                   arrival, or the newest queued one dropped):
+                                   mark the next one queued DISCONT */
+  gboolean need_key;            /* after a gap on a delta stream: its deltas
+                                   are dropped until a key frame */
+  gboolean saw_delta;           /* the stream's frames carry DELTA_UNIT */
+  gboolean caps_encoded;        /* its caps are neither video/x-raw nor
+                                   audio/x-raw */
+  gboolean wait_key;            /* property, or the element's default */
+  gboolean wait_key_set;        /* the property was set on the pad */
   gboolean eos;                 /* EOS queued or returned from downstream */
   gboolean has_stream;          /* stream-start sent or queued since the last
                                    state cycle (end_stream) */
@@ -69,9 +79,14 @@ struct _GstRdmaSrcPad {
   guint64 paused_us;            /* total of finished pauses */
   guint64 pauses;
   guint64 copies;      /* frames copied because over budget */
+  guint64 fragmented;  /* frames pushed in several memories: a map of the
+                          whole buffer merges them, a copy (a sender that
+                          couldn't span them: an older one, or no run of
+                          free blocks in the lane) */
   guint64 drops_leaky; /* queued frames dropped to make room */
   guint64 drops_not_playing;
-  guint64 drops_ended; /* after EOS */
+  guint64 drops_ended;       /* after EOS */
+  guint64 drops_waiting_key; /* deltas whose references were lost */
   guint64 pushed;
   guint64 wakeups;                /* items queued that woke the sleeping task */
   GstClockTime late_max;          /* most a buffer's push was after its PTS */
@@ -124,6 +139,12 @@ static void gst_rdma_src_pad_set_property(GObject *object, guint prop_id,
     pad->ts_mode_set = TRUE;
     g_mutex_unlock(&pad->lock);
     break;
+  case PROP_WAIT_FOR_KEYFRAME:
+    g_mutex_lock(&pad->lock);
+    pad->wait_key = g_value_get_boolean(value);
+    pad->wait_key_set = TRUE;
+    g_mutex_unlock(&pad->lock);
+    break;
   default:
     G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
     break;
@@ -153,6 +174,11 @@ static void gst_rdma_src_pad_get_property(GObject *object, guint prop_id,
     g_value_set_enum(value, gst_rdma_src_pad_timestamp_mode(pad, mode));
     break;
   }
+  case PROP_WAIT_FOR_KEYFRAME:
+    g_mutex_lock(&pad->lock);
+    g_value_set_boolean(value, pad->wait_key);
+    g_mutex_unlock(&pad->lock);
+    break;
   default:
     G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
     break;
@@ -180,6 +206,14 @@ static void gst_rdma_src_pad_class_init(GstRdmaSrcPadClass *klass)
       "timestamp-mode); a change starts its mapping again",
       GST_TYPE_RDMA_TIMESTAMP_MODE, GST_RDMA_TIMESTAMP_MODE_SKEW,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING);
+  properties[PROP_WAIT_FOR_KEYFRAME] = g_param_spec_boolean(
+      "wait-for-keyframe", "Wait for keyframe",
+      "After a gap (frames dropped or lost), push no delta frame until the "
+      "next key frame, on a stream whose frames carry DELTA_UNIT or whose "
+      "caps are not raw video or audio (default: rdmasrc's "
+      "wait-for-keyframe)",
+      GST_RDMA_SRC_DEFAULT_WAIT_FOR_KEYFRAME,
+      G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING);
   g_object_class_install_properties(gobject_class, N_PROPERTIES, properties);
 
   GST_DEBUG_CATEGORY_INIT(gst_rdma_src_pad_debug, "rdmasrcpad", 0,
@@ -192,6 +226,7 @@ static void gst_rdma_src_pad_init(GstRdmaSrcPad *pad)
   g_cond_init(&pad->cond);
   g_queue_init(&pad->queue);
   pad->blocks_out = g_atomic_rc_box_new0(GstRdmaBlockCount);
+  pad->wait_key = GST_RDMA_SRC_DEFAULT_WAIT_FOR_KEYFRAME;
 }
 
 GstRdmaSrcPad *gst_rdma_src_pad_new(GstPadTemplate *templ, guint device,
@@ -236,6 +271,15 @@ void gst_rdma_src_pad_set_default_policy(GstRdmaSrcPad *pad,
   g_mutex_unlock(&pad->lock);
 }
 
+void gst_rdma_src_pad_set_default_wait_for_keyframe(GstRdmaSrcPad *pad,
+                                                    gboolean wait)
+{
+  g_mutex_lock(&pad->lock);
+  if (!pad->wait_key_set)
+    pad->wait_key = wait;
+  g_mutex_unlock(&pad->lock);
+}
+
 GstRdmaOverBudget gst_rdma_src_pad_get_policy(GstRdmaSrcPad *pad)
 {
   GstRdmaOverBudget policy;
@@ -259,6 +303,95 @@ GstRdmaTimestampMode gst_rdma_src_pad_timestamp_mode(GstRdmaSrcPad *pad,
 
 /* ------------------------------------------------------------ queue */
 
+/* Lock held.  Does a gap cost this stream its deltas until a key frame?
+ * Only where its frames refer to others: raw video and audio never carry
+ * DELTA_UNIT and keep every frame. */
+static gboolean waits_for_key(GstRdmaSrcPad *pad)
+{
+  return pad->wait_key && (pad->saw_delta || pad->caps_encoded);
+}
+
+static gboolean is_delta(GstMiniObject *obj)
+{
+  return GST_IS_BUFFER(obj) &&
+         GST_BUFFER_FLAG_IS_SET(GST_BUFFER_CAST(obj),
+                                GST_BUFFER_FLAG_DELTA_UNIT);
+}
+
+/* A stream header (SPS/PPS, codec setup: HEADER, rdmasink sends them again
+ * on a new lane): what the next key frame needs to decode at all.  Never
+ * dropped for room or while waiting for a key frame, and it ends no
+ * wait: the frames after it may still lack their references. */
+static gboolean is_header(GstMiniObject *obj)
+{
+  return GST_IS_BUFFER(obj) &&
+         GST_BUFFER_FLAG_IS_SET(GST_BUFFER_CAST(obj), GST_BUFFER_FLAG_HEADER);
+}
+
+/* Lock held.  A frame of a stream that waits for key frames went (dropped
+ * from the queue at from's predecessor): the queued deltas after it refer
+ * to it, directly or through each other, and go too, up to the next
+ * queued key frame, which the pad task pushes with DISCONT.  Without one,
+ * the queue is left with no buffer of that stream, and the pad waits for
+ * the next key frame to arrive.  Dropping to the next key rather than
+ * keeping the newest GOP: drop-oldest's promise is that the oldest frames
+ * go first, and this drops the fewest frames that keeps it (everything it
+ * drops could not be decoded anyway). */
+static GList *drop_references(GstRdmaSrcPad *pad, GList *from)
+{
+  GList *l = from;
+
+  while (l) {
+    GList *next = l->next;
+    QueueItem *item = l->data;
+
+    if (GST_IS_BUFFER(item->obj) && !is_header(item->obj)) {
+      if (!is_delta(item->obj))
+        return l; /* a key frame: decodable again from here */
+      g_queue_delete_link(&pad->queue, l);
+      pad->queued_buffers--;
+      pad->queued_blocks -= item->lane_blocks;
+      pad->drops_waiting_key++;
+      queue_item_free(item);
+    }
+    l = next;
+  }
+  GST_DEBUG_OBJECT(pad, "no key frame queued: waiting for the next one");
+  pad->need_key = TRUE;
+  return NULL;
+}
+
+/* Lock held.  A queued frame went; from is what followed it.  The next
+ * frame pushed after the gap says so (DISCONT), and on a stream that
+ * waits for key frames that is the next key frame. */
+static void mark_gap(GstRdmaSrcPad *pad, GList *from)
+{
+  if (waits_for_key(pad))
+    from = drop_references(pad, from);
+  for (GList *l = from; l; l = l->next) {
+    QueueItem *item = l->data;
+
+    if (GST_IS_BUFFER(item->obj)) {
+      /* Only this queue has it: writable without a copy. */
+      GST_BUFFER_FLAG_SET(GST_BUFFER_CAST(item->obj), GST_BUFFER_FLAG_DISCONT);
+      return;
+    }
+  }
+  pad->gap_pending = TRUE; /* none queued: the next one to come */
+}
+
+/* Lock held.  Reads the kind of stream from its caps. */
+static void note_caps(GstRdmaSrcPad *pad, GstCaps *caps)
+{
+  const gchar *name;
+
+  if (!caps || gst_caps_is_empty(caps) || gst_caps_is_any(caps))
+    return;
+  name = gst_structure_get_name(gst_caps_get_structure(caps, 0));
+  pad->caps_encoded =
+      !g_str_equal(name, "video/x-raw") && !g_str_equal(name, "audio/x-raw");
+}
+
 /* Lock held.  Drops the oldest queued buffer (events stay), or with
  * lane_only the oldest that holds lane blocks (dropping a copy frees none);
  * FALSE if none. */
@@ -266,17 +399,19 @@ static gboolean drop_oldest_buffer(GstRdmaSrcPad *pad, gboolean lane_only)
 {
   for (GList *l = pad->queue.head; l; l = l->next) {
     QueueItem *item = l->data;
+    GList *next = l->next;
 
-    if (!GST_IS_BUFFER(item->obj) || (lane_only && item->lane_blocks == 0))
+    if (!GST_IS_BUFFER(item->obj) || is_header(item->obj) ||
+        (lane_only && item->lane_blocks == 0))
       continue;
     g_queue_delete_link(&pad->queue, l);
     pad->queued_buffers--;
     pad->queued_blocks -= item->lane_blocks;
     pad->drops_leaky++;
-    pad->discont = TRUE;
     GST_DEBUG_OBJECT(pad, "dropped the oldest queued frame for room");
     /* Frees the memories: their blocks go back to the sender now. */
     queue_item_free(item);
+    mark_gap(pad, next);
     return TRUE;
   }
   return FALSE;
@@ -361,10 +496,12 @@ static void queue_item(GstRdmaSrcPad *pad, GstMiniObject *obj,
 void gst_rdma_src_pad_queue_buffer(GstRdmaSrcPad *pad, GstBuffer *buf,
                                    guint lane_blocks, gboolean copied)
 {
-  gboolean wake;
+  gboolean wake, header, waiting;
 
   (void)copied;
   g_mutex_lock(&pad->lock);
+  if (GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_DELTA_UNIT))
+    pad->saw_delta = TRUE;
   if (!pad->running || pad->eos) {
     /* Live: a frame that can't be pushed now is worth nothing later. */
     if (pad->eos)
@@ -373,9 +510,41 @@ void gst_rdma_src_pad_queue_buffer(GstRdmaSrcPad *pad, GstBuffer *buf,
       pad->drops_not_playing++;
     GST_DEBUG_OBJECT(pad, "frame dropped: %s",
                      pad->eos ? "stream ended" : "not playing");
+    pad->gap_pending = TRUE;
     g_mutex_unlock(&pad->lock);
     gst_buffer_unref(buf);
     return;
+  }
+  /* Any gap before this frame (DISCONT from the sender, which marks its
+   * own drops, or from stamping: a new lane, the first frame of a late
+   * join; or one seen here) leaves a delta stream without the references
+   * of its next deltas. */
+  if (waits_for_key(pad) &&
+      (pad->gap_pending ||
+       GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_DISCONT)))
+    pad->need_key = TRUE;
+  /* A header is pushed for the key frame to come, and ends no wait: that
+   * key frame still says DISCONT (gap_pending stays). */
+  header = is_header(GST_MINI_OBJECT_CAST(buf));
+  waiting = pad->need_key && waits_for_key(pad);
+  if (waiting && !header) {
+    if (GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_DELTA_UNIT)) {
+      pad->drops_waiting_key++;
+      pad->gap_pending = TRUE; /* the key frame that ends it says so */
+      GST_LOG_OBJECT(pad, "delta frame dropped: waiting for a key frame");
+      g_mutex_unlock(&pad->lock);
+      gst_buffer_unref(buf);
+      return;
+    }
+    GST_DEBUG_OBJECT(pad, "key frame: pushing again");
+  }
+  if (!(waiting && header))
+    pad->need_key = FALSE;
+  if (pad->gap_pending) {
+    /* Made on the receive thread and not yet shared: writable. */
+    GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DISCONT);
+    if (!(waiting && header))
+      pad->gap_pending = FALSE;
   }
   pad->queued_buffers++;
   pad->queued_blocks += lane_blocks;
@@ -394,6 +563,12 @@ void gst_rdma_src_pad_queue_event(GstRdmaSrcPad *pad, GstEvent *event)
     pad->eos = TRUE;
   if (GST_EVENT_TYPE(event) == GST_EVENT_STREAM_START)
     pad->has_stream = TRUE;
+  if (GST_EVENT_TYPE(event) == GST_EVENT_CAPS) {
+    GstCaps *caps;
+
+    gst_event_parse_caps(event, &caps);
+    note_caps(pad, caps);
+  }
   queue_item(pad, GST_MINI_OBJECT_CAST(event), 0, &wake);
   g_mutex_unlock(&pad->lock);
   if (wake)
@@ -403,6 +578,7 @@ void gst_rdma_src_pad_queue_event(GstRdmaSrcPad *pad, GstEvent *event)
 void gst_rdma_src_pad_count_drop(GstRdmaSrcPad *pad, gboolean not_playing)
 {
   g_mutex_lock(&pad->lock);
+  pad->gap_pending = TRUE;
   if (not_playing)
     pad->drops_not_playing++;
   else
@@ -410,6 +586,16 @@ void gst_rdma_src_pad_count_drop(GstRdmaSrcPad *pad, gboolean not_playing)
   GST_DEBUG_OBJECT(pad, "frame dropped on arrival: %s",
                    not_playing ? "not playing" : "stream ended");
   g_mutex_unlock(&pad->lock);
+}
+
+gboolean gst_rdma_src_pad_waiting_for_key(GstRdmaSrcPad *pad)
+{
+  gboolean waiting;
+
+  g_mutex_lock(&pad->lock);
+  waiting = pad->need_key && waits_for_key(pad);
+  g_mutex_unlock(&pad->lock);
+  return waiting;
 }
 
 gboolean gst_rdma_src_pad_is_eos(GstRdmaSrcPad *pad)
@@ -432,9 +618,20 @@ gboolean gst_rdma_src_pad_has_stream(GstRdmaSrcPad *pad)
   return has;
 }
 
-void gst_rdma_src_pad_mark_stream(GstRdmaSrcPad *pad)
+void gst_rdma_src_pad_note_gap(GstRdmaSrcPad *pad)
 {
   g_mutex_lock(&pad->lock);
+  pad->gap_pending = TRUE;
+  g_mutex_unlock(&pad->lock);
+}
+
+void gst_rdma_src_pad_mark_stream(GstRdmaSrcPad *pad)
+{
+  GstCaps *caps = gst_pad_get_current_caps(GST_PAD(pad));
+
+  g_mutex_lock(&pad->lock);
+  note_caps(pad, caps);
+  g_clear_pointer(&caps, gst_caps_unref);
   pad->has_stream = TRUE;
   pad->eos = FALSE;
   g_mutex_unlock(&pad->lock);
@@ -493,6 +690,7 @@ static void flush_buffers(GstRdmaSrcPad *pad)
     if (GST_IS_BUFFER(item->obj)) {
       g_queue_delete_link(&pad->queue, l);
       pad->drops_not_playing++;
+      pad->gap_pending = TRUE;
       GST_DEBUG_OBJECT(pad, "queued frame dropped: no longer playing");
       queue_item_free(item);
     }
@@ -535,7 +733,7 @@ void gst_rdma_src_pad_stop(GstRdmaSrcPad *pad)
   g_mutex_lock(&pad->lock);
   g_queue_clear_full(&pad->queue, (GDestroyNotify)queue_item_free);
   pad->queued_buffers = pad->queued_blocks = 0;
-  pad->discont = FALSE;
+  pad->gap_pending = pad->need_key = FALSE;
   g_mutex_unlock(&pad->lock);
   /* Downstream went to READY too: it has forgotten the EOS. */
   pad->eos_pushed = FALSE;
@@ -546,7 +744,9 @@ void gst_rdma_src_pad_end_stream(GstRdmaSrcPad *pad)
   g_mutex_lock(&pad->lock);
   g_queue_clear_full(&pad->queue, (GDestroyNotify)queue_item_free);
   pad->queued_buffers = pad->queued_blocks = 0;
-  pad->discont = FALSE;
+  /* A new stream starts with DISCONT (stamping) and perhaps other caps. */
+  pad->gap_pending = pad->need_key = FALSE;
+  pad->saw_delta = FALSE;
   pad->eos = TRUE;
   pad->has_stream = FALSE;
   pad->late_max = 0; /* a new run, perhaps a new sender and path */
@@ -634,12 +834,9 @@ static void gst_rdma_src_pad_loop(gpointer data)
   if (GST_IS_BUFFER(item->obj)) {
     pad->queued_buffers--;
     pad->queued_blocks -= item->lane_blocks;
-    if (pad->discont) {
-      /* Only this queue has it: writable without a copy. */
-      GST_BUFFER_FLAG_SET(GST_BUFFER_CAST(item->obj), GST_BUFFER_FLAG_DISCONT);
-      pad->discont = FALSE;
-    }
     pad->pushed++;
+    if (gst_buffer_n_memory(GST_BUFFER_CAST(item->obj)) > 1)
+      pad->fragmented++;
   }
   g_mutex_unlock(&pad->lock);
 
@@ -649,10 +846,21 @@ static void gst_rdma_src_pad_loop(gpointer data)
 
     g_free(item);
     if (GST_EVENT_TYPE(event) == GST_EVENT_STREAM_START && pad->eos_pushed) {
+      GstQuery *drain = gst_query_new_drain();
+
       /* Sinks drop everything after EOS but a flush: the device's new
        * stream flushes its branch first (running time kept, so the rest
-       * of the pipeline's timing is untouched; the sink prerolls again). */
-      GST_INFO_OBJECT(pad, "new stream after EOS: flushing downstream");
+       * of the pipeline's timing is untouched; the sink prerolls again).
+       * Not before the old stream's end has been taken, though: a flush
+       * drops what a queue still holds, the last frames and the EOS with
+       * them (a slow consumer then saw one EOS for two streams).  A drain
+       * query is serialized: a queue answers it only once it has pushed
+       * everything before it, the EOS included, and a sink once it has
+       * rendered them; deactivation (a state change) unblocks it. */
+      GST_INFO_OBJECT(pad, "new stream after EOS: draining, then flushing "
+                           "downstream");
+      gst_pad_peer_query(GST_PAD(pad), drain);
+      gst_query_unref(drain);
       gst_pad_push_event(GST_PAD(pad), gst_event_new_flush_start());
       gst_pad_push_event(GST_PAD(pad), gst_event_new_flush_stop(FALSE));
       pad->eos_pushed = FALSE;
@@ -723,9 +931,12 @@ void gst_rdma_src_pad_add_stats(GstRdmaSrcPad *pad, GstStructure *s)
                      (gint)pad->queued_blocks,
                  0),
       "pushed", G_TYPE_UINT64, pad->pushed, "task-wakeups", G_TYPE_UINT64,
-      pad->wakeups, "copies", G_TYPE_UINT64, pad->copies, "drops-leaky",
-      G_TYPE_UINT64, pad->drops_leaky, "drops-not-playing", G_TYPE_UINT64,
+      pad->wakeups, "copies", G_TYPE_UINT64, pad->copies, "frames-fragmented",
+      G_TYPE_UINT64, pad->fragmented, "drops-leaky", G_TYPE_UINT64,
+      pad->drops_leaky, "drops-not-playing", G_TYPE_UINT64,
       pad->drops_not_playing, "drops-ended", G_TYPE_UINT64, pad->drops_ended,
+      "waiting-for-key-drops", G_TYPE_UINT64, pad->drops_waiting_key,
+      "waiting-for-key", G_TYPE_BOOLEAN, pad->need_key && waits_for_key(pad),
       "paused", G_TYPE_BOOLEAN, pad->paused, "pauses", G_TYPE_UINT64,
       pad->pauses, "paused-time", G_TYPE_UINT64, paused_us * GST_USECOND, "eos",
       G_TYPE_BOOLEAN, pad->eos,

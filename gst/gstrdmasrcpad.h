@@ -64,8 +64,14 @@ void gst_rdma_src_pad_queue_buffer(GstRdmaSrcPad *pad, GstBuffer *buf,
 void gst_rdma_src_pad_queue_event(GstRdmaSrcPad *pad, GstEvent *event);
 /* Counts a frame dropped on arrival (not PLAYING, ended stream). */
 void gst_rdma_src_pad_count_drop(GstRdmaSrcPad *pad, gboolean not_playing);
+/* Receive thread: frames of the device were lost before the next one
+ * (its packet number jumped): that one is queued with DISCONT. */
+void gst_rdma_src_pad_note_gap(GstRdmaSrcPad *pad);
 /* Has the stream ended (EOS queued, or downstream returned EOS)? */
 gboolean gst_rdma_src_pad_is_eos(GstRdmaSrcPad *pad);
+/* Is the pad dropping delta frames until the next key frame (after a
+ * gap on a stream that waits for key frames)? */
+gboolean gst_rdma_src_pad_waiting_for_key(GstRdmaSrcPad *pad);
 /* Has a stream started on the pad (stream-start sent or queued) since it
  * was made or since the last end_stream?  A pad requested before its
  * camera came, or kept across READY, has none. */
@@ -91,6 +97,17 @@ void gst_rdma_src_pad_set_default_policy(GstRdmaSrcPad *pad,
 /* The pad's timestamp-mode once set, else dflt (the element's). */
 GstRdmaTimestampMode gst_rdma_src_pad_timestamp_mode(GstRdmaSrcPad *pad,
                                                      GstRdmaTimestampMode dflt);
+
+/* Waiting for key frames after a gap: after any gap (a frame dropped by
+ * the sender, lost on the way, dropped here, a new lane, a late join), a
+ * stream whose frames carry DELTA_UNIT, or whose caps are neither
+ * video/x-raw nor audio/x-raw, is pushed again from its next key frame;
+ * the deltas before it are dropped (waiting-for-key-drops).  The pad's
+ * wait-for-keyframe property, else rdmasrc's, which this sets (ignored
+ * once the pad's own was set). */
+#define GST_RDMA_SRC_DEFAULT_WAIT_FOR_KEYFRAME TRUE
+void gst_rdma_src_pad_set_default_wait_for_keyframe(GstRdmaSrcPad *pad,
+                                                    gboolean wait);
 
 /* State changes.  start: the pad task runs and pushes (PLAYING); pause:
  * it waits without pushing and queued buffers are dropped (a live source
@@ -125,7 +142,8 @@ gboolean gst_rdma_src_pad_note_lateness(GstRdmaSrcPad *pad, GstClockTime late);
  * remembered as reported. */
 GstClockTime gst_rdma_src_pad_latency(GstRdmaSrcPad *pad);
 
-/* Per-device counters into s (queued, lane-blocks, copies, drops-*). */
+/* Per-device counters into s (queued, lane-blocks, copies, drops-*,
+ * waiting-for-key-drops). */
 void gst_rdma_src_pad_add_stats(GstRdmaSrcPad *pad, GstStructure *s);
 
 /* rdmasrc's GstChildProxy: its src pads are its children, so that

@@ -14,6 +14,8 @@
 
 #include "gstrdmasrcpriv.h"
 
+#include "gstrdmakeyunit.h"
+
 #include <string.h>
 
 #define GST_CAT_DEFAULT gst_rdma_src_debug
@@ -91,13 +93,18 @@ void gst_rdma_src_uncount_lanes(GstRdmaSrc *self)
 
 /* What a device's pad adds to the latency.  min: the latency property if
  * set, else what was measured (gst_rdma_src_pad_latency): the transport's
- * jitter with headroom, a few ms, not a whole frame.  max: min plus what
- * the pad's queue can hold while downstream waits (its share of frames
- * under drop-oldest, max-queued under copy and pause) at the device's
+ * jitter with headroom, a few ms, not a whole frame; in the modes that
+ * stamp the camera's instant (capture, sender) at least the latency the
+ * sender said its frames have (an encoder's), which the measurement
+ * would only find frame by frame.  The skew estimate takes a sender's
+ * constant latency into its offset, and arrival mode stamps arrivals.  max: min
+ * plus what the pad's queue can hold while downstream waits (its share of
+ * frames under drop-oldest, max-queued under copy and pause) at the device's
  * frame rate; unknown rate, no bound. */
 static void gst_rdma_src_device_latency(GstRdmaSrc *self, GstRdmaSrcDevice *dev,
                                         GstClockTime *min, GstClockTime *max)
 {
+  GstRdmaTimestampMode mode;
   gboolean drops;
   guint frames;
 
@@ -107,11 +114,17 @@ static void gst_rdma_src_device_latency(GstRdmaSrc *self, GstRdmaSrcDevice *dev,
     return;
   /* Measured first: it also records what was reported. */
   *min = gst_rdma_src_pad_latency(dev->pad);
+  mode = gst_rdma_src_pad_timestamp_mode(dev->pad, self->timestamp_mode_now);
   drops =
       gst_rdma_src_pad_get_policy(dev->pad) == GST_RDMA_OVER_BUDGET_DROP_OLDEST;
   GST_OBJECT_LOCK(self);
   if (self->latency >= 0)
     *min = (GstClockTime)self->latency * GST_MSECOND;
+  else if ((mode == GST_RDMA_TIMESTAMP_MODE_CAPTURE ||
+            mode == GST_RDMA_TIMESTAMP_MODE_SENDER) &&
+           GST_CLOCK_TIME_IS_VALID(dev->sender_latency) &&
+           dev->sender_latency > *min)
+    *min = dev->sender_latency;
   frames = drops ? gst_rdma_src_budget(self, dev) : self->max_queued_now;
   if (GST_CLOCK_TIME_IS_VALID(dev->frame_duration) && frames > 0)
     *max = *min + frames * dev->frame_duration;
@@ -150,6 +163,16 @@ static gboolean gst_rdma_src_pad_event(GstPad *pad, GstObject *parent,
   case GST_EVENT_LATENCY:
     gst_event_unref(event);
     return TRUE;
+  case GST_EVENT_CUSTOM_UPSTREAM: {
+    /* A force-key-unit goes to the device's sender (gstrdmakeyunit.c):
+     * this pad has no internal link the default would send it on. */
+    GstRdmaSrcDevice *dev = gst_pad_get_element_private(pad);
+
+    if (dev &&
+        gst_rdma_src_key_unit_event(GST_RDMA_SRC(parent), dev->device, event))
+      return TRUE;
+    return gst_pad_event_default(pad, parent, event);
+  }
   default:
     return gst_pad_event_default(pad, parent, event);
   }
@@ -231,7 +254,8 @@ void gst_rdma_src_sync_pad(GstRdmaSrc *self, GstRdmaSrcDevice *dev)
 /* A device and its pad, not yet in the table nor on the element. */
 static GstRdmaSrcDevice *gst_rdma_src_device_new(GstRdmaSrc *self, guint device,
                                                  GstPadTemplate *templ,
-                                                 GstRdmaOverBudget policy)
+                                                 GstRdmaOverBudget policy,
+                                                 gboolean wait_for_keyframe)
 {
   GstRdmaSrcDevice *dev = g_new0(GstRdmaSrcDevice, 1);
   GstPad *pad;
@@ -241,8 +265,10 @@ static GstRdmaSrcDevice *gst_rdma_src_device_new(GstRdmaSrc *self, guint device,
   gst_rdma_time_map_init(&dev->time_map);
   gst_rdma_time_map_get_stats(&dev->time_map, &dev->time_stats);
   dev->frame_duration = GST_CLOCK_TIME_NONE;
+  dev->sender_latency = GST_CLOCK_TIME_NONE;
   dev->pad = gst_rdma_src_pad_new(templ, device, policy, &self->flow);
   pad = GST_PAD(dev->pad);
+  gst_rdma_src_pad_set_default_wait_for_keyframe(dev->pad, wait_for_keyframe);
   /* Ours until finalize, whether or not the element still has it. */
   gst_object_ref_sink(pad);
   gst_pad_set_element_private(pad, dev);
@@ -357,6 +383,7 @@ GstRdmaSrcDevice *gst_rdma_src_add_pad(GstRdmaSrc *self, guint device,
   GstPadTemplate *templ =
       gst_element_class_get_pad_template(GST_ELEMENT_GET_CLASS(self), "src_%s");
   GstRdmaOverBudget policy;
+  gboolean wait_for_keyframe;
   GstRdmaSrcDevice *dev;
   GstEvent *events[3];
   GstPad *pad;
@@ -371,8 +398,9 @@ GstRdmaSrcDevice *gst_rdma_src_add_pad(GstRdmaSrc *self, guint device,
    * can't take it (gst_rdma_receiver_device_taken). */
   if (self->shared)
     gst_rdma_receiver_route_pad(self->shared, &self->member, device, TRUE);
+  wait_for_keyframe = self->wait_for_keyframe;
   GST_OBJECT_UNLOCK(self);
-  dev = gst_rdma_src_device_new(self, device, templ, policy);
+  dev = gst_rdma_src_device_new(self, device, templ, policy, wait_for_keyframe);
   pad = GST_PAD(dev->pad);
   /* Before the pad shows: the latency message below makes sinks ask. */
   dev->frame_duration = gst_rdma_src_caps_frame_duration(caps);
@@ -393,6 +421,20 @@ GstRdmaSrcDevice *gst_rdma_src_add_pad(GstRdmaSrc *self, guint device,
   gst_rdma_src_pad_set_held(dev->pad, TRUE);
   g_mutex_lock(&self->state_lock);
   GST_OBJECT_LOCK(self);
+  if (self->requested[device]) {
+    /* Asked for by name since the adoption above (after a released pad of
+     * it had left: ci1 made both a src_3): the request wins, this pad
+     * never shows. */
+    GST_OBJECT_UNLOCK(self);
+    g_mutex_unlock(&self->state_lock);
+    gst_pad_set_active(pad, FALSE);
+    g_mutex_lock(&self->flow.lock);
+    gst_flow_combiner_remove_pad(self->flow.combiner, pad);
+    g_mutex_unlock(&self->flow.lock);
+    gst_rdma_src_device_free(dev);
+    gst_rdma_src_adopt_requested(self);
+    return NULL;
+  }
   self->devices[device] = dev;
   self->n_pads++;
   if (self->shared)
@@ -490,7 +532,8 @@ GstPad *gst_rdma_src_request_new_pad(GstElement *element, GstPadTemplate *templ,
                        (guint)device);
     return NULL;
   }
-  dev = gst_rdma_src_device_new(self, (guint)device, templ, self->over_budget);
+  dev = gst_rdma_src_device_new(self, (guint)device, templ, self->over_budget,
+                                self->wait_for_keyframe);
   /* No stream until its camera's caps (a new stream after "EOS"). */
   gst_rdma_src_pad_end_stream(dev->pad);
   self->requested[device] = dev;

@@ -41,6 +41,8 @@ struct _GstRdmaSrc {
   GstRdmaOverBudget over_budget;
   gboolean over_budget_set; /* set by the application: it wins over the
                                stream's liveness (gstrdmasrcreceive.c) */
+  /* New pads' default wait-for-keyframe. */
+  gboolean wait_for_keyframe;
   guint max_senders;
   gchar *allowed_senders; /* NULL: anyone */
   guint max_connects_per_second;
@@ -54,6 +56,7 @@ struct _GstRdmaSrc {
   gint latency;
   guint timeout;
   gboolean device_lost_eos;
+  gboolean request_keyframe; /* ask for a key unit after a gap */
   guint stats_interval;
   GstRdmaPollMode poll_mode;
   GstRdmaTimestampMode timestamp_mode;
@@ -111,6 +114,8 @@ struct _GstRdmaSrc {
   guint64 pushed;
   guint64 copies;
   guint64 no_caps_drops;
+  guint64 events_received; /* EVENT blocks pushed as events (tags) */
+  guint64 events_dropped;  /* EVENT blocks not understood */
 };
 
 /* gstrdmasrcreceive.c: what the shared receive thread does for us
@@ -118,7 +123,8 @@ struct _GstRdmaSrc {
  * table never calls back. */
 gboolean gst_rdma_src_turn(GstElement *element);
 void gst_rdma_src_frame(GstElement *element, struct sbr_frame *frame,
-                        const gchar *known_caps, gboolean known_live);
+                        const gchar *known_caps, gboolean known_live,
+                        GPtrArray *known_headers);
 void gst_rdma_src_failed(GstElement *element, gint err);
 void gst_rdma_src_leaving(GstElement *element);
 

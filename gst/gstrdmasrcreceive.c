@@ -15,6 +15,8 @@
 
 #include "gstrdmasrcpriv.h"
 
+#include "gstrdmakeyunit.h"
+
 #include <errno.h>
 
 #include "gstrdmasrcframe.h"
@@ -201,7 +203,8 @@ static void gst_rdma_src_handle_data(GstRdmaSrc *self, struct sbr_frame *frame)
   GST_OBJECT_LOCK(self);
   budget = gst_rdma_src_budget(self, dev);
   GST_OBJECT_UNLOCK(self);
-  copy = gst_rdma_src_pad_admit(dev->pad, frame->n_blocks, budget,
+  lane_blocks = gst_rdma_frame_lane_blocks(frame);
+  copy = gst_rdma_src_pad_admit(dev->pad, lane_blocks, budget,
                                 self->max_queued_now,
                                 &over) == GST_RDMA_ADMIT_COPY &&
          frame->n_blocks > 0;
@@ -213,7 +216,7 @@ static void gst_rdma_src_handle_data(GstRdmaSrc *self, struct sbr_frame *frame)
    * its own: blocks another sender's consumer holds take nothing from
    * this one's lane. */
   if (frame->n_blocks > 0 &&
-      gst_rdma_held_counter_lane(self->held, info.lane_id) + frame->n_blocks >
+      gst_rdma_held_counter_lane(self->held, info.lane_id) + lane_blocks >
           self->max_held_now)
     copy = TRUE;
   if (copy && frame->n_blocks > 0) {
@@ -266,8 +269,16 @@ static void gst_rdma_src_handle_data(GstRdmaSrc *self, struct sbr_frame *frame)
   /* The sender's numbering (see the SECTION). */
   GST_BUFFER_OFFSET(buf) = info.packet;
   GST_BUFFER_OFFSET_END(buf) = GST_BUFFER_OFFSET_NONE;
+  /* Stamped (DISCONT, DELTA_UNIT): it may answer a key-unit request, or
+   * call for one. */
+  gst_rdma_src_key_unit_frame(self, dev->device, buf);
   GST_LOG_OBJECT(dev->pad, "queueing %" GST_PTR_FORMAT, buf);
   gst_rdma_src_pad_queue_buffer(dev->pad, buf, lane_blocks, copy);
+  /* Whatever made the pad wait for a key frame (a gap, its own drops),
+   * the sender's encoder can end the wait sooner than its GOP would. */
+  if (gst_rdma_src_pad_waiting_for_key(dev->pad))
+    gst_rdma_src_request_key_unit(self, dev->device, GST_RDMA_KEY_UNIT_GAP,
+                                  TRUE);
 }
 
 static void gst_rdma_src_check_timeout(GstRdmaSrc *self)
@@ -343,6 +354,31 @@ static gboolean gst_rdma_src_owner_check(GstRdmaSrc *self,
  * the consumer takes them, which stops the sender.  A live stream keeps
  * drop-oldest.  An over-budget the application set, on the element or on
  * the pad, wins, with its own semantics. */
+/* The latency the device's sender said its frames come with (an
+ * encoder's, a live source's), from its CAPS block: a change asks the
+ * pipeline to query again.  NONE from a sender that doesn't say. */
+static void gst_rdma_src_set_sender_latency(GstRdmaSrc *self, guint device,
+                                            guint64 latency)
+{
+  GstRdmaSrcDevice *dev = self->devices[device];
+  GstClockTime t = latency == SBR_TIME_NONE ? GST_CLOCK_TIME_NONE : latency;
+  gboolean changed;
+
+  if (!dev)
+    return;
+  GST_OBJECT_LOCK(self);
+  changed = dev->sender_latency != t;
+  dev->sender_latency = t;
+  GST_OBJECT_UNLOCK(self);
+  if (changed) {
+    GST_INFO_OBJECT(self,
+                    "device %u: its sender's latency is %" GST_TIME_FORMAT,
+                    device, GST_TIME_ARGS(t));
+    gst_element_post_message(GST_ELEMENT(self),
+                             gst_message_new_latency(GST_OBJECT(self)));
+  }
+}
+
 static void gst_rdma_src_apply_liveness(GstRdmaSrc *self, guint device,
                                         gboolean live)
 {
@@ -418,13 +454,105 @@ gboolean gst_rdma_src_turn(GstElement *element)
   return gst_rdma_src_check_pauses(self);
 }
 
+/* Frames of the device lost on the way (the packet number jumped): its
+ * next frame queued says so (DISCONT). */
+static void gst_rdma_src_check_packets(GstRdmaSrc *self,
+                                       const struct sbr_frame *frame)
+{
+  GstRdmaSrcDevice *dev = self->devices[frame->info.device];
+  guint block_payload = 0;
+
+  if (!dev)
+    return;
+  if (frame->n_blocks == 0) {
+    /* Copied: counted by its size.  Blocks are a 64-byte header, the
+     * payload and an 8-byte trailer (sbr.h), of the receiver's size. */
+    GST_OBJECT_LOCK(self);
+    block_payload = self->block_size > 72 ? self->block_size - 72 : 0;
+    GST_OBJECT_UNLOCK(self);
+  }
+  if (gst_rdma_src_device_packet_gap(dev, frame, block_payload))
+    gst_rdma_src_pad_note_gap(dev->pad);
+}
+
+/* An EVENT block (docs/protocol.md, kind 4; gst/gstrdmasinkevents.c): a
+ * serialized structure, "rdma-tags" the only one yet.  Tags go to the device's
+ * pad in their place among its frames; anything else, or what doesn't parse (a
+ * newer sender, a forged block), is counted and dropped. */
+static void gst_rdma_src_handle_event(GstRdmaSrc *self,
+                                      const struct sbr_frame *frame)
+{
+  GstRdmaSrcDevice *dev = self->devices[frame->info.device];
+  gchar *str = frame->n_blocks <= 1
+                   ? g_strndup((const gchar *)frame->info.payload,
+                               frame->info.payload_len)
+                   : NULL;
+  GstStructure *s = str ? gst_structure_from_string(str, NULL) : NULL;
+  const GValue *v;
+
+  g_free(str);
+  if (s && gst_structure_has_name(s, "rdma-tags") &&
+      (v = gst_structure_get_value(s, "taglist")) != NULL &&
+      G_VALUE_HOLDS(v, GST_TYPE_TAG_LIST) && dev && dev->pad &&
+      !g_atomic_int_get(&dev->released)) {
+    GstTagList *tags = gst_tag_list_copy(g_value_get_boxed(v));
+
+    gst_tag_list_set_scope(
+        tags, g_strcmp0(gst_structure_get_string(s, "scope"), "global") == 0
+                  ? GST_TAG_SCOPE_GLOBAL
+                  : GST_TAG_SCOPE_STREAM);
+    GST_DEBUG_OBJECT(self, "device %u: tags %" GST_PTR_FORMAT,
+                     frame->info.device, tags);
+    gst_rdma_src_pad_queue_event(dev->pad, gst_event_new_tag(tags));
+    GST_OBJECT_LOCK(self);
+    self->events_received++;
+    GST_OBJECT_UNLOCK(self);
+  } else {
+    GST_DEBUG_OBJECT(self, "device %u: event block not taken",
+                     frame->info.device);
+    GST_OBJECT_LOCK(self);
+    self->events_dropped++;
+    GST_OBJECT_UNLOCK(self);
+  }
+  if (s)
+    gst_structure_free(s);
+}
+
+/* A late join: the stream's headers went by before we joined.  They go to
+ * the pad after its caps and before this frame, unstamped, as HEADER
+ * buffers, the first DISCONT (a stream starts here). */
+static void gst_rdma_src_push_known_headers(GstRdmaSrc *self,
+                                            const struct sbr_frame *frame,
+                                            GPtrArray *known_headers)
+{
+  GstRdmaSrcDevice *dev = self->devices[frame->info.device];
+  guint n = known_headers ? known_headers->len : 0;
+
+  if (!dev || !dev->pad || g_atomic_int_get(&dev->released))
+    return;
+  for (guint i = 0; i < n; i++) {
+    GstBuffer *buf =
+        gst_buffer_new_wrapped_bytes(g_ptr_array_index(known_headers, i));
+
+    GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_HEADER);
+    if (i == 0)
+      GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DISCONT);
+    gst_rdma_src_pad_queue_buffer(dev->pad, buf, 0, TRUE);
+  }
+  if (n > 0)
+    GST_INFO_OBJECT(self, "device %u: its %u header(s) came before us",
+                    frame->info.device, n);
+}
+
 /* A frame of one of our devices, in per-device packet order.  known_caps:
  * what its device last sent on its lane, for a device whose caps came
  * before we joined (another rdmasrc's turn on the shared receiver, or
- * nobody's), and known_live whether their CAPS block said the source is
- * live (a late joiner holds a non-live stream back too). */
+ * nobody's), known_live whether their CAPS block said the source is
+ * live (a late joiner holds a non-live stream back too), and known_headers
+ * the stream headers it sent after them. */
 void gst_rdma_src_frame(GstElement *element, struct sbr_frame *frame,
-                        const gchar *known_caps, gboolean known_live)
+                        const gchar *known_caps, gboolean known_live,
+                        GPtrArray *known_headers)
 {
   GstRdmaSrc *self = GST_RDMA_SRC(element);
   GstRdmaSrcDevice *dev = self->devices[frame->info.device];
@@ -445,7 +573,9 @@ void gst_rdma_src_frame(GstElement *element, struct sbr_frame *frame,
     gst_rdma_src_handle_caps(self, frame->info.device, frame->info.lane_id,
                              known_caps, FALSE);
     gst_rdma_src_apply_liveness(self, frame->info.device, known_live);
+    gst_rdma_src_push_known_headers(self, frame, known_headers);
   }
+  gst_rdma_src_check_packets(self, frame);
   self->last_activity = g_get_monotonic_time();
   self->timeout_posted = FALSE;
   GST_LOG_OBJECT(self,
@@ -463,6 +593,8 @@ void gst_rdma_src_frame(GstElement *element, struct sbr_frame *frame,
                              FALSE);
     gst_rdma_src_apply_liveness(self, frame->info.device,
                                 !(frame->info.flags & SBR_FLAG_NOT_LIVE));
+    gst_rdma_src_set_sender_latency(self, frame->info.device,
+                                    frame->info.duration);
     g_free(str);
     sbr_frame_release(frame);
     break;
@@ -474,6 +606,10 @@ void gst_rdma_src_frame(GstElement *element, struct sbr_frame *frame,
     break;
   case SBR_KIND_DATA:
     gst_rdma_src_handle_data(self, frame);
+    break;
+  case SBR_KIND_EVENT:
+    gst_rdma_src_handle_event(self, frame);
+    sbr_frame_release(frame);
     break;
   default:
     sbr_frame_release(frame);

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "gstrdmacommon.h"
+#include "gstrdmakeyunit.h"
 #include "gstrdmasrcpad.h"
 
 GParamSpec *gst_rdma_src_stats_param_spec(void)
@@ -68,8 +69,10 @@ static GstStructure *device_stats_new(sbr_receiver *receiver,
       G_TYPE_UINT64, (guint64)ds.drops, "gaps", G_TYPE_UINT64, (guint64)ds.gaps,
       "rejected", G_TYPE_UINT64, (guint64)ds.rejected, "refused", G_TYPE_UINT64,
       dev->refused, "losses", G_TYPE_UINT64, dev->losses, "owner",
-      G_TYPE_STRING, dev->owned ? dev->owner_peer : "", NULL);
+      G_TYPE_STRING, dev->owned ? dev->owner_peer : "", "sender-latency",
+      G_TYPE_UINT64, (guint64)dev->sender_latency, NULL);
   gst_rdma_src_pad_add_stats(dev->pad, s);
+  gst_rdma_src_key_unit_add_stats(dev, s);
   /* Per device: each has its own lane's share (gst_rdma_src_budget). */
   gst_structure_set(s, "device-blocks", G_TYPE_UINT, share, NULL);
   add_time_stats(s, &dev->time_stats,
@@ -113,7 +116,9 @@ GstStructure *gst_rdma_src_stats_new(sbr_receiver *receiver,
       counters->no_caps_drops, "pushed", G_TYPE_UINT64, pushed, "device-blocks",
       G_TYPE_UINT, counters->device_blocks, "unclaimed-drops", G_TYPE_UINT64,
       counters->unclaimed_drops, "receiver-members", G_TYPE_UINT,
-      counters->receiver_members, NULL);
+      counters->receiver_members, "events-received", G_TYPE_UINT64,
+      counters->events_received, "events-dropped", G_TYPE_UINT64,
+      counters->events_dropped, NULL);
   gst_structure_set(
       s, "refused-connections", G_TYPE_UINT64, (guint64)rs.refused,
       "lanes-windowed", G_TYPE_UINT64, (guint64)rs.lanes_windowed,

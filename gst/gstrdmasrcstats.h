@@ -29,6 +29,8 @@ G_BEGIN_DECLS
 typedef struct {
   guint64 copies;                /* frames copied: over a share or max-held */
   guint64 no_caps_drops;         /* frames of a device without a stream */
+  guint64 events_received;       /* EVENT blocks pushed as events */
+  guint64 events_dropped;        /* EVENT blocks not understood */
   guint held;                    /* lane blocks out (queued or downstream) */
   guint device_blocks;           /* the smallest device's share now (each has
                                     its lane's); 0 when stopped */

@@ -237,11 +237,23 @@ class Scanner:
             return 'ANY'
         if caps.is_empty():
             return 'EMPTY'
-        # Not needed yet (every template is ANY): the scanner writes each
-        # structure's fields one a line, which gi can't serialize without
-        # gst-python.  Say so rather than write something else.
-        sys.exit('plugins-cache.py: pad template caps other than ANY/EMPTY '
-                 '(%s) are not supported yet' % caps.to_string())
+        # As the scanner's _build_caps: "name:\n" per structure, then its
+        # fields one a line.  Only structures without fields or caps
+        # features so far (rdmaframeset's src): fields are serialized by
+        # gst_value_serialize, which gi can't reach without gst-python.
+        # Say so rather than write something else.
+        out = ''
+        sysmem = self.Gst.CapsFeatures.new_empty()
+        sysmem.add('memory:SystemMemory')
+        for i in range(caps.get_size()):
+            st, feat = caps.get_structure(i), caps.get_features(i)
+            if st.n_fields() or (feat is not None and (
+                    feat.is_any() or not feat.is_equal(sysmem))):
+                sys.exit('plugins-cache.py: pad template caps with fields or '
+                         'features (%s) are not supported yet' %
+                         caps.to_string())
+            out += '%s:\n' % st.get_name()
+        return out
 
     def element(self, factory):
         Gst = self.Gst

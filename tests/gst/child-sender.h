@@ -20,16 +20,12 @@
 
 #define CHILD_SENDER_ENV "RDMA_TEST_CHILD_SENDER"
 
-/* Live cameras first..first+n-1, width pixels wide (camera_rig_desc), in
- * a new process. */
-G_GNUC_UNUSED static GPid child_sender_spawn(const gchar *transport,
-                                             const gchar *host, guint port,
-                                             guint first, guint n, guint width)
+/* This test binary again, in a new process, with name=value in its
+ * environment (what its constructor turns into a sender); value is
+ * freed. */
+G_GNUC_UNUSED static GPid child_spawn_self(const gchar *name, gchar *value)
 {
-  gchar *value = g_strdup_printf("%s %s %u %u %u %u", transport, host, port,
-                                 first, n, width);
-  gchar **envp =
-      g_environ_setenv(g_get_environ(), CHILD_SENDER_ENV, value, TRUE);
+  gchar **envp = g_environ_setenv(g_get_environ(), name, value, TRUE);
   gchar *argv[] = {"/proc/self/exe", NULL};
   GError *err = NULL;
   GPid pid = 0;
@@ -42,6 +38,17 @@ G_GNUC_UNUSED static GPid child_sender_spawn(const gchar *transport,
   g_strfreev(envp);
   g_free(value);
   return pid;
+}
+
+/* Live cameras first..first+n-1, width pixels wide (camera_rig_desc), in
+ * a new process. */
+G_GNUC_UNUSED static GPid child_sender_spawn(const gchar *transport,
+                                             const gchar *host, guint port,
+                                             guint first, guint n, guint width)
+{
+  return child_spawn_self(CHILD_SENDER_ENV,
+                          g_strdup_printf("%s %s %u %u %u %u", transport, host,
+                                          port, first, n, width));
 }
 
 /* In the child: the cameras stream until killed (no gst-check here). */

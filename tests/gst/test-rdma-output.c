@@ -548,6 +548,7 @@ GST_START_TEST(test_blurbs_are_short)
 
   check_blurbs("rdmasink");
   check_blurbs("rdmasrc");
+  check_blurbs("rdmaframeset");
   pspec = g_object_class_find_property(G_OBJECT_GET_CLASS(sink), "blocksize");
   fail_unless(strstr(g_param_spec_get_blurb(pspec), "block-size") != NULL);
   pspec =
@@ -646,7 +647,8 @@ GST_START_TEST(test_metadata_has_standard_keys_only)
       GST_ELEMENT_METADATA_LONGNAME,    GST_ELEMENT_METADATA_KLASS,
       GST_ELEMENT_METADATA_DESCRIPTION, GST_ELEMENT_METADATA_AUTHOR,
       GST_ELEMENT_METADATA_DOC_URI,     GST_ELEMENT_METADATA_ICON_NAME};
-  static const gchar *const factories[] = {"rdmasink", "rdmasrc"};
+  static const gchar *const factories[] = {"rdmasink", "rdmasrc",
+                                           "rdmaframeset"};
 
   for (guint i = 0; i < G_N_ELEMENTS(factories); i++) {
     GstElementFactory *f = gst_element_factory_find(factories[i]);
@@ -699,7 +701,8 @@ GST_END_TEST;
  * from (the docs cache said "Unknown package origin"). */
 GST_START_TEST(test_author_and_origin)
 {
-  static const gchar *const factories[] = {"rdmasink", "rdmasrc"};
+  static const gchar *const factories[] = {"rdmasink", "rdmasrc",
+                                           "rdmaframeset"};
   GstPlugin *plugin = gst_registry_find_plugin(gst_registry_get(), "rdma");
 
   for (guint i = 0; i < G_N_ELEMENTS(factories); i++) {

@@ -608,6 +608,136 @@ GST_START_TEST(test_frames_queued_behind_a_push_wake_nobody)
 
 GST_END_TEST;
 
+/* A top-level field of rdmasrc "r"'s stats. */
+static guint64 receiver_stat(GstElement *rx, const gchar *field)
+{
+  GstElement *r = gst_bin_get_by_name(GST_BIN(rx), "r");
+  GstStructure *st = NULL;
+  guint64 v64 = 0;
+  guint v = 0;
+
+  g_object_get(r, "stats", &st, NULL);
+  gst_object_unref(r);
+  fail_unless(st != NULL);
+  if (!gst_structure_get_uint64(st, field, &v64)) {
+    fail_unless(gst_structure_get_uint(st, field, &v), "no %s", field);
+    v64 = v;
+  }
+  gst_structure_free(st);
+  return v64;
+}
+
+typedef struct {
+  gint eos;         /* atomic: EOS events the sink got */
+  gint stream_ends; /* atomic: flushes or drains rdmasrc's pad sent */
+} StreamEnds;
+
+static GstPadProbeReturn count_eos(GstPad *pad, GstPadProbeInfo *info,
+                                   gpointer user_data)
+{
+  StreamEnds *e = user_data;
+
+  (void)pad;
+  if (GST_EVENT_TYPE(GST_PAD_PROBE_INFO_EVENT(info)) == GST_EVENT_EOS)
+    g_atomic_int_inc(&e->eos);
+  return GST_PAD_PROBE_OK;
+}
+
+static GstPadProbeReturn count_stream_ends(GstPad *pad, GstPadProbeInfo *info,
+                                           gpointer user_data)
+{
+  StreamEnds *e = user_data;
+
+  (void)pad;
+  if ((GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_EVENT_FLUSH) ||
+      ((GST_PAD_PROBE_INFO_TYPE(info) & GST_PAD_PROBE_TYPE_QUERY_DOWNSTREAM) &&
+       GST_QUERY_TYPE(GST_PAD_PROBE_INFO_QUERY(info)) == GST_QUERY_DRAIN))
+    g_atomic_int_inc(&e->stream_ends);
+  return GST_PAD_PROBE_OK;
+}
+
+static gboolean wait_atomic(gint *v, gint at_least)
+{
+  gint64 end = g_get_monotonic_time() + 15 * G_USEC_PER_SEC;
+
+  while (g_atomic_int_get(v) < at_least && g_get_monotonic_time() < end)
+    g_usleep(10000);
+  return g_atomic_int_get(v) >= at_least;
+}
+
+/* A camera's sender ends (EOS) and a new sender of the same camera comes
+ * while the first stream's last frames and its EOS still wait in a queue
+ * before a slow consumer (the gate).  Sinks take nothing after EOS but a
+ * flush, so the new stream flushes the branch, but only once the first
+ * stream's end has gone through: every frame of both streams and both
+ * EOS reach the sink.  Flushing at once dropped what the queue held, the
+ * EOS with it (rdma-analytics' reconnect check saw one EOS of two). */
+GST_START_TEST(test_new_stream_after_eos_keeps_the_old_ones_end)
+{
+  guint port = test_port();
+  GstElement *rx = receiver_new(
+      "r.src_0 ! queue max-size-buffers=0 max-size-bytes=0 max-size-time=0 ! "
+      "fakesink name=s sync=false async=false",
+      port);
+  GstElement *s = gst_bin_get_by_name(GST_BIN(rx), "s");
+  GstElement *r = gst_bin_get_by_name(GST_BIN(rx), "r");
+  GstPad *sinkpad = gst_element_get_static_pad(s, "sink");
+  GstPad *srcpad = gst_element_get_static_pad(r, "src_0");
+  Gate gate = {.closed = TRUE};
+  StreamEnds ends = {0, 0};
+  GstElement *tx;
+
+  g_mutex_init(&gate.lock);
+  g_cond_init(&gate.cond);
+  gst_pad_add_probe(sinkpad, GST_PAD_PROBE_TYPE_BUFFER, gate_probe, &gate,
+                    NULL);
+  gst_pad_add_probe(sinkpad, GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM, count_eos,
+                    &ends, NULL);
+  gst_pad_add_probe(srcpad,
+                    GST_PAD_PROBE_TYPE_EVENT_FLUSH |
+                        GST_PAD_PROBE_TYPE_QUERY_DOWNSTREAM,
+                    count_stream_ends, &ends, NULL);
+  set_state(rx, GST_STATE_PLAYING);
+  tx = camera_rig_new(transport, rdma_addr, port, 0, 1, 10, "");
+  set_state(tx, GST_STATE_PLAYING);
+  expect_eos(tx, WAIT);
+  stop(tx);
+  /* The first stream's lane gone, so the second sender isn't refused
+   * (and drops nothing) while it is still there. */
+  {
+    gint64 end = g_get_monotonic_time() + 15 * G_USEC_PER_SEC;
+    while (receiver_stat(rx, "lanes-active") > 0 &&
+           g_get_monotonic_time() < end)
+      g_usleep(10000);
+    fail_unless(receiver_stat(rx, "lanes-active") == 0, "lane 0 stayed");
+  }
+  tx = camera_rig_new(transport, rdma_addr, port, 0, 1, 10, "");
+  set_state(tx, GST_STATE_PLAYING);
+  /* The new stream reached the pad: it flushed (before) or drains (now),
+   * with the first stream's frames and EOS still held at the gate. */
+  fail_unless(wait_atomic(&ends.stream_ends, 1), "no new stream");
+  fail_unless_equals_int(g_atomic_int_get(&ends.eos), 0);
+  g_mutex_lock(&gate.lock);
+  gate.closed = FALSE;
+  g_cond_broadcast(&gate.cond);
+  g_mutex_unlock(&gate.lock);
+  expect_eos(tx, WAIT);
+  stop(tx);
+  fail_unless(wait_atomic(&ends.eos, 2), "%d EOS of 2 reached the sink",
+              g_atomic_int_get(&ends.eos));
+  fail_unless(wait_handoffs(20, WAIT), "%d of 20 frames reached the sink",
+              g_atomic_int_get(&handoffs));
+  gst_object_unref(srcpad);
+  gst_object_unref(sinkpad);
+  gst_object_unref(r);
+  gst_object_unref(s);
+  stop(rx);
+  g_mutex_clear(&gate.lock);
+  g_cond_clear(&gate.cond);
+}
+
+GST_END_TEST;
+
 static Suite *rdmasrc_pads_suite(void)
 {
   Suite *s = suite_create("rdmasrc-pads");
@@ -627,6 +757,7 @@ static Suite *rdmasrc_pads_suite(void)
   tcase_add_test(tc, test_slow_pad_added_handler_stalls_no_camera);
   tcase_add_test(tc, test_gst_launch_e_exits_on_ctrl_c);
   tcase_add_test(tc, test_frames_queued_behind_a_push_wake_nobody);
+  tcase_add_test(tc, test_new_stream_after_eos_keeps_the_old_ones_end);
   return s;
 }
 

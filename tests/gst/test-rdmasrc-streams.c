@@ -592,10 +592,17 @@ GST_START_TEST(test_pause_policy_stops_the_stuck_sender)
   fail_unless(wait_frames(1, 5, WAIT));
   before = frames_of(1);
   /* Camera 1 runs on (50 frames, 2 s of its 25 fps; a hang bound, not a
-   * rate), in order. */
+   * rate), in order, but for frames its pad dropped when its own thread
+   * was starved (counted: ci7 saw two, with the sanitizer suites and two
+   * VMs beside it). */
   fail_unless(wait_frames(1, before + 50, 3 * WAIT), "%u",
               frames_of(1) - before);
-  fail_unless_equals_int(counts.out_of_order[1], 0);
+  s = rdmasrc_stats(rx);
+  fail_unless(counts.out_of_order[1] <= u64(device_stats(s, 1), "drops-leaky") +
+                                            u64(device_stats(s, 1), "drops"),
+              "device 1: %u out of order, %" GST_PTR_FORMAT,
+              counts.out_of_order[1], device_stats(s, 1));
+  gst_structure_free(s);
   /* Until the sender has dropped camera 0's frames for the flag (it sees
    * it with a status READ, whenever its host runs it). */
   tx0 = gst_bin_get_by_name(GST_BIN(tx), "tx0");

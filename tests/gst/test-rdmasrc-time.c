@@ -669,6 +669,249 @@ GST_START_TEST(test_pad_mode_overrides_the_element)
 
 GST_END_TEST;
 
+/* ---------------------------------------------- the capture instant */
+
+/* rdmasink's capture time is the camera's instant, not the sink's: an
+ * element that holds frames before the sink (an encoder) must not move
+ * it.  Each frame's true instant is taken where the camera pushes it. */
+#define HOLD_MS 100 /* identity's hold before rdmasink */
+#define REFERENCE_LAG (250 * GST_MSECOND)
+
+typedef struct {
+  const gchar *media; /* device 1's upstream reference caps */
+  guint64 epoch_ns;   /* that timescale's zero on the Unix one */
+  GMutex lock;
+  GHashTable *truth[N_DEV]; /* the sender's running time -> the instant */
+} Instants;
+
+static void instant_add(Instants *in, guint d, GstClockTime pts, guint64 t)
+{
+  g_mutex_lock(&in->lock);
+  g_hash_table_insert(in->truth[d], g_memdup2(&pts, sizeof pts),
+                      g_memdup2(&t, sizeof t));
+  g_mutex_unlock(&in->lock);
+}
+
+/* Device 0: the instant a live source means by its PTS, the wall clock
+ * now minus the frame's age by the pipeline clock. */
+static GstPadProbeReturn on_camera_push(GstPad *pad, GstPadProbeInfo *info,
+                                        gpointer user_data)
+{
+  Instants *in = user_data;
+  GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER(info);
+  GstElement *v = gst_pad_get_parent_element(pad);
+  GstClock *clock = gst_element_get_clock(v);
+  guint64 wall = (guint64)g_get_real_time() * 1000, t;
+  GstClockTime clock_now = gst_clock_get_time(clock);
+
+  /* Read together, as rdmasink does (a preemption between the reads). */
+  while ((guint64)g_get_real_time() * 1000 - wall > 100 * GST_USECOND) {
+    wall = (guint64)g_get_real_time() * 1000;
+    clock_now = gst_clock_get_time(clock);
+  }
+  t = wall - (clock_now - gst_element_get_base_time(v) - GST_BUFFER_PTS(buf));
+
+  gst_object_unref(clock);
+  gst_object_unref(v);
+  instant_add(in, 0, GST_BUFFER_PTS(buf), t);
+  return GST_PAD_PROBE_OK;
+}
+
+/* Device 1: an upstream reference timestamp in another timescale, a
+ * quarter second in the past. */
+static GstPadProbeReturn on_reference(GstPad *pad, GstPadProbeInfo *info,
+                                      gpointer user_data)
+{
+  Instants *in = user_data;
+  GstBuffer *buf = gst_buffer_make_writable(GST_PAD_PROBE_INFO_BUFFER(info));
+  GstCaps *caps = gst_caps_new_empty_simple(in->media);
+  guint64 t = (guint64)g_get_real_time() * 1000 - REFERENCE_LAG;
+
+  (void)pad;
+  gst_buffer_add_reference_timestamp_meta(buf, caps, t + in->epoch_ns,
+                                          GST_CLOCK_TIME_NONE);
+  gst_caps_unref(caps);
+  GST_PAD_PROBE_INFO_DATA(info) = buf;
+  instant_add(in, 1, GST_BUFFER_PTS(buf), t);
+  return GST_PAD_PROBE_OK;
+}
+
+static void add_probe(GstElement *tx, const gchar *name, GstPadProbeCallback cb,
+                      Instants *in)
+{
+  GstElement *e = gst_bin_get_by_name(GST_BIN(tx), name);
+  GstPad *pad = gst_element_get_static_pad(e, "src");
+
+  gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, cb, in, NULL);
+  gst_object_unref(pad);
+  gst_object_unref(e);
+}
+
+/* Every frame of device d left rdmasrc (sender mode: PTS is the sender's
+ * running time, which names the frame) with an x-unix capture time within
+ * 20 ms of its true instant: both are reckoned from the same two clocks,
+ * so they agree to microseconds, and the margin is for a clock read that
+ * still got preempted.  Taken at the sink it would be HOLD_MS (or
+ * REFERENCE_LAG) later. */
+static void expect_instants(Instants *in, guint d)
+{
+  guint matched = 0;
+
+  g_mutex_lock(&log_.lock);
+  g_mutex_lock(&in->lock);
+  for (guint i = 0; i < log_.records[d]->len; i++) {
+    const Record *rec = &g_array_index(log_.records[d], Record, i);
+    const guint64 *t = g_hash_table_lookup(in->truth[d], &rec->pts);
+    gint64 off;
+
+    fail_unless(t != NULL, "device %u: a PTS no camera pushed", d);
+    off = (gint64)rec->capture - (gint64)*t;
+    fail_unless(ABS(off) < (gint64)(20 * GST_MSECOND),
+                "device %u: a capture time %+.1f ms off the camera's", d,
+                off / 1e6);
+    matched++;
+  }
+  g_mutex_unlock(&in->lock);
+  g_mutex_unlock(&log_.lock);
+  fail_unless(matched >= 5, "device %u: %u frames", d, matched);
+}
+
+static void run_capture_instants(const gchar *media, guint64 epoch_ns)
+{
+  guint port = test_port();
+  Instants in = {.media = media, .epoch_ns = epoch_ns};
+  gchar *desc = g_strdup_printf(
+      "videotestsrc name=v is-live=true ! "
+      "video/x-raw,format=GRAY8,width=64,height=48,framerate=5/1 ! "
+      "identity sleep-time=%u ! rdmasink transport=%s host=%s port=%u "
+      "device-id=0 stats-interval=0 "
+      "videotestsrc name=w is-live=true ! "
+      "video/x-raw,format=GRAY8,width=64,height=48,framerate=5/1 ! "
+      "rdmasink transport=%s host=%s port=%u device-id=1 stats-interval=0",
+      HOLD_MS * 1000, transport, rdma_addr, port, transport, rdma_addr, port);
+  GstElement *rx, *tx;
+
+  g_mutex_init(&in.lock);
+  for (guint d = 0; d < N_DEV; d++)
+    in.truth[d] =
+        g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
+  log_reset();
+  rx = receiver_new(port, "sender");
+  set_state(rx, GST_STATE_PLAYING);
+  tx = parse(desc);
+  g_free(desc);
+  add_probe(tx, "v", on_camera_push, &in);
+  add_probe(tx, "w", on_reference, &in);
+  set_state(tx, GST_STATE_PLAYING);
+  wait_frames(N_DEV, 8);
+  stop(tx);
+  stop(rx);
+  expect_instants(&in, 0);
+  expect_instants(&in, 1);
+  for (guint d = 0; d < N_DEV; d++)
+    g_hash_table_destroy(in.truth[d]);
+  g_mutex_clear(&in.lock);
+}
+
+/* Device 0 held 100 ms before its sink (an encoder's latency); device 1
+ * stamped by an RFC 7273 source (x-ntp, NTP's 1900 epoch). */
+GST_START_TEST(test_capture_time_is_the_cameras_instant)
+{
+  run_capture_instants("timestamp/x-ntp", 2208988800ull * GST_SECOND);
+}
+
+GST_END_TEST;
+
+/* Device 1 stamped by a PTP-aware source: x-ptp is TAI, 37 s ahead. */
+GST_START_TEST(test_capture_time_from_a_ptp_reference)
+{
+  run_capture_instants("timestamp/x-ptp", 37 * GST_SECOND);
+}
+
+GST_END_TEST;
+
+/* -------------------------------------------------- the sender's latency */
+
+#define HELD (300 * GST_MSECOND) /* the queue's hold: an encoder's latency */
+
+static GstClockTime pad_min_latency(GstElement *rx, const gchar *pad_name)
+{
+  GstElement *r = gst_bin_get_by_name(GST_BIN(rx), "r");
+  GstPad *pad = gst_element_get_static_pad(r, pad_name);
+  GstQuery *q = gst_query_new_latency();
+  GstClockTime min = GST_CLOCK_TIME_NONE;
+
+  fail_unless(gst_pad_query(pad, q));
+  gst_query_parse_latency(q, NULL, &min, NULL);
+  gst_query_unref(q);
+  gst_object_unref(pad);
+  gst_object_unref(r);
+  return min;
+}
+
+/* Both cameras 300 ms behind an element that says so (a queue's
+ * min-threshold-time, as an encoder reports its latency): the latency
+ * upstream of each rdmasink crosses with the caps, and rdmasrc's LATENCY
+ * answer holds it where PTS is the camera's instant (capture mode,
+ * device 0), not where it is the arrival (device 1's pad). */
+GST_START_TEST(test_sender_latency_reaches_the_answer)
+{
+  guint port = test_port();
+  GstElement *rx =
+      receiver_new_with(port, "capture", "src_1::timestamp-mode=arrival");
+  GstElement *tx, *sink;
+  GstQuery *q = gst_query_new_latency();
+  GstClockTime upstream = GST_CLOCK_TIME_NONE;
+  GstStructure *ds;
+  guint64 said;
+  gchar *desc = g_strdup_printf(
+      "videotestsrc is-live=true ! "
+      "video/x-raw,format=GRAY8,width=64,height=48,framerate=25/1 ! "
+      "queue min-threshold-time=%" G_GUINT64_FORMAT " ! rdmasink name=tx "
+      "transport=%s host=%s port=%u device-id=0 stats-interval=0 "
+      "videotestsrc is-live=true ! "
+      "video/x-raw,format=GRAY8,width=64,height=48,framerate=25/1 ! "
+      "queue min-threshold-time=%" G_GUINT64_FORMAT " ! rdmasink "
+      "transport=%s host=%s port=%u device-id=1 stats-interval=0",
+      (guint64)HELD, transport, rdma_addr, port, (guint64)HELD, transport,
+      rdma_addr, port);
+
+  log_reset();
+  set_state(rx, GST_STATE_PLAYING);
+  tx = parse(desc);
+  g_free(desc);
+  set_state(tx, GST_STATE_PLAYING);
+  wait_frames(N_DEV, 5);
+  sink = gst_bin_get_by_name(GST_BIN(tx), "tx");
+  {
+    GstPad *pad = gst_element_get_static_pad(sink, "sink");
+
+    fail_unless(gst_pad_peer_query(pad, q));
+    gst_query_parse_latency(q, NULL, &upstream, NULL);
+    gst_object_unref(pad);
+  }
+  gst_query_unref(q);
+  gst_object_unref(sink);
+  fail_unless(upstream >= HELD, "upstream says %" GST_TIME_FORMAT,
+              GST_TIME_ARGS(upstream));
+  ds = device_stats(rx, 0);
+  fail_unless(gst_structure_get_uint64(ds, "sender-latency", &said));
+  gst_structure_free(ds);
+  fail_unless_equals_uint64(said, upstream);
+  fail_unless(pad_min_latency(rx, "src_0") >= upstream,
+              "capture mode answers %" GST_TIME_FORMAT
+              " for a camera %" GST_TIME_FORMAT " behind",
+              GST_TIME_ARGS(pad_min_latency(rx, "src_0")),
+              GST_TIME_ARGS(upstream));
+  fail_unless(pad_min_latency(rx, "src_1") < HELD,
+              "arrival mode answers %" GST_TIME_FORMAT,
+              GST_TIME_ARGS(pad_min_latency(rx, "src_1")));
+  stop(tx);
+  stop(rx);
+}
+
+GST_END_TEST;
+
 static Suite *rdmasrc_time_suite(void)
 {
   Suite *s = suite_create("rdmasrc-time");
@@ -688,6 +931,9 @@ static Suite *rdmasrc_time_suite(void)
   tcase_add_test(tc, test_arrival_mode_stamps_the_arrival);
   tcase_add_test(tc, test_capture_mode_aligns_senders);
   tcase_add_test(tc, test_pad_mode_overrides_the_element);
+  tcase_add_test(tc, test_capture_time_is_the_cameras_instant);
+  tcase_add_test(tc, test_capture_time_from_a_ptp_reference);
+  tcase_add_test(tc, test_sender_latency_reaches_the_answer);
   return s;
 }
 
