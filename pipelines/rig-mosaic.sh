@@ -3,9 +3,10 @@
 #
 # The 12-camera rig's mosaic receiver: one rdmasrc, its pads src_0 ..
 # src_11 (one per camera, they appear when the cameras' caps arrive), each
-# through a queue, videoscale and videoconvert to a tile of a 4x3
-# `compositor` mosaic, encoded as Motion JPEG into an AVI (or Matroska)
-# file.  Ends cleanly when every camera's EOS has arrived (each rdmasrc pad
+# through a queue, decodebin (raw video passes through; an encoded camera,
+# rig-send.sh --encode, is decoded), videoscale and videoconvert to a tile
+# of a 4x3 `compositor` mosaic, encoded as Motion JPEG into an AVI (or
+# Matroska) file.  Ends cleanly when every camera's EOS has arrived (each rdmasrc pad
 # pushes EOS when its rdmasink sent EOS), or on Ctrl-C (gst-launch-1.0 -e).
 #
 #   pipelines/rig-mosaic.sh [options]
@@ -147,7 +148,7 @@ desc+=(
 )
 for ((i = 0; i < cameras; i++)); do
 	desc+=(
-		"r.src_$i" ! queue ! videoscale ! videoconvert
+		"r.src_$i" ! queue ! decodebin ! videoscale ! videoconvert
 		! "video/x-raw,width=$tw,height=$th,pixel-aspect-ratio=1/1"
 		! "comp.sink_$i"
 	)

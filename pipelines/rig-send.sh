@@ -21,6 +21,10 @@
 #   --fps N            frames per second                         [25]
 #   --seconds N        stop after N s (num-buffers = N*fps), EOS
 #                      to the receiver; 0 = until Ctrl-C         [0]
+#   --encode C         none (raw RGB), vp8, h264 or jpeg: one encoder
+#                      per camera, in the camera's pipeline  [none]
+#   --gop N            with --encode vp8/h264: a key frame every N
+#                      frames                                    [2 s of fps]
 #   --sink-props P     extra rdmasink properties, e.g.
 #                      "backpressure=drop"                       []
 #   --stats FILE       run through rig-run.py and write the final
@@ -29,9 +33,10 @@
 #   --print            print the gst-launch-1.0 command, run nothing
 #
 # Every option also reads an environment variable: RIG_HOST, RIG_PORT,
-# RIG_TRANSPORT, RIG_CAMERAS, RIG_FIRST_DEVICE, RIG_WIDTH, RIG_HEIGHT, RIG_FPS, RIG_SECONDS,
-# RIG_SINK_PROPS (flags win).  Frames are RGB (640x480: 921,600 bytes, one
-# receive block at rdmasrc's default block-size).  Without --stats the
+# RIG_TRANSPORT, RIG_CAMERAS, RIG_FIRST_DEVICE, RIG_WIDTH, RIG_HEIGHT,
+# RIG_FPS, RIG_SECONDS, RIG_ENCODE, RIG_GOP, RIG_SINK_PROPS (flags win).
+# Raw frames are RGB (640x480: 921,600 bytes, one receive block at
+# rdmasrc's default block-size); encoded ones I420 into the encoder.  Without --stats the
 # pipeline runs under `gst-launch-1.0 -e`, so Ctrl-C ends it with EOS.
 #
 # Examples:
@@ -39,6 +44,12 @@
 #   pipelines/rig-send.sh --transport shm --seconds 10
 #   pipelines/rig-send.sh --width 160 --height 120 --seconds 5
 #   pipelines/rig-send.sh --host 192.168.1.20 --cameras 4 --first-device 4
+#   pipelines/rig-send.sh --transport shm --encode vp8 --gop 250
+#
+# Encoders: vp8enc (deadline=1: real time), openh264enc then h264parse
+# (byte-stream, SPS/PPS before every key frame: a receiver that joins or
+# restarts mid-stream decodes from the next key frame), jpegenc.  The
+# receiver (rig-mosaic.sh) decodes whatever comes.
 #
 # The plugin is found through GST_PLUGIN_PATH, else in build/gst of this
 # source tree.  textoverlay is Debian's gstreamer1.0-x (the pango plugin).
@@ -66,6 +77,8 @@ width=${RIG_WIDTH:-640}
 height=${RIG_HEIGHT:-480}
 fps=${RIG_FPS:-25}
 seconds=${RIG_SECONDS:-0}
+encode=${RIG_ENCODE:-none}
+gop=${RIG_GOP:-}
 sink_props=${RIG_SINK_PROPS:-}
 stats=
 ready=
@@ -77,7 +90,8 @@ while [ $# -gt 0 ]; do
 	esac
 	case $1 in
 	--host | --port | --transport | --cameras | --first-device | --width | \
-		--height | --fps | --seconds | --sink-props | --stats | --ready)
+		--height | --fps | --seconds | --encode | --gop | --sink-props | \
+		--stats | --ready)
 		[ $# -ge 2 ] || die "$1 needs a value"
 		case $1 in
 		--host) host=$2 ;;
@@ -89,6 +103,8 @@ while [ $# -gt 0 ]; do
 		--height) height=$2 ;;
 		--fps) fps=$2 ;;
 		--seconds) seconds=$2 ;;
+		--encode) encode=$2 ;;
+		--gop) gop=$2 ;;
 		--sink-props) sink_props=$2 ;;
 		--stats) stats=$2 ;;
 		--ready) ready=$2 ;;
@@ -103,6 +119,8 @@ done
 for v in port cameras first width height fps seconds; do
 	case ${!v} in '' | *[!0-9]*) die "--${v/#first/first-device}: not a number: '${!v}'" ;; esac
 done
+[ -n "$gop" ] || gop=$((2 * fps))
+case $gop in *[!0-9]*) die "--gop: not a number: '$gop'" ;; esac
 if [ "$cameras" -lt 1 ] || [ "$cameras" -gt 12 ]; then
 	die "--cameras: 1 to 12"
 fi
@@ -114,6 +132,18 @@ if [ "$width" -lt 16 ] || [ "$height" -lt 16 ] || [ "$fps" -lt 1 ]; then
 	die "--width/--height at least 16, --fps at least 1"
 fi
 case $transport in verbs | shm) ;; *) die "--transport: verbs or shm" ;; esac
+[ "$gop" -ge 1 ] || die "--gop: at least 1"
+# What goes between a camera and its rdmasink, one word an argument.
+case $encode in
+none) coder=() format=RGB ;;
+vp8) coder=(! videoconvert ! vp8enc deadline=1 keyframe-max-dist="$gop") format=I420 ;;
+h264)
+	coder=(! videoconvert ! openh264enc gop-size="$gop" ! h264parse config-interval=-1
+		! "video/x-h264,stream-format=byte-stream,alignment=au")
+	format=I420 ;;
+jpeg) coder=(! videoconvert ! jpegenc) format=I420 ;;
+*) die "--encode: none, vp8, h264 or jpeg" ;;
+esac
 [ -z "$ready" ] || [ -n "$stats" ] || die "--ready needs --stats"
 
 if [ -z "${GST_PLUGIN_PATH:-}" ] && [ -e "$top/build/gst/libgstrdma.so" ]; then
@@ -148,9 +178,10 @@ for ((d = first; d < first + cameras; d++)); do
 	read -r -a extra <<<"$sink_props"
 	desc+=(
 		videotestsrc is-live=true "${pat[@]}" num-buffers="$buffers"
-		! "video/x-raw,format=RGB,width=$width,height=$height,framerate=$fps/1"
+		! "video/x-raw,format=$format,width=$width,height=$height,framerate=$fps/1"
 		! textoverlay "text=cam $d" "font-desc=Sans Bold 36"
 		valignment=top halignment=left shaded-background=true
+		"${coder[@]}"
 		! rdmasink name="tx$d" device-id="$d" transport="$transport"
 		host="$host" port="$port" stats-interval=1000 "${extra[@]}"
 	)
@@ -163,9 +194,9 @@ if [ -n "$print" ]; then
 	exit 0
 fi
 
-printf '%s: %d camera(s), devices %d-%d, %dx%d RGB %d fps -> %s %s:%s%s\n' \
+printf '%s: %d camera(s), devices %d-%d, %dx%d %s %d fps -> %s %s:%s%s\n' \
 	"$prog" "$cameras" "$first" "$((first + cameras - 1))" "$width" "$height" \
-	"$fps" "$transport" "$host" "$port" \
+	"$([ "$encode" = none ] && echo RGB || echo "$encode")" "$fps" "$transport" "$host" "$port" \
 	"$([ "$seconds" -gt 0 ] && echo ", $seconds s" || echo ", until Ctrl-C")" >&2
 if [ -n "$stats" ]; then
 	run=("$here/rig-run.py" --label "$prog" --stats "$stats")

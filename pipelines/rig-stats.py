@@ -21,6 +21,9 @@ camera:
              oldest queued frames, to make room, under drop-oldest)
   not-play   dropped while the receiver wasn't PLAYING (drops-not-playing)
   ended      dropped after the device's EOS (drops-ended)
+  key-wait   delta frames of an encoded camera dropped after a gap until
+             its next key frame (waiting-for-key-drops: a decoder gets no
+             frame whose references are gone)
   mosaic     frames that reached the mosaic: buffers counted on the
              compositor input fed by the camera's pad ("-" without a mosaic)
   fps        frames/s at the mosaic input (first to last arrival), or at
@@ -126,10 +129,11 @@ def main():
     if args.title:
         lines += [args.title, ""]
     cols = ("camera", "produced", "sent", "tx-drops", "received", "lost", "pushed",
-            "drop-old", "not-play", "ended", "mosaic", "fps")
+            "drop-old", "not-play", "ended", "key-wait", "mosaic", "fps")
     hdr = "%-6s" % cols[0] + "".join(" %8s" % c for c in cols[1:-1]) + " %6s" % cols[-1]
     lines += [hdr, "-" * len(hdr)]
-    keys = ("produced", "sent", "txd", "rcv", "lost", "pushed", "leaky", "notplay", "ended", "mosaic")
+    keys = ("produced", "sent", "txd", "rcv", "lost", "pushed", "leaky", "notplay", "ended", "keywait",
+            "mosaic")
     tot = dict.fromkeys(keys, 0)
     tot["queued"] = tot["rxd"] = tot["gaps"] = 0
     policies = set()
@@ -157,11 +161,12 @@ def main():
         lost = max(produced - received, 0)
         pushed = r.get("pushed", 0)
         leaky, notplay, ended = r.get("drops-leaky", 0), r.get("drops-not-playing", 0), r.get("drops-ended", 0)
+        keywait = r.get("waiting-for-key-drops", 0)
         queued = r.get("queued", 0)
         if r.get("over-budget"):
             policies.add(r["over-budget"])
-        if r and received != pushed + leaky + notplay + ended + queued:
-            unaccounted[dev] = received - (pushed + leaky + notplay + ended + queued)
+        if r and received != pushed + leaky + notplay + ended + keywait + queued:
+            unaccounted[dev] = received - (pushed + leaky + notplay + ended + keywait + queued)
         if p is not None and p.get("buffers", 0) != pushed:
             miscounted[dev] = (pushed, p.get("buffers", 0))
         at_mosaic = m.get("buffers", 0) if m is not None else None
@@ -171,10 +176,10 @@ def main():
         fps = rate.get("fps") or ((rate.get("buffers", 0) - 1) / rate["span"] if rate.get("span") else 0.0)
         fps_sum += fps
         lines.append("dev%02d " % dev + "".join(" %8d" % v for v in (
-            produced, sent, t.get("drops", 0), received, lost, pushed, leaky, notplay, ended))
+            produced, sent, t.get("drops", 0), received, lost, pushed, leaky, notplay, ended, keywait))
             + (" %8d" % at_mosaic if at_mosaic is not None else " %8s" % "-") + " %6.1f" % fps)
         for k, v in zip(keys, (produced, sent, t.get("drops", 0), received, lost, pushed, leaky, notplay, ended,
-                               at_mosaic or 0)):
+                               keywait, at_mosaic or 0)):
             tot[k] += v
         tot["queued"] += queued
         tot["rxd"] += r.get("drops", 0)
@@ -244,7 +249,7 @@ def main():
     if problems:
         lines.append("RESULT: FAILED: " + "; ".join(problems))
     else:
-        dropped = tot["leaky"] + tot["notplay"] + tot["ended"]
+        dropped = tot["leaky"] + tot["notplay"] + tot["ended"] + tot["keywait"]
         what = "%d camera(s): %d frames received, 0 lost" % (len(rx), tot["rcv"])
         if has_mosaic:
             what += "; %d reached the mosaic (%.1f frames/s per camera)" % (
@@ -252,8 +257,10 @@ def main():
         else:
             what += "; %d pushed" % tot["pushed"]
         if dropped:
-            what += "; %d dropped at the pads (%d by the %s policy, %d not playing, %d after EOS)" % (
-                dropped, tot["leaky"], "/".join(sorted(policies)) or "over-budget", tot["notplay"], tot["ended"])
+            what += ("; %d dropped at the pads (%d by the %s policy, %d not playing, %d after EOS, "
+                     "%d waiting for a key frame)") % (
+                dropped, tot["leaky"], "/".join(sorted(policies)) or "over-budget", tot["notplay"], tot["ended"],
+                tot["keywait"])
         else:
             what += ", none dropped at the pads"
         if has_mosaic:

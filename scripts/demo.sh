@@ -14,7 +14,7 @@
 #   send.json, recv.json, sender.log, receiver.log   the details
 #
 #   scripts/demo.sh [--shm] [--seconds N] [--out DIR] [--size WxH]
-#                   [--fps N] [--port N] [--where auto|here|rxe|vm]
+#                   [--fps N] [--encode C] [--port N] [--where auto|here|rxe|vm]
 #                   [--host ADDR] [--build DIR] [--no-setup]
 #
 #   --shm          same host through shared memory, full size (640x480)
@@ -22,6 +22,8 @@
 #   --out DIR      output directory                 [<source tree>/demo-out]
 #   --size WxH     camera size   [verbs: 160x120 in the VM, else 640x480]
 #   --fps N        camera frame rate                              [25]
+#   --encode C     the cameras send vp8, h264 or jpeg (one encoder each,
+#                  rig-send.sh --encode), the mosaic decodes   [none: RGB]
 #   --port N       rdmasrc port                                   [7471]
 #   --where W      verbs only: where the RDMA device is
 #                  auto  (default) $SBR_RDMA_ADDR if set, else an RDMA
@@ -69,6 +71,7 @@ seconds=5
 out=$top/demo-out
 size=
 fps=25
+encode=none
 port=7471
 where=auto
 host=
@@ -79,13 +82,14 @@ while [ $# -gt 0 ]; do
 	--*=*) opt=${1%%=*} val=${1#*=}; shift; set -- "$opt" "$val" "$@"; continue ;;
 	esac
 	case $1 in
-	--seconds | --out | --size | --fps | --port | --where | --host | --build)
+	--seconds | --out | --size | --fps | --encode | --port | --where | --host | --build)
 		[ $# -ge 2 ] || bad "$1 needs a value"
 		case $1 in
 		--seconds) seconds=$2 ;;
 		--out) out=$2 ;;
 		--size) size=$2 ;;
 		--fps) fps=$2 ;;
+		--encode) encode=$2 ;;
 		--port) port=$2 ;;
 		--where) where=$2 ;;
 		--host) host=$2 ;;
@@ -102,6 +106,7 @@ for v in seconds fps port; do
 	case ${!v} in '' | *[!0-9]* | 0) bad "--$v: not a positive number: '${!v}'" ;; esac
 done
 case $where in auto | here | rxe | vm) ;; *) bad "--where: auto, here, rxe or vm" ;; esac
+case $encode in none | vp8 | h264 | jpeg) ;; *) bad "--encode: vp8, h264 or jpeg" ;; esac
 case $size in
 '') ;;
 [1-9]*x[1-9]*)
@@ -171,7 +176,7 @@ run_rig() {
 	if [ "$w" -ge 320 ]; then tile=$((w / 2))x$((h / 2)); else tile=${w}x$h; fi
 	rm -f "$out"/{mosaic.avi,mosaic.png,send.json,recv.json,stats.txt,sender.log,receiver.log,.ready}
 
-	# 64 receive blocks (default 16): room for a couple of frames of every
+	# 64 receive blocks (default 32): room for a couple of frames of every
 	# camera while the receiver is busy, so the sender never waits long.
 	"$pipelines/rig-mosaic.sh" --transport "$transport" --address "$addr" \
 		--port "$port" --tile "$tile" --fps "$fps" --src-props "blocks=64" \
@@ -193,10 +198,10 @@ run_rig() {
 	# wait-timeout 10 s (default 1 s): when the receiver falls behind (an
 	# emulated CPU, a loaded host) the cameras wait for free blocks rather
 	# than drop frames; stats.txt counts the waits.
-	msg "12 cameras ${w}x$h RGB $fps fps for $seconds s over $transport ($addr)"
+	msg "12 cameras ${w}x$h $([ "$encode" = none ] && echo RGB || echo "$encode") $fps fps for $seconds s over $transport ($addr)"
 	timeout $((seconds * 10 + 120)) "$pipelines/rig-send.sh" --transport "$transport" \
 		--host "$addr" --port "$port" --width "$w" --height "$h" --fps "$fps" \
-		--seconds "$seconds" --sink-props "wait-timeout=10000" \
+		--seconds "$seconds" --encode "$encode" --sink-props "wait-timeout=10000" \
 		--stats "$out/send.json" >"$out/sender.log" 2>&1 || status=$?
 	[ "$status" -eq 0 ] || msg "the sender failed (status $status): see $out/sender.log"
 
@@ -340,7 +345,7 @@ vm)
 	export SBR_DEMO_NOTE
 	exec "$top/tests/softroce/run-in-vm.sh" --timeout $((seconds + 900)) -- \
 		"$here/demo.sh" --no-setup --where here --host 10.77.0.1 \
-		--seconds "$seconds" --out "$out" --size "$size" --fps "$fps" \
+		--seconds "$seconds" --out "$out" --size "$size" --fps "$fps" --encode "$encode" \
 		--port "$port" --build "$build_dir"
 	;;
 esac

@@ -5,18 +5,23 @@
     rdma-opencv.py receive --devices 12 [--port 7471] [--transport shm]
                            [--release DEV --release-after FRAMES]
     rdma-opencv.py send --devices 12 --frames 100 [--port 7471] [--fps 25]
+                        [--hold]
 
 receive opens one capture per camera in one process, each its own pipeline
 "rdmasrc device-id=N ! videoconvert ! appsink": every rdmasrc of the
 process on one port shares one receiver (one listener, one lane per
 sender).  Each capture reads on a thread of its own; --release closes one
-capture mid-stream.  At the end (every camera's EOS) one JSON line per
-camera: frames read, the first and last frame numbers, whether each frame
-followed the one before.
+capture mid-stream.  It prints {"event": "opened"} once every capture
+has opened (each has had its first frame), and at the end (every camera's
+EOS) one JSON line per camera: frames read, the first and last frame
+numbers, whether each frame followed the one before.
 
 send writes synthetic frames through one cv2.VideoWriter per camera,
 "appsrc ! videoconvert ! rdmasink device-id=N": the writers of the process
-share one connection.  Frame k of camera d is grey level 16*d + 40 with k
+share one connection.  --hold sends until a line comes on stdin, then
+--frames more (for a receiver whose captures open only once frames
+come); the last line is {"last": k}, the last frame's number.  Frame k of
+camera d is grey level 16*d + 40 with k
 in the first pixel (blue: k & 255, green: k >> 8, red: d), which receive
 reads back.  Needs Debian's python3-opencv (its cv2 is built with
 GStreamer; use /usr/bin/python3).
@@ -37,6 +42,10 @@ WIDTH, HEIGHT = 160, 120
 def receive(args):
     lock = threading.Lock()
     results = {}
+    # A VideoCapture is constructed once its first frame came (OpenCV
+    # reads the frame size from it), so the "opened" line says every
+    # capture has joined the receiver and gets every frame from then on.
+    opened = threading.Barrier(args.devices + 1)
 
     def camera(device):
         # Every frame, however slowly this thread reads: over-budget=pause
@@ -54,6 +63,7 @@ def receive(args):
         r = {"device": device, "opened": cap.isOpened(), "frames": 0,
              "first": None, "last": None, "in_order": True,
              "wrong_device": 0, "released": False, "missing": []}
+        opened.wait()
         while cap.isOpened():
             ok, img = cap.read()
             if not ok:
@@ -81,6 +91,9 @@ def receive(args):
         t.start()
     print(json.dumps({"event": "opening", "devices": args.devices}),
           flush=True)
+    opened.wait()
+    print(json.dumps({"event": "opened", "devices": args.devices}),
+          flush=True)
     for t in threads:
         t.join()
     for d in range(args.devices):
@@ -104,19 +117,30 @@ def send(args):
                   file=sys.stderr)
             return 1
         writers.append(w)
+    go = threading.Event()
+    if args.hold:
+        threading.Thread(target=lambda: (sys.stdin.readline(), go.set()),
+                         daemon=True).start()
+    else:
+        go.set()
     period = 1.0 / args.fps
     start = time.monotonic()
-    for k in range(args.frames):
+    k, end = 0, None
+    while end is None or k < end:
+        if end is None and go.is_set():
+            end = k + args.frames
         for d, w in enumerate(writers):
             img = np.full((HEIGHT, WIDTH, 3), 16 * d + 40, np.uint8)
-            img[0, 0] = (k & 255, k >> 8, d)
+            img[0, 0] = (k & 255, (k >> 8) & 255, d)
             w.write(img)
         # Paced like a camera.
         delay = start + (k + 1) * period - time.monotonic()
         if delay > 0:
             time.sleep(delay)
+        k += 1
     for w in writers:
         w.release()  # EOS to each camera's capture
+    print(json.dumps({"last": k - 1}), flush=True)
     return 0
 
 
@@ -130,6 +154,8 @@ def main():
                    help="send: the receiver's host; receive: where to listen")
     p.add_argument("--frames", type=int, default=100, help="send: per camera")
     p.add_argument("--fps", type=int, default=25, help="send")
+    p.add_argument("--hold", action="store_true",
+                   help="send: until a line on stdin, then --frames more")
     p.add_argument("--release", type=int, default=-1,
                    help="receive: the camera whose capture closes early")
     p.add_argument("--release-after", type=int, default=25,

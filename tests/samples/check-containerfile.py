@@ -42,13 +42,18 @@ def main():
             break
         if not w.startswith("-"):
             pkgs.append(w)
+    # One apt-cache for all: each run loads (and, while the VM steps beside
+    # it install packages, rebuilds) the package cache, which took 17
+    # separate runs past the test's minute on a new machine.
+    out = subprocess.run(["apt-cache", "policy"] + pkgs, capture_output=True,
+                         text=True).stdout
+    candidates = dict(re.findall(r"^(\S+):\n(?:  .*\n)*?  Candidate: (\S+)",
+                                 out, re.M))
     for p in pkgs:
-        out = subprocess.run(["apt-cache", "policy", p], capture_output=True,
-                             text=True).stdout
-        m = re.search(r"Candidate: (\S+)", out)
-        if not m or m.group(1) == "(none)":
+        c = candidates.get(p)
+        if not c or c == "(none)":
             fail("package %s: no candidate in apt-cache" % p)
-        print("package %-36s %s" % (p, m.group(1)))
+        print("package %-36s %s" % (p, c))
     setup = next(r for r in runs if "meson setup" in r)
     args = shlex.split(setup.split("&&")[0])
     opts = [a for a in args[4:] if a.startswith("-D")]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: LGPL-2.1-or-later
 #
-# pipelines/rig-send.sh's device ids: the launch line --print shows for
+# pipelines/rig-send.sh's device ids and encoders: the launch line --print shows for
 # the three capture hosts of a 12-camera rig (--first-device 0, 4, 8),
 # and the ranges it refuses.  Lines "rig-send: ok: ..." and
 # "rig-send: FAILED: ..." (tests/tap.sh).
@@ -47,6 +47,37 @@ esac
 
 for bad in "--cameras 2 --first-device 255" "--first-device -1" \
 	"--first-device x"; do
+	# shellcheck disable=SC2086 # the options are words on purpose
+	if err=$(bash "$send" $bad --print 2>&1 >/dev/null); then
+		failed "$bad accepted"
+	else
+		ok "$bad refused: $err"
+	fi
+done
+
+# --encode: one encoder per camera between the camera and its sink, and
+# a key frame every --gop frames (default two seconds of --fps).
+# (--print quotes as printf %q does: the backslashes go.)
+line() { bash "$send" --transport shm --cameras 1 "$@" --print | tr -d '\\'; }
+has() {
+	local what=$1 want=$2
+	shift 2
+	case $(line "$@") in
+	*"$want"*) ok "$what" ;;
+	*) failed "$what: no '$want' in: $(line "$@")" ;;
+	esac
+}
+has "vp8, key frame every 2 s" "vp8enc deadline=1 keyframe-max-dist=50 ! rdmasink" --encode vp8
+has "vp8 --gop" "keyframe-max-dist=10 ! rdmasink" --encode vp8 --gop 10
+has "h264: headers before every key frame" \
+	"openh264enc gop-size=30 ! h264parse config-interval=-1" --encode h264 --fps 15
+has "jpeg" "jpegenc ! rdmasink" --encode jpeg
+has "raw by default" "format=RGB"
+case $(line) in
+*enc*) failed "an encoder without --encode: $(line)" ;;
+*) ok "no encoder without --encode" ;;
+esac
+for bad in "--encode mp3" "--encode vp8 --gop 0" "--encode h264 --gop x"; do
 	# shellcheck disable=SC2086 # the options are words on purpose
 	if err=$(bash "$send" $bad --print 2>&1 >/dev/null); then
 		failed "$bad accepted"

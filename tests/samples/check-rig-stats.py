@@ -12,7 +12,9 @@ uncounted: fps 0.0), and RESULT is OK and says how many reached the
 mosaic.  Then the same statistics with figures changed as a run could
 produce them: frames dropped by the pads' drop-oldest policy must be
 stated in the OK line, a pushed frame that never reached the mosaic or a
-missing pad count must make RESULT FAILED.  Exit status 0 when all hold.
+missing pad count must make RESULT FAILED; delta frames dropped waiting
+for a key frame are counted in their column and in the OK line.  Exit
+status 0 when all hold.
 """
 
 import json
@@ -85,8 +87,8 @@ def main():
         fail("%d camera rows" % len(rows))
     for row in rows:
         # camera produced sent tx-drops received lost pushed drop-old
-        # not-play ended mosaic fps
-        received, pushed, mosaic, fps = int(row[4]), int(row[6]), row[10], float(row[11])
+        # not-play ended key-wait mosaic fps
+        received, pushed, mosaic, fps = int(row[4]), int(row[6]), row[11], float(row[12])
         if received == 0 or pushed == 0 or mosaic == "-" or int(mosaic) == 0:
             fail("%s: not measured: %s" % (row[0], " ".join(row)))
         if fps <= 0.0:
@@ -120,6 +122,21 @@ def main():
     status, _, result = variant("dropped", dropped)
     if status != 0 or "%d by the drop-oldest policy" % (leaky + 5) not in result:
         fail("pad drops not stated: " + result)
+
+    # Camera 2's pad dropped 3 delta frames waiting for a key frame (an
+    # encoded camera after a gap): OK, in its column and in the OK line.
+    def keywait(r):
+        d = next(e for e in r["elements"].values() if e["factory"] == "rdmasrc")["stats"]["device-2"]
+        d["pushed"] -= 3
+        d["waiting-for-key-drops"] = d.get("waiting-for-key-drops", 0) + 3
+        r["pads"]["r:src_2"]["buffers"] -= 3
+        next(v for v in r["inputs"].values() if v["from"] == "r:src_2")["buffers"] -= 3
+    keys = sum(int(v.get("waiting-for-key-drops", 0)) for k, v in src.items()
+               if k.startswith("device-") and isinstance(v, dict))
+    status, lines, result = variant("keywait", keywait)
+    row = next(l.split() for l in lines if l.startswith("dev02"))
+    if status != 0 or "%d waiting for a key frame" % (keys + 3) not in result or int(row[10]) < 3:
+        fail("frames dropped waiting for a key frame not stated: " + result)
 
     # Camera 1: 4 pushed frames never reached the mosaic.
     def short(r):
