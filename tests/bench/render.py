@@ -15,6 +15,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402,F401
 
+import bigframes  # noqa: E402  (B11, B12: measured and rendered there)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 KIB, MIB = 1024, 1024 * 1024
 SB, SW = "status-byte", "sliding-window"
@@ -1733,6 +1735,8 @@ def targets(results):
     rows += b9_targets(results.get("B9"))
     rows += b21_targets(results)
     rows += b10_targets(results)
+    rows += bigframes.b11_targets(results)
+    rows += bigframes.b12_targets(results)
     return rows
 
 
@@ -1805,6 +1809,8 @@ def header(results, out):
     out.append("    tests/bench/run.py --only B4  # re-measure some parts, keep the rest")
     out.append("    tests/bench/run.py --only B9 --no-vm  # the latency part, host only")
     out.append("    tests/bench/run.py --only B10 # many senders into one receiver")
+    out.append("    tests/bench/run.py --only B11 # big frames (1080p, 4K) against shmsink")
+    out.append("    tests/bench/run.py --only B12 # instructions per frame (callgrind)")
     out.append("    tests/bench/run.py --render   # rebuild this file from results.json\n")
     out.append("Every figure is measured in the same run as its baseline and shown as a "
                "ratio next to the absolute value; the machine is shared and noisy, so "
@@ -1897,6 +1903,8 @@ def render(results, out_path):
     section_b8(results.get("B8"), out, figdir)
     section_b9(results.get("B9"), out, figdir)
     section_b10(results, out, figdir)
+    bigframes.section_b11(results, out, figdir)
+    bigframes.section_b12(results, out)
     mark_caveats(results, out)
     analysis = os.path.join(HERE, "analysis.md")
     if os.path.exists(analysis):

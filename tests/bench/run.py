@@ -5,7 +5,8 @@
     tests/bench/run.py              # everything, ~17 min (one VM boot)
     tests/bench/run.py --quick      # fewer points, shorter runs, ~5 min
     tests/bench/run.py --no-vm      # host (shm) parts only
-    tests/bench/run.py --only B2,B4 # some parts (B1 B2 B2X B3 B4 B7 B56 B8 B9 B10 VM);
+    tests/bench/run.py --only B2,B4 # some parts (B1 B2 B2X B3 B4 B7 B56 B8 B9 B10
+                                    # B11 B12 VM);
                                     # the others keep the figures of the
                                     # last run in docs/bench/results.json
     tests/bench/run.py --render     # re-render the doc from the saved JSON
@@ -49,6 +50,16 @@ Parts (see docs/benchmarks.md for what each measures and how):
       lost, receiver CPU per frame and p99 latency against the number of
       cameras (tests/bench/scale.py); the same with 3 cameras of 160x120
       a sender over verbs in the VM (its own boot, unless --no-vm)
+
+  B11 big frames: 1, 6 and 12 cameras at 1080p and 4K, NV12 and RGB, flat
+      out, each frame mapped once by the consumer: rdmasink/rdmasrc at
+      their defaults against shmsink/shmsrc, frames/s, CPU per frame at
+      both ends, maps that merged, memory pinned; and 6 x 1080p NV12 live,
+      default against 4 MiB blocks (tests/bench/gst-frames, bigframes.py)
+
+  B12 instructions per frame under callgrind, both ends, 12 x 640x480 RGB,
+      6 x 1080p NV12 and 1 x 4K NV12, ours against shmsink/shmsrc, split
+      into the pixel fill, copies and the rest (tests/bench/instructions.py)
 
   B2X how much of B2 is polling back-off: the library's back-off knobs and
       the threads' timer slack varied (evidence for the analysis)
@@ -1118,6 +1129,29 @@ def b10(ctx):
     return res
 
 
+# ---------------------------------------------------------- B11 / B12
+
+
+def b11(ctx):
+    """Big frames flat out (tests/bench/bigframes.py)."""
+    sys.path.insert(0, HERE)
+    import bigframes
+    if not os.path.exists(os.path.join(ctx.build, "tests/bench/gst-frames")) or \
+            not gst_status(ctx).get("rdmasrc"):
+        return {"skipped": "build/tests/bench/gst-frames or the rdma plugin is missing"}
+    return bigframes.b11(ctx, gst_env(ctx))
+
+
+def b12(ctx):
+    """Instructions per frame under callgrind (tests/bench/bigframes.py)."""
+    sys.path.insert(0, HERE)
+    import bigframes
+    if not os.path.exists(os.path.join(ctx.build, "tests/bench/gst-frames")) or \
+            not gst_status(ctx).get("rdmasrc"):
+        return {"skipped": "build/tests/bench/gst-frames or the rdma plugin is missing"}
+    return bigframes.b12(ctx, gst_env(ctx))
+
+
 # ------------------------------------------------------------ rendering
 
 
@@ -1143,7 +1177,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer points, shorter runs")
     ap.add_argument("--no-vm", action="store_true", help="skip the Soft-RoCE VM part")
     ap.add_argument("--only", default="",
-                    help="comma-separated parts: B1,B2,B2X,B3,B4,B7,B56,B8,B9,B10,VM")
+                    help="comma-separated parts: B1,B2,B2X,B3,B4,B7,B56,B8,B9,B10,B11,B12,VM")
     ap.add_argument("--caveat", default="",
                     help="a sentence printed in bold at the head of the section of every "
                          "part this run measures (B10 also marks its target verdicts "
@@ -1235,6 +1269,8 @@ def main():
     part("B8", b8)
     part("B9", b9)
     part("B10", b10)
+    part("B11", b11)
+    part("B12", b12)
     if not args.no_vm:
         part("VM", run_vm)
     elif "VM" not in results:
