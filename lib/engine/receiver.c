@@ -524,9 +524,10 @@ enum span_verdict {
 /* A span's continuation blocks, index+1 .. index+k-1: each must carry the
  * sender's SPAN status byte and be free on the receiver's side (not
  * pending, delivered, held or another span's).  A 0 there means the
- * status WRITE is still landing (its bytes may land in any order; the shm
- * NIC stores them last to first, so there it never shows): looked at
- * again, like a block whose data has not landed. */
+ * status WRITE is still landing (a NIC may place its bytes in any order;
+ * the shm NIC stores them first to last, so a scan between its head's
+ * store and the rest sees it): looked at again, like a block whose data
+ * has not landed. */
 static enum span_verdict span_check(struct sbr__lane *lane, uint32_t index,
                                     uint32_t k)
 {

@@ -28,4 +28,10 @@ void sbr__transport_inject_faults(const struct sbr__transport_ops *ops,
  * does, so a test can stall a producer right there.  NULL otherwise. */
 extern void (*sbr__shm_test_claim_hook)(void);
 
+/* TEST ONLY (tests/engine/test-backstop.c): the shm back end calls it, when
+ * set, after each byte of a WRITE into the status bytes, with how many of
+ * its len bytes it stored so far, so a test can stall a run's WRITE part-way
+ * (a preempted copy).  NULL otherwise. */
+extern void (*sbr__shm_test_status_hook)(uint32_t stored, uint32_t len);
+
 #endif

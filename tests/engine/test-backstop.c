@@ -9,10 +9,15 @@
  * stale block is valid in every field but its sequence number, which is
  * behind the lane's next.
  */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
 #include "wire/block.h"
 #include "engine-fixture.h"
 #include "engine/receiver-internal.h"
 #include "forger.h"
+#include "transport/test-hooks.h"
 
 #define KIB 1024u
 #define BLOCK (4 * KIB)
@@ -233,6 +238,84 @@ static void honest_sender_is_never_stale(void)
   sbr_receiver_free(r);
 }
 
+static atomic_int status_stall_armed; /* the next run of 3 stalls */
+static atomic_int status_stalled;     /* its WRITE sleeps part-way now */
+static atomic_int status_go_on;       /* the test lets it go on */
+
+/* After the first byte of a three-byte status WRITE (a run of three
+ * blocks): sleeps until the test lets it go on (30 s at most), as a copy
+ * preempted there would. */
+static void stall_status_run(uint32_t stored, uint32_t len)
+{
+  if (len == 3 && stored == 1 && atomic_exchange(&status_stall_armed, 0)) {
+    atomic_store(&status_stalled, 1);
+    for (unsigned ms = 0; !atomic_load(&status_go_on) && ms < 30000; ms++)
+      usleep(1000);
+  }
+}
+
+static void *send_three_fragments(void *arg)
+{
+  /* Three blocks of this lane, fragments (spans are off). */
+  ASSERT_OK(fixture_send(arg, 0, 1, 2 * BLOCK + 1000));
+  return NULL;
+}
+
+/* The shm NIC's copy of a run's status bytes stalls after the first (a
+ * preempted thread) while the receiver scans, many full scans: what shows
+ * is the run's first block, and the frame arrives whole once the copy
+ * goes on, none of its blocks stale.  Stored last to first, the run's last
+ * fragment showed alone, was delivered past the other two after one more
+ * scan, and those were then dropped as stale: the frame was lost. */
+static void run_stalled_part_way_keeps_its_order(void)
+{
+  sbr__stale_bound_ns = 1000000000ull;
+  fixture_spans(false);
+  uint16_t port = fixture_port();
+  struct sbr_receiver_config rc;
+  fixture_receiver_config(&rc, port, 8, BLOCK);
+  rc.poll_mode = SBR_POLL_BUSY; /* scans all along the stall */
+  sbr_receiver *r = fixture_receiver_new(&rc);
+  struct sbr_sender_config sc;
+  fixture_sender_config(&sc, port);
+  sc.wait_timeout_ms = 30000;
+  sbr_sender *s = fixture_sender(r, &sc);
+  struct sbr_frame f;
+  ASSERT_OK(fixture_send(s, 0, 0, 100)); /* the lane's first block */
+  ASSERT_EQ(sbr_receiver_next_frame(r, 30000, &f), 0);
+  ASSERT_EQ(fixture_check_frame(&f), 0);
+  sbr_frame_release(&f);
+  ASSERT_OK(sbr_sender_flush(s, 30000));
+
+  sbr__shm_test_status_hook = stall_status_run;
+  atomic_store(&status_stall_armed, 1);
+  pthread_t t;
+  ASSERT(pthread_create(&t, NULL, send_three_fragments, s) == 0);
+  for (int i = 0; i < 30000 && !atomic_load(&status_stalled); i++)
+    usleep(1000);
+  ASSERT_MSG(atomic_load(&status_stalled), "the run's status WRITE never came");
+  /* Scans while it stalls: with the run's last block shown alone, two of
+   * them deliver it past the others. */
+  int ret = sbr_receiver_next_frame(r, 300, &f);
+  ASSERT_MSG(ret == -ETIMEDOUT, "a frame during the stall: %d", ret);
+  atomic_store(&status_go_on, 1);
+  ASSERT_EQ(sbr_receiver_next_frame(r, 30000, &f), 0);
+  ASSERT_EQ(fixture_check_frame(&f), 1);
+  sbr_frame_release(&f);
+  pthread_join(t, NULL);
+  sbr__shm_test_status_hook = NULL;
+  struct sbr_receiver_stats st = stats(r);
+  ASSERT_EQ(st.stale_seen, 0);
+  ASSERT_EQ(st.stale_dropped, 0);
+  struct sbr_device_stats ds;
+  ASSERT_OK(sbr_receiver_get_device_stats(r, 0, &ds));
+  ASSERT_EQ(ds.frames, 2);
+  ASSERT_EQ(ds.gaps, 0);
+  sbr_sender_free(s);
+  sbr_receiver_free(r);
+  fixture_spans(true);
+}
+
 int main(int argc, char **argv)
 {
   static const struct test_entry tests[] = {
@@ -242,6 +325,8 @@ int main(int argc, char **argv)
        stale_block_never_replaced_is_dropped_after_the_bound, ANY_BACKEND},
       {"honest_sender_is_never_stale", honest_sender_is_never_stale,
        ANY_BACKEND},
+      {"run_stalled_part_way_keeps_its_order",
+       run_stalled_part_way_keeps_its_order, SHM_ONLY},
       {NULL, NULL, ANY_BACKEND},
   };
   return test_main(tests, argc, argv);

@@ -336,10 +336,15 @@ static const struct shm_region *shm_region_of(const struct sbr__conn *c,
  * whose acquire load sees a status byte also sees every block byte this
  * thread wrote before it (rule 2).  (Release stores rather than a fence and
  * relaxed stores: the same code on x86, and ThreadSanitizer models them.)
- * Last to first: a spanning block's continuation bytes (SBR__STATUS_SPAN)
- * follow its head's 1 in the WRITE, and a receiver that sees the 1 then
- * sees them too, as a NIC's single PCIe write would show them (the
- * receiver copes with any order, this saves it a second look). */
+ * First to last, as the WRITEs of one QP land: the receiver delivers a
+ * block whose predecessor it has not seen after one more full scan
+ * (receiver.c, lane_pick), so a run's bytes must show in its blocks'
+ * sequence order.  Stored last to first, a thread preempted part-way
+ * through a run showed its last block alone for as long as it slept: the
+ * receiver delivered it past the others, which it then dropped as stale
+ * (the faults suite, receiver_blocked_5s, under ThreadSanitizer).  A
+ * span's continuation bytes come after its head's 1 then: the receiver
+ * looks at such a head again until they are there. */
 static void shm_copy_in(const struct shm_region *r, uint8_t *dst,
                         const uint8_t *src, uint32_t len)
 {
@@ -348,8 +353,11 @@ static void shm_copy_in(const struct shm_region *r, uint8_t *dst,
     return;
   }
   _Atomic uint8_t *st = (_Atomic uint8_t *)dst;
-  for (uint32_t i = len; i-- > 0;)
+  for (uint32_t i = 0; i < len; i++) {
     atomic_store_explicit(&st[i], src[i], memory_order_release);
+    if (sbr__shm_test_status_hook)
+      sbr__shm_test_status_hook(i + 1, len);
+  }
 }
 
 /* Copies out of the status region (the only readable one) with acquire
@@ -650,6 +658,7 @@ static int shm_post_send_nic(struct sbr__conn *c, const struct sbr__wr *wrs,
 }
 
 void (*sbr__shm_test_claim_hook)(void);
+void (*sbr__shm_test_status_hook)(uint32_t stored, uint32_t len);
 
 void sbr__shm_inject_faults(struct sbr__conn *c, uint32_t delay_us,
                             uint32_t fail_after_wrs)
