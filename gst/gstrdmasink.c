@@ -136,11 +136,13 @@
  * a flush, basesink dropping a late buffer), gap-disconts (frames sent
  * with DISCONT because frames before them were dropped), key-units-requested
  * (key units the receiver asked for), key-units-sent-upstream (the
- * GstForceKeyUnit events that asked upstream for them) and headers-resent
+ * GstForceKeyUnit events that asked upstream for them), headers-resent
  * (the stream's HEADER buffers sent again after the caps on a new lane,
- * so a receiver that starts mid-stream can decode) and events-sent (the
- * stream's tags sent as EVENT blocks, before the next frame and again on
- * a new lane).  The connection it
+ * so a receiver that starts mid-stream can decode), events-sent (EVENT
+ * blocks: the stream-start, tags, a segment's rate and gaps, and frames'
+ * extras, their rare flags and metas) and metas-not-carried (metas no
+ * serializer writes out: gstrdmaextras.h lists those that cross).  The
+ * connection it
  * shares with the other rdmasinks of the process: connection-id,
  * connection-users, connected, block-payload-size, reconnects, sync-reads
  * (status READs), sync-read-ns-max, held-skipped, busy-skipped,
@@ -509,7 +511,8 @@ static GstStructure *gst_rdma_sink_get_stats(GstElement *element)
       "gap-disconts", G_TYPE_UINT64, self->gap_disconts,
       "key-units-sent-upstream", G_TYPE_UINT64, self->key_units_sent_upstream,
       "headers-resent", G_TYPE_UINT64, self->headers_resent, "events-sent",
-      G_TYPE_UINT64, self->events_sent, NULL);
+      G_TYPE_UINT64, self->events_sent, "metas-not-carried", G_TYPE_UINT64,
+      self->metas_not_carried, NULL);
   GST_OBJECT_UNLOCK(self);
 
   memset(&ds, 0, sizeof ds);
@@ -652,7 +655,9 @@ static gboolean gst_rdma_sink_start(GstBaseSink *bsink)
   self->key_units_sent_upstream = 0;
   self->gap_drops = self->gap_disconts = 0;
   self->headers_resent = self->events_sent = 0;
+  self->metas_not_carried = 0;
   GST_OBJECT_UNLOCK(self);
+  self->extras_unused = FALSE;
 
   /* The connection is made on a thread of its own (a receiver in this
    * pipeline accepts only once PLAYING), so its errors come after the
@@ -860,6 +865,7 @@ static gboolean gst_rdma_sink_set_caps(GstBaseSink *bsink, GstCaps *caps)
   g_free(self->caps_str);
   self->caps_str = gst_caps_to_string(caps);
   self->caps_pending = TRUE;
+  self->has_video_info = gst_video_info_from_caps(&self->video_info, caps);
   gst_rdma_sink_headers_clear(self); /* a new stream: its own headers */
   gst_rdma_sink_query_upstream(self);
   GST_DEBUG_OBJECT(self, "caps %s: sent before the next buffer",
@@ -898,6 +904,9 @@ static gboolean gst_rdma_sink_propose_allocation(GstBaseSink *bsink,
       gst_object_unref(allocator);
     return FALSE;
   }
+  /* Padded planes cross as they are (gstrdmaextras.c): a source with a
+   * stride of its own (a capture driver, a decoder) needn't copy. */
+  gst_query_add_allocation_meta(query, GST_VIDEO_META_API_TYPE, NULL);
   gst_allocation_params_init(&params);
   /* Block payloads are 64-byte aligned; ask for no more. */
   params.align = 63;
@@ -957,6 +966,22 @@ static void gst_rdma_sink_send_eos(GstRdmaSink *self)
                    ret == 0 ? "done" : g_strerror(-ret));
 }
 
+/* basesink hands a GAP over once its time has come (as it renders a
+ * buffer): to the receiver, where it is pushed in its place.  Not waited
+ * for: a receiver away or a sender paused loses a gap, which is only the
+ * news that nothing comes. */
+static void gst_rdma_sink_send_gap(GstRdmaSink *self, GstEvent *event)
+{
+  sbr_sender *sender = NULL;
+  guint generation;
+
+  if (self->conn && !self->caps_pending &&
+      gst_rdma_sink_wait_ready(self, self->conn, &sender, &generation) ==
+          READY_SEND &&
+      self->caps_generation == generation)
+    gst_rdma_sink_events_gap(self, event, sender);
+}
+
 static gboolean gst_rdma_sink_event(GstBaseSink *bsink, GstEvent *event)
 {
   GstRdmaSink *self = GST_RDMA_SINK(bsink);
@@ -966,7 +991,7 @@ static gboolean gst_rdma_sink_event(GstBaseSink *bsink, GstEvent *event)
     gst_rdma_sink_send_eos(self);
     break;
   case GST_EVENT_STREAM_START:
-    gst_rdma_sink_events_clear(self); /* a new stream: its own tags */
+    gst_rdma_sink_events_stream_start(self, event);
     self->discont_pending = TRUE;
     break;
   case GST_EVENT_FLUSH_STOP:
@@ -974,6 +999,16 @@ static gboolean gst_rdma_sink_event(GstBaseSink *bsink, GstEvent *event)
     break;
   case GST_EVENT_TAG:
     gst_rdma_sink_events_tag(self, event);
+    break;
+  case GST_EVENT_SEGMENT: {
+    const GstSegment *segment;
+
+    gst_event_parse_segment(event, &segment);
+    gst_rdma_sink_events_segment(self, segment);
+    break;
+  }
+  case GST_EVENT_GAP:
+    gst_rdma_sink_send_gap(self, event);
     break;
   default:
     break;
@@ -1010,6 +1045,8 @@ static void gst_rdma_sink_fill_meta(GstRdmaSink *self, GstBuffer *buf,
     meta->flags |= SBR_FLAG_DELTA;
   if (GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_HEADER))
     meta->flags |= SBR_FLAG_HEADER;
+  if (GST_BUFFER_FLAG_IS_SET(buf, GST_BUFFER_FLAG_MARKER))
+    meta->flags |= SBR_FLAG_MARKER;
   meta->capture_time = gst_rdma_capture_time(
       GST_ELEMENT(self), buf,
       meta->pts == SBR_TIME_NONE ? GST_CLOCK_TIME_NONE : meta->pts);
@@ -1176,6 +1213,9 @@ static GstFlowReturn gst_rdma_sink_render_once(GstRdmaSink *self,
   flow = gst_rdma_sink_headers_resend(self, sender, generation, buf, &meta);
   if (flow != GST_FLOW_OK || self->caps_pending)
     return flow; /* the headers before the frame, or neither */
+  flow = gst_rdma_sink_events_send_frame(self, sender, generation, buf);
+  if (flow != GST_FLOW_OK)
+    return flow;
   kind = gst_rdma_buffer_claim(buf, self->conn, &block);
   if (kind == GST_RDMA_MEMORY_DROPPED)
     return gst_rdma_sink_no_block(self, sender);
@@ -1189,7 +1229,7 @@ static GstFlowReturn gst_rdma_sink_render_once(GstRdmaSink *self,
 
   if (ret == 0) {
     *sent = TRUE;
-    self->discont_pending = FALSE;
+    self->discont_pending = self->extras_unused = FALSE;
     if (self->gap_pending) {
       self->gap_pending = FALSE;
       gst_rdma_sink_count(self, &self->gap_disconts);

@@ -9,6 +9,7 @@
 #define __GST_RDMA_SINK_PRIV_H__
 
 #include <gst/gst.h>
+#include <gst/video/video.h>
 #include <sbr.h>
 
 #include "gstrdmacommon.h"
@@ -19,6 +20,15 @@
 G_BEGIN_DECLS
 
 GST_DEBUG_CATEGORY_EXTERN(gst_rdma_sink_debug);
+
+/* The stream events kept and sent again on every new lane, in the order
+ * they go (gstrdmasinkevents.c). */
+enum {
+  GST_RDMA_SINK_EVENT_TAGS_GLOBAL,
+  GST_RDMA_SINK_EVENT_TAGS_STREAM,
+  GST_RDMA_SINK_EVENT_SEGMENT,
+  GST_RDMA_SINK_N_EVENTS
+};
 
 struct _GstRdmaSink {
   GstBaseSink parent;
@@ -73,11 +83,17 @@ struct _GstRdmaSink {
   gboolean headers_open; /* the last buffer was a header: a run goes on */
   gboolean headers_due;  /* caps went on a new lane: headers next */
   gboolean headers_warned;
-  /* The newest TAG event of each scope, and whether they go before the
-   * next frame (gstrdmasinkevents.c). */
-  GstEvent *tags_stream, *tags_global;
-  gboolean tags_pending;
+  /* The stream's events as they cross (gstrdmasinkevents.c): the newest
+   * of each, whether they go before the next frame, the stream-start that
+   * goes before every CAPS block, and whether a frame's extras went for a
+   * frame that then didn't. */
+  GstStructure *stream_events[GST_RDMA_SINK_N_EVENTS];
+  gboolean events_pending;
+  GstStructure *stream_start;
+  gboolean extras_unused;
   gboolean events_warned;
+  GstVideoInfo video_info; /* with caps_str, raw video: its layout ... */
+  gboolean has_video_info; /* ... when it is */
   /* The buffer prepared (compared, not referenced) and its PTS. */
   const GstBuffer *prepared_buf;
   GstClockTime prepared_pts;
@@ -95,6 +111,7 @@ struct _GstRdmaSink {
   guint64 headers_resent;          /* header buffers sent again on new
                                       lanes (gstrdmasinkheaders.c) */
   guint64 events_sent;             /* EVENT blocks (gstrdmasinkevents.c) */
+  guint64 metas_not_carried;       /* metas no serializer writes out */
 
   /* Atomic: a key-unit request is on its way upstream, and whether one
    * of those it answers asked for all headers. */
@@ -133,14 +150,27 @@ GstFlowReturn gst_rdma_sink_headers_resend(GstRdmaSink *self,
                                            GstBuffer *next,
                                            struct sbr_block_meta *next_meta);
 
-/* gstrdmasinkevents.c, streaming thread: keep a TAG event (it goes before
- * the next frame), forget the stream's (stream-start), and send what is
- * pending (before a frame; set again after the caps on a new lane). */
+/* gstrdmasinkevents.c, streaming thread: keep a TAG event, a
+ * stream-start, a segment's rates (they go before the next frame); send
+ * what is pending (before a frame; set again after the caps on a new
+ * lane: events_any), the stream-start (before a CAPS block), a frame's
+ * extras (right before it) and a GAP (at once). */
 void gst_rdma_sink_events_tag(GstRdmaSink *self, GstEvent *event);
+void gst_rdma_sink_events_stream_start(GstRdmaSink *self, GstEvent *event);
+void gst_rdma_sink_events_segment(GstRdmaSink *self, const GstSegment *segment);
 void gst_rdma_sink_events_clear(GstRdmaSink *self);
 void gst_rdma_sink_events_free(GstRdmaSink *self);
+gboolean gst_rdma_sink_events_any(GstRdmaSink *self);
 GstFlowReturn gst_rdma_sink_events_send(GstRdmaSink *self, sbr_sender *sender,
                                         guint generation);
+GstFlowReturn gst_rdma_sink_events_send_stream_start(GstRdmaSink *self,
+                                                     sbr_sender *sender,
+                                                     guint generation);
+GstFlowReturn gst_rdma_sink_events_send_frame(GstRdmaSink *self,
+                                              sbr_sender *sender,
+                                              guint generation, GstBuffer *buf);
+void gst_rdma_sink_events_gap(GstRdmaSink *self, GstEvent *event,
+                              sbr_sender *sender);
 
 /* gstrdmasinksend.c, streaming thread. */
 ReadyResult gst_rdma_sink_wait_ready(GstRdmaSink *self, GstRdmaConnection *conn,

@@ -183,12 +183,19 @@ GstFlowReturn gst_rdma_sink_send_caps(GstRdmaSink *self, sbr_sender *sender,
                                       guint generation, gboolean *sent)
 {
   struct sbr_block_meta meta;
+  GstFlowReturn flow;
   int ret;
 
   *sent = TRUE;
   if (!self->caps_str ||
       (!self->caps_pending && self->caps_generation == generation))
     return GST_FLOW_OK;
+  /* The receiver opens the stream with the upstream's stream-start. */
+  flow = gst_rdma_sink_events_send_stream_start(self, sender, generation);
+  if (flow != GST_FLOW_OK) {
+    *sent = FALSE;
+    return flow;
+  }
   sbr_block_meta_init(&meta, self->device);
   meta.kind = SBR_KIND_CAPS;
   /* The receiver's default for a stream nobody waits for in real time is
@@ -211,7 +218,7 @@ GstFlowReturn gst_rdma_sink_send_caps(GstRdmaSink *self, sbr_sender *sender,
      * which needs the stream's headers again (gstrdmasinkheaders.c). */
     self->discont_pending = TRUE;
     self->headers_due = TRUE;
-    self->tags_pending = self->tags_stream || self->tags_global;
+    self->events_pending = gst_rdma_sink_events_any(self);
     return GST_FLOW_OK;
   }
   *sent = FALSE;

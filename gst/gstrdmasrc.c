@@ -336,8 +336,12 @@
  * device without a stream), pushed, device-blocks (the smallest share of
  * a device now; each device's is in its own structure), unclaimed-drops (frames
  * of devices no rdmasrc sharing the receiver asked for), receiver-members
- * (rdmasrcs of the process sharing it), events-received (the senders' tags,
- * pushed on their pads) and events-dropped (EVENT blocks not understood),
+ * (rdmasrcs of the process sharing it), events-received (the senders'
+ * stream events and frame extras taken: tags, stream-starts, segments,
+ * gaps), events-dropped (EVENT blocks not understood), extras-dropped
+ * (a frame's flags and metas whose frame was lost), metas-not-restored
+ * (metas that came but couldn't be put back: a custom meta this process
+ * hasn't registered),
  * poll-sleeps (the receive thread's timed sleeps, each a wake-up;
  * poll-sleeps-woken of them ended by a sender's status write on this host,
  * poll-sleeps-timed-out ran to their end), frames-predicted and frames-missed
@@ -352,15 +356,16 @@
  * queued (frames waiting for the pad), lane-blocks (blocks out: queued or
  * downstream), held-downstream, pushed, task-wakeups (queued items that
  * had to wake the pad's sleeping task), copies (over its share),
- * frames-fragmented (frames pushed in several memories, which a map of
- * the buffer merges into a copy: from a sender that could not lay the
- * frame over one run of the lane's blocks, an older one or a lane without
- * a long enough run free; 0 when every frame was one memory),
- * drops-leaky (queued frames dropped for room: drop-oldest),
- * drops-not-playing, drops-ended (after EOS), waiting-for-key-drops (delta
- * frames dropped after a gap, until a key frame), waiting-for-key (the pad
- * waits for one now), paused (its sender told to
- * stop), pauses, paused-time (ns), eos, over-budget (the pad's policy),
+ * layout-copies (frames whose sender padded their planes, GstVideoMeta
+ * strides, copied into the caps' layout because downstream doesn't take
+ * the meta), frames-fragmented (frames pushed in several memories, which a map
+ * of the buffer merges into a copy: from a sender that could not lay the frame
+ * over one run of the lane's blocks, an older one or a lane without a long
+ * enough run free; 0 when every frame was one memory), drops-leaky (queued
+ * frames dropped for room: drop-oldest), drops-not-playing, drops-ended (after
+ * EOS), waiting-for-key-drops (delta frames dropped after a gap, until a key
+ * frame), waiting-for-key (the pad waits for one now), paused (its sender told
+ * to stop), pauses, paused-time (ns), eos, over-budget (the pad's policy),
  * device-blocks (its share of its lane now); key units asked of its
  * sender: key-units-requested, key-units-upstream (for upstream
  * force-key-unit events), key-units-after-gaps (its own), key-units-merged
@@ -779,6 +784,7 @@ static void gst_rdma_src_finalize(GObject *object)
     if (dev)
       gst_rdma_src_device_free(dev);
   }
+  gst_rdma_src_events_free(self);
   gst_rdma_receiver_member_clear(&self->member);
   gst_flow_combiner_free(self->flow.combiner);
   g_mutex_clear(&self->flow.lock);
@@ -978,6 +984,8 @@ static GstStructure *gst_rdma_src_get_stats(GstElement *element)
   counters.no_caps_drops = self->no_caps_drops;
   counters.events_received = self->events_received;
   counters.events_dropped = self->events_dropped;
+  counters.extras_dropped = self->extras_dropped;
+  counters.metas_not_restored = self->metas_not_restored;
   counters.held = self->held ? (guint)g_atomic_int_get(&self->held->count) : 0;
   counters.device_blocks = self->shared ? gst_rdma_src_least_budget(self) : 0;
   for (guint d = 0; d < SBR_MAX_DEVICES; d++)
@@ -1146,6 +1154,7 @@ static void gst_rdma_src_reset_run(GstRdmaSrc *self)
   self->refusals = gst_rdma_refusals_new();
   self->copies = self->no_caps_drops = 0;
   self->events_received = self->events_dropped = 0;
+  self->extras_dropped = self->metas_not_restored = 0;
   self->n_paused = 0;
   self->group_id = gst_util_group_id_next();
   self->last_activity = g_get_monotonic_time();

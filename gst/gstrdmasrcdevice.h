@@ -66,6 +66,12 @@ typedef struct {
     guint64 answered; /* key frames that came while one was outstanding */
     GstClockTime last_round_trip; /* request to that key frame */
   } key_units;
+  /* The next frame's extras (flags, metas: gstrdmasrcevents.c), for the
+   * frame of that packet number on that lane and epoch. */
+  GstStructure *extras;
+  guint32 extras_lane;
+  guint16 extras_epoch;
+  guint16 extras_packet;
   /* Loss on the way: the packet number the next block should have. */
   gboolean packet_known;
   guint32 packet_lane;

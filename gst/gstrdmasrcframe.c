@@ -248,6 +248,22 @@ static GstClockTime capture_running_time(guint64 capture, GstClockTime now,
   return (GstClockTime)((gint64)now - age);
 }
 
+GstClockTime gst_rdma_time_map_peek(const GstRdmaTimeMap *map,
+                                    GstRdmaTimestampMode mode,
+                                    guint64 sender_time, GstClockTime now)
+{
+  gint64 out;
+
+  if (mode == GST_RDMA_TIMESTAMP_MODE_SENDER)
+    return sender_time;
+  if (!map->started || map->last_in == SBR_TIME_NONE ||
+      !GST_CLOCK_TIME_IS_VALID(map->last_out) || sender_time > G_MAXINT64 ||
+      map->last_in > G_MAXINT64 || map->last_out > G_MAXINT64)
+    return now;
+  out = (gint64)map->last_out + ((gint64)sender_time - (gint64)map->last_in);
+  return out > 0 ? (GstClockTime)out : 0;
+}
+
 void gst_rdma_frame_stamp(GstRdmaTimeMap *map, GstRdmaTimestampMode mode,
                           const struct sbr_block_info *info, GstClockTime now,
                           guint64 wall_now, GstBuffer *buf)
@@ -345,6 +361,8 @@ void gst_rdma_frame_stamp(GstRdmaTimeMap *map, GstRdmaTimestampMode mode,
     GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_DELTA_UNIT);
   if (info->flags & SBR_FLAG_HEADER)
     GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_HEADER);
+  if (info->flags & SBR_FLAG_MARKER)
+    GST_BUFFER_FLAG_SET(buf, GST_BUFFER_FLAG_MARKER);
   if (info->capture_time != SBR_TIME_NONE) {
     GstCaps *unix_caps = gst_rdma_unix_timestamp_caps();
     gst_buffer_add_reference_timestamp_meta(buf, unix_caps, info->capture_time,

@@ -93,6 +93,13 @@ void gst_rdma_time_map_init(GstRdmaTimeMap *map);
 void gst_rdma_time_map_get_stats(const GstRdmaTimeMap *map,
                                  GstRdmaTimeStats *stats);
 
+/* A sender time that comes with no frame (a GAP event's) on our running
+ * time: as the device's last frame was mapped, moved by the difference
+ * (sender mode: as it is); our running time now before any frame. */
+GstClockTime gst_rdma_time_map_peek(const GstRdmaTimeMap *map,
+                                    GstRdmaTimestampMode mode,
+                                    guint64 sender_time, GstClockTime now);
+
 /* Stamps buf (PTS, DTS, duration, DISCONT/DELTA_UNIT, the capture time as
  * a "timestamp/x-unix" reference timestamp meta) from what the frame's
  * first block carries, in mode; now is our running time at the frame's

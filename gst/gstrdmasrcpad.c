@@ -18,6 +18,8 @@
 
 #include "gstrdmasrcpad.h"
 
+#include "gstrdmaextras.h"
+
 GST_DEBUG_CATEGORY_STATIC(gst_rdma_src_pad_debug);
 #define GST_CAT_DEFAULT gst_rdma_src_pad_debug
 
@@ -92,8 +94,16 @@ struct _GstRdmaSrcPad {
   GstClockTime late_max;          /* most a buffer's push was after its PTS */
   GstClockTime latency_announced; /* what the last LATENCY answer said */
 
+  guint64 layout_copies; /* frames copied into their caps' default layout:
+                            padded planes (GstVideoMeta) for a consumer
+                            that doesn't take the meta */
+
   /* Pad task only. */
-  gboolean eos_pushed; /* downstream had EOS: a new stream flushes first */
+  gboolean eos_pushed;     /* downstream had EOS: a new stream flushes first */
+  GstVideoInfo video_info; /* the raw video caps pushed last ... */
+  gboolean has_video_info; /* ... when they are */
+  gboolean video_meta_ok;  /* downstream takes GstVideoMeta (allocation
+                              query after those caps) */
 };
 
 G_DEFINE_TYPE(GstRdmaSrcPad, gst_rdma_src_pad, GST_TYPE_PAD);
@@ -812,6 +822,38 @@ void gst_rdma_src_pad_set_held(GstRdmaSrcPad *pad, gboolean held)
   g_mutex_unlock(&pad->lock);
 }
 
+/* Pad task.  After caps: are they raw video, and does downstream read
+ * GstVideoMeta (so frames whose sender padded their planes go as they
+ * are)?  Asked once per caps, as a source deciding its allocation does. */
+static void learn_layout(GstRdmaSrcPad *pad, GstEvent *caps_event)
+{
+  GstCaps *caps;
+  GstQuery *query;
+
+  gst_event_parse_caps(caps_event, &caps);
+  pad->has_video_info = gst_video_info_from_caps(&pad->video_info, caps);
+  pad->video_meta_ok = FALSE;
+  if (!pad->has_video_info)
+    return;
+  query = gst_query_new_allocation(caps, FALSE);
+  pad->video_meta_ok =
+      gst_pad_peer_query(GST_PAD(pad), query) &&
+      gst_query_find_allocation_meta(query, GST_VIDEO_META_API_TYPE, NULL);
+  gst_query_unref(query);
+}
+
+/* Pad task: buf as downstream can read it. */
+static GstBuffer *fit_layout(GstRdmaSrcPad *pad, GstBuffer *buf)
+{
+  if (!pad->has_video_info || pad->video_meta_ok ||
+      !gst_rdma_extras_layout_differs(buf, &pad->video_info))
+    return buf;
+  g_mutex_lock(&pad->lock);
+  pad->layout_copies++;
+  g_mutex_unlock(&pad->lock);
+  return gst_rdma_extras_to_default_layout(buf, &pad->video_info);
+}
+
 static void gst_rdma_src_pad_loop(gpointer data)
 {
   GstRdmaSrcPad *pad = data;
@@ -865,7 +907,13 @@ static void gst_rdma_src_pad_loop(gpointer data)
       gst_pad_push_event(GST_PAD(pad), gst_event_new_flush_stop(FALSE));
       pad->eos_pushed = FALSE;
     }
-    gst_pad_push_event(GST_PAD(pad), event);
+    if (GST_EVENT_TYPE(event) == GST_EVENT_CAPS) {
+      gst_event_ref(event);
+      gst_pad_push_event(GST_PAD(pad), event);
+      learn_layout(pad, event);
+      gst_event_unref(event);
+    } else
+      gst_pad_push_event(GST_PAD(pad), event);
     if (eos) {
       pad->eos_pushed = TRUE;
       combine(pad, GST_FLOW_EOS);
@@ -873,7 +921,8 @@ static void gst_rdma_src_pad_loop(gpointer data)
     return;
   }
 
-  flow = gst_pad_push(GST_PAD(pad), GST_BUFFER_CAST(item->obj));
+  flow =
+      gst_pad_push(GST_PAD(pad), fit_layout(pad, GST_BUFFER_CAST(item->obj)));
   g_free(item);
   switch (flow) {
   case GST_FLOW_OK:
@@ -931,62 +980,18 @@ void gst_rdma_src_pad_add_stats(GstRdmaSrcPad *pad, GstStructure *s)
                      (gint)pad->queued_blocks,
                  0),
       "pushed", G_TYPE_UINT64, pad->pushed, "task-wakeups", G_TYPE_UINT64,
-      pad->wakeups, "copies", G_TYPE_UINT64, pad->copies, "frames-fragmented",
-      G_TYPE_UINT64, pad->fragmented, "drops-leaky", G_TYPE_UINT64,
-      pad->drops_leaky, "drops-not-playing", G_TYPE_UINT64,
-      pad->drops_not_playing, "drops-ended", G_TYPE_UINT64, pad->drops_ended,
-      "waiting-for-key-drops", G_TYPE_UINT64, pad->drops_waiting_key,
-      "waiting-for-key", G_TYPE_BOOLEAN, pad->need_key && waits_for_key(pad),
-      "paused", G_TYPE_BOOLEAN, pad->paused, "pauses", G_TYPE_UINT64,
-      pad->pauses, "paused-time", G_TYPE_UINT64, paused_us * GST_USECOND, "eos",
-      G_TYPE_BOOLEAN, pad->eos,
+      pad->wakeups, "copies", G_TYPE_UINT64, pad->copies, "layout-copies",
+      G_TYPE_UINT64, pad->layout_copies, "frames-fragmented", G_TYPE_UINT64,
+      pad->fragmented, "drops-leaky", G_TYPE_UINT64, pad->drops_leaky,
+      "drops-not-playing", G_TYPE_UINT64, pad->drops_not_playing, "drops-ended",
+      G_TYPE_UINT64, pad->drops_ended, "waiting-for-key-drops", G_TYPE_UINT64,
+      pad->drops_waiting_key, "waiting-for-key", G_TYPE_BOOLEAN,
+      pad->need_key && waits_for_key(pad), "paused", G_TYPE_BOOLEAN,
+      pad->paused, "pauses", G_TYPE_UINT64, pad->pauses, "paused-time",
+      G_TYPE_UINT64, paused_us * GST_USECOND, "eos", G_TYPE_BOOLEAN, pad->eos,
       /* The policy's nick as a string: "(GstRdmaOverBudget)pause" would
        * not parse back where the plugin isn't loaded (a log reader). */
       "over-budget", G_TYPE_STRING, gst_rdma_over_budget_nick(pad->policy),
       NULL);
   g_mutex_unlock(&pad->lock);
-}
-
-/* ------------------------------------------------------ child proxy */
-
-/* rdmasrc's pads are its children, so a launch line can set a pad property
- * before the pad exists: rdmasrc name=r src_3::over-budget=pause. */
-static GObject *gst_rdma_src_child_by_index(GstChildProxy *proxy, guint index)
-{
-  GstElement *element = GST_ELEMENT(proxy);
-  GObject *child = NULL;
-
-  GST_OBJECT_LOCK(element);
-  child = g_list_nth_data(element->srcpads, index);
-  if (child)
-    gst_object_ref(child);
-  GST_OBJECT_UNLOCK(element);
-  return child;
-}
-
-static GObject *gst_rdma_src_child_by_name(GstChildProxy *proxy,
-                                           const gchar *name)
-{
-  return G_OBJECT(gst_element_get_static_pad(GST_ELEMENT(proxy), name));
-}
-
-static guint gst_rdma_src_children_count(GstChildProxy *proxy)
-{
-  GstElement *element = GST_ELEMENT(proxy);
-  guint count;
-
-  GST_OBJECT_LOCK(element);
-  count = element->numsrcpads;
-  GST_OBJECT_UNLOCK(element);
-  return count;
-}
-
-void gst_rdma_src_child_proxy_init(gpointer g_iface, gpointer data)
-{
-  GstChildProxyInterface *iface = g_iface;
-
-  (void)data;
-  iface->get_child_by_index = gst_rdma_src_child_by_index;
-  iface->get_child_by_name = gst_rdma_src_child_by_name;
-  iface->get_children_count = gst_rdma_src_children_count;
 }

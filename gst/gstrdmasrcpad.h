@@ -146,11 +146,6 @@ GstClockTime gst_rdma_src_pad_latency(GstRdmaSrcPad *pad);
  * waiting-for-key-drops). */
 void gst_rdma_src_pad_add_stats(GstRdmaSrcPad *pad, GstStructure *s);
 
-/* rdmasrc's GstChildProxy: its src pads are its children, so that
- * "rdmasrc src_3::over-budget=pause" on a launch line reaches pad src_3
- * when it is added (rdmasrc announces it with child-added). */
-void gst_rdma_src_child_proxy_init(gpointer g_iface, gpointer data);
-
 G_END_DECLS
 
 #endif /* __GST_RDMA_SRC_PAD_H__ */

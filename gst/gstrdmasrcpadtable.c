@@ -6,7 +6,8 @@
  *
  * Threads: the receive thread alone writes the device table while it
  * runs; pads requested meanwhile wait in requested[] until it adopts them
- * (object lock).  Queries come from any thread (object lock).
+ * (object lock).  Queries come from any thread (object lock).  The pads
+ * are the element's children (GstChildProxy).
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -213,18 +214,6 @@ GstClockTime gst_rdma_src_caps_frame_duration(GstCaps *caps)
 
 /* The events that open a stream: stream-start, caps, a TIME segment (buffers
  * carry running times, see the SECTION). */
-/* A device's stream-start (its stream id, the element's group). */
-static GstEvent *stream_start_event(GstRdmaSrc *self, GstRdmaSrcDevice *dev)
-{
-  gchar *stream_id = gst_pad_create_stream_id_printf(
-      GST_PAD(dev->pad), GST_ELEMENT(self), "device-%u", dev->device);
-  GstEvent *start = gst_event_new_stream_start(stream_id);
-
-  g_free(stream_id);
-  gst_event_set_group_id(start, self->group_id);
-  return start;
-}
-
 /* The TIME segment every stream opens with (buffers carry running times). */
 static GstEvent *time_segment_event(void)
 {
@@ -237,7 +226,7 @@ static GstEvent *time_segment_event(void)
 GstEvent **gst_rdma_src_stream_events(GstRdmaSrc *self, GstRdmaSrcDevice *dev,
                                       GstCaps *caps, GstEvent *events[3])
 {
-  events[0] = stream_start_event(self, dev);
+  events[0] = gst_rdma_src_stream_start_event(self, dev);
   events[1] = gst_event_new_caps(caps);
   events[2] = time_segment_event();
   dev->time_map.reset = TRUE;
@@ -474,6 +463,7 @@ void gst_rdma_src_device_free(GstRdmaSrcDevice *dev)
   gst_object_unref(dev->pad);
   gst_caps_replace(&dev->caps, NULL);
   g_clear_pointer(&dev->refused_caps, g_free);
+  g_clear_pointer(&dev->extras, gst_structure_free);
   g_free(dev);
 }
 
@@ -639,10 +629,55 @@ void gst_rdma_src_device_eos(GstRdmaSrc *self, GstRdmaSrcDevice *dev)
   if (!gst_rdma_src_pad_has_stream(dev->pad)) {
     GST_INFO_OBJECT(self, "device %u: EOS before any stream", dev->device);
     gst_rdma_src_pad_clear_eos(dev->pad);
-    gst_rdma_src_pad_queue_event(dev->pad, stream_start_event(self, dev));
+    gst_rdma_src_pad_queue_event(dev->pad,
+                                 gst_rdma_src_stream_start_event(self, dev));
     gst_rdma_src_pad_queue_event(dev->pad, time_segment_event());
   } else if (gst_rdma_src_pad_is_eos(dev->pad))
     return;
   GST_INFO_OBJECT(self, "device %u: EOS", dev->device);
   gst_rdma_src_pad_queue_event(dev->pad, gst_event_new_eos());
+}
+
+/* ------------------------------------------------------ child proxy */
+
+/* rdmasrc's pads are its children, so a launch line can set a pad property
+ * before the pad exists: rdmasrc name=r src_3::over-budget=pause. */
+static GObject *gst_rdma_src_child_by_index(GstChildProxy *proxy, guint index)
+{
+  GstElement *element = GST_ELEMENT(proxy);
+  GObject *child = NULL;
+
+  GST_OBJECT_LOCK(element);
+  child = g_list_nth_data(element->srcpads, index);
+  if (child)
+    gst_object_ref(child);
+  GST_OBJECT_UNLOCK(element);
+  return child;
+}
+
+static GObject *gst_rdma_src_child_by_name(GstChildProxy *proxy,
+                                           const gchar *name)
+{
+  return G_OBJECT(gst_element_get_static_pad(GST_ELEMENT(proxy), name));
+}
+
+static guint gst_rdma_src_children_count(GstChildProxy *proxy)
+{
+  GstElement *element = GST_ELEMENT(proxy);
+  guint count;
+
+  GST_OBJECT_LOCK(element);
+  count = element->numsrcpads;
+  GST_OBJECT_UNLOCK(element);
+  return count;
+}
+
+void gst_rdma_src_child_proxy_init(gpointer g_iface, gpointer data)
+{
+  GstChildProxyInterface *iface = g_iface;
+
+  (void)data;
+  iface->get_child_by_index = gst_rdma_src_child_by_index;
+  iface->get_child_by_name = gst_rdma_src_child_by_name;
+  iface->get_children_count = gst_rdma_src_children_count;
 }

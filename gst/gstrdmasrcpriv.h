@@ -114,8 +114,19 @@ struct _GstRdmaSrc {
   guint64 pushed;
   guint64 copies;
   guint64 no_caps_drops;
-  guint64 events_received; /* EVENT blocks pushed as events (tags) */
+  guint64 events_received; /* EVENT blocks taken (gstrdmasrcevents.c) */
   guint64 events_dropped;  /* EVENT blocks not understood */
+  guint64 extras_dropped;  /* frame extras whose frame didn't come */
+  guint64 metas_not_restored;
+
+  /* Receive thread: each device's upstream stream-start, from the EVENT
+   * block before its CAPS block (gstrdmasrcevents.c), and whether the
+   * stream it opens is still to start. */
+  struct {
+    GstStructure *stream;
+    guint32 lane;
+    gboolean fresh;
+  } upstream[SBR_MAX_DEVICES];
 };
 
 /* gstrdmasrcreceive.c: what the shared receive thread does for us
@@ -166,6 +177,28 @@ GstEvent **gst_rdma_src_stream_events(GstRdmaSrc *self, GstRdmaSrcDevice *dev,
                                       GstCaps *caps, GstEvent *events[3]);
 /* Frame duration from the caps' framerate, if any. */
 GstClockTime gst_rdma_src_caps_frame_duration(GstCaps *caps);
+
+/* rdmasrc's GstChildProxy: its src pads are its children, so that
+ * "rdmasrc src_3::over-budget=pause" on a launch line reaches pad src_3
+ * when it is added (rdmasrc announces it with child-added).
+ * gstrdmasrcpadtable.c. */
+void gst_rdma_src_child_proxy_init(gpointer g_iface, gpointer data);
+
+/* gstrdmasrcevents.c, receive thread: an EVENT block of a device; a
+ * data frame's extras, if the block before it brought them; the
+ * stream-start of a stream a device opens (the upstream's, once its
+ * sender said it); whether a CAPS block of lane comes after a stream-start
+ * (a new upstream stream); and the stream-starts kept, freed. */
+void gst_rdma_src_handle_event(GstRdmaSrc *self, const struct sbr_frame *frame,
+                               GstClockTime now);
+void gst_rdma_src_apply_extras(GstRdmaSrc *self, GstRdmaSrcDevice *dev,
+                               const struct sbr_block_info *info,
+                               GstBuffer *buf);
+GstEvent *gst_rdma_src_stream_start_event(GstRdmaSrc *self,
+                                          GstRdmaSrcDevice *dev);
+gboolean gst_rdma_src_events_caps_from(GstRdmaSrc *self, guint device,
+                                       guint32 lane);
+void gst_rdma_src_events_free(GstRdmaSrc *self);
 
 G_END_DECLS
 

@@ -36,6 +36,8 @@ static void gst_rdma_src_handle_caps(GstRdmaSrc *self, guint device,
   GstRdmaSrcDevice *dev = self->devices[device];
   GstCaps *caps = gst_rdma_caps_from_wire(str);
   gboolean added = FALSE;
+  /* Its sender's upstream began a new stream (stream-start, then caps). */
+  gboolean upstream_new = gst_rdma_src_events_caps_from(self, device, lane);
 
   if (!caps || !gst_caps_is_fixed(caps)) {
     GST_ELEMENT_WARNING(self, STREAM, FORMAT,
@@ -80,6 +82,13 @@ static void gst_rdma_src_handle_caps(GstRdmaSrc *self, guint device,
     gst_rdma_src_stream_events(self, dev, caps, events);
     for (guint i = 0; i < G_N_ELEMENTS(events); i++)
       gst_rdma_src_pad_queue_event(dev->pad, events[i]);
+  } else if (upstream_new && gst_rdma_src_pad_has_stream(dev->pad)) {
+    /* The same sender, a new stream upstream (concat, a new file): its
+     * stream-start, then the caps, as upstream had them. */
+    GST_INFO_OBJECT(self, "device %u: new upstream stream", device);
+    gst_rdma_src_pad_queue_event(dev->pad,
+                                 gst_rdma_src_stream_start_event(self, dev));
+    gst_rdma_src_pad_queue_event(dev->pad, gst_event_new_caps(caps));
   } else if (!dev->caps || !gst_caps_is_equal(caps, dev->caps)) {
     GST_INFO_OBJECT(self, "device %u: new caps %" GST_PTR_FORMAT, device, caps);
     gst_rdma_src_pad_queue_event(dev->pad, gst_event_new_caps(caps));
@@ -237,6 +246,7 @@ static void gst_rdma_src_handle_data(GstRdmaSrc *self, struct sbr_frame *frame)
       &dev->time_map,
       gst_rdma_src_pad_timestamp_mode(dev->pad, self->timestamp_mode_now),
       &info, now, wall_now, buf);
+  gst_rdma_src_apply_extras(self, dev, &info, buf);
   if (GST_BUFFER_PTS_IS_VALID(buf) && now > GST_BUFFER_PTS(buf) &&
       now - GST_BUFFER_PTS(buf) > GST_RDMA_SRC_OUTAGE_LATENESS) {
     /* Not jitter: frames queued at a sender that stalled (stopped,
@@ -475,49 +485,6 @@ static void gst_rdma_src_check_packets(GstRdmaSrc *self,
     gst_rdma_src_pad_note_gap(dev->pad);
 }
 
-/* An EVENT block (docs/protocol.md, kind 4; gst/gstrdmasinkevents.c): a
- * serialized structure, "rdma-tags" the only one yet.  Tags go to the device's
- * pad in their place among its frames; anything else, or what doesn't parse (a
- * newer sender, a forged block), is counted and dropped. */
-static void gst_rdma_src_handle_event(GstRdmaSrc *self,
-                                      const struct sbr_frame *frame)
-{
-  GstRdmaSrcDevice *dev = self->devices[frame->info.device];
-  gchar *str = frame->n_blocks <= 1
-                   ? g_strndup((const gchar *)frame->info.payload,
-                               frame->info.payload_len)
-                   : NULL;
-  GstStructure *s = str ? gst_structure_from_string(str, NULL) : NULL;
-  const GValue *v;
-
-  g_free(str);
-  if (s && gst_structure_has_name(s, "rdma-tags") &&
-      (v = gst_structure_get_value(s, "taglist")) != NULL &&
-      G_VALUE_HOLDS(v, GST_TYPE_TAG_LIST) && dev && dev->pad &&
-      !g_atomic_int_get(&dev->released)) {
-    GstTagList *tags = gst_tag_list_copy(g_value_get_boxed(v));
-
-    gst_tag_list_set_scope(
-        tags, g_strcmp0(gst_structure_get_string(s, "scope"), "global") == 0
-                  ? GST_TAG_SCOPE_GLOBAL
-                  : GST_TAG_SCOPE_STREAM);
-    GST_DEBUG_OBJECT(self, "device %u: tags %" GST_PTR_FORMAT,
-                     frame->info.device, tags);
-    gst_rdma_src_pad_queue_event(dev->pad, gst_event_new_tag(tags));
-    GST_OBJECT_LOCK(self);
-    self->events_received++;
-    GST_OBJECT_UNLOCK(self);
-  } else {
-    GST_DEBUG_OBJECT(self, "device %u: event block not taken",
-                     frame->info.device);
-    GST_OBJECT_LOCK(self);
-    self->events_dropped++;
-    GST_OBJECT_UNLOCK(self);
-  }
-  if (s)
-    gst_structure_free(s);
-}
-
 /* A late join: the stream's headers went by before we joined.  They go to
  * the pad after its caps and before this frame, unstamped, as HEADER
  * buffers, the first DISCONT (a stream starts here). */
@@ -607,10 +574,14 @@ void gst_rdma_src_frame(GstElement *element, struct sbr_frame *frame,
   case SBR_KIND_DATA:
     gst_rdma_src_handle_data(self, frame);
     break;
-  case SBR_KIND_EVENT:
-    gst_rdma_src_handle_event(self, frame);
+  case SBR_KIND_EVENT: {
+    guint64 wall_now;
+
+    gst_rdma_src_handle_event(self, frame,
+                              gst_rdma_src_running_time(self, &wall_now));
     sbr_frame_release(frame);
     break;
+  }
   default:
     sbr_frame_release(frame);
     break;

@@ -118,7 +118,9 @@ GstStructure *gst_rdma_src_stats_new(sbr_receiver *receiver,
       counters->unclaimed_drops, "receiver-members", G_TYPE_UINT,
       counters->receiver_members, "events-received", G_TYPE_UINT64,
       counters->events_received, "events-dropped", G_TYPE_UINT64,
-      counters->events_dropped, NULL);
+      counters->events_dropped, "extras-dropped", G_TYPE_UINT64,
+      counters->extras_dropped, "metas-not-restored", G_TYPE_UINT64,
+      counters->metas_not_restored, NULL);
   gst_structure_set(
       s, "refused-connections", G_TYPE_UINT64, (guint64)rs.refused,
       "lanes-windowed", G_TYPE_UINT64, (guint64)rs.lanes_windowed,

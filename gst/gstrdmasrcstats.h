@@ -31,6 +31,8 @@ typedef struct {
   guint64 no_caps_drops;         /* frames of a device without a stream */
   guint64 events_received;       /* EVENT blocks pushed as events */
   guint64 events_dropped;        /* EVENT blocks not understood */
+  guint64 extras_dropped;        /* frame extras whose frame didn't come */
+  guint64 metas_not_restored;    /* metas of frame extras not put back */
   guint held;                    /* lane blocks out (queued or downstream) */
   guint device_blocks;           /* the smallest device's share now (each has
                                     its lane's); 0 when stopped */

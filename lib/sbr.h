@@ -185,6 +185,10 @@ enum sbr_flags {
    * frame: SPS/PPS, Vorbis headers), not a frame of the picture.  A
    * receiver that doesn't know the bit ignores it. */
   SBR_FLAG_HEADER = 1 << 6,
+  /* On a DATA block: GStreamer's GST_BUFFER_FLAG_MARKER, the end of a
+   * unit (a video encoder's every frame, RTP's marker): in the header
+   * because nearly every encoded frame has it.  Ignored where unknown. */
+  SBR_FLAG_MARKER = 1 << 7,
 };
 
 /* What to do when no send block is free. */

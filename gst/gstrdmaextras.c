@@ -1,0 +1,441 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * gstrdmaextras.c - a buffer's flags and metas as a structure and back
+ * (gstrdmaextras.h).
+ *
+ * "rdma-frame, flags=(uint)F, metas=(structure)<...>": F holds only
+ * GST_RDMA_EXTRAS_FLAGS (GstBufferFlags values, stable ABI); each meta is
+ * a structure named after what it was, with the fields its add function
+ * takes.  A receiver skips a meta structure it doesn't know, so a newer
+ * sender's metas cost an older receiver nothing but the count.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstrdmaextras.h"
+
+#include "gstrdmacommon.h"
+
+gboolean gst_rdma_extras_layout_differs(GstBuffer *buf,
+                                        const GstVideoInfo *info)
+{
+  GstVideoMeta *vm = gst_buffer_get_video_meta(buf);
+
+  if (!vm)
+    return FALSE;
+  if (!info || vm->format != GST_VIDEO_INFO_FORMAT(info) ||
+      vm->width != (guint)GST_VIDEO_INFO_WIDTH(info) ||
+      vm->height != (guint)GST_VIDEO_INFO_HEIGHT(info) ||
+      vm->n_planes != GST_VIDEO_INFO_N_PLANES(info))
+    return TRUE;
+  for (guint i = 0; i < vm->n_planes; i++)
+    if (vm->offset[i] != GST_VIDEO_INFO_PLANE_OFFSET(info, i) ||
+        vm->stride[i] != GST_VIDEO_INFO_PLANE_STRIDE(info, i))
+      return TRUE;
+  return FALSE;
+}
+
+/* Every meta but the layout (the copy has the default one). */
+static gboolean copy_meta(GstBuffer *src, GstMeta **meta, gpointer data)
+{
+  GstBuffer *dest = data;
+  const GstMetaInfo *info = (*meta)->info;
+  GstMetaTransformCopy copy = {FALSE, 0, (gsize)-1};
+
+  (void)src;
+  if (info->api != GST_VIDEO_META_API_TYPE && info->transform_func)
+    info->transform_func(dest, *meta, src, _gst_meta_transform_copy, &copy);
+  return TRUE;
+}
+
+GstBuffer *gst_rdma_extras_to_default_layout(GstBuffer *buf,
+                                             const GstVideoInfo *info)
+{
+  GstVideoFrame in, out;
+  GstBuffer *copy;
+
+  if (!gst_video_frame_map(&in, (GstVideoInfo *)info, buf, GST_MAP_READ))
+    return buf;
+  copy = gst_buffer_new_allocate(NULL, GST_VIDEO_INFO_SIZE(info), NULL);
+  if (!gst_video_frame_map(&out, (GstVideoInfo *)info, copy, GST_MAP_WRITE)) {
+    gst_video_frame_unmap(&in);
+    gst_buffer_unref(copy);
+    return buf;
+  }
+  gst_video_frame_copy(&out, &in);
+  gst_video_frame_unmap(&out);
+  gst_video_frame_unmap(&in);
+  gst_buffer_copy_into(
+      copy, buf, GST_BUFFER_COPY_FLAGS | GST_BUFFER_COPY_TIMESTAMPS, 0, -1);
+  gst_buffer_foreach_meta(buf, copy_meta, copy);
+  gst_buffer_unref(buf);
+  return copy;
+}
+
+static GstStructure *video_meta_to_structure(const GstVideoMeta *vm)
+{
+  GValue offsets = G_VALUE_INIT, strides = G_VALUE_INIT;
+  GstStructure *s;
+
+  gst_value_array_init(&offsets, vm->n_planes);
+  gst_value_array_init(&strides, vm->n_planes);
+  for (guint i = 0; i < vm->n_planes; i++) {
+    GValue v = G_VALUE_INIT;
+
+    g_value_init(&v, G_TYPE_UINT64);
+    g_value_set_uint64(&v, vm->offset[i]);
+    gst_value_array_append_and_take_value(&offsets, &v);
+    g_value_init(&v, G_TYPE_INT);
+    g_value_set_int(&v, vm->stride[i]);
+    gst_value_array_append_and_take_value(&strides, &v);
+  }
+  s = gst_structure_new("video-meta", "format", G_TYPE_STRING,
+                        gst_video_format_to_string(vm->format), "width",
+                        G_TYPE_UINT, vm->width, "height", G_TYPE_UINT,
+                        vm->height, "flags", G_TYPE_UINT, (guint)vm->flags,
+                        NULL);
+  gst_structure_take_value(s, "offsets", &offsets);
+  gst_structure_take_value(s, "strides", &strides);
+  return s;
+}
+
+static GstStructure *time_code_to_structure(const GstVideoTimeCodeMeta *tm)
+{
+  const GstVideoTimeCode *tc = &tm->tc;
+  GstStructure *s = gst_structure_new(
+      "timecode-meta", "fps-n", G_TYPE_INT, tc->config.fps_n, "fps-d",
+      G_TYPE_INT, tc->config.fps_d, "flags", G_TYPE_UINT,
+      (guint)tc->config.flags, "hours", G_TYPE_UINT, tc->hours, "minutes",
+      G_TYPE_UINT, tc->minutes, "seconds", G_TYPE_UINT, tc->seconds, "frames",
+      G_TYPE_UINT, tc->frames, "field-count", G_TYPE_UINT, tc->field_count,
+      NULL);
+
+  if (tc->config.latest_daily_jam) {
+    gchar *jam = g_date_time_format_iso8601(tc->config.latest_daily_jam);
+
+    gst_structure_set(s, "daily-jam", G_TYPE_STRING, jam, NULL);
+    g_free(jam);
+  }
+  return s;
+}
+
+static GstStructure *roi_to_structure(const GstVideoRegionOfInterestMeta *rm)
+{
+  GstStructure *s = gst_structure_new(
+      "roi-meta", "roi-type", G_TYPE_STRING, g_quark_to_string(rm->roi_type),
+      "id", G_TYPE_INT, rm->id, "parent-id", G_TYPE_INT, rm->parent_id, "x",
+      G_TYPE_UINT, rm->x, "y", G_TYPE_UINT, rm->y, "w", G_TYPE_UINT, rm->w, "h",
+      G_TYPE_UINT, rm->h, NULL);
+  GValue params = G_VALUE_INIT;
+
+  gst_value_array_init(&params, g_list_length(rm->params));
+  for (GList *l = rm->params; l; l = l->next) {
+    GValue v = G_VALUE_INIT;
+
+    g_value_init(&v, GST_TYPE_STRUCTURE);
+    g_value_set_boxed(&v, l->data);
+    gst_value_array_append_and_take_value(&params, &v);
+  }
+  gst_structure_take_value(s, "params", &params);
+  return s;
+}
+
+static GstStructure *caption_to_structure(const GstVideoCaptionMeta *cm)
+{
+  GstBuffer *data = gst_buffer_new_memdup(cm->data, cm->size);
+  GstStructure *s = gst_structure_new("caption-meta", "type", G_TYPE_INT,
+                                      (gint)cm->caption_type, "data",
+                                      GST_TYPE_BUFFER, data, NULL);
+
+  gst_buffer_unref(data);
+  return s;
+}
+
+static GstStructure *reference_to_structure(const GstReferenceTimestampMeta *rm)
+{
+  gchar *caps = gst_caps_to_string(rm->reference);
+  GstStructure *s = gst_structure_new(
+      "reference-timestamp-meta", "reference", G_TYPE_STRING, caps, "timestamp",
+      G_TYPE_UINT64, (guint64)rm->timestamp, "duration", G_TYPE_UINT64,
+      (guint64)rm->duration, NULL);
+
+  g_free(caps);
+  return s;
+}
+
+/* The capture time is the block's own field (gstrdmacapture.c). */
+static gboolean is_unix_reference(const GstReferenceTimestampMeta *rm)
+{
+  GstCaps *unix_caps = gst_rdma_unix_timestamp_caps();
+  gboolean is = gst_caps_is_equal(rm->reference, unix_caps);
+
+  gst_caps_unref(unix_caps);
+  return is;
+}
+
+/* meta as a structure; NULL with *skip when it needn't cross, NULL alone
+ * when it can't. */
+static GstStructure *meta_to_structure(GstBuffer *buf, GstMeta *meta,
+                                       const GstVideoInfo *info, gboolean *skip)
+{
+  GType api = meta->info->api;
+
+  *skip = FALSE;
+  if (api == GST_VIDEO_META_API_TYPE) {
+    *skip = !gst_rdma_extras_layout_differs(buf, info);
+    return *skip ? NULL : video_meta_to_structure((GstVideoMeta *)meta);
+  }
+  if (api == GST_VIDEO_TIME_CODE_META_API_TYPE)
+    return time_code_to_structure((GstVideoTimeCodeMeta *)meta);
+  if (api == GST_VIDEO_REGION_OF_INTEREST_META_API_TYPE)
+    return roi_to_structure((GstVideoRegionOfInterestMeta *)meta);
+  if (api == GST_VIDEO_CAPTION_META_API_TYPE)
+    return caption_to_structure((GstVideoCaptionMeta *)meta);
+  if (api == GST_REFERENCE_TIMESTAMP_META_API_TYPE) {
+    *skip = is_unix_reference((GstReferenceTimestampMeta *)meta);
+    return *skip ? NULL
+                 : reference_to_structure((GstReferenceTimestampMeta *)meta);
+  }
+  if (api == GST_PROTECTION_META_API_TYPE)
+    return gst_structure_new("protection-meta", "info", GST_TYPE_STRUCTURE,
+                             ((GstProtectionMeta *)meta)->info, NULL);
+  if (gst_meta_info_is_custom(meta->info)) {
+    const GstStructure *fields =
+        gst_custom_meta_get_structure((GstCustomMeta *)meta);
+
+    return gst_structure_new("custom-meta", "name", G_TYPE_STRING,
+                             g_type_name(meta->info->type), "fields",
+                             GST_TYPE_STRUCTURE, fields, NULL);
+  }
+  return NULL;
+}
+
+GstStructure *gst_rdma_extras_from_buffer(GstBuffer *buf,
+                                          const GstVideoInfo *info,
+                                          guint *not_carried)
+{
+  guint flags = GST_BUFFER_FLAGS(buf) & GST_RDMA_EXTRAS_FLAGS;
+  GValue metas = G_VALUE_INIT;
+  gpointer state = NULL;
+  GstStructure *s;
+  GstMeta *meta;
+
+  *not_carried = 0;
+  gst_value_array_init(&metas, 0);
+  while ((meta = gst_buffer_iterate_meta(buf, &state))) {
+    gboolean skip;
+    GstStructure *ms = meta_to_structure(buf, meta, info, &skip);
+    GValue v = G_VALUE_INIT;
+
+    if (!ms) {
+      if (!skip)
+        (*not_carried)++;
+      continue;
+    }
+    g_value_init(&v, GST_TYPE_STRUCTURE);
+    g_value_take_boxed(&v, ms);
+    gst_value_array_append_and_take_value(&metas, &v);
+  }
+  if (flags == 0 && gst_value_array_get_size(&metas) == 0) {
+    g_value_unset(&metas);
+    return NULL;
+  }
+  s = gst_structure_new("rdma-frame", "flags", G_TYPE_UINT, flags, NULL);
+  gst_structure_take_value(s, "metas", &metas);
+  return s;
+}
+
+static gboolean apply_video_meta(const GstStructure *s, GstBuffer *buf)
+{
+  const GValue *offsets = gst_structure_get_value(s, "offsets");
+  const GValue *strides = gst_structure_get_value(s, "strides");
+  gsize offset[GST_VIDEO_MAX_PLANES] = {0};
+  gint stride[GST_VIDEO_MAX_PLANES] = {0};
+  GstVideoFormat format =
+      gst_video_format_from_string(gst_structure_get_string(s, "format")
+                                       ? gst_structure_get_string(s, "format")
+                                       : "");
+  guint width, height, flags, n;
+
+  if (format == GST_VIDEO_FORMAT_UNKNOWN || !offsets || !strides ||
+      !GST_VALUE_HOLDS_ARRAY(offsets) || !GST_VALUE_HOLDS_ARRAY(strides) ||
+      !gst_structure_get_uint(s, "width", &width) ||
+      !gst_structure_get_uint(s, "height", &height) ||
+      !gst_structure_get_uint(s, "flags", &flags))
+    return FALSE;
+  n = gst_value_array_get_size(offsets);
+  if (n == 0 || n > GST_VIDEO_MAX_PLANES ||
+      n != gst_value_array_get_size(strides))
+    return FALSE;
+  for (guint i = 0; i < n; i++) {
+    const GValue *o = gst_value_array_get_value(offsets, i);
+    const GValue *st = gst_value_array_get_value(strides, i);
+
+    if (!G_VALUE_HOLDS_UINT64(o) || !G_VALUE_HOLDS_INT(st) ||
+        g_value_get_uint64(o) >= gst_buffer_get_size(buf))
+      return FALSE;
+    offset[i] = (gsize)g_value_get_uint64(o);
+    stride[i] = g_value_get_int(st);
+  }
+  /* The planes past their offsets are the buffer's: a mapping of a plane
+   * that doesn't fit fails in GstVideoFrame, it never reads past it. */
+  gst_buffer_add_video_meta_full(buf, (GstVideoFrameFlags)flags, format, width,
+                                 height, n, offset, stride);
+  return TRUE;
+}
+
+static gboolean apply_time_code(const GstStructure *s, GstBuffer *buf)
+{
+  gint fps_n, fps_d;
+  guint flags, h, m, sec, frames, fields;
+  const gchar *jam_str = gst_structure_get_string(s, "daily-jam");
+  GDateTime *jam = jam_str ? g_date_time_new_from_iso8601(jam_str, NULL) : NULL;
+  gboolean ok;
+
+  ok = gst_structure_get(s, "fps-n", G_TYPE_INT, &fps_n, "fps-d", G_TYPE_INT,
+                         &fps_d, "flags", G_TYPE_UINT, &flags, "hours",
+                         G_TYPE_UINT, &h, "minutes", G_TYPE_UINT, &m, "seconds",
+                         G_TYPE_UINT, &sec, "frames", G_TYPE_UINT, &frames,
+                         "field-count", G_TYPE_UINT, &fields, NULL) &&
+       gst_buffer_add_video_time_code_meta_full(
+           buf, (guint)MAX(fps_n, 0), (guint)MAX(fps_d, 0), jam,
+           (GstVideoTimeCodeFlags)flags, h, m, sec, frames, fields) != NULL;
+  if (jam)
+    g_date_time_unref(jam);
+  return ok;
+}
+
+static gboolean apply_roi(const GstStructure *s, GstBuffer *buf)
+{
+  const gchar *type = gst_structure_get_string(s, "roi-type");
+  const GValue *params = gst_structure_get_value(s, "params");
+  GstVideoRegionOfInterestMeta *rm;
+  guint x, y, w, h;
+  gint id, parent_id;
+
+  if (!type ||
+      !gst_structure_get(s, "id", G_TYPE_INT, &id, "parent-id", G_TYPE_INT,
+                         &parent_id, "x", G_TYPE_UINT, &x, "y", G_TYPE_UINT, &y,
+                         "w", G_TYPE_UINT, &w, "h", G_TYPE_UINT, &h, NULL))
+    return FALSE;
+  rm = gst_buffer_add_video_region_of_interest_meta(buf, type, x, y, w, h);
+  rm->id = id;
+  rm->parent_id = parent_id;
+  if (params && GST_VALUE_HOLDS_ARRAY(params))
+    for (guint i = 0; i < gst_value_array_get_size(params); i++) {
+      const GValue *p = gst_value_array_get_value(params, i);
+
+      if (GST_VALUE_HOLDS_STRUCTURE(p))
+        gst_video_region_of_interest_meta_add_param(
+            rm, gst_structure_copy(gst_value_get_structure(p)));
+    }
+  return TRUE;
+}
+
+static gboolean apply_caption(const GstStructure *s, GstBuffer *buf)
+{
+  GstBuffer *data = NULL;
+  GstMapInfo map;
+  gint type;
+  gboolean ok;
+
+  if (!gst_structure_get(s, "type", G_TYPE_INT, &type, "data", GST_TYPE_BUFFER,
+                         &data, NULL))
+    return FALSE;
+  ok = gst_buffer_map(data, &map, GST_MAP_READ);
+  if (ok) {
+    gst_buffer_add_video_caption_meta(buf, (GstVideoCaptionType)type, map.data,
+                                      map.size);
+    gst_buffer_unmap(data, &map);
+  }
+  gst_buffer_unref(data);
+  return ok;
+}
+
+static gboolean apply_reference(const GstStructure *s, GstBuffer *buf)
+{
+  const gchar *ref = gst_structure_get_string(s, "reference");
+  GstCaps *caps = ref ? gst_caps_from_string(ref) : NULL;
+  guint64 ts, duration;
+  gboolean ok;
+
+  ok = caps && gst_structure_get(s, "timestamp", G_TYPE_UINT64, &ts, "duration",
+                                 G_TYPE_UINT64, &duration, NULL);
+  if (ok)
+    gst_buffer_add_reference_timestamp_meta(buf, caps, ts, duration);
+  if (caps)
+    gst_caps_unref(caps);
+  return ok;
+}
+
+static gboolean copy_field(GQuark field, const GValue *value, gpointer data)
+{
+  gst_structure_id_set_value(data, field, value);
+  return TRUE;
+}
+
+static gboolean apply_custom(const GstStructure *s, GstBuffer *buf)
+{
+  const gchar *name = gst_structure_get_string(s, "name");
+  const GValue *fields = gst_structure_get_value(s, "fields");
+  const GstMetaInfo *info = name ? gst_meta_get_info(name) : NULL;
+  GstCustomMeta *cm;
+
+  /* Only a custom meta: its structure is all it is.  A meta of another
+   * kind registered under the name would be read as something it isn't. */
+  if (!info || !gst_meta_info_is_custom(info) || !fields ||
+      !GST_VALUE_HOLDS_STRUCTURE(fields))
+    return FALSE;
+  cm = gst_buffer_add_custom_meta(buf, name);
+  if (!cm)
+    return FALSE;
+  gst_structure_foreach(gst_value_get_structure(fields), copy_field,
+                        gst_custom_meta_get_structure(cm));
+  return TRUE;
+}
+
+static gboolean apply_meta(const GstStructure *ms, GstBuffer *buf)
+{
+  if (gst_structure_has_name(ms, "video-meta"))
+    return apply_video_meta(ms, buf);
+  if (gst_structure_has_name(ms, "timecode-meta"))
+    return apply_time_code(ms, buf);
+  if (gst_structure_has_name(ms, "roi-meta"))
+    return apply_roi(ms, buf);
+  if (gst_structure_has_name(ms, "caption-meta"))
+    return apply_caption(ms, buf);
+  if (gst_structure_has_name(ms, "reference-timestamp-meta"))
+    return apply_reference(ms, buf);
+  if (gst_structure_has_name(ms, "protection-meta")) {
+    const GValue *v = gst_structure_get_value(ms, "info");
+
+    if (!v || !GST_VALUE_HOLDS_STRUCTURE(v))
+      return FALSE;
+    gst_buffer_add_protection_meta(
+        buf, gst_structure_copy(gst_value_get_structure(v)));
+    return TRUE;
+  }
+  if (gst_structure_has_name(ms, "custom-meta"))
+    return apply_custom(ms, buf);
+  return FALSE;
+}
+
+guint gst_rdma_extras_apply(const GstStructure *s, GstBuffer *buf)
+{
+  const GValue *metas = gst_structure_get_value(s, "metas");
+  guint flags = 0, failed = 0;
+
+  if (gst_structure_get_uint(s, "flags", &flags))
+    GST_BUFFER_FLAG_SET(buf, flags & GST_RDMA_EXTRAS_FLAGS);
+  if (!metas || !GST_VALUE_HOLDS_ARRAY(metas))
+    return 0;
+  for (guint i = 0; i < gst_value_array_get_size(metas); i++) {
+    const GValue *v = gst_value_array_get_value(metas, i);
+
+    if (!GST_VALUE_HOLDS_STRUCTURE(v) ||
+        !apply_meta(gst_value_get_structure(v), buf))
+      failed++;
+  }
+  return failed;
+}

@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * gstrdmasrcevents.c - rdmasrc's side of a sender's stream events and frame
+ * extras (EVENT blocks, docs/protocol.md kind 4; gst/gstrdmasinkevents.c):
+ *   - "rdma-stream-start" comes before a CAPS block and is kept per device
+ *     (the device may have no pad yet): the stream that CAPS block opens
+ *     takes its stream-id (under this pad's own, so two senders' ids never
+ *     clash here), group-id and flags;
+ *   - "rdma-tags" and "rdma-gap" go to the pad in their place among its
+ *     frames (a gap's time mapped as its frames' are), "rdma-segment" as a
+ *     segment whose applied rate says how fast the sender's stream was
+ *     played;
+ *   - "rdma-frame" waits for the frame that follows it and goes on that one
+ *     only: the next packet number, same lane and epoch.
+ * What doesn't parse or isn't known is dropped and counted
+ * (events-dropped).  Receive thread only.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstrdmaextras.h"
+#include "gstrdmasrcpriv.h"
+
+#define GST_CAT_DEFAULT gst_rdma_src_debug
+
+static void count(GstRdmaSrc *self, guint64 *counter, guint64 n)
+{
+  GST_OBJECT_LOCK(self);
+  *counter += n;
+  GST_OBJECT_UNLOCK(self);
+}
+
+/* The device's pad, if it can take an event. */
+static GstRdmaSrcPad *live_pad(GstRdmaSrcDevice *dev)
+{
+  return dev && dev->pad && !g_atomic_int_get(&dev->released) ? dev->pad : NULL;
+}
+
+static gboolean take_tags(GstRdmaSrc *self, GstRdmaSrcDevice *dev,
+                          const GstStructure *s)
+{
+  const GValue *v = gst_structure_get_value(s, "taglist");
+  GstRdmaSrcPad *pad = live_pad(dev);
+  GstTagList *tags;
+
+  if (!v || !G_VALUE_HOLDS(v, GST_TYPE_TAG_LIST) || !pad)
+    return FALSE;
+  tags = gst_tag_list_copy(g_value_get_boxed(v));
+  gst_tag_list_set_scope(
+      tags, g_strcmp0(gst_structure_get_string(s, "scope"), "global") == 0
+                ? GST_TAG_SCOPE_GLOBAL
+                : GST_TAG_SCOPE_STREAM);
+  GST_DEBUG_OBJECT(self, "device %u: tags %" GST_PTR_FORMAT, dev->device, tags);
+  gst_rdma_src_pad_queue_event(pad, gst_event_new_tag(tags));
+  return TRUE;
+}
+
+static gboolean take_segment(GstRdmaSrc *self, GstRdmaSrcDevice *dev,
+                             const GstStructure *s)
+{
+  GstRdmaSrcPad *pad = live_pad(dev);
+  gdouble rate, applied;
+  GstSegment segment;
+
+  if (!pad || !gst_structure_get_double(s, "rate", &rate) ||
+      !gst_structure_get_double(s, "applied-rate", &applied) || rate == 0.0 ||
+      applied == 0.0)
+    return FALSE;
+  /* Our segment is the one every stream opens with (running times), so
+   * times are untouched: the sender's rates become what was applied. */
+  gst_segment_init(&segment, GST_FORMAT_TIME);
+  segment.applied_rate = rate * applied;
+  GST_DEBUG_OBJECT(self, "device %u: applied rate %f", dev->device,
+                   segment.applied_rate);
+  gst_rdma_src_pad_queue_event(pad, gst_event_new_segment(&segment));
+  return TRUE;
+}
+
+static gboolean take_gap(GstRdmaSrc *self, GstRdmaSrcDevice *dev,
+                         const GstStructure *s, GstClockTime now)
+{
+  GstRdmaSrcPad *pad = live_pad(dev);
+  guint64 rt, duration;
+  GstClockTime ts;
+
+  if (!pad || !gst_structure_get_uint64(s, "running-time", &rt) ||
+      !gst_structure_get_uint64(s, "duration", &duration) ||
+      !GST_CLOCK_TIME_IS_VALID(rt))
+    return FALSE;
+  ts = gst_rdma_time_map_peek(
+      &dev->time_map,
+      gst_rdma_src_pad_timestamp_mode(pad, self->timestamp_mode_now), rt, now);
+  gst_rdma_src_pad_queue_event(pad, gst_event_new_gap(ts, duration));
+  return TRUE;
+}
+
+static gboolean take_stream_start(GstRdmaSrc *self, guint device, guint32 lane,
+                                  const GstStructure *s)
+{
+  if (!gst_structure_get_string(s, "stream-id"))
+    return FALSE;
+  g_clear_pointer(&self->upstream[device].stream, gst_structure_free);
+  self->upstream[device].stream = gst_structure_copy(s);
+  self->upstream[device].lane = lane;
+  self->upstream[device].fresh = TRUE;
+  return TRUE;
+}
+
+static gboolean take_extras(GstRdmaSrcDevice *dev,
+                            const struct sbr_frame *frame,
+                            const GstStructure *s)
+{
+  if (!dev)
+    return FALSE;
+  g_clear_pointer(&dev->extras, gst_structure_free);
+  dev->extras = gst_structure_copy(s);
+  dev->extras_lane = frame->info.lane_id;
+  dev->extras_epoch = frame->info.epoch;
+  dev->extras_packet = (guint16)(frame->info.packet + 1);
+  return TRUE;
+}
+
+void gst_rdma_src_handle_event(GstRdmaSrc *self, const struct sbr_frame *frame,
+                               GstClockTime now)
+{
+  GstRdmaSrcDevice *dev = self->devices[frame->info.device];
+  gchar *str = frame->n_blocks <= 1
+                   ? g_strndup((const gchar *)frame->info.payload,
+                               frame->info.payload_len)
+                   : NULL;
+  GstStructure *s = str ? gst_structure_from_string(str, NULL) : NULL;
+  gboolean taken = FALSE;
+
+  g_free(str);
+  if (!s)
+    ;
+  else if (gst_structure_has_name(s, "rdma-frame"))
+    taken = take_extras(dev, frame, s);
+  else if (gst_structure_has_name(s, "rdma-tags"))
+    taken = take_tags(self, dev, s);
+  else if (gst_structure_has_name(s, "rdma-stream-start"))
+    taken = take_stream_start(self, frame->info.device, frame->info.lane_id, s);
+  else if (gst_structure_has_name(s, "rdma-segment"))
+    taken = take_segment(self, dev, s);
+  else if (gst_structure_has_name(s, "rdma-gap"))
+    taken = take_gap(self, dev, s, now);
+  if (!taken)
+    GST_DEBUG_OBJECT(self, "device %u: event block not taken",
+                     frame->info.device);
+  count(self, taken ? &self->events_received : &self->events_dropped, 1);
+  if (s)
+    gst_structure_free(s);
+}
+
+void gst_rdma_src_apply_extras(GstRdmaSrc *self, GstRdmaSrcDevice *dev,
+                               const struct sbr_block_info *info,
+                               GstBuffer *buf)
+{
+  guint failed;
+
+  if (!dev->extras)
+    return;
+  if (dev->extras_packet != info->packet || dev->extras_lane != info->lane_id ||
+      dev->extras_epoch != info->epoch) {
+    /* Not this frame's: its frame was lost on the way. */
+    GST_DEBUG_OBJECT(self, "device %u: extras for packet %u, not %u",
+                     dev->device, dev->extras_packet, info->packet);
+    count(self, &self->extras_dropped, 1);
+  } else if ((failed = gst_rdma_extras_apply(dev->extras, buf)) > 0)
+    count(self, &self->metas_not_restored, failed);
+  g_clear_pointer(&dev->extras, gst_structure_free);
+}
+
+GstEvent *gst_rdma_src_stream_start_event(GstRdmaSrc *self,
+                                          GstRdmaSrcDevice *dev)
+{
+  const GstStructure *up = self->upstream[dev->device].stream;
+  const gchar *upstream_id =
+      up ? gst_structure_get_string(up, "stream-id") : NULL;
+  guint group_id = self->group_id, flags = GST_STREAM_FLAG_NONE;
+  gchar *stream_id;
+  GstEvent *start;
+
+  if (upstream_id && *upstream_id)
+    stream_id = gst_pad_create_stream_id_printf(
+        GST_PAD(dev->pad), GST_ELEMENT(self), "device-%u/%s", dev->device,
+        upstream_id);
+  else
+    stream_id = gst_pad_create_stream_id_printf(
+        GST_PAD(dev->pad), GST_ELEMENT(self), "device-%u", dev->device);
+  if (up) {
+    gst_structure_get_uint(up, "group-id", &group_id);
+    gst_structure_get_uint(up, "flags", &flags);
+  }
+  self->upstream[dev->device].fresh = FALSE;
+  start = gst_event_new_stream_start(stream_id);
+  g_free(stream_id);
+  gst_event_set_group_id(start, group_id);
+  gst_event_set_stream_flags(start, (GstStreamFlags)flags);
+  return start;
+}
+
+gboolean gst_rdma_src_events_caps_from(GstRdmaSrc *self, guint device,
+                                       guint32 lane)
+{
+  if (self->upstream[device].stream && self->upstream[device].lane != lane) {
+    /* Another sender's (one that left): not this stream's. */
+    g_clear_pointer(&self->upstream[device].stream, gst_structure_free);
+    self->upstream[device].fresh = FALSE;
+  }
+  return self->upstream[device].fresh;
+}
+
+void gst_rdma_src_events_free(GstRdmaSrc *self)
+{
+  for (guint d = 0; d < SBR_MAX_DEVICES; d++)
+    g_clear_pointer(&self->upstream[d].stream, gst_structure_free);
+}
