@@ -305,19 +305,10 @@ typedef struct {
   GstElement *tx, *rx;
 } Rig;
 
-static Rig rig_start(const Codec *codec, guint keys, Where where,
-                     const gchar *rx_props)
+/* rdmasrc into the probe, the gate and the codec's decoder. */
+static GstElement *receiver_new(const Codec *codec, guint port, Where where,
+                                const gchar *rx_props)
 {
-  guint port = test_port();
-  gchar *enc = codec->enc ? g_strdup_printf("%s %s=%u%s", codec->enc,
-                                            codec->keys, keys, codec->enc_tail)
-                          : NULL;
-  gchar *tx_desc = g_strdup_printf(
-      "videotestsrc is-live=true pattern=ball ! video/x-raw,format=I420,"
-      "width=160,height=120,framerate=25/1 ! %s%s rdmasink name=tx "
-      "transport=%s host=%s port=%u device-id=0 %s",
-      enc ? enc : "", enc ? " !" : "", transport, rdma_addr, port,
-      where == DROP_AT_SENDER ? "backpressure=drop" : "");
   /* A small share, so the queue fills at once; the probe on rdmasrc's
    * pad is added below, the gate on the decoder's (or the sink's) pad.
    * PTS as the sender has them: the probe takes a jump of more than a
@@ -331,13 +322,11 @@ static Rig rig_start(const Codec *codec, guint keys, Where where,
       transport, rdma_addr, port,
       where == DROP_AT_SENDER ? "over-budget=pause" : "", rx_props,
       codec->dec ? codec->dec : "", codec->dec ? " !" : "");
-  Rig rig;
-  GstElement *in;
+  GstElement *rx = parse(rx_desc), *in;
   GstPad *pad;
 
-  rig.rx = parse(rx_desc);
-  rig.tx = parse(tx_desc);
-  in = gst_bin_get_by_name(GST_BIN(rig.rx), "in");
+  g_free(rx_desc);
+  in = gst_bin_get_by_name(GST_BIN(rx), "in");
   pad = gst_element_get_static_pad(in, "sink");
   gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, on_pushed, NULL, NULL);
   gst_object_unref(pad);
@@ -345,12 +334,36 @@ static Rig rig_start(const Codec *codec, guint keys, Where where,
   gst_pad_add_probe(pad, GST_PAD_PROBE_TYPE_BUFFER, on_gate, NULL, NULL);
   gst_object_unref(pad);
   gst_object_unref(in);
+  return rx;
+}
+
+static Rig rig_start_on(const Codec *codec, guint keys, Where where,
+                        const gchar *rx_props, guint port)
+{
+  gchar *enc = codec->enc ? g_strdup_printf("%s %s=%u%s", codec->enc,
+                                            codec->keys, keys, codec->enc_tail)
+                          : NULL;
+  gchar *tx_desc = g_strdup_printf(
+      "videotestsrc is-live=true pattern=ball ! video/x-raw,format=I420,"
+      "width=160,height=120,framerate=25/1 ! %s%s rdmasink name=tx "
+      "transport=%s host=%s port=%u device-id=0 %s",
+      enc ? enc : "", enc ? " !" : "", transport, rdma_addr, port,
+      where == DROP_AT_SENDER ? "backpressure=drop" : "");
+  Rig rig;
+
+  rig.rx = receiver_new(codec, port, where, rx_props);
+  rig.tx = parse(tx_desc);
   set_state(rig.rx, GST_STATE_PLAYING);
   set_state(rig.tx, GST_STATE_PLAYING);
   g_free(enc);
   g_free(tx_desc);
-  g_free(rx_desc);
   return rig;
+}
+
+static Rig rig_start(const Codec *codec, guint keys, Where where,
+                     const gchar *rx_props)
+{
+  return rig_start_on(codec, keys, where, rx_props, test_port());
 }
 
 static void print_stats(GstElement *pipeline, const gchar *name)
@@ -604,6 +617,47 @@ static void check_raw(Where where)
   rig_stop(&rig);
 }
 
+/* A receiver restarted mid-GOP, into a real decoder, rdmasrc's defaults
+ * (issue 28, "Done when"): its first frames are deltas of a new lane,
+ * whose references went with the old receiver.  The decoder sees none of
+ * them: the pad drops them and asks for a key frame, and the decoder's
+ * first frame is that key frame; it decodes from there, with no decode
+ * error or warning on the bus. */
+static void check_restart_decodes(const Codec *codec)
+{
+  guint port = test_port();
+  Rig rig;
+
+  record_reset();
+  rig = rig_start_on(codec, RARE_KEYS, DROP_AT_PAD, "", port);
+  if (!wait_record(&rec.buffers, 10)) {
+    dump_stats(&rig);
+    fail("%s: no frames before the restart", codec->name);
+  }
+  stop(rig.rx);
+  record_reset();
+  /* Whatever comes first comes after a gap: a delta then is counted. */
+  g_mutex_lock(&rec.lock);
+  rec.after_gap = TRUE;
+  g_mutex_unlock(&rec.lock);
+  rig.rx = receiver_new(codec, port, DROP_AT_PAD, "");
+  set_state(rig.rx, GST_STATE_PLAYING);
+  /* The key frame it asked for, then frames after it, all decoded. */
+  if (!wait_record(&rec.buffers, 10)) {
+    dump_stats(&rig);
+    fail("%s: decoding did not resume after the restart", codec->name);
+  }
+  g_mutex_lock(&rec.lock);
+  report(codec, "receiver restarted mid-GOP", &rig);
+  /* The first buffer the decoder got is a key frame. */
+  fail_unless(rec.keys >= 1, "no key frame reached the decoder");
+  fail_unless_equals_int(rec.deltas_after_gap, 0);
+  g_mutex_unlock(&rec.lock);
+  fail_unless(stat_of(rig.rx, "rx", "key-units-after-gaps", TRUE) >= 1);
+  expect_quiet_bus(rig.rx, codec->name);
+  rig_stop(&rig);
+}
+
 /* ------------------------------------------------------------- tests */
 
 GST_START_TEST(test_vp8_pad_drops_wait_for_key)
@@ -684,6 +738,13 @@ GST_START_TEST(test_h264_sender_drops_resume_at_key)
 
 GST_END_TEST;
 
+GST_START_TEST(test_vp8_restarted_receiver_decodes_from_a_key)
+{
+  check_restart_decodes(&vp8);
+}
+
+GST_END_TEST;
+
 GST_START_TEST(test_raw_pad_drops_unchanged)
 {
   check_raw(DROP_AT_PAD);
@@ -717,6 +778,7 @@ static Suite *rdma_encoded_suite(void)
   tcase_add_test(tc, test_vp8_sender_drops_resume_at_key);
   tcase_add_test(tc, test_vp8_waiting_off_on_the_element);
   tcase_add_test(tc, test_vp8_waiting_off_on_the_pad);
+  tcase_add_test(tc, test_vp8_restarted_receiver_decodes_from_a_key);
   if (have_openh264()) {
     tcase_add_test(tc, test_h264_pad_drops_wait_for_key);
     tcase_add_test(tc, test_h264_pad_drops_ask_for_a_key);
