@@ -44,6 +44,10 @@ static gboolean copy_meta(GstBuffer *src, GstMeta **meta, gpointer data)
   GstMetaTransformCopy copy = {FALSE, 0, (gsize)-1};
 
   (void)src;
+  /* A meta about the memories (their layout) says nothing of the copy's. */
+  if (gst_meta_api_type_has_tag(
+          info->api, g_quark_from_static_string(GST_META_TAG_MEMORY_STR)))
+    return TRUE;
   if (info->api != GST_VIDEO_META_API_TYPE && info->transform_func)
     info->transform_func(dest, *meta, src, _gst_meta_transform_copy, &copy);
   return TRUE;
@@ -246,40 +250,68 @@ GstStructure *gst_rdma_extras_from_buffer(GstBuffer *buf,
   return s;
 }
 
-static gboolean apply_video_meta(const GstStructure *s, GstBuffer *buf)
+/* Plane i's rows in a component of it, for info's height. */
+static guint plane_rows(const GstVideoInfo *info, guint plane)
+{
+  const GstVideoFormatInfo *finfo = info->finfo;
+
+  for (guint c = 0; c < GST_VIDEO_FORMAT_INFO_N_COMPONENTS(finfo); c++)
+    if (GST_VIDEO_FORMAT_INFO_PLANE(finfo, c) == plane)
+      return (guint)GST_VIDEO_FORMAT_INFO_SCALE_HEIGHT(
+          finfo, c, GST_VIDEO_INFO_HEIGHT(info));
+  return 0;
+}
+
+/* A layout from the wire is checked against the stream's caps and the
+ * buffer before anything maps it (GstVideoFrame trusts a meta's offsets
+ * and strides): the caps' format and size, their plane count, rows no
+ * shorter than the caps' own, every plane inside the buffer. */
+static gboolean apply_video_meta(const GstStructure *s, GstBuffer *buf,
+                                 const GstVideoInfo *caps_info)
 {
   const GValue *offsets = gst_structure_get_value(s, "offsets");
   const GValue *strides = gst_structure_get_value(s, "strides");
   gsize offset[GST_VIDEO_MAX_PLANES] = {0};
   gint stride[GST_VIDEO_MAX_PLANES] = {0};
+  const gchar *format_str = gst_structure_get_string(s, "format");
   GstVideoFormat format =
-      gst_video_format_from_string(gst_structure_get_string(s, "format")
-                                       ? gst_structure_get_string(s, "format")
-                                       : "");
+      gst_video_format_from_string(format_str ? format_str : "");
+  gsize size = gst_buffer_get_size(buf);
   guint width, height, flags, n;
 
-  if (format == GST_VIDEO_FORMAT_UNKNOWN || !offsets || !strides ||
-      !GST_VALUE_HOLDS_ARRAY(offsets) || !GST_VALUE_HOLDS_ARRAY(strides) ||
+  if (!caps_info || format != GST_VIDEO_INFO_FORMAT(caps_info) ||
+      GST_VIDEO_FORMAT_INFO_IS_TILED(caps_info->finfo) || !offsets ||
+      !strides || !GST_VALUE_HOLDS_ARRAY(offsets) ||
+      !GST_VALUE_HOLDS_ARRAY(strides) ||
       !gst_structure_get_uint(s, "width", &width) ||
       !gst_structure_get_uint(s, "height", &height) ||
-      !gst_structure_get_uint(s, "flags", &flags))
+      !gst_structure_get_uint(s, "flags", &flags) ||
+      width != (guint)GST_VIDEO_INFO_WIDTH(caps_info) ||
+      height != (guint)GST_VIDEO_INFO_HEIGHT(caps_info))
     return FALSE;
   n = gst_value_array_get_size(offsets);
-  if (n == 0 || n > GST_VIDEO_MAX_PLANES ||
+  if (n != GST_VIDEO_INFO_N_PLANES(caps_info) ||
       n != gst_value_array_get_size(strides))
     return FALSE;
   for (guint i = 0; i < n; i++) {
     const GValue *o = gst_value_array_get_value(offsets, i);
     const GValue *st = gst_value_array_get_value(strides, i);
+    guint64 end;
 
     if (!G_VALUE_HOLDS_UINT64(o) || !G_VALUE_HOLDS_INT(st) ||
-        g_value_get_uint64(o) >= gst_buffer_get_size(buf))
+        g_value_get_int(st) < GST_VIDEO_INFO_PLANE_STRIDE(caps_info, i))
+      return FALSE;
+    end = g_value_get_uint64(o) +
+          (guint64)g_value_get_int(st) * plane_rows(caps_info, i);
+    if (g_value_get_uint64(o) > size || end > size)
       return FALSE;
     offset[i] = (gsize)g_value_get_uint64(o);
     stride[i] = g_value_get_int(st);
   }
-  /* The planes past their offsets are the buffer's: a mapping of a plane
-   * that doesn't fit fails in GstVideoFrame, it never reads past it. */
+  /* A plane is mapped from the memory holding its first byte: a frame
+   * that came in several memories (fragments) is made one first. */
+  if (gst_buffer_n_memory(buf) > 1)
+    gst_buffer_replace_all_memory(buf, gst_buffer_get_all_memory(buf));
   gst_buffer_add_video_meta_full(buf, (GstVideoFrameFlags)flags, format, width,
                                  height, n, offset, stride);
   return TRUE;
@@ -293,11 +325,15 @@ static gboolean apply_time_code(const GstStructure *s, GstBuffer *buf)
   GDateTime *jam = jam_str ? g_date_time_new_from_iso8601(jam_str, NULL) : NULL;
   gboolean ok;
 
+  /* What gst_video_time_code_is_valid would refuse with a critical. */
   ok = gst_structure_get(s, "fps-n", G_TYPE_INT, &fps_n, "fps-d", G_TYPE_INT,
                          &fps_d, "flags", G_TYPE_UINT, &flags, "hours",
                          G_TYPE_UINT, &h, "minutes", G_TYPE_UINT, &m, "seconds",
                          G_TYPE_UINT, &sec, "frames", G_TYPE_UINT, &frames,
                          "field-count", G_TYPE_UINT, &fields, NULL) &&
+       fps_n > 0 && fps_d > 0 && h < 24 && m < 60 && sec < 60 &&
+       frames < (guint)(fps_n / fps_d + 1) && fields <= 2;
+  ok = ok &&
        gst_buffer_add_video_time_code_meta_full(
            buf, (guint)MAX(fps_n, 0), (guint)MAX(fps_d, 0), jam,
            (GstVideoTimeCodeFlags)flags, h, m, sec, frames, fields) != NULL;
@@ -344,6 +380,10 @@ static gboolean apply_caption(const GstStructure *s, GstBuffer *buf)
                          &data, NULL))
     return FALSE;
   ok = gst_buffer_map(data, &map, GST_MAP_READ);
+  if (ok && map.size == 0) {
+    gst_buffer_unmap(data, &map);
+    ok = FALSE;
+  }
   if (ok) {
     gst_buffer_add_video_caption_meta(buf, (GstVideoCaptionType)type, map.data,
                                       map.size);
@@ -395,10 +435,11 @@ static gboolean apply_custom(const GstStructure *s, GstBuffer *buf)
   return TRUE;
 }
 
-static gboolean apply_meta(const GstStructure *ms, GstBuffer *buf)
+static gboolean apply_meta(const GstStructure *ms, GstBuffer *buf,
+                           const GstVideoInfo *info)
 {
   if (gst_structure_has_name(ms, "video-meta"))
-    return apply_video_meta(ms, buf);
+    return apply_video_meta(ms, buf, info);
   if (gst_structure_has_name(ms, "timecode-meta"))
     return apply_time_code(ms, buf);
   if (gst_structure_has_name(ms, "roi-meta"))
@@ -421,7 +462,8 @@ static gboolean apply_meta(const GstStructure *ms, GstBuffer *buf)
   return FALSE;
 }
 
-guint gst_rdma_extras_apply(const GstStructure *s, GstBuffer *buf)
+guint gst_rdma_extras_apply(const GstStructure *s, GstBuffer *buf,
+                            const GstVideoInfo *info)
 {
   const GValue *metas = gst_structure_get_value(s, "metas");
   guint flags = 0, failed = 0;
@@ -434,7 +476,7 @@ guint gst_rdma_extras_apply(const GstStructure *s, GstBuffer *buf)
     const GValue *v = gst_value_array_get_value(metas, i);
 
     if (!GST_VALUE_HOLDS_STRUCTURE(v) ||
-        !apply_meta(gst_value_get_structure(v), buf))
+        !apply_meta(gst_value_get_structure(v), buf, info))
       failed++;
   }
   return failed;

@@ -38,10 +38,13 @@ GstStructure *gst_rdma_extras_from_buffer(GstBuffer *buf,
                                           const GstVideoInfo *info,
                                           guint *not_carried);
 
-/* Puts s's flags and metas on buf (writable).  Returns how many metas
- * could not be restored (a custom meta this process hasn't registered, a
- * malformed entry). */
-guint gst_rdma_extras_apply(const GstStructure *s, GstBuffer *buf);
+/* Puts s's flags and metas on buf (writable); info: the stream's video
+ * caps (NULL for others), which a layout must fit.  Returns how many
+ * metas could not be restored (a custom meta this process hasn't
+ * registered, a malformed entry, a layout that doesn't fit the caps or
+ * the buffer). */
+guint gst_rdma_extras_apply(const GstStructure *s, GstBuffer *buf,
+                            const GstVideoInfo *info);
 
 /* buf's GstVideoMeta layout as a GstVideoInfo (stride and offset of each
  * plane), TRUE when it differs from info's default one. */

@@ -1183,6 +1183,36 @@ static void gst_rdma_sink_gap(GstRdmaSink *self)
   gst_rdma_sink_count(self, &self->gap_drops);
 }
 
+/* buf's bytes as they are: its send block, or a copy.  FALSE when they
+ * didn't go and render_once returns *flow at once; else *ret is the
+ * send's result. */
+static gboolean gst_rdma_sink_send_buffer(GstRdmaSink *self, sbr_sender *sender,
+                                          GstBuffer *buf,
+                                          const struct sbr_block_meta *meta,
+                                          gsize size, int *ret,
+                                          GstFlowReturn *flow)
+{
+  sbr_send_block *block = NULL;
+  GstRdmaMemoryKind kind = gst_rdma_buffer_claim(buf, self->conn, &block);
+  gboolean copy = TRUE;
+
+  *ret = 0;
+  if (kind == GST_RDMA_MEMORY_DROPPED) {
+    *flow = gst_rdma_sink_no_block(self, sender);
+    return FALSE;
+  }
+  /* Else a send block of ours goes as it is, any other memory (HEAP,
+   * FOREIGN) is copied. */
+  if (kind == GST_RDMA_MEMORY_BLOCK || kind == GST_RDMA_MEMORY_KEPT)
+    *ret = gst_rdma_sink_submit_block(self, sender, kind, block, meta, size,
+                                      &copy);
+  if (copy && !gst_rdma_sink_send_copy(self, sender, buf, meta, ret)) {
+    *flow = GST_FLOW_OK;
+    return FALSE;
+  }
+  return TRUE;
+}
+
 /* One attempt at sending buf; *sent when it went out.  GST_FLOW_FLUSHING
  * means unlock() interrupted a wait (for the connection or for a free send
  * block) before the frame went out: render decides what that means. */
@@ -1190,12 +1220,11 @@ static GstFlowReturn gst_rdma_sink_render_once(GstRdmaSink *self,
                                                GstBuffer *buf, gboolean *sent)
 {
   struct sbr_block_meta meta;
-  sbr_send_block *block = NULL;
-  GstRdmaMemoryKind kind;
   sbr_sender *sender = NULL;
+  GstBuffer *laid_out = NULL;
   guint generation = 0;
   gsize size = gst_buffer_get_size(buf);
-  gboolean caps_sent, copy = TRUE;
+  gboolean caps_sent, went;
   GstFlowReturn flow;
   int ret = 0;
 
@@ -1206,26 +1235,29 @@ static GstFlowReturn gst_rdma_sink_render_once(GstRdmaSink *self,
   if (flow != GST_FLOW_OK || !caps_sent)
     return flow; /* without its caps the receiver can't use the frame */
 
-  flow = gst_rdma_sink_events_send(self, sender, generation);
-  if (flow != GST_FLOW_OK)
+  flow = gst_rdma_sink_events_send(self, sender, generation, &went);
+  if (flow != GST_FLOW_OK || !went)
     return flow;
   gst_rdma_sink_fill_meta(self, buf, &meta);
   flow = gst_rdma_sink_headers_resend(self, sender, generation, buf, &meta);
   if (flow != GST_FLOW_OK || self->caps_pending)
     return flow; /* the headers before the frame, or neither */
-  flow = gst_rdma_sink_events_send_frame(self, sender, generation, buf);
-  if (flow != GST_FLOW_OK)
+  flow = gst_rdma_sink_events_send_frame(self, sender, generation, buf, &went,
+                                         &laid_out);
+  if (flow != GST_FLOW_OK || !went)
+    return flow; /* its extras before the frame, or neither */
+  if (laid_out) {
+    /* Its padded layout couldn't go: the caps' one, copied. */
+    gboolean mapped =
+        gst_rdma_sink_send_copy(self, sender, laid_out, &meta, &ret);
+
+    size = gst_buffer_get_size(laid_out);
+    gst_buffer_unref(laid_out);
+    if (!mapped)
+      return GST_FLOW_OK;
+  } else if (!gst_rdma_sink_send_buffer(self, sender, buf, &meta, size, &ret,
+                                        &flow))
     return flow;
-  kind = gst_rdma_buffer_claim(buf, self->conn, &block);
-  if (kind == GST_RDMA_MEMORY_DROPPED)
-    return gst_rdma_sink_no_block(self, sender);
-  /* Else a send block of ours goes as it is, any other memory (HEAP,
-   * FOREIGN) is copied. */
-  if (kind == GST_RDMA_MEMORY_BLOCK || kind == GST_RDMA_MEMORY_KEPT)
-    ret = gst_rdma_sink_submit_block(self, sender, kind, block, &meta, size,
-                                     &copy);
-  if (copy && !gst_rdma_sink_send_copy(self, sender, buf, &meta, &ret))
-    return GST_FLOW_OK;
 
   if (ret == 0) {
     *sent = TRUE;

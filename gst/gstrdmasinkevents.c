@@ -158,29 +158,36 @@ static int send_structure(GstRdmaSink *self, sbr_sender *sender,
   return ret;
 }
 
-/* What a send_structure result means for what comes after it: OK (sent,
- * or never will be), else the flow the frame's render returns. */
+/* What a send_structure result means for what comes after it: *went
+ * when the block went, or never will (a receiver without events, one
+ * that doesn't fit a block: said once); else it didn't (no free block, a
+ * refusal, an outage), and neither may what it comes before: the flow
+ * the frame's render returns. */
 static GstFlowReturn event_flow(GstRdmaSink *self, int ret, sbr_sender *sender,
-                                guint generation)
+                                guint generation, gboolean *went)
 {
-  if (ret == 0 || ret == -ENOTSUP || ret == -EMSGSIZE)
+  *went = ret == 0 || ret == -ENOTSUP || ret == -EMSGSIZE;
+  if (*went)
     return GST_FLOW_OK;
   return gst_rdma_sink_handle_result(self, ret, 0, sender, generation);
 }
 
 GstFlowReturn gst_rdma_sink_events_send_stream_start(GstRdmaSink *self,
                                                      sbr_sender *sender,
-                                                     guint generation)
+                                                     guint generation,
+                                                     gboolean *went)
 {
+  *went = TRUE;
   if (!self->stream_start)
     return GST_FLOW_OK;
   return event_flow(self, send_structure(self, sender, self->stream_start),
-                    sender, generation);
+                    sender, generation, went);
 }
 
 GstFlowReturn gst_rdma_sink_events_send(GstRdmaSink *self, sbr_sender *sender,
-                                        guint generation)
+                                        guint generation, gboolean *went)
 {
+  *went = TRUE;
   if (!self->events_pending)
     return GST_FLOW_OK;
   for (guint i = 0; i < GST_RDMA_SINK_N_EVENTS; i++) {
@@ -190,8 +197,8 @@ GstFlowReturn gst_rdma_sink_events_send(GstRdmaSink *self, sbr_sender *sender,
       continue;
     flow =
         event_flow(self, send_structure(self, sender, self->stream_events[i]),
-                   sender, generation);
-    if (flow != GST_FLOW_OK)
+                   sender, generation, went);
+    if (!*went)
       return flow; /* pending still: they go before the next frame */
   }
   self->events_pending = FALSE;
@@ -200,13 +207,18 @@ GstFlowReturn gst_rdma_sink_events_send(GstRdmaSink *self, sbr_sender *sender,
 
 GstFlowReturn gst_rdma_sink_events_send_frame(GstRdmaSink *self,
                                               sbr_sender *sender,
-                                              guint generation, GstBuffer *buf)
+                                              guint generation, GstBuffer *buf,
+                                              gboolean *went,
+                                              GstBuffer **laid_out)
 {
+  const GstVideoInfo *info = self->has_video_info ? &self->video_info : NULL;
   guint not_carried = 0;
-  GstStructure *s = gst_rdma_extras_from_buffer(
-      buf, self->has_video_info ? &self->video_info : NULL, &not_carried);
+  GstStructure *s = gst_rdma_extras_from_buffer(buf, info, &not_carried);
   GstFlowReturn flow;
+  int ret;
 
+  *went = TRUE;
+  *laid_out = NULL;
   if (not_carried > 0) {
     GST_OBJECT_LOCK(self);
     self->metas_not_carried += not_carried;
@@ -219,9 +231,23 @@ GstFlowReturn gst_rdma_sink_events_send_frame(GstRdmaSink *self,
    * empty set clears them. */
   if (!s)
     s = gst_structure_new("rdma-frame", "flags", G_TYPE_UINT, 0, NULL);
-  flow = event_flow(self, send_structure(self, sender, s), sender, generation);
+  ret = send_structure(self, sender, s);
   gst_structure_free(s);
-  self->extras_unused = flow == GST_FLOW_OK;
+  flow = event_flow(self, ret, sender, generation, went);
+  if (ret == 0)
+    self->extras_unused = TRUE; /* until the frame goes */
+  if ((ret == -ENOTSUP || ret == -EMSGSIZE) &&
+      gst_rdma_extras_layout_differs(buf, info)) {
+    /* Padded planes whose layout can't go with them would be garbage
+     * over there: the frame goes in the caps' layout instead. */
+    GstBuffer *copy =
+        gst_rdma_extras_to_default_layout(gst_buffer_ref(buf), info);
+
+    if (copy != buf)
+      *laid_out = copy;
+    else
+      gst_buffer_unref(copy);
+  }
   return flow;
 }
 

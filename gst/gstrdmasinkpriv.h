@@ -161,14 +161,21 @@ void gst_rdma_sink_events_segment(GstRdmaSink *self, const GstSegment *segment);
 void gst_rdma_sink_events_clear(GstRdmaSink *self);
 void gst_rdma_sink_events_free(GstRdmaSink *self);
 gboolean gst_rdma_sink_events_any(GstRdmaSink *self);
+/* The send functions: *went when the block went (or never will, said
+ * once); when it didn't, what it comes before doesn't go either and the
+ * flow is what render returns.  send_frame's *laid_out: the frame in the
+ * caps' layout, to send instead, when its padded layout can't cross. */
 GstFlowReturn gst_rdma_sink_events_send(GstRdmaSink *self, sbr_sender *sender,
-                                        guint generation);
+                                        guint generation, gboolean *went);
 GstFlowReturn gst_rdma_sink_events_send_stream_start(GstRdmaSink *self,
                                                      sbr_sender *sender,
-                                                     guint generation);
+                                                     guint generation,
+                                                     gboolean *went);
 GstFlowReturn gst_rdma_sink_events_send_frame(GstRdmaSink *self,
                                               sbr_sender *sender,
-                                              guint generation, GstBuffer *buf);
+                                              guint generation, GstBuffer *buf,
+                                              gboolean *went,
+                                              GstBuffer **laid_out);
 void gst_rdma_sink_events_gap(GstRdmaSink *self, GstEvent *event,
                               sbr_sender *sender);
 

@@ -184,6 +184,7 @@ GstFlowReturn gst_rdma_sink_send_caps(GstRdmaSink *self, sbr_sender *sender,
 {
   struct sbr_block_meta meta;
   GstFlowReturn flow;
+  gboolean went;
   int ret;
 
   *sent = TRUE;
@@ -191,8 +192,9 @@ GstFlowReturn gst_rdma_sink_send_caps(GstRdmaSink *self, sbr_sender *sender,
       (!self->caps_pending && self->caps_generation == generation))
     return GST_FLOW_OK;
   /* The receiver opens the stream with the upstream's stream-start. */
-  flow = gst_rdma_sink_events_send_stream_start(self, sender, generation);
-  if (flow != GST_FLOW_OK) {
+  flow =
+      gst_rdma_sink_events_send_stream_start(self, sender, generation, &went);
+  if (flow != GST_FLOW_OK || !went) {
     *sent = FALSE;
     return flow;
   }

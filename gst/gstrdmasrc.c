@@ -1155,6 +1155,7 @@ static void gst_rdma_src_reset_run(GstRdmaSrc *self)
   self->copies = self->no_caps_drops = 0;
   self->events_received = self->events_dropped = 0;
   self->extras_dropped = self->metas_not_restored = 0;
+  gst_rdma_src_events_free(self); /* the last run's senders' streams */
   self->n_paused = 0;
   self->group_id = gst_util_group_id_next();
   self->last_activity = g_get_monotonic_time();

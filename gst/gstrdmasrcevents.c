@@ -19,6 +19,8 @@
 #include "config.h"
 #endif
 
+#include <math.h>
+
 #include "gstrdmaextras.h"
 #include "gstrdmasrcpriv.h"
 
@@ -31,10 +33,14 @@ static void count(GstRdmaSrc *self, guint64 *counter, guint64 n)
   GST_OBJECT_UNLOCK(self);
 }
 
-/* The device's pad, if it can take an event. */
+/* The device's pad, if it can take an event: one with a stream (an
+ * event before its stream-start would be misordered). */
 static GstRdmaSrcPad *live_pad(GstRdmaSrcDevice *dev)
 {
-  return dev && dev->pad && !g_atomic_int_get(&dev->released) ? dev->pad : NULL;
+  return dev && dev->pad && !g_atomic_int_get(&dev->released) &&
+                 gst_rdma_src_pad_has_stream(dev->pad)
+             ? dev->pad
+             : NULL;
 }
 
 static gboolean take_tags(GstRdmaSrc *self, GstRdmaSrcDevice *dev,
@@ -64,9 +70,9 @@ static gboolean take_segment(GstRdmaSrc *self, GstRdmaSrcDevice *dev,
   GstSegment segment;
 
   if (!pad || !gst_structure_get_double(s, "rate", &rate) ||
-      !gst_structure_get_double(s, "applied-rate", &applied) || rate == 0.0 ||
-      applied == 0.0)
-    return FALSE;
+      !gst_structure_get_double(s, "applied-rate", &applied) ||
+      !isnormal(rate * applied))
+    return FALSE; /* 0, NaN, infinite or too small: no segment has it */
   /* Our segment is the one every stream opens with (running times), so
    * times are untouched: the sender's rates become what was applied. */
   gst_segment_init(&segment, GST_FORMAT_TIME);
@@ -95,16 +101,51 @@ static gboolean take_gap(GstRdmaSrc *self, GstRdmaSrcDevice *dev,
   return TRUE;
 }
 
+/* Do a and b name the same upstream stream (its id and group)? */
+static gboolean same_stream(const GstStructure *a, const GstStructure *b)
+{
+  guint ga = 0, gb = 0;
+
+  gst_structure_get_uint(a, "group-id", &ga);
+  gst_structure_get_uint(b, "group-id", &gb);
+  return ga == gb && g_strcmp0(gst_structure_get_string(a, "stream-id"),
+                               gst_structure_get_string(b, "stream-id")) == 0;
+}
+
+/* Every CAPS block comes after one (a renegotiation, a reconnect): only
+ * another upstream stream than the one the device's stream started with
+ * is a new stream. */
 static gboolean take_stream_start(GstRdmaSrc *self, guint device, guint32 lane,
                                   const GstStructure *s)
 {
+  GstStructure *started = self->upstream[device].started;
+
   if (!gst_structure_get_string(s, "stream-id"))
     return FALSE;
   g_clear_pointer(&self->upstream[device].stream, gst_structure_free);
   self->upstream[device].stream = gst_structure_copy(s);
   self->upstream[device].lane = lane;
-  self->upstream[device].fresh = TRUE;
+  self->upstream[device].fresh = !started || !same_stream(started, s);
   return TRUE;
+}
+
+/* A sender's group-id here: group-ids are counters of each process, so
+ * two senders' (and ours) would clash; each (lane, group) gets one of
+ * this process's. */
+static guint local_group(GstRdmaSrc *self, guint32 lane, guint group)
+{
+  guint64 key = ((guint64)lane << 32) | group;
+  gpointer local;
+
+  if (!self->groups)
+    self->groups =
+        g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+  local = g_hash_table_lookup(self->groups, &key);
+  if (!local) {
+    local = GUINT_TO_POINTER(gst_util_group_id_next());
+    g_hash_table_insert(self->groups, g_memdup2(&key, sizeof key), local);
+  }
+  return GPOINTER_TO_UINT(local);
 }
 
 static gboolean take_extras(GstRdmaSrcDevice *dev,
@@ -167,8 +208,14 @@ void gst_rdma_src_apply_extras(GstRdmaSrc *self, GstRdmaSrcDevice *dev,
     GST_DEBUG_OBJECT(self, "device %u: extras for packet %u, not %u",
                      dev->device, dev->extras_packet, info->packet);
     count(self, &self->extras_dropped, 1);
-  } else if ((failed = gst_rdma_extras_apply(dev->extras, buf)) > 0)
-    count(self, &self->metas_not_restored, failed);
+  } else {
+    GstVideoInfo vinfo;
+    gboolean video = dev->caps && gst_video_info_from_caps(&vinfo, dev->caps);
+
+    if ((failed = gst_rdma_extras_apply(dev->extras, buf,
+                                        video ? &vinfo : NULL)) > 0)
+      count(self, &self->metas_not_restored, failed);
+  }
   g_clear_pointer(&dev->extras, gst_structure_free);
 }
 
@@ -190,8 +237,13 @@ GstEvent *gst_rdma_src_stream_start_event(GstRdmaSrc *self,
     stream_id = gst_pad_create_stream_id_printf(
         GST_PAD(dev->pad), GST_ELEMENT(self), "device-%u", dev->device);
   if (up) {
-    gst_structure_get_uint(up, "group-id", &group_id);
+    guint group;
+
+    if (gst_structure_get_uint(up, "group-id", &group))
+      group_id = local_group(self, self->upstream[dev->device].lane, group);
     gst_structure_get_uint(up, "flags", &flags);
+    g_clear_pointer(&self->upstream[dev->device].started, gst_structure_free);
+    self->upstream[dev->device].started = gst_structure_copy(up);
   }
   self->upstream[dev->device].fresh = FALSE;
   start = gst_event_new_stream_start(stream_id);
@@ -214,6 +266,10 @@ gboolean gst_rdma_src_events_caps_from(GstRdmaSrc *self, guint device,
 
 void gst_rdma_src_events_free(GstRdmaSrc *self)
 {
-  for (guint d = 0; d < SBR_MAX_DEVICES; d++)
+  for (guint d = 0; d < SBR_MAX_DEVICES; d++) {
     g_clear_pointer(&self->upstream[d].stream, gst_structure_free);
+    g_clear_pointer(&self->upstream[d].started, gst_structure_free);
+    self->upstream[d].fresh = FALSE;
+  }
+  g_clear_pointer(&self->groups, g_hash_table_unref);
 }

@@ -260,7 +260,10 @@ GstClockTime gst_rdma_time_map_peek(const GstRdmaTimeMap *map,
       !GST_CLOCK_TIME_IS_VALID(map->last_out) || sender_time > G_MAXINT64 ||
       map->last_in > G_MAXINT64 || map->last_out > G_MAXINT64)
     return now;
-  out = (gint64)map->last_out + ((gint64)sender_time - (gint64)map->last_in);
+  out = (gint64)sender_time - (gint64)map->last_in;
+  if (out > 0 && (gint64)map->last_out > G_MAXINT64 - out)
+    return now; /* a time no frame of this stream comes near */
+  out += (gint64)map->last_out;
   return out > 0 ? (GstClockTime)out : 0;
 }
 

@@ -104,6 +104,7 @@ struct _GstRdmaSrcPad {
   gboolean has_video_info; /* ... when they are */
   gboolean video_meta_ok;  /* downstream takes GstVideoMeta (allocation
                               query after those caps) */
+  gboolean layout_learnt;  /* the two above are for the caps pushed last */
 };
 
 G_DEFINE_TYPE(GstRdmaSrcPad, gst_rdma_src_pad, GST_TYPE_PAD);
@@ -833,6 +834,7 @@ static void learn_layout(GstRdmaSrcPad *pad, GstEvent *caps_event)
   gst_event_parse_caps(caps_event, &caps);
   pad->has_video_info = gst_video_info_from_caps(&pad->video_info, caps);
   pad->video_meta_ok = FALSE;
+  pad->layout_learnt = TRUE;
   if (!pad->has_video_info)
     return;
   query = gst_query_new_allocation(caps, FALSE);
@@ -842,16 +844,42 @@ static void learn_layout(GstRdmaSrcPad *pad, GstEvent *caps_event)
   gst_query_unref(query);
 }
 
-/* Pad task: buf as downstream can read it. */
+/* Pad task: the caps a sometimes pad was made with are sticky on it, not
+ * queued: pushed (if not yet) before downstream is asked about them. */
+static void learn_current_layout(GstRdmaSrcPad *pad)
+{
+  GstEvent *caps = gst_pad_get_sticky_event(GST_PAD(pad), GST_EVENT_CAPS, 0);
+
+  pad->layout_learnt = TRUE;
+  pad->has_video_info = FALSE;
+  if (!caps)
+    return;
+  /* The stored event itself: pushed only if downstream hasn't had it. */
+  gst_pad_push_event(GST_PAD(pad), gst_event_ref(caps));
+  learn_layout(pad, caps);
+  gst_event_unref(caps);
+}
+
+/* Pad task: buf as downstream can read it.  Asked again when downstream
+ * changed (a relink, a reconfigure). */
 static GstBuffer *fit_layout(GstRdmaSrcPad *pad, GstBuffer *buf)
 {
+  GstBuffer *out;
+
+  if (!gst_buffer_get_video_meta(buf))
+    return buf;
+  if (gst_pad_check_reconfigure(GST_PAD(pad)) || !pad->layout_learnt)
+    learn_current_layout(pad);
   if (!pad->has_video_info || pad->video_meta_ok ||
       !gst_rdma_extras_layout_differs(buf, &pad->video_info))
     return buf;
-  g_mutex_lock(&pad->lock);
-  pad->layout_copies++;
-  g_mutex_unlock(&pad->lock);
-  return gst_rdma_extras_to_default_layout(buf, &pad->video_info);
+  out = gst_rdma_extras_to_default_layout(buf, &pad->video_info);
+  if (out != buf) {
+    g_mutex_lock(&pad->lock);
+    pad->layout_copies++;
+    g_mutex_unlock(&pad->lock);
+  }
+  return out;
 }
 
 static void gst_rdma_src_pad_loop(gpointer data)

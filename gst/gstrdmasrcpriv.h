@@ -123,10 +123,12 @@ struct _GstRdmaSrc {
    * block before its CAPS block (gstrdmasrcevents.c), and whether the
    * stream it opens is still to start. */
   struct {
-    GstStructure *stream;
+    GstStructure *stream;  /* the last one sent */
+    GstStructure *started; /* the one the device's stream started with */
     guint32 lane;
     gboolean fresh;
   } upstream[SBR_MAX_DEVICES];
+  GHashTable *groups; /* (lane << 32 | sender's group-id) -> ours */
 };
 
 /* gstrdmasrcreceive.c: what the shared receive thread does for us

@@ -84,11 +84,14 @@ static void gst_rdma_src_handle_caps(GstRdmaSrc *self, guint device,
       gst_rdma_src_pad_queue_event(dev->pad, events[i]);
   } else if (upstream_new && gst_rdma_src_pad_has_stream(dev->pad)) {
     /* The same sender, a new stream upstream (concat, a new file): its
-     * stream-start, then the caps, as upstream had them. */
+     * stream-start, caps and segment, as a new stream has them. */
+    GstEvent *events[3];
+
     GST_INFO_OBJECT(self, "device %u: new upstream stream", device);
-    gst_rdma_src_pad_queue_event(dev->pad,
-                                 gst_rdma_src_stream_start_event(self, dev));
-    gst_rdma_src_pad_queue_event(dev->pad, gst_event_new_caps(caps));
+    /* Its own segment too: the last stream's applied rate isn't its. */
+    gst_rdma_src_stream_events(self, dev, caps, events);
+    for (guint i = 0; i < G_N_ELEMENTS(events); i++)
+      gst_rdma_src_pad_queue_event(dev->pad, events[i]);
   } else if (!dev->caps || !gst_caps_is_equal(caps, dev->caps)) {
     GST_INFO_OBJECT(self, "device %u: new caps %" GST_PTR_FORMAT, device, caps);
     gst_rdma_src_pad_queue_event(dev->pad, gst_event_new_caps(caps));
@@ -194,6 +197,8 @@ static void gst_rdma_src_handle_data(GstRdmaSrc *self, struct sbr_frame *frame)
     /* No caps yet (we joined mid-stream and the sender hasn't reconnected)
      * or data after EOS: nothing downstream could interpret it. */
     GST_LOG_OBJECT(self, "device %u: no stream, frame dropped", info.device);
+    if (dev) /* extras are for this frame or none: never a later one */
+      g_clear_pointer(&dev->extras, gst_structure_free);
     sbr_frame_release(frame);
     GST_OBJECT_LOCK(self);
     self->no_caps_drops++;
@@ -202,6 +207,7 @@ static void gst_rdma_src_handle_data(GstRdmaSrc *self, struct sbr_frame *frame)
   }
   if (!g_atomic_int_get(&self->playing)) {
     /* A live source produces nothing while PAUSED. */
+    g_clear_pointer(&dev->extras, gst_structure_free);
     sbr_frame_release(frame);
     gst_rdma_src_pad_count_drop(dev->pad, TRUE);
     return;

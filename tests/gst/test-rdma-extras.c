@@ -22,6 +22,7 @@
 #include <gst/app/gstappsrc.h>
 #include <gst/check/gstcheck.h>
 #include <gst/video/video.h>
+#include <sbr.h>
 
 #include <string.h>
 #include <unistd.h>
@@ -42,16 +43,24 @@ static guint test_port(void)
   return 9000 + (guint)(getpid() % 400) * 10 + (seq++ % 10);
 }
 
-static GstElement *receiver(guint port, const gchar *mode)
+/* device-id=0: the pad is asked for at once; without (any_device) it is
+ * a sometimes pad made when the camera's caps come. */
+static GstElement *receiver_on(guint port, const gchar *mode,
+                               gboolean any_device)
 {
   gchar *desc = g_strdup_printf(
-      "rdmasrc name=r transport=%s address=%s port=%u device-id=0 "
+      "rdmasrc name=r transport=%s address=%s port=%u %s "
       "timestamp-mode=%s ! appsink name=out sync=false max-buffers=1000",
-      transport, rdma_addr, port, mode);
+      transport, rdma_addr, port, any_device ? "" : "device-id=0", mode);
   GstElement *rx = parse(desc);
 
   g_free(desc);
   return rx;
+}
+
+static GstElement *receiver(guint port, const gchar *mode)
+{
+  return receiver_on(port, mode, FALSE);
 }
 
 static GstElement *sender(guint port, const gchar *caps)
@@ -388,12 +397,15 @@ static GstPadProbeReturn takes_video_meta(GstPad *pad, GstPadProbeInfo *info,
   return GST_PAD_PROBE_HANDLED;
 }
 
+/* The consumer without the meta is behind a sometimes pad, whose caps
+ * were set on it, not queued (the layout is learnt from them too). */
 static void padded_frames_reach(gboolean consumer_takes_meta)
 {
   guint port = test_port();
   const gchar *caps_str =
       "video/x-raw,format=GRAY8,width=64,height=4,framerate=25/1";
-  GstElement *rx = receiver(port, "skew"), *tx = sender(port, caps_str);
+  GstElement *rx = receiver_on(port, "skew", !consumer_takes_meta),
+             *tx = sender(port, caps_str);
   GstCaps *caps = gst_caps_from_string(caps_str);
   const guint n_frames = 4;
   GstVideoInfo info;
@@ -448,6 +460,140 @@ GST_START_TEST(test_padded_planes_are_laid_out_for_a_consumer_without_it)
 
 GST_END_TEST;
 
+/* A layout as rdmasink writes one, with what a forger chooses. */
+static GstStructure *forged_layout(guint n_planes, guint64 offset, gint stride)
+{
+  GValue offsets = G_VALUE_INIT, strides = G_VALUE_INIT;
+  GstStructure *s = gst_structure_new(
+      "video-meta", "format", G_TYPE_STRING, "GRAY8", "width", G_TYPE_UINT, W,
+      "height", G_TYPE_UINT, H, "flags", G_TYPE_UINT, 0, NULL);
+
+  gst_value_array_init(&offsets, n_planes);
+  gst_value_array_init(&strides, n_planes);
+  for (guint i = 0; i < n_planes; i++) {
+    GValue v = G_VALUE_INIT;
+
+    g_value_init(&v, G_TYPE_UINT64);
+    g_value_set_uint64(&v, offset);
+    gst_value_array_append_and_take_value(&offsets, &v);
+    g_value_init(&v, G_TYPE_INT);
+    g_value_set_int(&v, stride);
+    gst_value_array_append_and_take_value(&strides, &v);
+  }
+  gst_structure_take_value(s, "offsets", &offsets);
+  gst_structure_take_value(s, "strides", &strides);
+  return s;
+}
+
+/* "rdma-frame" with the one meta m (taken). */
+static gchar *forged_extras(GstStructure *m)
+{
+  GValue metas = G_VALUE_INIT, v = G_VALUE_INIT;
+  GstStructure *s =
+      gst_structure_new("rdma-frame", "flags", G_TYPE_UINT, 0, NULL);
+  gchar *str;
+
+  gst_value_array_init(&metas, 1);
+  g_value_init(&v, GST_TYPE_STRUCTURE);
+  g_value_take_boxed(&v, m);
+  gst_value_array_append_and_take_value(&metas, &v);
+  gst_structure_take_value(s, "metas", &metas);
+  str = gst_structure_to_string(s);
+  gst_structure_free(s);
+  return str;
+}
+
+static void send_block(sbr_sender *sender, enum sbr_kind kind, const void *data,
+                       gsize len)
+{
+  struct sbr_block_meta meta;
+
+  sbr_block_meta_init(&meta, 0);
+  meta.kind = kind;
+  if (kind == SBR_KIND_DATA)
+    meta.pts = 0;
+  fail_unless_equals_int(sbr_sender_send(sender, &meta, data, len), 0);
+}
+
+/* A forged or broken sender's stream events and extras (libsbr directly,
+ * no rdmasink): layouts that don't fit the caps or the frame, a time
+ * code with no rate, an empty caption, segments no rate makes, text that
+ * isn't a structure.  Every frame arrives as it was sent, without what
+ * was forged, and each forgery is counted; nothing maps past a frame. */
+GST_START_TEST(test_forged_extras_are_dropped_and_counted)
+{
+  guint port = test_port();
+  GstElement *rx = receiver(port, "sender");
+  const gchar *caps = "video/x-raw,format=GRAY8,width=64,height=4,"
+                      "framerate=25/1";
+  gchar *frames[] = {
+      forged_extras(forged_layout(1, 0, 100000)), /* rows past the frame */
+      forged_extras(forged_layout(1, 0, -64)),    /* backwards */
+      forged_extras(forged_layout(2, 0, 64)),     /* GRAY8 has one plane */
+      forged_extras(forged_layout(1, 1000, 64)),  /* starts past the end */
+      forged_extras(gst_structure_new(
+          "timecode-meta", "fps-n", G_TYPE_INT, 0, "fps-d", G_TYPE_INT, 1,
+          "flags", G_TYPE_UINT, 0, "hours", G_TYPE_UINT, 1, "minutes",
+          G_TYPE_UINT, 2, "seconds", G_TYPE_UINT, 3, "frames", G_TYPE_UINT, 4,
+          "field-count", G_TYPE_UINT, 0, NULL)),
+  };
+  const gchar *dropped[] = {
+      "rdma-segment, rate=(double)0, applied-rate=(double)1;",
+      "rdma-segment, rate=(double)1e-200, applied-rate=(double)1e-200;",
+      "rdma-gap, running-time=(string)soon;",
+      "not, a=structure,,, at all",
+  };
+  struct sbr_sender_config cfg;
+  sbr_sender *sender = NULL;
+  guint8 payload[W * H];
+  char errbuf[256] = "";
+
+  set_state(rx, GST_STATE_PLAYING);
+  sbr_sender_config_init(&cfg);
+  cfg.backend =
+      g_str_equal(transport, "shm") ? SBR_BACKEND_SHM : SBR_BACKEND_VERBS;
+  cfg.host = rdma_addr;
+  cfg.port = (uint16_t)port;
+  fail_unless(sbr_sender_new(&cfg, &sender, errbuf, sizeof errbuf) == 0, "%s",
+              errbuf);
+  send_block(sender, SBR_KIND_CAPS, caps, strlen(caps));
+  memset(payload, 0x5a, sizeof payload);
+  for (guint i = 0; i < G_N_ELEMENTS(frames); i++) {
+    send_block(sender, SBR_KIND_EVENT, frames[i], strlen(frames[i]));
+    send_block(sender, SBR_KIND_DATA, payload, sizeof payload);
+    g_free(frames[i]);
+  }
+  for (guint i = 0; i < G_N_ELEMENTS(dropped); i++)
+    send_block(sender, SBR_KIND_EVENT, dropped[i], strlen(dropped[i]));
+  send_block(sender, SBR_KIND_DATA, payload, sizeof payload);
+  fail_unless_equals_int(sbr_sender_flush(sender, 5000), 0);
+
+  for (guint i = 0; i <= G_N_ELEMENTS(frames); i++) {
+    GstSample *sample = pull(rx);
+    GstBuffer *b = gst_sample_get_buffer(sample);
+    GstMapInfo map;
+
+    fail_unless_equals_int(gst_buffer_get_size(b), W * H);
+    fail_unless(gst_buffer_get_video_meta(b) == NULL,
+                "frame %u kept a forged layout", i);
+    fail_unless(gst_buffer_get_video_time_code_meta(b) == NULL,
+                "frame %u kept a forged time code", i);
+    fail_unless(gst_buffer_map(b, &map, GST_MAP_READ));
+    fail_unless(map.data[0] == 0x5a && map.data[W * H - 1] == 0x5a);
+    gst_buffer_unmap(b, &map);
+    gst_sample_unref(sample);
+  }
+  fail_unless_equals_uint64(src_stat(rx, FALSE, "metas-not-restored"),
+                            G_N_ELEMENTS(frames));
+  fail_unless_equals_uint64(src_stat(rx, FALSE, "events-dropped"),
+                            G_N_ELEMENTS(dropped));
+  sbr_sender_free(sender);
+  change_state(rx, GST_STATE_NULL);
+  gst_object_unref(rx);
+}
+
+GST_END_TEST;
+
 /* Events at the receiver's appsink, in order, with the buffers' PTS. */
 typedef struct {
   GMutex lock;
@@ -456,6 +602,7 @@ typedef struct {
   GstClockTime gap_ts, gap_duration;
   guint n_buffers_before_gap;
   guint n_buffers;
+  guint n_stream_starts, n_caps;
 } Seen;
 
 static GstPadProbeReturn on_data(GstPad *pad, GstPadProbeInfo *info,
@@ -474,6 +621,10 @@ static GstPadProbeReturn on_data(GstPad *pad, GstPadProbeInfo *info,
     switch (GST_EVENT_TYPE(event)) {
     case GST_EVENT_STREAM_START:
       gst_event_replace(&seen->stream_start, event);
+      seen->n_stream_starts++;
+      break;
+    case GST_EVENT_CAPS:
+      seen->n_caps++;
       break;
     case GST_EVENT_SEGMENT:
       gst_event_parse_segment(event, &segment);
@@ -549,8 +700,10 @@ GST_START_TEST(test_stream_start_segment_rate_and_gaps_cross)
   gst_event_parse_stream_start(seen.stream_start, &got_id);
   fail_unless(g_str_has_suffix(got_id, sent_id), "stream-id %s, sent %s",
               got_id, sent_id);
+  /* Group-ids count per process: the sender's group is one of ours. */
   fail_unless(gst_event_parse_group_id(seen.stream_start, &got_group));
-  fail_unless_equals_int(got_group, sent_group);
+  fail_unless(got_group != sent_group, "the sender's group-id %u as it is",
+              sent_group);
   fail_unless(seen.applied_rate == 2.0, "applied rate %f", seen.applied_rate);
   /* In its place, in the sender's running time (timestamp-mode=sender). */
   fail_unless_equals_int(seen.n_buffers_before_gap, 2);
@@ -560,6 +713,56 @@ GST_START_TEST(test_stream_start_segment_rate_and_gaps_cross)
   fail_unless_equals_uint64(src_stat(rx, FALSE, "events-dropped"), 0);
 
   gst_event_unref(sent);
+  gst_event_replace(&seen.stream_start, NULL);
+  gst_object_unref(sink);
+  gst_object_unref(out);
+  gst_object_unref(in);
+  finish(rx, tx);
+  g_mutex_clear(&seen.lock);
+}
+
+GST_END_TEST;
+
+/* The sender renegotiates: its stream-start goes again before the new
+ * CAPS block, yet it is the same stream: one stream-start downstream, two
+ * caps, every frame. */
+GST_START_TEST(test_renegotiation_is_no_new_stream)
+{
+  guint port = test_port();
+  GstElement *rx = receiver(port, "sender"),
+             *tx = sender(port, "application/x-rdma-test,v=(int)1");
+  GstElement *out = by_name(rx, "out"), *in = by_name(tx, "in");
+  GstPad *sink = gst_element_get_static_pad(out, "sink");
+  Seen seen = {.applied_rate = 1.0, .gap_ts = GST_CLOCK_TIME_NONE};
+  GstCaps *caps2 = gst_caps_from_string("application/x-rdma-test,v=(int)2");
+
+  g_mutex_init(&seen.lock);
+  gst_pad_add_probe(
+      sink, GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM,
+      on_data, &seen, NULL);
+  start(rx, tx);
+  push(tx, frame(0, 64));
+  push(tx, frame(1, 64));
+  for (guint n = 0; n < 2; n++)
+    gst_sample_unref(pull(rx));
+  g_object_set(in, "caps", caps2, NULL);
+  push(tx, frame(2, 64));
+  push(tx, frame(3, 64));
+  for (guint n = 0; n < 2; n++) {
+    GstSample *sample = pull(rx);
+
+    fail_unless(gst_caps_is_equal(gst_sample_get_caps(sample), caps2));
+    gst_sample_unref(sample);
+  }
+  g_mutex_lock(&seen.lock);
+  fail_unless_equals_int(seen.n_stream_starts, 1);
+  fail_unless_equals_int(seen.n_caps, 2);
+  fail_unless_equals_int(seen.n_buffers, 4);
+  g_mutex_unlock(&seen.lock);
+  /* Both stream-starts came and were taken. */
+  fail_unless(sink_stat(tx, "events-sent") >= 2);
+
+  gst_caps_unref(caps2);
   gst_event_replace(&seen.stream_start, NULL);
   gst_object_unref(sink);
   gst_object_unref(out);
@@ -584,6 +787,8 @@ static Suite *rdma_extras_suite(void)
                  test_padded_planes_go_as_they_are_to_a_consumer_of_the_meta);
   tcase_add_test(tc, test_padded_planes_are_laid_out_for_a_consumer_without_it);
   tcase_add_test(tc, test_stream_start_segment_rate_and_gaps_cross);
+  tcase_add_test(tc, test_forged_extras_are_dropped_and_counted);
+  tcase_add_test(tc, test_renegotiation_is_no_new_stream);
   return s;
 }
 
