@@ -89,8 +89,12 @@ static Camera *camera_parse(const gchar *desc, const gchar *src_name,
 }
 
 /* over-budget=pause: a reader stalled by a loaded machine pauses the
- * sender rather than losing frames, so a gap is always ours. */
-#define CAMERA_PROPS "over-budget=pause max-queued=300 stats-interval=0"
+ * sender rather than losing frames, so a gap is always ours.  Sender
+ * timestamps: the skew estimate marks DISCONT where arrivals jump (a
+ * starved process), and a DISCONT here must mean a lost frame only (one
+ * failed once beside a CI run, session 16). */
+#define CAMERA_PROPS                                                           \
+  "over-budget=pause max-queued=300 stats-interval=0 timestamp-mode=sender"
 #define CAMERA_SINK "appsink name=out sync=false async=false emit-signals=false"
 
 /* rdmasrc device-id=device ! appsink, with extra rdmasrc properties. */
