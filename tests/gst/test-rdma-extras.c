@@ -642,6 +642,30 @@ static GstPadProbeReturn on_data(GstPad *pad, GstPadProbeInfo *info,
   return GST_PAD_PROBE_OK;
 }
 
+/* seen records what reaches rx's appsink from now on. */
+static void watch(GstElement *rx, Seen *seen)
+{
+  GstElement *out = by_name(rx, "out");
+  GstPad *sink = gst_element_get_static_pad(out, "sink");
+
+  memset(seen, 0, sizeof *seen);
+  g_mutex_init(&seen->lock);
+  seen->applied_rate = 1.0;
+  seen->gap_ts = GST_CLOCK_TIME_NONE;
+  gst_pad_add_probe(
+      sink, GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM,
+      on_data, seen, NULL);
+  gst_object_unref(sink);
+  gst_object_unref(out);
+}
+
+/* After the receiver stopped: no probe calls any more. */
+static void unwatch(Seen *seen)
+{
+  gst_event_replace(&seen->stream_start, NULL);
+  g_mutex_clear(&seen->lock);
+}
+
 /* The sender's stream-start as its rdmasink got it. */
 static GstEvent *sent_stream_start(GstElement *tx)
 {
@@ -660,9 +684,8 @@ GST_START_TEST(test_stream_start_segment_rate_and_gaps_cross)
   guint port = test_port();
   GstElement *rx = receiver(port, "sender"),
              *tx = sender(port, "application/x-rdma-test");
-  GstElement *out = by_name(rx, "out"), *in = by_name(tx, "in");
-  GstPad *sink = gst_element_get_static_pad(out, "sink");
-  Seen seen = {.applied_rate = 1.0, .gap_ts = GST_CLOCK_TIME_NONE};
+  GstElement *in = by_name(tx, "in");
+  Seen seen;
   const gchar *sent_id = NULL, *got_id = NULL;
   guint sent_group = 0, got_group = 1;
   GstEvent *sent;
@@ -670,10 +693,7 @@ GST_START_TEST(test_stream_start_segment_rate_and_gaps_cross)
   GstSample *sample;
   GstBuffer *b;
 
-  g_mutex_init(&seen.lock);
-  gst_pad_add_probe(
-      sink, GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM,
-      on_data, &seen, NULL);
+  watch(rx, &seen);
   start(rx, tx);
   /* A stream played at twice its speed upstream (applied rate 2). */
   gst_segment_init(&segment, GST_FORMAT_TIME);
@@ -713,12 +733,9 @@ GST_START_TEST(test_stream_start_segment_rate_and_gaps_cross)
   fail_unless_equals_uint64(src_stat(rx, FALSE, "events-dropped"), 0);
 
   gst_event_unref(sent);
-  gst_event_replace(&seen.stream_start, NULL);
-  gst_object_unref(sink);
-  gst_object_unref(out);
   gst_object_unref(in);
   finish(rx, tx);
-  g_mutex_clear(&seen.lock);
+  unwatch(&seen);
 }
 
 GST_END_TEST;
@@ -731,15 +748,11 @@ GST_START_TEST(test_renegotiation_is_no_new_stream)
   guint port = test_port();
   GstElement *rx = receiver(port, "sender"),
              *tx = sender(port, "application/x-rdma-test,v=(int)1");
-  GstElement *out = by_name(rx, "out"), *in = by_name(tx, "in");
-  GstPad *sink = gst_element_get_static_pad(out, "sink");
-  Seen seen = {.applied_rate = 1.0, .gap_ts = GST_CLOCK_TIME_NONE};
+  GstElement *in = by_name(tx, "in");
+  Seen seen;
   GstCaps *caps2 = gst_caps_from_string("application/x-rdma-test,v=(int)2");
 
-  g_mutex_init(&seen.lock);
-  gst_pad_add_probe(
-      sink, GST_PAD_PROBE_TYPE_BUFFER | GST_PAD_PROBE_TYPE_EVENT_DOWNSTREAM,
-      on_data, &seen, NULL);
+  watch(rx, &seen);
   start(rx, tx);
   push(tx, frame(0, 64));
   push(tx, frame(1, 64));
@@ -763,12 +776,9 @@ GST_START_TEST(test_renegotiation_is_no_new_stream)
   fail_unless(sink_stat(tx, "events-sent") >= 2);
 
   gst_caps_unref(caps2);
-  gst_event_replace(&seen.stream_start, NULL);
-  gst_object_unref(sink);
-  gst_object_unref(out);
   gst_object_unref(in);
   finish(rx, tx);
-  g_mutex_clear(&seen.lock);
+  unwatch(&seen);
 }
 
 GST_END_TEST;
