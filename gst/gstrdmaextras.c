@@ -181,7 +181,9 @@ static gboolean is_unix_reference(const GstReferenceTimestampMeta *rm)
 /* meta as a structure; NULL with *skip when it needn't cross, NULL alone
  * when it can't. */
 static GstStructure *meta_to_structure(GstBuffer *buf, GstMeta *meta,
-                                       const GstVideoInfo *info, gboolean *skip)
+                                       const GstVideoInfo *info,
+                                       GstRdmaMetaWriter writer, gpointer data,
+                                       gboolean *skip)
 {
   GType api = meta->info->api;
 
@@ -212,12 +214,25 @@ static GstStructure *meta_to_structure(GstBuffer *buf, GstMeta *meta,
                              g_type_name(meta->info->type), "fields",
                              GST_TYPE_STRUCTURE, fields, NULL);
   }
+  if (writer) {
+    GstStructure *fields = writer(buf, meta, data);
+
+    if (fields) {
+      GstStructure *ms =
+          gst_structure_new("app-meta", "api", G_TYPE_STRING, g_type_name(api),
+                            "fields", GST_TYPE_STRUCTURE, fields, NULL);
+
+      gst_structure_free(fields);
+      return ms;
+    }
+  }
   return NULL;
 }
 
 GstStructure *gst_rdma_extras_from_buffer(GstBuffer *buf,
                                           const GstVideoInfo *info,
-                                          guint *not_carried)
+                                          GstRdmaMetaWriter writer,
+                                          gpointer data, guint *not_carried)
 {
   guint flags = GST_BUFFER_FLAGS(buf) & GST_RDMA_EXTRAS_FLAGS;
   GValue metas = G_VALUE_INIT;
@@ -229,7 +244,7 @@ GstStructure *gst_rdma_extras_from_buffer(GstBuffer *buf,
   gst_value_array_init(&metas, 0);
   while ((meta = gst_buffer_iterate_meta(buf, &state))) {
     gboolean skip;
-    GstStructure *ms = meta_to_structure(buf, meta, info, &skip);
+    GstStructure *ms = meta_to_structure(buf, meta, info, writer, data, &skip);
     GValue v = G_VALUE_INIT;
 
     if (!ms) {
@@ -435,9 +450,22 @@ static gboolean apply_custom(const GstStructure *s, GstBuffer *buf)
   return TRUE;
 }
 
-static gboolean apply_meta(const GstStructure *ms, GstBuffer *buf,
-                           const GstVideoInfo *info)
+static gboolean apply_app_meta(const GstStructure *ms, GstBuffer *buf,
+                               GstRdmaMetaReader reader, gpointer data)
 {
+  const gchar *api = gst_structure_get_string(ms, "api");
+  const GValue *fields = gst_structure_get_value(ms, "fields");
+
+  return reader && api && fields && GST_VALUE_HOLDS_STRUCTURE(fields) &&
+         reader(buf, api, gst_value_get_structure(fields), data);
+}
+
+static gboolean apply_meta(const GstStructure *ms, GstBuffer *buf,
+                           const GstVideoInfo *info, GstRdmaMetaReader reader,
+                           gpointer data)
+{
+  if (gst_structure_has_name(ms, "app-meta"))
+    return apply_app_meta(ms, buf, reader, data);
   if (gst_structure_has_name(ms, "video-meta"))
     return apply_video_meta(ms, buf, info);
   if (gst_structure_has_name(ms, "timecode-meta"))
@@ -463,7 +491,8 @@ static gboolean apply_meta(const GstStructure *ms, GstBuffer *buf,
 }
 
 guint gst_rdma_extras_apply(const GstStructure *s, GstBuffer *buf,
-                            const GstVideoInfo *info)
+                            const GstVideoInfo *info, GstRdmaMetaReader reader,
+                            gpointer data)
 {
   const GValue *metas = gst_structure_get_value(s, "metas");
   guint flags = 0, failed = 0;
@@ -476,7 +505,7 @@ guint gst_rdma_extras_apply(const GstStructure *s, GstBuffer *buf,
     const GValue *v = gst_value_array_get_value(metas, i);
 
     if (!GST_VALUE_HOLDS_STRUCTURE(v) ||
-        !apply_meta(gst_value_get_structure(v), buf, info))
+        !apply_meta(gst_value_get_structure(v), buf, info, reader, data))
       failed++;
   }
   return failed;

@@ -15,7 +15,9 @@
  * time), protection metas, and every custom meta
  * (gst_meta_register_custom: its structure, restored when the receiving
  * process registered the same name).  Others can't be written out: they
- * are counted, not sent.  A frame with nothing of this sends no event.
+ * go where the application writes them out (rdmasink's serialize-meta)
+ * and reads them back (rdmasrc's deserialize-meta), else are counted, not
+ * sent.  A frame with nothing of this sends no event.
  */
 #ifndef GST_RDMA_EXTRAS_H
 #define GST_RDMA_EXTRAS_H
@@ -31,12 +33,23 @@ G_BEGIN_DECLS
    GST_BUFFER_FLAG_GAP | GST_BUFFER_FLAG_DECODE_ONLY |                         \
    GST_BUFFER_FLAG_RESYNC | GST_BUFFER_FLAG_NON_DROPPABLE)
 
+/* An application's writer and reader of metas this file doesn't know
+ * (rdmasink's "serialize-meta" and rdmasrc's "deserialize-meta"
+ * signals): the meta's fields (transfer full), or NULL when the writer
+ * doesn't know it either; TRUE when the reader put a meta of api back. */
+typedef GstStructure *(*GstRdmaMetaWriter)(GstBuffer *buf, GstMeta *meta,
+                                           gpointer data);
+typedef gboolean (*GstRdmaMetaReader)(GstBuffer *buf, const gchar *api,
+                                      const GstStructure *fields,
+                                      gpointer data);
+
 /* buf's extras, or NULL when it has none.  info: the stream's video
  * layout from its caps (NULL for other caps), so a GstVideoMeta that only
  * says it goes unsent.  *not_carried: metas of buf that can't cross. */
 GstStructure *gst_rdma_extras_from_buffer(GstBuffer *buf,
                                           const GstVideoInfo *info,
-                                          guint *not_carried);
+                                          GstRdmaMetaWriter writer,
+                                          gpointer data, guint *not_carried);
 
 /* Puts s's flags and metas on buf (writable); info: the stream's video
  * caps (NULL for others), which a layout must fit.  Returns how many
@@ -44,7 +57,8 @@ GstStructure *gst_rdma_extras_from_buffer(GstBuffer *buf,
  * registered, a malformed entry, a layout that doesn't fit the caps or
  * the buffer). */
 guint gst_rdma_extras_apply(const GstStructure *s, GstBuffer *buf,
-                            const GstVideoInfo *info);
+                            const GstVideoInfo *info, GstRdmaMetaReader reader,
+                            gpointer data);
 
 /* buf's GstVideoMeta layout as a GstVideoInfo (stride and offset of each
  * plane), TRUE when it differs from info's default one. */

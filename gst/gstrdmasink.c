@@ -368,6 +368,8 @@ static void gst_rdma_sink_install_device_properties(void)
   properties[PROP_URI] = gst_rdma_uri_param_spec();
 }
 
+guint gst_rdma_sink_serialize_meta_signal;
+
 static void gst_rdma_sink_class_init(GstRdmaSinkClass *klass)
 {
   GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
@@ -381,6 +383,27 @@ static void gst_rdma_sink_class_init(GstRdmaSinkClass *klass)
   gst_rdma_sink_install_connection_properties();
   gst_rdma_sink_install_device_properties();
   g_object_class_install_properties(gobject_class, N_PROPERTIES, properties);
+
+  /**
+   * GstRdmaSink::serialize-meta:
+   * @sink: the rdmasink
+   * @buffer: the frame going out
+   * @meta: (type gpointer): a #GstMeta of @buffer that rdmasink can't
+   *   write out itself (not a video, time code, region, caption,
+   *   reference timestamp, protection or custom meta)
+   *
+   * Emitted on the streaming thread for each such meta of each frame, only
+   * while a handler is connected.  A handler that knows the meta returns
+   * its fields; rdmasrc's #GstRdmaSrc::deserialize-meta puts it back on
+   * the frame over there (its API type's name says which meta it is).
+   *
+   * Returns: (transfer full) (nullable): the meta's fields, or %NULL
+   * (not carried, counted in metas-not-carried)
+   */
+  gst_rdma_sink_serialize_meta_signal = g_signal_new(
+      "serialize-meta", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0,
+      g_signal_accumulator_first_wins, NULL, NULL, GST_TYPE_STRUCTURE, 2,
+      GST_TYPE_BUFFER | G_SIGNAL_TYPE_STATIC_SCOPE, G_TYPE_POINTER);
 
   gst_element_class_add_static_pad_template(element_class, &sink_template);
   gst_element_class_set_static_metadata(

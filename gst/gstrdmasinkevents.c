@@ -205,6 +205,17 @@ GstFlowReturn gst_rdma_sink_events_send(GstRdmaSink *self, sbr_sender *sender,
   return GST_FLOW_OK;
 }
 
+/* The application's writer of a meta nobody else writes out. */
+static GstStructure *serialize_meta(GstBuffer *buf, GstMeta *meta,
+                                    gpointer data)
+{
+  GstStructure *fields = NULL;
+
+  g_signal_emit(data, gst_rdma_sink_serialize_meta_signal, 0, buf, meta,
+                &fields);
+  return fields;
+}
+
 GstFlowReturn gst_rdma_sink_events_send_frame(GstRdmaSink *self,
                                               sbr_sender *sender,
                                               guint generation, GstBuffer *buf,
@@ -213,7 +224,13 @@ GstFlowReturn gst_rdma_sink_events_send_frame(GstRdmaSink *self,
 {
   const GstVideoInfo *info = self->has_video_info ? &self->video_info : NULL;
   guint not_carried = 0;
-  GstStructure *s = gst_rdma_extras_from_buffer(buf, info, &not_carried);
+  GstStructure *s = gst_rdma_extras_from_buffer(
+      buf, info,
+      g_signal_has_handler_pending(self, gst_rdma_sink_serialize_meta_signal, 0,
+                                   FALSE)
+          ? serialize_meta
+          : NULL,
+      self, &not_carried);
   GstFlowReturn flow;
   int ret;
 

@@ -126,6 +126,9 @@ typedef enum {
   READY_FAILED,
 } ReadyResult;
 
+/* gstrdmasink.c: the "serialize-meta" signal's id. */
+extern guint gst_rdma_sink_serialize_meta_signal;
+
 /* gstrdmasink.c: the connect error, posted once (any thread). */
 void gst_rdma_sink_post_connect_error(GstRdmaSink *self,
                                       GstRdmaConnection *conn,

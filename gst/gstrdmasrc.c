@@ -691,6 +691,8 @@ static void gst_rdma_src_install_stream_properties(void)
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
 }
 
+guint gst_rdma_src_deserialize_meta_signal;
+
 static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
 {
   GObjectClass *gobject_class = G_OBJECT_CLASS(klass);
@@ -703,6 +705,26 @@ static void gst_rdma_src_class_init(GstRdmaSrcClass *klass)
   gst_rdma_src_install_receiver_properties();
   gst_rdma_src_install_stream_properties();
   g_object_class_install_properties(gobject_class, N_PROPERTIES, properties);
+
+  /**
+   * GstRdmaSrc::deserialize-meta:
+   * @src: the rdmasrc
+   * @buffer: the frame, writable
+   * @api: the name of the meta's API type on the sender
+   * @fields: what the sender's #GstRdmaSink::serialize-meta handler wrote
+   *
+   * Emitted on the receive thread for each meta an rdmasink's application
+   * wrote out, only while a handler is connected.  A handler that knows
+   * @api adds the meta to @buffer from @fields and returns %TRUE.
+   *
+   * Returns: %TRUE when the meta was put back (else it is counted in
+   *   metas-not-restored)
+   */
+  gst_rdma_src_deserialize_meta_signal = g_signal_new(
+      "deserialize-meta", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0,
+      g_signal_accumulator_true_handled, NULL, NULL, G_TYPE_BOOLEAN, 3,
+      GST_TYPE_BUFFER | G_SIGNAL_TYPE_STATIC_SCOPE, G_TYPE_STRING,
+      GST_TYPE_STRUCTURE | G_SIGNAL_TYPE_STATIC_SCOPE);
 
   /* The sometimes template first: an unnamed link looks at templates in
    * this order and, finding no pad, waits for one (see above).  Both carry

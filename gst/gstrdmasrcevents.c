@@ -194,6 +194,17 @@ void gst_rdma_src_handle_event(GstRdmaSrc *self, const struct sbr_frame *frame,
     gst_structure_free(s);
 }
 
+/* The application's reader of a meta its sender's application wrote. */
+static gboolean deserialize_meta(GstBuffer *buf, const gchar *api,
+                                 const GstStructure *fields, gpointer data)
+{
+  gboolean restored = FALSE;
+
+  g_signal_emit(data, gst_rdma_src_deserialize_meta_signal, 0, buf, api, fields,
+                &restored);
+  return restored;
+}
+
 void gst_rdma_src_apply_extras(GstRdmaSrc *self, GstRdmaSrcDevice *dev,
                                const struct sbr_block_info *info,
                                GstBuffer *buf)
@@ -212,8 +223,12 @@ void gst_rdma_src_apply_extras(GstRdmaSrc *self, GstRdmaSrcDevice *dev,
     GstVideoInfo vinfo;
     gboolean video = dev->caps && gst_video_info_from_caps(&vinfo, dev->caps);
 
-    if ((failed = gst_rdma_extras_apply(dev->extras, buf,
-                                        video ? &vinfo : NULL)) > 0)
+    gboolean reader = g_signal_has_handler_pending(
+        self, gst_rdma_src_deserialize_meta_signal, 0, FALSE);
+
+    if ((failed =
+             gst_rdma_extras_apply(dev->extras, buf, video ? &vinfo : NULL,
+                                   reader ? deserialize_meta : NULL, self)) > 0)
       count(self, &self->metas_not_restored, failed);
   }
   g_clear_pointer(&dev->extras, gst_structure_free);

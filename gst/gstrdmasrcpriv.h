@@ -186,6 +186,9 @@ GstClockTime gst_rdma_src_caps_frame_duration(GstCaps *caps);
  * gstrdmasrcpadtable.c. */
 void gst_rdma_src_child_proxy_init(gpointer g_iface, gpointer data);
 
+/* gstrdmasrc.c: the "deserialize-meta" signal's id. */
+extern guint gst_rdma_src_deserialize_meta_signal;
+
 /* gstrdmasrcevents.c, receive thread: an EVENT block of a device; a
  * data frame's extras, if the block before it brought them; the
  * stream-start of a stream a device opens (the upstream's, once its

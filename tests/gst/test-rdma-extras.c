@@ -783,6 +783,82 @@ GST_START_TEST(test_renegotiation_is_no_new_stream)
 
 GST_END_TEST;
 
+/* rdmasink's serialize-meta: the affine transformation's first entry. */
+static GstStructure *write_affine(GstElement *sink, GstBuffer *buf,
+                                  GstMeta *meta, gpointer data)
+{
+  (void)sink;
+  (void)buf;
+  (void)data;
+  if (meta->info->api != GST_VIDEO_AFFINE_TRANSFORMATION_META_API_TYPE)
+    return NULL;
+  return gst_structure_new(
+      "affine", "m0", G_TYPE_FLOAT,
+      ((GstVideoAffineTransformationMeta *)meta)->matrix[0], NULL);
+}
+
+/* rdmasrc's deserialize-meta: puts it back. */
+static gboolean read_affine(GstElement *src, GstBuffer *buf, const gchar *api,
+                            const GstStructure *fields, gpointer data)
+{
+  GstVideoAffineTransformationMeta *m;
+  gdouble m0;
+
+  (void)src;
+  (void)data;
+  if (g_strcmp0(api,
+                g_type_name(GST_VIDEO_AFFINE_TRANSFORMATION_META_API_TYPE)))
+    return FALSE;
+  m = gst_buffer_add_video_affine_transformation_meta(buf);
+  {
+    const GValue *v = gst_structure_get_value(fields, "m0");
+
+    m0 = v && G_VALUE_HOLDS_FLOAT(v) ? g_value_get_float(v) : -1;
+  }
+  m->matrix[0] = (gfloat)m0;
+  return TRUE;
+}
+
+/* A meta rdmasink can't write out goes when the application writes it
+ * (serialize-meta) and reads it back (deserialize-meta). */
+GST_START_TEST(test_app_metas_cross_through_the_signals)
+{
+  guint port = test_port();
+  GstElement *rx = receiver(port, "skew"),
+             *tx = sender(port, "application/x-rdma-test");
+  GstElement *sink = by_name(tx, "tx"), *src = by_name(rx, "r");
+
+  g_signal_connect(sink, "serialize-meta", G_CALLBACK(write_affine), NULL);
+  g_signal_connect(src, "deserialize-meta", G_CALLBACK(read_affine), NULL);
+  start(rx, tx);
+  for (guint n = 0; n < 3; n++) {
+    GstBuffer *b = frame(n, 64);
+
+    gst_buffer_add_video_affine_transformation_meta(b)->matrix[0] =
+        0.5f + (gfloat)n;
+    push(tx, b);
+  }
+  for (guint n = 0; n < 3; n++) {
+    GstSample *sample = pull(rx);
+    GstVideoAffineTransformationMeta *m =
+        (GstVideoAffineTransformationMeta *)gst_buffer_get_meta(
+            gst_sample_get_buffer(sample),
+            GST_VIDEO_AFFINE_TRANSFORMATION_META_API_TYPE);
+
+    fail_unless(m != NULL, "frame %u: the application's meta was lost", n);
+    fail_unless(m->matrix[0] == 0.5f + (gfloat)n, "frame %u: %f", n,
+                m->matrix[0]);
+    gst_sample_unref(sample);
+  }
+  fail_unless_equals_uint64(sink_stat(tx, "metas-not-carried"), 0);
+  fail_unless_equals_uint64(src_stat(rx, FALSE, "metas-not-restored"), 0);
+  gst_object_unref(sink);
+  gst_object_unref(src);
+  finish(rx, tx);
+}
+
+GST_END_TEST;
+
 static Suite *rdma_extras_suite(void)
 {
   Suite *s = suite_create("rdma-extras");
@@ -799,6 +875,7 @@ static Suite *rdma_extras_suite(void)
   tcase_add_test(tc, test_stream_start_segment_rate_and_gaps_cross);
   tcase_add_test(tc, test_forged_extras_are_dropped_and_counted);
   tcase_add_test(tc, test_renegotiation_is_no_new_stream);
+  tcase_add_test(tc, test_app_metas_cross_through_the_signals);
   return s;
 }
 
