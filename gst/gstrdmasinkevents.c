@@ -102,17 +102,12 @@ void gst_rdma_sink_events_segment(GstRdmaSink *self, const GstSegment *segment)
   self->events_pending = TRUE;
 }
 
-void gst_rdma_sink_events_clear(GstRdmaSink *self)
+void gst_rdma_sink_events_free(GstRdmaSink *self)
 {
   for (guint i = 0; i < GST_RDMA_SINK_N_EVENTS; i++)
     g_clear_pointer(&self->stream_events[i], gst_structure_free);
   g_clear_pointer(&self->stream_start, gst_structure_free);
   self->events_pending = self->extras_unused = FALSE;
-}
-
-void gst_rdma_sink_events_free(GstRdmaSink *self)
-{
-  gst_rdma_sink_events_clear(self);
 }
 
 gboolean gst_rdma_sink_events_any(GstRdmaSink *self)

@@ -161,7 +161,6 @@ GstFlowReturn gst_rdma_sink_headers_resend(GstRdmaSink *self,
 void gst_rdma_sink_events_tag(GstRdmaSink *self, GstEvent *event);
 void gst_rdma_sink_events_stream_start(GstRdmaSink *self, GstEvent *event);
 void gst_rdma_sink_events_segment(GstRdmaSink *self, const GstSegment *segment);
-void gst_rdma_sink_events_clear(GstRdmaSink *self);
 void gst_rdma_sink_events_free(GstRdmaSink *self);
 gboolean gst_rdma_sink_events_any(GstRdmaSink *self);
 /* The send functions: *went when the block went (or never will, said
