@@ -637,6 +637,7 @@ void gst_rdma_connection_fill_stats(GstRdmaConnection *conn, GstStructure *s)
       "connection-drops", G_TYPE_UINT64, (guint64)st.drops, "wr-posted",
       G_TYPE_UINT64, (guint64)st.wr_posted, "acks", G_TYPE_UINT64,
       (guint64)st.acks, "async-errors", G_TYPE_UINT64, (guint64)st.async_errors,
+      "completion-timeouts", G_TYPE_UINT64, (guint64)st.completion_timeouts,
       NULL);
   /* Direct placement (shm): frames written in place, those copied, and
    * kept ones copied out of the lane. */

@@ -149,7 +149,9 @@
  * no-free-waits, connection-blocks, connection-bytes, connection-drops,
  * wr-posted, acks (sliding-window), async-errors (connections ended
  * because the RDMA device reported their QP or CQ in error, or itself
- * failed), direct-blocks (shm: blocks the camera
+ * failed), completion-timeouts (connections ended because the NIC
+ * completed nothing for twice its retry budget, 5 s at least, with work
+ * outstanding: a receiver gone unheard), direct-blocks (shm: blocks the camera
  * wrote straight into the receiver's lane), direct-fallbacks (shm: buffers
  * of the sink's allocator copied into the lane after all), kept-copies
  * (shm: buffers of the sink's allocator that someone else held, copied

@@ -632,6 +632,11 @@ struct sbr_sender_stats {
   uint64_t span_fallbacks;   /* ... sent as fragments although the
                                 receiver takes spans: no run of free
                                 receive blocks long enough was known */
+  /* verbs, status-byte: connections ended because work stayed outstanding
+   * with no completion for twice the NIC's retry budget (ack_timeout,
+   * retry_count), 5 s at least: a receiver gone unheard, or a NIC that
+   * dropped a work request (the sender reconnects as after any failure) */
+  uint64_t completion_timeouts;
 };
 
 /* The stats, written as far as size (the caller's sizeof) reaches. */

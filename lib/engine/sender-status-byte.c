@@ -84,6 +84,11 @@
  * direct placement pool (sender-direct.c), or to a producer from there.
  * READs leave it alone: the receiver shows it 0, but it is taken. */
 #define CACHE_RESERVED 0xff
+/* The completion deadline's floor (verbs): no completion for this long
+ * with work outstanding, the lane is taken for dead.  A live receiver's
+ * NIC answers in milliseconds whatever its process does, and the floor
+ * is generous for a loaded host or a slow link draining a window. */
+#define COMPLETION_DEADLINE_MIN_NS 5000000000ull
 
 struct status_read {
   uint64_t after_writes; /* st->writes when it was posted */
@@ -118,6 +123,12 @@ struct status_byte_state {
    * posted since must have completed.  Compared, never dereferenced. */
   const struct sbr_send_block *span_wait;
   uint32_t span_wait_reads;
+  /* When the NIC was last heard from: the newest completion, or the post
+   * that left work outstanding after none was.  Past deadline_ns of
+   * silence with work outstanding the lane is taken for dead (0: never,
+   * shm; sb_start says why). */
+  uint64_t heard_ns;
+  uint64_t deadline_ns;
 };
 
 static void free_state(struct sbr_sender *s, struct status_byte_state *st)
@@ -130,6 +141,32 @@ static void free_state(struct sbr_sender *s, struct status_byte_state *st)
   free(st->direct_scratch);
   free(st->cache);
   free(st);
+}
+
+/* A RoCE NIC gives a silent peer up after 4.096 us x 2^ack_timeout a try,
+ * retry_count + 1 tries, and completes the work request in error; an
+ * iWARP one leaves it to TCP, which retransmits for minutes.  Either way
+ * the receiver's end of the lane is closed long before (its probe,
+ * receiver-liveness.c) and the sender, which hears nothing else, kept
+ * refusing frames for a lane that was gone.  And a NIC that never
+ * completes a work request it accepted is seen too: rxe, after a bond
+ * failover rebuilt its GID table, left a sender connected with every
+ * send refused for 30 s (ci4, session 16).  So work outstanding with no
+ * completion for twice the NIC's budget, 5 s at least, ends the
+ * connection as a failed one would (the sender reconnects), counted in
+ * completion_timeouts.  Only where a peer can vanish unheard (verbs): a
+ * shm peer's socket closes when it dies, and a shm producer may execute
+ * a claimed chain as slowly as the host lets it. */
+static uint64_t completion_deadline_ns(const struct sbr_sender *s)
+{
+  if (!s->ops->peer_can_vanish)
+    return 0;
+  uint64_t budget =
+      s->cfg.ack_timeout && s->cfg.ack_timeout < 32
+          ? (4096ull << s->cfg.ack_timeout) * (s->cfg.retry_count + 1u)
+          : 0;
+  return 2 * budget > COMPLETION_DEADLINE_MIN_NS ? 2 * budget
+                                                 : COMPLETION_DEADLINE_MIN_NS;
 }
 
 static int sb_start(struct sbr_sender *s)
@@ -163,6 +200,7 @@ static int sb_start(struct sbr_sender *s)
   st->batch_bytes = s->cfg.status_batch_bytes ? s->cfg.status_batch_bytes
                                               : DEFAULT_STATUS_BATCH_BYTES;
   memset(st->run_status, SBR__STATUS_DATA, sizeof st->run_status);
+  st->deadline_ns = completion_deadline_ns(s);
   s->engine_state = st;
   return 0;
 }
@@ -197,6 +235,20 @@ static uint32_t reads_in_flight(const struct status_byte_state *st)
   return st->reads_posted - st->reads_done;
 }
 
+/* Does the NIC owe this connection a completion? */
+static bool awaits_completion(const struct status_byte_state *st)
+{
+  return reads_in_flight(st) > 0 || st->in_flight_head < st->in_flight_tail;
+}
+
+/* Before a post: with nothing outstanding, the wait for the NIC begins
+ * now (heard_ns).  Only the time of day when the deadline applies. */
+static void note_post(struct status_byte_state *st)
+{
+  if (st->deadline_ns && !awaits_completion(st))
+    st->heard_ns = sbr__now_ns();
+}
+
 /* The buffer of the READ with ring counter n (reads_posted when posted). */
 static uint8_t *read_buf(const struct sbr_sender *s,
                          const struct status_byte_state *st, uint32_t n)
@@ -228,6 +280,7 @@ static int post_status_read(struct sbr_sender *s, struct status_byte_state *st,
       .rkey = s->lane.status_rkey,
       .signaled = true,
   };
+  note_post(st);
   int ret = s->ops->post_send(s->conn, &wr, 1);
   if (ret < 0)
     return ret;
@@ -360,6 +413,7 @@ static int post_run(struct sbr_sender *s, struct status_byte_state *st,
   };
   /* A producer's own chain (claimed != NULL) may be claimed for it to
    * execute once it dropped engine_lock (transport.h, post_send_here). */
+  note_post(st);
   int ret = claimed && !*claimed && s->ops->post_send_here
                 ? s->ops->post_send_here(s->conn, chain, (int)n_data + 1)
                 : s->ops->post_send(s->conn, chain, (int)n_data + 1);
@@ -507,6 +561,7 @@ static enum span_post post_span(struct sbr_sender *s,
   pthread_mutex_lock(&s->lock);
   s->stats.span_frames++;
   pthread_mutex_unlock(&s->lock);
+  note_post(st);
   int ret = claimed && !*claimed && s->ops->post_send_here
                 ? s->ops->post_send_here(s->conn, chain, (int)got + 1)
                 : s->ops->post_send(s->conn, chain, (int)got + 1);
@@ -641,6 +696,28 @@ static bool read_ahead_due(const struct sbr_sender *s,
          reads_in_flight(st) < MAX_READS;
 }
 
+/* Work outstanding and the NIC silent past the deadline (see
+ * completion_deadline_ns): -ETIMEDOUT, counted and said; else 0.  Called
+ * only after a poll found nothing: a sender thread the host starved for
+ * longer finds its completions waiting and is not fooled. */
+static int check_deadline(struct sbr_sender *s, struct status_byte_state *st,
+                          uint64_t now)
+{
+  if (!st->deadline_ns || !awaits_completion(st) || now < st->heard_ns ||
+      now - st->heard_ns < st->deadline_ns)
+    return 0;
+  pthread_mutex_lock(&s->lock);
+  s->stats.completion_timeouts++;
+  pthread_mutex_unlock(&s->lock);
+  SBR_WARN("sender: no completion for %.1f s with %u status READ(s) and %llu "
+           "block(s) outstanding (the deadline: %.1f s): the lane is taken "
+           "for dead",
+           (double)(now - st->heard_ns) / 1e9, reads_in_flight(st),
+           (unsigned long long)(st->in_flight_tail - st->in_flight_head),
+           (double)st->deadline_ns / 1e9);
+  return -ETIMEDOUT;
+}
+
 static int sb_progress(struct sbr_sender *s)
 {
   struct status_byte_state *st = s->engine_state;
@@ -650,6 +727,8 @@ static int sb_progress(struct sbr_sender *s)
   int n = s->ops->poll_cq(s->conn, wc, POLL_BATCH);
   if (n < 0)
     return n;
+  if (n > 0 && st->deadline_ns)
+    st->heard_ns = sbr__now_ns();
   for (int k = 0; k < n; k++) {
     if (wc[k].status != SBR__WC_SUCCESS) {
       SBR_WARN("sender: work request %s failed (%s, vendor error 0x%x)",
@@ -706,6 +785,11 @@ static int sb_progress(struct sbr_sender *s)
   /* Sync when a block waits for a free one and no READ that could free one
    * is on its way (sync-when-empty). */
   uint64_t now = sbr__now_ns();
+  if (n == 0) {
+    int ret = check_deadline(s, st, now);
+    if (ret < 0)
+      return ret;
+  }
   if ((waiting || direct_short) && reads_in_flight(st) == 0 &&
       now >= st->next_read_ns) {
     int ret = post_status_read(s, st, false);

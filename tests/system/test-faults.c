@@ -12,6 +12,11 @@
  *   qp_error_midrun            the sender's QP put in error (test hook)
  *   receiver_blocked_5s        the receiver takes nothing for 5 s
  *   link_dead_2s               verbs: netem loss 100 % both ways, 2 s
+ *   link_dead_until_noticed    verbs: the same until the sender knows its
+ *                              lane is dead (RoCE: its NIC's retries;
+ *                              iWARP, where TCP would retransmit for
+ *                              minutes: the completion deadline), which
+ *                              must be while the link is still dead
  *   netem_loss_delay_10s       verbs: netem loss 1 % and delay 5 ms both
  *                              ways, 10 s
  *   sender_dies_silently       verbs: the sender's link dead (netem loss
@@ -96,6 +101,10 @@
  * against this, which a lane left to the CM's DREQ retries (lost to the
  * dead link) overruns by far. */
 #define SILENT_BOUND_MS 8000
+/* A sender on a dead link knows its lane is gone after its NIC's retries
+ * (RoCE: 7 x 134 ms) or the completion deadline (5 s; iWARP).  Asserted
+ * only against this, which TCP's retransmissions overrun by minutes. */
+#define NOTICE_BOUND_MS 15000
 
 static enum sbr_backend backend;
 static const char *source;     /* the sender binds it (link cases) */
@@ -141,6 +150,10 @@ struct shared {
   _Atomic uint64_t tx_spawned;       /* children the sender forked and reaped */
   _Atomic uint64_t tx_drops[4];      /* per sender generation */
   _Atomic uint64_t tx_reconnects[4]; /* per sender generation */
+  _Atomic uint64_t tx_completion_timeouts[4]; /* per sender generation */
+  /* When the sender first found itself disconnected (0: not yet; the
+   * coordinator clears it when a fault begins). */
+  _Atomic uint64_t tx_lost_ns;
   _Atomic uint64_t rx_lanes_active, rx_lanes_opened, rx_lanes_closed;
   _Atomic uint64_t rx_rejected;
   _Atomic int rx_logged_memlock; /* memlock_non_root's receiver named it */
@@ -248,7 +261,12 @@ static void publish_sender_stats(sbr_sender *s, unsigned gen)
   sbr_sender_get_stats(s, &st);
   atomic_store(&sh->tx_drops[gen], st.drops);
   atomic_store(&sh->tx_reconnects[gen], st.reconnects);
-  atomic_store(&sh->tx_connected, sbr_sender_is_connected(s));
+  atomic_store(&sh->tx_completion_timeouts[gen], st.completion_timeouts);
+  bool connected = sbr_sender_is_connected(s);
+  atomic_store(&sh->tx_connected, connected);
+  uint64_t none = 0;
+  if (!connected)
+    atomic_compare_exchange_strong(&sh->tx_lost_ns, &none, now_ns());
 }
 
 /* What an application calling Python's subprocess does: fork, then exec,
@@ -320,6 +338,7 @@ static int sender_main(unsigned gen)
     if (atomic_exchange(&sh->tx_fail_qp, 0))
       ASSERT_OK(sbr__sender_test_fail_qp(s));
     if (!sbr_sender_is_connected(s)) {
+      publish_sender_stats(s, gen); /* tx_lost_ns: before the reconnect */
       ret = sbr_sender_reconnect(s, err, sizeof err);
       if (ret != 0 && getenv("SBR_TEST_VERBOSE"))
         fprintf(stderr, "sender %u: reconnect: %d %s\n", gen, ret, err);
@@ -640,6 +659,7 @@ enum fault {
   F_QP_ERROR,
   F_RX_BLOCK,
   F_LINK_DEAD,
+  F_LINK_DEAD_UNTIL_NOTICED,
   F_NETEM,
   F_TX_SILENT,
   F_TX_RETURNS,
@@ -710,6 +730,38 @@ static void run_case(enum fault fault, struct outcome o)
     sleep_ms(2000);
     netem_off();
     break;
+  case F_LINK_DEAD_UNTIL_NOTICED: {
+    atomic_store(&sh->tx_lost_ns, 0);
+    netem_on("loss 100%");
+    t0 = now_ns();
+    uint64_t give_up = t0 + NOTICE_BOUND_MS * MS;
+    while (!atomic_load(&sh->tx_lost_ns) && now_ns() < give_up) {
+      check_alive(rx_pid, "receiver");
+      check_alive(tx_pid, "sender");
+      sleep_ms(5);
+    }
+    uint64_t lost_ns = atomic_load(&sh->tx_lost_ns);
+    ASSERT_MSG(lost_ns,
+               "the sender still thought itself connected %d ms "
+               "into a dead link",
+               NOTICE_BOUND_MS);
+    sleep_ms(500); /* a few reconnects through the dead link */
+    netem_off();
+    uint64_t timeouts = atomic_load(&sh->tx_completion_timeouts[gen]);
+    fprintf(stderr,
+            "FAULT %s: the sender knew its lane dead %.2f s into the dead "
+            "link (completion deadline passed: %llu)\n",
+            o.name, (double)(lost_ns - t0) / 1e9, (unsigned long long)timeouts);
+#ifdef SBR_HAVE_VERBS
+    /* iWARP: nothing but the deadline could have told it (TCP retries
+     * for minutes); RoCE: its NIC's retries end first (2 s < 5 s). */
+    if (test_verbs_is_iwarp())
+      ASSERT_EQ(timeouts, 1);
+    else
+      ASSERT_EQ(timeouts, 0);
+#endif
+    break;
+  }
   case F_TX_SILENT: {
     uint64_t closed = atomic_load(&sh->rx_lanes_closed);
     netem_on("loss 100%");
@@ -1006,6 +1058,18 @@ static void link_dead_2s(void)
                                          true, false});
 }
 
+/* A link dead for longer than any retry: the sender must know while it
+ * is still dead, so an application (rdmasink) hears of it and reconnects
+ * rather than hold its cameras' frames for a lane that the receiver
+ * closed long ago.  Loss as link_dead_2s. */
+static void link_dead_until_noticed(void)
+{
+  link_available();
+  run_case(F_LINK_DEAD_UNTIL_NOTICED,
+           (struct outcome){"link_dead_until_noticed", silent_loss_allowed(),
+                            true, false});
+}
+
 /* RC retransmits hide loss and delay: nothing lost, no reconnect. */
 static void netem_loss_delay_10s(void)
 {
@@ -1185,6 +1249,7 @@ static const struct test_entry all_tests[] = {
     {"qp_error_midrun", qp_error_midrun, ANY_BACKEND},
     {"receiver_blocked_5s", receiver_blocked_5s, ANY_BACKEND},
     {"link_dead_2s", link_dead_2s, VERBS_ONLY},
+    {"link_dead_until_noticed", link_dead_until_noticed, VERBS_ONLY},
     {"netem_loss_delay_10s", netem_loss_delay_10s, VERBS_ONLY},
     {"sender_dies_silently", sender_dies_silently, VERBS_ONLY},
     {"sender_returns_from_same_address", sender_returns_from_same_address,
