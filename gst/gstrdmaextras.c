@@ -265,6 +265,66 @@ GstStructure *gst_rdma_extras_from_buffer(GstBuffer *buf,
   return s;
 }
 
+static gsize text_size(const GstStructure *s)
+{
+  gchar *str = gst_structure_to_string(s);
+  gsize n = strlen(str);
+
+  g_free(str);
+  return n;
+}
+
+guint gst_rdma_extras_fit(GstStructure **s, gsize max)
+{
+  const GValue *metas = gst_structure_get_value(*s, "metas");
+  GValue all = G_VALUE_INIT;
+  gsize *sizes;
+  guint n, dropped = 0, flags = 0;
+
+  if (text_size(*s) <= max)
+    return 0;
+  if (metas && GST_VALUE_HOLDS_ARRAY(metas)) {
+    g_value_init(&all, GST_TYPE_ARRAY);
+    g_value_copy(metas, &all); /* the structure's goes at the first drop */
+  } else {
+    gst_value_array_init(&all, 0);
+  }
+  n = gst_value_array_get_size(&all);
+  /* Each meta's text size, 0 once dropped: the largest go first, so what
+   * fits is as many metas as can. */
+  sizes = g_new0(gsize, n ? n : 1);
+  for (guint i = 0; i < n; i++) {
+    gchar *str = gst_value_serialize(gst_value_array_get_value(&all, i));
+
+    sizes[i] = str ? strlen(str) + 1 : 1;
+    g_free(str);
+  }
+  while (dropped < n) {
+    GValue kept = G_VALUE_INIT;
+    guint largest = 0;
+
+    for (guint i = 1; i < n; i++)
+      if (sizes[i] > sizes[largest])
+        largest = i;
+    sizes[largest] = 0;
+    dropped++;
+    gst_value_array_init(&kept, n - dropped);
+    for (guint i = 0; i < n; i++)
+      if (sizes[i])
+        gst_value_array_append_value(&kept, gst_value_array_get_value(&all, i));
+    gst_structure_take_value(*s, "metas", &kept);
+    if (text_size(*s) <= max)
+      break;
+  }
+  g_free(sizes);
+  g_value_unset(&all);
+  gst_structure_get_uint(*s, "flags", &flags);
+  metas = gst_structure_get_value(*s, "metas");
+  if (flags == 0 && (!metas || gst_value_array_get_size(metas) == 0))
+    g_clear_pointer(s, gst_structure_free);
+  return dropped;
+}
+
 /* Plane i's rows in a component of it, for info's height. */
 static guint plane_rows(const GstVideoInfo *info, guint plane)
 {

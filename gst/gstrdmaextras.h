@@ -51,6 +51,11 @@ GstStructure *gst_rdma_extras_from_buffer(GstBuffer *buf,
                                           GstRdmaMetaWriter writer,
                                           gpointer data, guint *not_carried);
 
+/* Makes *s fit max bytes as text (what goes on the wire): drops its
+ * largest metas until it does.  Returns how many it dropped; *s becomes
+ * NULL (freed) when nothing is left to say (no flags, no metas). */
+guint gst_rdma_extras_fit(GstStructure **s, gsize max);
+
 /* Puts s's flags and metas on buf (writable); info: the stream's video
  * caps (NULL for others), which a layout must fit.  Returns how many
  * metas could not be restored (a custom meta this process hasn't

@@ -50,6 +50,14 @@ GParamSpec *gst_rdma_param_spec_tos(void)
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
 }
 
+GParamSpec *gst_rdma_param_spec_max_meta_size(const gchar *blurb)
+{
+  return g_param_spec_uint("max-meta-size", "Max meta size", blurb, 256,
+                           G_MAXINT, GST_RDMA_DEFAULT_MAX_META_SIZE,
+                           G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
+                               GST_PARAM_MUTABLE_PLAYING);
+}
+
 GParamSpec *gst_rdma_param_spec_ack_timeout(void)
 {
   return g_param_spec_uint(

@@ -32,6 +32,10 @@ G_BEGIN_DECLS
 #define GST_RDMA_DEFAULT_TOS (-1)
 #define GST_RDMA_DEFAULT_ACK_TIMEOUT 15
 #define GST_RDMA_DEFAULT_COMP_VECTOR (-1)
+/* A frame's flags and metas on the wire (gstrdmaextras.h): 64 KiB holds
+ * hundreds of regions of interest; the receiver's bound is the same, so
+ * the two defaults agree. */
+#define GST_RDMA_DEFAULT_MAX_META_SIZE 65536
 
 /* Property specs both elements install (G_PARAM_STATIC_STRINGS, and
  * GST_PARAM_MUTABLE_READY where the value is only read at start). */
@@ -42,6 +46,7 @@ GParamSpec *gst_rdma_param_spec_stats(const gchar *blurb);
 GParamSpec *gst_rdma_param_spec_tos(void);
 GParamSpec *gst_rdma_param_spec_ack_timeout(void);
 GParamSpec *gst_rdma_param_spec_comp_vector(void);
+GParamSpec *gst_rdma_param_spec_max_meta_size(const gchar *blurb);
 /* nested_name: what the structures nested in the stats are called (they
  * are posted on their own too, see the ticker), or NULL. */
 GParamSpec *gst_rdma_param_spec_stats_interval(const gchar *message_name,

@@ -215,6 +215,7 @@ enum {
   PROP_STATS,
   PROP_STATS_INTERVAL,
   PROP_URI,
+  PROP_MAX_META_SIZE,
   N_PROPERTIES
 };
 
@@ -334,6 +335,9 @@ static void gst_rdma_sink_install_connection_properties(void)
       "connection-wide)",
       0, 4096, 0,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_MAX_META_SIZE] = gst_rdma_param_spec_max_meta_size(
+      "Most bytes a frame's flags and metas take on the wire: beyond it its "
+      "largest metas stay behind (counted in metas-not-carried)");
   properties[PROP_TOS] = gst_rdma_param_spec_tos();
   properties[PROP_ACK_TIMEOUT] = gst_rdma_param_spec_ack_timeout();
   properties[PROP_RETRY_COUNT] = g_param_spec_uint(
@@ -447,6 +451,7 @@ static void gst_rdma_sink_init(GstRdmaSink *self)
   self->tos = GST_RDMA_DEFAULT_TOS;
   self->ack_timeout = GST_RDMA_DEFAULT_ACK_TIMEOUT;
   self->retry_count = DEFAULT_RETRY_COUNT;
+  self->max_meta_size = GST_RDMA_DEFAULT_MAX_META_SIZE;
   self->comp_vector = GST_RDMA_DEFAULT_COMP_VECTOR;
   self->stats_interval = GST_RDMA_DEFAULT_STATS_INTERVAL;
   /* A last sample is one more reference to every buffer rendered, which
@@ -488,6 +493,7 @@ static const gsize fields[N_PROPERTIES] = {
     [PROP_RETRY_COUNT] = G_STRUCT_OFFSET(GstRdmaSink, retry_count),
     [PROP_COMP_VECTOR] = G_STRUCT_OFFSET(GstRdmaSink, comp_vector),
     [PROP_STATS_INTERVAL] = G_STRUCT_OFFSET(GstRdmaSink, stats_interval),
+    [PROP_MAX_META_SIZE] = G_STRUCT_OFFSET(GstRdmaSink, max_meta_size),
 };
 
 static const GstRdmaPropertyTable property_table = {

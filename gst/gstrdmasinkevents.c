@@ -227,8 +227,14 @@ GstFlowReturn gst_rdma_sink_events_send_frame(GstRdmaSink *self,
           : NULL,
       self, &not_carried);
   GstFlowReturn flow;
+  guint max_meta_size;
   int ret;
 
+  GST_OBJECT_LOCK(self);
+  max_meta_size = self->max_meta_size;
+  GST_OBJECT_UNLOCK(self);
+  if (s)
+    not_carried += gst_rdma_extras_fit(&s, max_meta_size);
   *went = TRUE;
   *laid_out = NULL;
   if (not_carried > 0) {

@@ -52,6 +52,7 @@ struct _GstRdmaSink {
   guint retry_count;
   gint comp_vector;
   guint stats_interval;
+  guint max_meta_size; /* bytes of a frame's extras on the wire */
 
   /* From start to stop; conn and allocator set/cleared under the object
    * lock because the stats thread reads them. */

@@ -458,6 +458,7 @@ enum {
   PROP_DEVICE_ID,
   PROP_URI,
   PROP_TIMESTAMP_MODE,
+  PROP_MAX_META_SIZE,
   N_PROPERTIES
 };
 
@@ -593,6 +594,10 @@ static void gst_rdma_src_install_receiver_properties(void)
       "never",
       0, G_MAXUINT, DEFAULT_PROBE_AFTER,
       G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_READY);
+  properties[PROP_MAX_META_SIZE] = gst_rdma_param_spec_max_meta_size(
+      "Most bytes of a frame's flags and metas taken from the wire: a "
+      "larger set is dropped unread (counted in events-dropped), its frame "
+      "pushed without them");
   properties[PROP_TOS] = gst_rdma_param_spec_tos();
   properties[PROP_ACK_TIMEOUT] = gst_rdma_param_spec_ack_timeout();
   properties[PROP_COMP_VECTOR] = gst_rdma_param_spec_comp_vector();
@@ -773,6 +778,7 @@ static void gst_rdma_src_init(GstRdmaSrc *self)
   self->max_frame_size = DEFAULT_MAX_FRAME_SIZE;
   self->probe_after = DEFAULT_PROBE_AFTER;
   self->tos = GST_RDMA_DEFAULT_TOS;
+  self->max_meta_size = GST_RDMA_DEFAULT_MAX_META_SIZE;
   self->ack_timeout = GST_RDMA_DEFAULT_ACK_TIMEOUT;
   self->comp_vector = GST_RDMA_DEFAULT_COMP_VECTOR;
   self->numa_node = DEFAULT_NUMA_NODE;
@@ -889,6 +895,7 @@ static const gsize fields[N_PROPERTIES] = {
     [PROP_POLL_MODE] = G_STRUCT_OFFSET(GstRdmaSrc, poll_mode),
     [PROP_DEVICE_ID] = G_STRUCT_OFFSET(GstRdmaSrc, device_id),
     [PROP_TIMESTAMP_MODE] = G_STRUCT_OFFSET(GstRdmaSrc, timestamp_mode),
+    [PROP_MAX_META_SIZE] = G_STRUCT_OFFSET(GstRdmaSrc, max_meta_size),
 };
 
 static const GstRdmaPropertyTable property_table = {

@@ -165,14 +165,28 @@ static gboolean take_extras(GstRdmaSrcDevice *dev,
 void gst_rdma_src_handle_event(GstRdmaSrc *self, const struct sbr_frame *frame,
                                GstClockTime now)
 {
+  static const gchar extras[] = "rdma-frame";
   GstRdmaSrcDevice *dev = self->devices[frame->info.device];
   gchar *str = frame->n_blocks <= 1
                    ? g_strndup((const gchar *)frame->info.payload,
                                frame->info.payload_len)
                    : NULL;
-  GstStructure *s = str ? gst_structure_from_string(str, NULL) : NULL;
+  GstStructure *s = NULL;
   gboolean taken = FALSE;
+  guint max_meta_size;
 
+  GST_OBJECT_LOCK(self);
+  max_meta_size = self->max_meta_size;
+  GST_OBJECT_UNLOCK(self);
+  /* A frame's extras come with every frame that has any: a sender's
+   * oversized ones are not even parsed (tags, which may hold an image,
+   * are not bounded here). */
+  if (str && g_str_has_prefix(str, extras) &&
+      frame->info.payload_len > max_meta_size)
+    GST_DEBUG_OBJECT(self, "device %u: extras of %u bytes, over max-meta-size",
+                     frame->info.device, frame->info.payload_len);
+  else if (str)
+    s = gst_structure_from_string(str, NULL);
   g_free(str);
   if (!s)
     ;

@@ -49,6 +49,7 @@ struct _GstRdmaSrc {
   guint max_frame_size; /* bytes; larger frames are rejected */
   guint probe_after;    /* ms of a quiet lane before it is probed; 0 off */
   gint tos;             /* -1: rdma_cm's default */
+  guint max_meta_size;  /* bytes of a frame's extras taken from the wire */
   guint ack_timeout;    /* exponent; 0: rdma_cm's default */
   gint comp_vector;     /* -1: lanes spread over the vectors */
   gint numa_node;       /* lane memory: -1 the NIC's node, -2 none */

@@ -859,6 +859,102 @@ GST_START_TEST(test_app_metas_cross_through_the_signals)
 
 GST_END_TEST;
 
+/* ------------------------------------------------------ max-meta-size */
+
+/* A region of interest whose parameters take about size bytes as text. */
+static void add_region(GstBuffer *b, gint id, gsize size)
+{
+  GstVideoRegionOfInterestMeta *roi =
+      gst_buffer_add_video_region_of_interest_meta(b, "face", 1, 2, 3, 4);
+  gchar *notes = g_strnfill(size, 'x');
+
+  roi->id = id;
+  gst_video_region_of_interest_meta_add_param(
+      roi, gst_structure_new("detection", "notes", G_TYPE_STRING, notes, NULL));
+  g_free(notes);
+}
+
+static void set_property(GstElement *bin, const gchar *name, guint size)
+{
+  GstElement *e = by_name(bin, name);
+
+  g_object_set(e, "max-meta-size", size, NULL);
+  gst_object_unref(e);
+}
+
+/* rdmasink's max-meta-size: a frame's largest metas stay behind until the
+ * rest fits, counted; its flags go whatever its metas take. */
+GST_START_TEST(test_max_meta_size_leaves_the_largest_metas_behind)
+{
+  guint port = test_port();
+  GstElement *rx = receiver(port, "skew"),
+             *tx = sender(port, "application/x-rdma-test");
+  GstBuffer *b;
+  GstSample *sample;
+
+  set_property(tx, "tx", 1024);
+  start(rx, tx);
+  b = frame(0, 64);
+  add_region(b, 1, 100);
+  add_region(b, 2, 2000); /* over the bound alone */
+  add_region(b, 3, 100);
+  push(tx, b);
+  b = frame(1, 64);
+  GST_BUFFER_FLAG_SET(b, GST_BUFFER_FLAG_MARKER);
+  add_region(b, 4, 2000);
+  push(tx, b);
+
+  sample = pull(rx);
+  b = gst_sample_get_buffer(sample);
+  fail_unless(gst_buffer_get_video_region_of_interest_meta_id(b, 1) != NULL);
+  fail_unless(gst_buffer_get_video_region_of_interest_meta_id(b, 2) == NULL);
+  fail_unless(gst_buffer_get_video_region_of_interest_meta_id(b, 3) != NULL);
+  gst_sample_unref(sample);
+  sample = pull(rx);
+  b = gst_sample_get_buffer(sample);
+  fail_unless(GST_BUFFER_FLAG_IS_SET(b, GST_BUFFER_FLAG_MARKER));
+  fail_unless(gst_buffer_get_video_region_of_interest_meta(b) == NULL);
+  gst_sample_unref(sample);
+  fail_unless_equals_uint64(sink_stat(tx, "metas-not-carried"), 2);
+  finish(rx, tx);
+}
+
+GST_END_TEST;
+
+/* rdmasrc's max-meta-size: a larger set from the wire is not parsed; its
+ * frame comes without it, the next frame's fitting set is taken. */
+GST_START_TEST(test_max_meta_size_bounds_what_the_receiver_parses)
+{
+  guint port = test_port();
+  GstElement *rx = receiver(port, "skew"),
+             *tx = sender(port, "application/x-rdma-test");
+  GstBuffer *b;
+  GstSample *sample;
+
+  set_property(rx, "r", 512);
+  start(rx, tx);
+  b = frame(0, 64);
+  add_region(b, 1, 1000);
+  push(tx, b);
+  b = frame(1, 64);
+  add_region(b, 2, 100);
+  push(tx, b);
+
+  sample = pull(rx);
+  fail_unless(gst_buffer_get_video_region_of_interest_meta(
+                  gst_sample_get_buffer(sample)) == NULL);
+  gst_sample_unref(sample);
+  sample = pull(rx);
+  fail_unless(gst_buffer_get_video_region_of_interest_meta_id(
+                  gst_sample_get_buffer(sample), 2) != NULL);
+  gst_sample_unref(sample);
+  fail_unless_equals_uint64(src_stat(rx, FALSE, "events-dropped"), 1);
+  fail_unless_equals_uint64(sink_stat(tx, "metas-not-carried"), 0);
+  finish(rx, tx);
+}
+
+GST_END_TEST;
+
 static Suite *rdma_extras_suite(void)
 {
   Suite *s = suite_create("rdma-extras");
@@ -876,6 +972,8 @@ static Suite *rdma_extras_suite(void)
   tcase_add_test(tc, test_forged_extras_are_dropped_and_counted);
   tcase_add_test(tc, test_renegotiation_is_no_new_stream);
   tcase_add_test(tc, test_app_metas_cross_through_the_signals);
+  tcase_add_test(tc, test_max_meta_size_leaves_the_largest_metas_behind);
+  tcase_add_test(tc, test_max_meta_size_bounds_what_the_receiver_parses);
   return s;
 }
 
