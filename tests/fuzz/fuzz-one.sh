@@ -21,6 +21,14 @@ art=$build/fuzz-artifacts/$t
 mkdir -p "$new" "$art"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+# Leaks inside a library the target calls, each with its reason, in
+# lsan-<target>.supp beside this script (only fuzz-extras has one).
+if [ -f "$here/lsan-$t.supp" ] && [ -z "${LSAN_OPTIONS:-}" ]; then
+  export LSAN_OPTIONS=suppressions=$here/lsan-$t.supp:print_suppressions=0
+  # A suppression matches a function in the allocation's stack, which the
+  # fast unwinder stops short of (glib is built without frame pointers).
+  export ASAN_OPTIONS=$ASAN_OPTIONS:fast_unwind_on_malloc=0
+fi
 
 # Every crash found so far, replayed as it was found.
 regressions=("$here"/regressions/"$t"/*)
@@ -35,5 +43,7 @@ else
   new=$(mktemp -d)
   trap 'rm -rf "$new"' EXIT
 fi
-"$exe" "${limit[@]}" -print_final_stats=1 -artifact_prefix="$art/" \
-  "$new" "$here/corpus/$t"
+# libFuzzer's own exit code for a crash or a leak is 77, which meson
+# takes for a skip: a crash must fail the test.
+"$exe" "${limit[@]}" -error_exitcode=1 -print_final_stats=1 \
+  -artifact_prefix="$art/" "$new" "$here/corpus/$t"

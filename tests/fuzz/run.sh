@@ -44,7 +44,7 @@ if [ ! -f "$build/build.ninja" ]; then
 fi
 # Only the fuzz targets are built (the build's other tests are not wanted
 # here), so meson test must not rebuild the rest.
-all=(fuzz-block fuzz-priv fuzz-reassembly fuzz-shm)
+all=(fuzz-block fuzz-priv fuzz-reassembly fuzz-shm fuzz-extras)
 ninja -C "$build" "${all[@]/#/tests/fuzz/}" || { echo "fuzz: build failed" >&2; exit 1; }
 # A run for a given time ends by itself: no meson timeout then.
 [ -z "${SBR_FUZZ_TIME:-}" ] || meson_args+=(--timeout-multiplier 0)
