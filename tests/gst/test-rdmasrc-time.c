@@ -20,6 +20,7 @@
  * its counters) are read from the stats, as the element counts them.
  */
 #include <gst/check/gstcheck.h>
+#include <gst/net/net.h>
 
 #include <math.h>
 #include <string.h>
@@ -460,6 +461,77 @@ GST_START_TEST(test_sender_mode_keeps_the_sender_running_time)
   for (guint d = 0; d < N_DEV; d++)
     stop(tx[d]);
   stop(rx);
+}
+
+GST_END_TEST;
+
+/* --------------------------------------------- sender mode, a net clock */
+
+#define NET_RUN 8
+
+/* The README's recipe for sender mode across hosts: the capture host
+ * serves its pipeline clock (GstNetTimeProvider), the receiving pipeline
+ * runs on a GstNetClientClock of it, and both have the same base time.
+ * The capture host's clock runs 1 % fast: were the receiver not on it,
+ * PTS - arrival would drift 1 % of the run (the test above, device 0);
+ * on the shared clock every PTS is the sender's running time and
+ * PTS - arrival stays within a frame interval. */
+GST_START_TEST(test_sender_mode_on_a_shared_net_clock)
+{
+  GstClock *host_clock =
+      g_object_new(GST_TYPE_SYSTEM_CLOCK, "name", "capture-host-clock", NULL);
+  GstClockTime now = gst_clock_get_internal_time(host_clock), base;
+  GstNetTimeProvider *provider;
+  GstClock *client;
+  GstElement *rx, *tx;
+  gint net_port = 0;
+  guint unknown = 0, port = test_port();
+  gint64 spread, drift;
+
+  gst_clock_set_calibration(host_clock, now, now, 101, 100);
+  provider = gst_net_time_provider_new(host_clock, "127.0.0.1", 0);
+  fail_unless(provider != NULL);
+  g_object_get(provider, "port", &net_port, NULL);
+  client = gst_net_client_clock_new("receiver-clock", "127.0.0.1", net_port, 0);
+  fail_unless(gst_clock_wait_for_sync(client, 20 * GST_SECOND),
+              "the net client clock never synced");
+
+  rx = receiver_new(port, "sender");
+  tx = sender_new(port, 0, 100, -1);
+  gst_pipeline_use_clock(GST_PIPELINE(rx), client);
+  gst_pipeline_use_clock(GST_PIPELINE(tx), host_clock);
+  base = gst_clock_get_time(host_clock);
+  gst_element_set_start_time(rx, GST_CLOCK_TIME_NONE);
+  gst_element_set_start_time(tx, GST_CLOCK_TIME_NONE);
+  gst_element_set_base_time(rx, base);
+  gst_element_set_base_time(tx, base);
+  log_reset();
+  set_state(rx, GST_STATE_PLAYING);
+  set_state(tx, GST_STATE_PLAYING);
+  wait_frames(1, 25 * NET_RUN + 10);
+
+  g_mutex_lock(&log_.lock);
+  for (guint i = 0; i < log_.records[0]->len; i++) {
+    guint64 pts = g_array_index(log_.records[0], Record, i).pts;
+
+    if (!g_hash_table_contains(log_.sent[0], &pts))
+      unknown++;
+  }
+  g_mutex_unlock(&log_.lock);
+  envelope_drift(0, 1, &spread, &drift);
+  g_print("sender mode on a net clock 1 %% fast: %u of %u PTS not a sender "
+          "running time; PTS - arrival drift %+.1f ms, spread %.1f ms over "
+          "%u s\n",
+          unknown, records_of(0), drift / 1e6, spread / 1e6, NET_RUN - 2);
+  fail_unless(unknown == 0, "%u PTS not the sender's", unknown);
+  fail_unless(ABS(drift) < (gint64)FRAME,
+              "PTS - arrival drifted %+.1f ms on the shared clock",
+              drift / 1e6);
+  stop(tx);
+  stop(rx);
+  gst_object_unref(client);
+  gst_object_unref(provider);
+  gst_object_unref(host_clock);
 }
 
 GST_END_TEST;
@@ -928,6 +1000,7 @@ static Suite *rdmasrc_time_suite(void)
   suite_add_tcase(s, tc);
   tcase_add_test(tc, test_skew_follows_a_fast_sender_clock);
   tcase_add_test(tc, test_sender_mode_keeps_the_sender_running_time);
+  tcase_add_test(tc, test_sender_mode_on_a_shared_net_clock);
   tcase_add_test(tc, test_arrival_mode_stamps_the_arrival);
   tcase_add_test(tc, test_capture_mode_aligns_senders);
   tcase_add_test(tc, test_pad_mode_overrides_the_element);
