@@ -337,8 +337,10 @@ static GstElement *receiver_new(const Codec *codec, guint port, Where where,
   return rx;
 }
 
-static Rig rig_start_on(const Codec *codec, guint keys, Where where,
-                        const gchar *rx_props, guint port)
+/* The camera, device 0: the codec's encoder with a key frame every keys
+ * frames, into rdmasink. */
+static GstElement *sender_new(const Codec *codec, guint keys, Where where,
+                              guint port)
 {
   gchar *enc = codec->enc ? g_strdup_printf("%s %s=%u%s", codec->enc,
                                             codec->keys, keys, codec->enc_tail)
@@ -349,14 +351,22 @@ static Rig rig_start_on(const Codec *codec, guint keys, Where where,
       "transport=%s host=%s port=%u device-id=0 %s",
       enc ? enc : "", enc ? " !" : "", transport, rdma_addr, port,
       where == DROP_AT_SENDER ? "backpressure=drop" : "");
+  GstElement *tx = parse(tx_desc);
+
+  g_free(enc);
+  g_free(tx_desc);
+  return tx;
+}
+
+static Rig rig_start_on(const Codec *codec, guint keys, Where where,
+                        const gchar *rx_props, guint port)
+{
   Rig rig;
 
   rig.rx = receiver_new(codec, port, where, rx_props);
-  rig.tx = parse(tx_desc);
+  rig.tx = sender_new(codec, keys, where, port);
   set_state(rig.rx, GST_STATE_PLAYING);
   set_state(rig.tx, GST_STATE_PLAYING);
-  g_free(enc);
-  g_free(tx_desc);
   return rig;
 }
 
@@ -658,6 +668,53 @@ static void check_restart_decodes(const Codec *codec)
   rig_stop(&rig);
 }
 
+/* An rdmasrc joining a receiver its process already runs (another
+ * rdmasrc's, for another camera) mid-GOP, into a real decoder (issue 28
+ * item 6 (e)): the camera's lane is old, its key frame long gone (dropped
+ * as nobody's), so the new pad's first frames are deltas.  The decoder
+ * sees none of them: the pad asks for a key frame and waits for it. */
+static void check_late_join_decodes(const Codec *codec)
+{
+  guint port = test_port();
+  gchar *anchor_desc = g_strdup_printf(
+      "rdmasrc name=anchor transport=%s address=%s port=%u device-id=5 ! "
+      "fakesink sync=false async=false",
+      transport, rdma_addr, port);
+  GstElement *anchor = parse(anchor_desc);
+  gint64 end = g_get_monotonic_time() + HANG / GST_USECOND;
+  Rig rig;
+
+  g_free(anchor_desc);
+  record_reset();
+  set_state(anchor, GST_STATE_PLAYING);
+  rig.tx = sender_new(codec, RARE_KEYS, DROP_AT_PAD, port);
+  set_state(rig.tx, GST_STATE_PLAYING);
+  /* A second of the camera, its key frame first, taken by nobody. */
+  while (stat_of(rig.tx, "tx", "frames", FALSE) < 25) {
+    fail_unless(g_get_monotonic_time() < end, "%s: the camera sent nothing",
+                codec->name);
+    g_usleep(20 * G_TIME_SPAN_MILLISECOND);
+  }
+  g_mutex_lock(&rec.lock);
+  rec.after_gap = TRUE;
+  g_mutex_unlock(&rec.lock);
+  rig.rx = receiver_new(codec, port, DROP_AT_PAD, "");
+  set_state(rig.rx, GST_STATE_PLAYING);
+  if (!wait_record(&rec.buffers, 10)) {
+    dump_stats(&rig);
+    fail("%s: the late rdmasrc never decoded", codec->name);
+  }
+  g_mutex_lock(&rec.lock);
+  report(codec, "late rdmasrc on a shared receiver", &rig);
+  fail_unless(rec.keys >= 1, "no key frame reached the decoder");
+  fail_unless_equals_int(rec.deltas_after_gap, 0);
+  g_mutex_unlock(&rec.lock);
+  fail_unless(stat_of(rig.rx, "rx", "key-units-after-gaps", TRUE) >= 1);
+  expect_quiet_bus(rig.rx, codec->name);
+  rig_stop(&rig);
+  stop(anchor);
+}
+
 /* ------------------------------------------------------------- tests */
 
 GST_START_TEST(test_vp8_pad_drops_wait_for_key)
@@ -745,6 +802,13 @@ GST_START_TEST(test_vp8_restarted_receiver_decodes_from_a_key)
 
 GST_END_TEST;
 
+GST_START_TEST(test_vp8_late_rdmasrc_decodes_from_a_key)
+{
+  check_late_join_decodes(&vp8);
+}
+
+GST_END_TEST;
+
 GST_START_TEST(test_raw_pad_drops_unchanged)
 {
   check_raw(DROP_AT_PAD);
@@ -779,6 +843,7 @@ static Suite *rdma_encoded_suite(void)
   tcase_add_test(tc, test_vp8_waiting_off_on_the_element);
   tcase_add_test(tc, test_vp8_waiting_off_on_the_pad);
   tcase_add_test(tc, test_vp8_restarted_receiver_decodes_from_a_key);
+  tcase_add_test(tc, test_vp8_late_rdmasrc_decodes_from_a_key);
   if (have_openh264()) {
     tcase_add_test(tc, test_h264_pad_drops_wait_for_key);
     tcase_add_test(tc, test_h264_pad_drops_ask_for_a_key);
