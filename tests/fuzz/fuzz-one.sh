@@ -4,7 +4,8 @@
 # One libFuzzer target, as the meson test fuzz/<target> (suite 'fuzz',
 # registered in tests/fuzz/meson.build) runs it: every saved crash in
 # regressions/<target>/ once, then the fuzzer from corpus/<target>/ for
-# SBR_FUZZ_RUNS runs (default 20000) with seed 1, or for SBR_FUZZ_TIME
+# SBR_FUZZ_RUNS runs (default 20000, or the target's SBR_FUZZ_RUNS_DEFAULT
+# from its meson test) with seed 1, or for SBR_FUZZ_TIME
 # seconds when that is set (tests/fuzz/run.sh sets both from its options).
 # A timed run keeps the new inputs it finds in BUILD/fuzz-corpus/<target>/
 # and starts from them next time; a fixed run (CI's) starts from the
@@ -39,7 +40,7 @@ fi
 if [ -n "${SBR_FUZZ_TIME:-}" ]; then
   limit=(-max_total_time="$SBR_FUZZ_TIME")
 else
-  limit=(-runs="${SBR_FUZZ_RUNS:-20000}" -seed=1)
+  limit=(-runs="${SBR_FUZZ_RUNS:-${SBR_FUZZ_RUNS_DEFAULT:-20000}}" -seed=1)
   new=$(mktemp -d)
   trap 'rm -rf "$new"' EXIT
 fi
