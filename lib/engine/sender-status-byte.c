@@ -161,10 +161,13 @@ static uint64_t completion_deadline_ns(const struct sbr_sender *s)
 {
   if (!s->ops->peer_can_vanish)
     return 0;
+  /* ack_timeout 0 leaves the ACK timeout to rdma_cm, which derives it from
+   * the path's packet lifetime: over RoCE 2^18 x 4.096 us, about 1 s a
+   * try (cma's CMA_IBOE_PACKET_LIFETIME 16, doubled and plus one).
+   * Taken as that, so the deadline never undercuts the NIC's budget. */
+  unsigned exponent = s->cfg.ack_timeout ? s->cfg.ack_timeout : 18u;
   uint64_t budget =
-      s->cfg.ack_timeout && s->cfg.ack_timeout < 32
-          ? (4096ull << s->cfg.ack_timeout) * (s->cfg.retry_count + 1u)
-          : 0;
+      exponent < 32 ? (4096ull << exponent) * (s->cfg.retry_count + 1u) : 0;
   return 2 * budget > COMPLETION_DEADLINE_MIN_NS ? 2 * budget
                                                  : COMPLETION_DEADLINE_MIN_NS;
 }
@@ -724,11 +727,14 @@ static int sb_progress(struct sbr_sender *s)
   struct sbr__wc wc[POLL_BATCH];
   int progress = 0;
 
+  /* When the poll looked, for the deadline: a thread preempted after an
+   * empty poll must not take the time it lost for the NIC's silence. */
+  uint64_t polled_ns = st->deadline_ns ? sbr__now_ns() : 0;
   int n = s->ops->poll_cq(s->conn, wc, POLL_BATCH);
   if (n < 0)
     return n;
   if (n > 0 && st->deadline_ns)
-    st->heard_ns = sbr__now_ns();
+    st->heard_ns = polled_ns;
   for (int k = 0; k < n; k++) {
     if (wc[k].status != SBR__WC_SUCCESS) {
       SBR_WARN("sender: work request %s failed (%s, vendor error 0x%x)",
@@ -786,7 +792,7 @@ static int sb_progress(struct sbr_sender *s)
    * is on its way (sync-when-empty). */
   uint64_t now = sbr__now_ns();
   if (n == 0) {
-    int ret = check_deadline(s, st, now);
+    int ret = check_deadline(s, st, polled_ns);
     if (ret < 0)
       return ret;
   }

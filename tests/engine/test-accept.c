@@ -842,15 +842,20 @@ static void listener_follows_bond_failover(void)
       if (!stuck_since)
         stuck_since = now_ms();
       if (sbr_sender_is_connected(b.s) && now_ms() - stuck_since > STUCK_MS) {
+        /* What it holds, copied out: ASSERT exits, the lock must not go
+         * with it. */
         pthread_mutex_lock(&b.s->lock);
+        unsigned held[6] = {b.s->n_free,      b.s->n_queued,
+                            b.s->n_posted,    b.s->reads_pending,
+                            b.s->dev_held[d], (unsigned)b.s->stats.wr_posted};
+        pthread_mutex_unlock(&b.s->lock);
         ASSERT_MSG(false,
                    "camera %u: the sender stayed connected with every send "
                    "refused for %d ms after the failover (free %u, queued "
                    "%u, posted %u, READs pending %u, camera holds %u, WRs "
-                   "posted %llu)",
-                   d, STUCK_MS, b.s->n_free, b.s->n_queued, b.s->n_posted,
-                   b.s->reads_pending, b.s->dev_held[d],
-                   (unsigned long long)b.s->stats.wr_posted);
+                   "posted %u)",
+                   d, STUCK_MS, held[0], held[1], held[2], held[3], held[4],
+                   held[5]);
       }
       if (!sbr_sender_is_connected(b.s)) {
         reconnect_bond_sender(r, &b, next, &gaps, bond_addr);
