@@ -265,6 +265,32 @@ GstStructure *gst_rdma_extras_from_buffer(GstBuffer *buf,
   return s;
 }
 
+GstStructure *gst_rdma_event_parse(const gchar *text, gsize len)
+{
+  GstStructure *s;
+  gchar *str;
+  gint depth = 0;
+
+  /* Every opening counts, inside strings too: a structure nested in a
+   * string is parsed in its turn, with its own levels.  A string with
+   * many unmatched "<" is refused with the rest: nothing legitimate has
+   * 64 of them. */
+  for (gsize i = 0; i < len; i++) {
+    gchar c = text[i];
+
+    if (c == '<' || c == '{' || c == '[')
+      depth++;
+    else if ((c == '>' || c == '}' || c == ']') && depth > 0)
+      depth--;
+    if (depth > GST_RDMA_EVENT_MAX_NESTING)
+      return NULL;
+  }
+  str = g_strndup(text, len);
+  s = gst_structure_from_string(str, NULL);
+  g_free(str);
+  return s;
+}
+
 static gsize text_size(const GstStructure *s)
 {
   gchar *str = gst_structure_to_string(s);
@@ -274,53 +300,70 @@ static gsize text_size(const GstStructure *s)
   return n;
 }
 
+/* What an array element's text costs in the structure's: its own text
+ * escaped once more (a structure in an array is a quoted string) and the
+ * separator, so never less than this. */
+static gsize element_size(const GValue *v)
+{
+  gchar *str = gst_value_serialize(v);
+  gsize n = str ? strlen(str) + 2 : 2;
+
+  g_free(str);
+  return n;
+}
+
 guint gst_rdma_extras_fit(GstStructure **s, gsize max)
 {
   const GValue *metas = gst_structure_get_value(*s, "metas");
-  GValue all = G_VALUE_INIT;
-  gsize *sizes;
+  GValue kept = G_VALUE_INIT;
+  gsize total = text_size(*s), *sizes;
   guint n, dropped = 0, flags = 0;
 
-  if (text_size(*s) <= max)
+  if (total <= max || !metas || !GST_VALUE_HOLDS_ARRAY(metas))
     return 0;
-  if (metas && GST_VALUE_HOLDS_ARRAY(metas)) {
-    g_value_init(&all, GST_TYPE_ARRAY);
-    g_value_copy(metas, &all); /* the structure's goes at the first drop */
-  } else {
-    gst_value_array_init(&all, 0);
-  }
-  n = gst_value_array_get_size(&all);
-  /* Each meta's text size, 0 once dropped: the largest go first, so what
-   * fits is as many metas as can. */
+  n = gst_value_array_get_size(metas);
+  /* Each meta's share of the text, 0 once dropped (or when it must stay):
+   * the largest go first, so what fits is as many metas as can.  The
+   * layout stays whatever it costs: without it a padded frame would be
+   * read in the caps' layout, garbage (a GstVideoMeta is ~200 bytes). */
   sizes = g_new0(gsize, n ? n : 1);
   for (guint i = 0; i < n; i++) {
-    gchar *str = gst_value_serialize(gst_value_array_get_value(&all, i));
+    const GValue *v = gst_value_array_get_value(metas, i);
+    const GstStructure *m =
+        GST_VALUE_HOLDS_STRUCTURE(v) ? gst_value_get_structure(v) : NULL;
 
-    sizes[i] = str ? strlen(str) + 1 : 1;
-    g_free(str);
+    if (!m || !gst_structure_has_name(m, "video-meta"))
+      sizes[i] = element_size(v);
   }
-  while (dropped < n) {
-    GValue kept = G_VALUE_INIT;
+  /* The savings are counted low (element_size), so the estimate is an
+   * upper bound of the text: one serialization at the end, not one a
+   * drop (thousands of regions would cost megabytes each). */
+  while (total > max) {
     guint largest = 0;
 
     for (guint i = 1; i < n; i++)
       if (sizes[i] > sizes[largest])
         largest = i;
+    if (n == 0 || sizes[largest] == 0)
+      break; /* only the layout left */
+    total = total > sizes[largest] ? total - sizes[largest] : 0;
     sizes[largest] = 0;
     dropped++;
-    gst_value_array_init(&kept, n - dropped);
-    for (guint i = 0; i < n; i++)
-      if (sizes[i])
-        gst_value_array_append_value(&kept, gst_value_array_get_value(&all, i));
-    gst_structure_take_value(*s, "metas", &kept);
-    if (text_size(*s) <= max)
-      break;
+  }
+  gst_value_array_init(&kept, n - dropped);
+  for (guint i = 0; i < n; i++) {
+    const GValue *v = gst_value_array_get_value(metas, i);
+    const GstStructure *m =
+        GST_VALUE_HOLDS_STRUCTURE(v) ? gst_value_get_structure(v) : NULL;
+
+    if (sizes[i] || (m && gst_structure_has_name(m, "video-meta")))
+      gst_value_array_append_value(&kept, v);
   }
   g_free(sizes);
-  g_value_unset(&all);
+  gst_structure_take_value(*s, "metas", &kept); /* metas is gone now */
   gst_structure_get_uint(*s, "flags", &flags);
   metas = gst_structure_get_value(*s, "metas");
-  if (flags == 0 && (!metas || gst_value_array_get_size(metas) == 0))
+  if (flags == 0 && gst_value_array_get_size(metas) == 0)
     g_clear_pointer(s, gst_structure_free);
   return dropped;
 }

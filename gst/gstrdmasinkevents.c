@@ -233,8 +233,11 @@ GstFlowReturn gst_rdma_sink_events_send_frame(GstRdmaSink *self,
   GST_OBJECT_LOCK(self);
   max_meta_size = self->max_meta_size;
   GST_OBJECT_UNLOCK(self);
+  /* An EVENT block is one block: a set larger than its payload would not
+   * go at all (-EMSGSIZE), every meta of it lost uncounted. */
   if (s)
-    not_carried += gst_rdma_extras_fit(&s, max_meta_size);
+    not_carried += gst_rdma_extras_fit(
+        &s, MIN((gsize)max_meta_size, sbr_sender_block_payload_size(sender)));
   *went = TRUE;
   *laid_out = NULL;
   if (not_carried > 0) {

@@ -20,6 +20,7 @@
 #endif
 
 #include <math.h>
+#include <string.h>
 
 #include "gstrdmaextras.h"
 #include "gstrdmasrcpriv.h"
@@ -167,10 +168,8 @@ void gst_rdma_src_handle_event(GstRdmaSrc *self, const struct sbr_frame *frame,
 {
   static const gchar extras[] = "rdma-frame";
   GstRdmaSrcDevice *dev = self->devices[frame->info.device];
-  gchar *str = frame->n_blocks <= 1
-                   ? g_strndup((const gchar *)frame->info.payload,
-                               frame->info.payload_len)
-                   : NULL;
+  const gchar *text = (const gchar *)frame->info.payload;
+  gsize len = frame->n_blocks <= 1 ? frame->info.payload_len : 0;
   GstStructure *s = NULL;
   gboolean taken = FALSE;
   guint max_meta_size;
@@ -181,13 +180,14 @@ void gst_rdma_src_handle_event(GstRdmaSrc *self, const struct sbr_frame *frame,
   /* A frame's extras come with every frame that has any: a sender's
    * oversized ones are not even parsed (tags, which may hold an image,
    * are not bounded here). */
-  if (str && g_str_has_prefix(str, extras) &&
-      frame->info.payload_len > max_meta_size)
-    GST_DEBUG_OBJECT(self, "device %u: extras of %u bytes, over max-meta-size",
-                     frame->info.device, frame->info.payload_len);
-  else if (str)
-    s = gst_structure_from_string(str, NULL);
-  g_free(str);
+  if (len >= sizeof extras - 1 && !memcmp(text, extras, sizeof extras - 1) &&
+      len > max_meta_size)
+    GST_DEBUG_OBJECT(self,
+                     "device %u: extras of %" G_GSIZE_FORMAT
+                     " bytes, over max-meta-size",
+                     frame->info.device, len);
+  else if (len)
+    s = gst_rdma_event_parse(text, len);
   if (!s)
     ;
   else if (gst_structure_has_name(s, "rdma-frame"))

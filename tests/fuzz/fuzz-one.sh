@@ -24,11 +24,13 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 # Leaks inside a library the target calls, each with its reason, in
 # lsan-<target>.supp beside this script (only fuzz-extras has one).
-if [ -f "$here/lsan-$t.supp" ] && [ -z "${LSAN_OPTIONS:-}" ]; then
-  export LSAN_OPTIONS=suppressions=$here/lsan-$t.supp:print_suppressions=0
+if [ -f "$here/lsan-$t.supp" ]; then
+  export LSAN_OPTIONS=${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$here/lsan-$t.supp:print_suppressions=0
   # A suppression matches a function in the allocation's stack, which the
   # fast unwinder stops short of (glib is built without frame pointers).
-  export ASAN_OPTIONS=$ASAN_OPTIONS:fast_unwind_on_malloc=0
+  # And deep enough for GstValue's parser at rdmasrc's nesting bound
+  # (GST_RDMA_EVENT_MAX_NESTING): two frames a level.
+  export ASAN_OPTIONS=$ASAN_OPTIONS:fast_unwind_on_malloc=0:malloc_context_size=255
 fi
 
 # Every crash found so far, replayed as it was found.

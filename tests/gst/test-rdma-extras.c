@@ -565,6 +565,19 @@ GST_START_TEST(test_forged_extras_are_dropped_and_counted)
   }
   for (guint i = 0; i < G_N_ELEMENTS(dropped); i++)
     send_block(sender, SBR_KIND_EVENT, dropped[i], strlen(dropped[i]));
+  /* 40,000 nested arrays: GStreamer's parser would recurse through the
+   * receive thread's stack and crash the process. */
+  {
+    GString *deep = g_string_new("rdma-tags, taglist=(int)");
+
+    for (guint i = 0; i < 40000; i++)
+      g_string_append_c(deep, '<');
+    for (guint i = 0; i < 40000; i++)
+      g_string_append_c(deep, '>');
+    g_string_append_c(deep, ';');
+    send_block(sender, SBR_KIND_EVENT, deep->str, deep->len);
+    g_string_free(deep, TRUE);
+  }
   send_block(sender, SBR_KIND_DATA, payload, sizeof payload);
   fail_unless_equals_int(sbr_sender_flush(sender, 5000), 0);
 
@@ -586,7 +599,7 @@ GST_START_TEST(test_forged_extras_are_dropped_and_counted)
   fail_unless_equals_uint64(src_stat(rx, FALSE, "metas-not-restored"),
                             G_N_ELEMENTS(frames));
   fail_unless_equals_uint64(src_stat(rx, FALSE, "events-dropped"),
-                            G_N_ELEMENTS(dropped));
+                            G_N_ELEMENTS(dropped) + 1);
   sbr_sender_free(sender);
   change_state(rx, GST_STATE_NULL);
   gst_object_unref(rx);
@@ -921,6 +934,43 @@ GST_START_TEST(test_max_meta_size_leaves_the_largest_metas_behind)
 
 GST_END_TEST;
 
+/* Fitting never leaves a padded frame's layout behind, however large the
+ * regions beside it: without it the rows would be read in the caps'
+ * layout (the reviewer's case: ~400 regions, each smaller than the
+ * layout, made "largest first" drop it). */
+GST_START_TEST(test_max_meta_size_keeps_the_layout)
+{
+  guint port = test_port();
+  const gchar *caps_str =
+      "video/x-raw,format=GRAY8,width=64,height=4,framerate=25/1";
+  GstElement *rx = receiver(port, "skew"), *tx = sender(port, caps_str);
+  GstCaps *caps = gst_caps_from_string(caps_str);
+  GstVideoInfo info;
+  GstSample *sample;
+  GstBuffer *b;
+
+  fail_unless(gst_video_info_from_caps(&info, caps));
+  gst_caps_unref(caps);
+  set_property(tx, "tx", 256); /* room for the layout alone */
+  start(rx, tx);
+  b = padded_frame(7);
+  for (gint id = 1; id <= 4; id++) /* each smaller than the layout */
+    gst_buffer_add_video_region_of_interest_meta(b, "f", 1, 2, 3, 4)->id = id;
+  push(tx, b);
+  sample = pull(rx);
+  b = gst_sample_get_buffer(sample);
+  /* Laid out for this consumer (it takes no GstVideoMeta) from the
+   * padded layout that crossed: every row right. */
+  check_rows(b, &info, 7);
+  fail_unless(gst_buffer_get_video_region_of_interest_meta(b) == NULL);
+  gst_sample_unref(sample);
+  fail_unless_equals_uint64(sink_stat(tx, "metas-not-carried"), 4);
+  fail_unless_equals_uint64(src_stat(rx, TRUE, "layout-copies"), 1);
+  finish(rx, tx);
+}
+
+GST_END_TEST;
+
 /* rdmasrc's max-meta-size: a larger set from the wire is not parsed; its
  * frame comes without it, the next frame's fitting set is taken. */
 GST_START_TEST(test_max_meta_size_bounds_what_the_receiver_parses)
@@ -974,6 +1024,7 @@ static Suite *rdma_extras_suite(void)
   tcase_add_test(tc, test_app_metas_cross_through_the_signals);
   tcase_add_test(tc, test_max_meta_size_leaves_the_largest_metas_behind);
   tcase_add_test(tc, test_max_meta_size_bounds_what_the_receiver_parses);
+  tcase_add_test(tc, test_max_meta_size_keeps_the_layout);
   return s;
 }
 
