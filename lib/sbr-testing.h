@@ -24,6 +24,9 @@ extern "C" {
 struct sbr__fault_injection {
   uint32_t delay_us;       /* added round-trip time per work request */
   uint32_t fail_after_wrs; /* 0 = never; else the Nth WR completes in error */
+  /* 0 = never; else from the Nth WR on nothing executes or completes: a
+   * NIC that took work and went silent (rxe after a bond failover) */
+  uint32_t stall_after_wrs;
 };
 
 /* What sbr_sender_new takes as all false/zero. */
@@ -43,6 +46,9 @@ struct sbr__sender_knobs {
    * 52..59 of the accept are ignored, so the status READ ends at the
    * refused bitmap and key-unit requests are never seen. */
   bool ignore_features;
+  /* The completion deadline (sender-status-byte.c) in ms on any back end;
+   * 0: as sbr_sender_new, verbs only, from the NIC's retry budget. */
+  uint32_t completion_deadline_ms;
 };
 
 /* sbr_sender_new with knobs (NULL: none). */

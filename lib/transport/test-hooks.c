@@ -10,5 +10,6 @@ void sbr__transport_inject_faults(const struct sbr__transport_ops *ops,
 {
   if (!faults || !c || ops != &sbr__transport_shm)
     return;
-  sbr__shm_inject_faults(c, faults->delay_us, faults->fail_after_wrs);
+  sbr__shm_inject_faults(c, faults->delay_us, faults->fail_after_wrs,
+                         faults->stall_after_wrs);
 }

@@ -1289,6 +1289,58 @@ static void status_batch_bytes_bounds_a_run(void)
   fixture_spans(true);
 }
 
+/* A NIC that took work and then completes nothing, with no error (rxe
+ * after a bond failover rebuilt its GID table: ci1 and ci4, session 16,
+ * where the sender stayed "connected" refusing every frame for 30 s).
+ * The completion deadline ends the connection, counted, and the sender
+ * reconnects and streams again.  Here the NIC is shm's (its stall fault)
+ * and the deadline the knob's 300 ms; over verbs it is twice the NIC's
+ * retry budget, 5 s at least (faults-verbs/link_dead_until_noticed). */
+static void silent_nic_ends_the_connection(void)
+{
+  uint16_t port = fixture_port();
+  sbr_receiver *r = new_receiver(port, 16, 4 * KIB, SBR_MECH_STATUS_BYTE);
+  struct sbr_sender_config sc;
+  fixture_sender_config(&sc, port);
+  sc.wait_timeout_ms = 50;
+  struct sbr__sender_knobs k = {.faults.stall_after_wrs = 10,
+                                .completion_deadline_ms = 300};
+  sbr_sender *s = fixture_sender_knobs(r, &sc, &k);
+  uint64_t t0 = now_ns();
+  unsigned frame = 0;
+  while (sbr_sender_is_connected(s)) {
+    ASSERT_MSG(ms_since(t0) < 20000,
+               "still connected 20 s after its NIC went silent (%u frames "
+               "tried)",
+               frame);
+    int ret = fixture_send(s, 0, frame++, 100);
+    ASSERT_MSG(ret == 0 || ret == -EAGAIN || ret == -ENOTCONN, "send: %d", ret);
+    struct sbr_frame f;
+    while (sbr_receiver_next_frame(r, 0, &f) == 0)
+      sbr_frame_release(&f);
+    usleep(10000);
+  }
+  struct sbr_sender_stats st;
+  sbr_sender_get_stats(s, &st);
+  ASSERT_EQ(st.completion_timeouts, 1);
+  /* A new connection (the stall comes back after its 10th WR: a few
+   * frames are all it can carry), its frames intact. */
+  char err[256];
+  ASSERT_MSG(sbr_sender_reconnect(s, err, sizeof err) == 0, "reconnect: %s",
+             err);
+  ASSERT_OK(fixture_send(s, 0, 1000, 100));
+  struct sbr_frame f;
+  do {
+    next_frame_ok(r, &f);
+    unsigned got = fixture_check_frame(&f);
+    sbr_frame_release(&f);
+    if (got == 1000)
+      break;
+  } while (true);
+  sbr_sender_free(s);
+  sbr_receiver_free(r);
+}
+
 /* With read_ahead, READs go out between runs, a quarter of the lane apart,
  * several in flight: here after blocks 12 and 16 of a 16-block frame (one
  * block per run), on top of the first sync. */
@@ -1521,6 +1573,8 @@ int main(int argc, char **argv)
       {"sender_reports_lost_receiver_and_reconnects",
        sender_reports_lost_receiver_and_reconnects, ANY_BACKEND},
       {"zero_copy_fill_is_delivered", zero_copy_fill_is_delivered, ANY_BACKEND},
+      {"silent_nic_ends_the_connection", silent_nic_ends_the_connection,
+       SHM_ONLY},
       {"caps_and_eos_travel_in_band", caps_and_eos_travel_in_band, ANY_BACKEND},
       {"event_travels_in_band_status_byte", event_travels_in_band_status_byte,
        ANY_BACKEND},

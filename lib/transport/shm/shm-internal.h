@@ -199,6 +199,8 @@ struct sbr__conn {
   uint64_t delay_ns;        /* sender: injected round trip */
   _Atomic uint64_t fail_at; /* sender: 1-based WR to fail, 0 = none; the
                                NIC thread reads it unlocked (test_fail) */
+  uint64_t stall_at;        /* sender: 1-based WR from which the NIC does
+                               nothing more, 0 = none (c->lock) */
   char peer[64];            /* "shm:pid=N", for logs */
 
   pthread_mutex_t lock; /* guards the rest, except where noted */
@@ -312,9 +314,10 @@ int sbr__shm_sleep_wait(struct sbr__conn *c, uint32_t token, uint64_t until_ns);
 void sbr__shm_sleep_end(struct sbr__conn *c);
 int sbr__shm_test_fail(struct sbr__conn *c);
 /* A sender's conn, before its first WR (test-hooks.h): every WR takes
- * delay_us more to complete, and the fail_after_wrs-th (1-based; 0 =
- * none) completes in error. */
+ * delay_us more to complete, the fail_after_wrs-th (1-based; 0 = none)
+ * completes in error, and from the stall_after_wrs-th (0 = none) on
+ * nothing executes or completes. */
 void sbr__shm_inject_faults(struct sbr__conn *c, uint32_t delay_us,
-                            uint32_t fail_after_wrs);
+                            uint32_t fail_after_wrs, uint32_t stall_after_wrs);
 
 #endif

@@ -24,6 +24,9 @@
  * is executed at t + delay/2 and its completion can be polled from
  * t + delay.  WRs are pipelined, only their order is kept.  fail_after_wrs=N
  * fails the Nth WR posted on the conn (vendor_err SHM_VERR_INJECTED).
+ * stall_after_wrs=N leaves the Nth and every later one posted and never
+ * executed or completed, as a NIC that went silent without an error would
+ * (the sender's completion deadline is what notices).
  */
 #include <inttypes.h>
 #include <signal.h>
@@ -469,6 +472,12 @@ static void shm_wait_until(struct sbr__conn *c, uint64_t when_ns)
   pthread_cond_timedwait(&c->wake, &c->lock, &ts);
 }
 
+/* Has the NIC gone silent at the WR with 0-based index (stall_after_wrs)? */
+static bool shm_stalled_locked(const struct sbr__conn *c, uint64_t index)
+{
+  return c->stall_at && index + 1 >= c->stall_at;
+}
+
 /* Executes the WR at sq_executed, which is due, and completes it.  Called
  * with c->lock held by the one thread executing (the NIC thread, or a
  * posting thread with sq_inline set); drops the lock for the copy. */
@@ -541,6 +550,10 @@ static void *shm_nic_main(void *arg)
       s->visible_ns = now;
       c->sq_executed++;
       shm_bell_ring(c->rx);
+      continue;
+    }
+    if (shm_stalled_locked(c, index)) {
+      shm_wait_until(c, wake); /* for stop and the peer check only */
       continue;
     }
     uint64_t due = s->post_ns + c->delay_ns / 2;
@@ -661,10 +674,13 @@ void (*sbr__shm_test_claim_hook)(void);
 void (*sbr__shm_test_status_hook)(uint32_t stored, uint32_t len);
 
 void sbr__shm_inject_faults(struct sbr__conn *c, uint32_t delay_us,
-                            uint32_t fail_after_wrs)
+                            uint32_t fail_after_wrs, uint32_t stall_after_wrs)
 {
   c->delay_ns = (uint64_t)delay_us * 1000;
   atomic_store_explicit(&c->fail_at, fail_after_wrs, memory_order_relaxed);
+  pthread_mutex_lock(&c->lock);
+  c->stall_at = stall_after_wrs;
+  pthread_mutex_unlock(&c->lock);
 }
 
 void sbr__shm_execute_claimed(struct sbr__conn *c)
@@ -676,7 +692,8 @@ void sbr__shm_execute_claimed(struct sbr__conn *c)
       pthread_equal(c->claim_owner, pthread_self())) {
     c->claim_started = true;
     /* Stops at a failure: the NIC thread flushes the rest, as it would. */
-    while (c->sq_executed < c->sq_claim_end && c->state == SHM_UP)
+    while (c->sq_executed < c->sq_claim_end && c->state == SHM_UP &&
+           !shm_stalled_locked(c, c->sq_executed))
       shm_execute_next_locked(c);
     c->sq_inline = false;
     c->claim_started = false;
