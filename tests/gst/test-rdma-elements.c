@@ -481,6 +481,26 @@ static GstStructure *stats_n(GstElement *bin, const gchar *prefix, guint n)
   return s;
 }
 
+/* Waits for device d's count frames; else fails with both ends' stats
+ * (ci7, session 17: one of twelve pipelines' cameras stalled under ASan,
+ * and the bare assertion said nothing of where). */
+static void expect_frames(Collector *c, GstElement *rx, GstElement *tx, guint d,
+                          guint count)
+{
+  GstStructure *rs, *ts;
+  gchar *r_str, *t_str;
+
+  if (collector_wait_frames(c, d, count, WAIT))
+    return;
+  rs = stats_named(rx, "r");
+  ts = stats_n(tx, "tx", d);
+  r_str = gst_structure_to_string(rs);
+  t_str = gst_structure_to_string(ts);
+  fail("device %u: %u of %u frames in %" GST_TIME_FORMAT
+       "; rdmasrc: %s; rdmasink: %s",
+       d, collector_frames(c, d), count, GST_TIME_ARGS(WAIT), r_str, t_str);
+}
+
 static guint64 u64(const GstStructure *s, const gchar *field)
 {
   guint64 v = 0;
@@ -661,7 +681,7 @@ GST_START_TEST(test_twelve_sinks_twelve_pipelines)
     for (guint d = 0; d < N_CAMERAS; d++)
       push_frames(tx[d], d, f, 1, mixed_size);
   for (guint d = 0; d < N_CAMERAS; d++)
-    fail_unless(collector_wait_frames(&c, d, FRAMES, WAIT));
+    expect_frames(&c, rx, tx[d], d, FRAMES);
   for (guint d = 0; d < N_CAMERAS; d++)
     end_stream(tx[d], d);
   for (guint d = 0; d < N_CAMERAS; d++)
