@@ -673,8 +673,11 @@ GST_START_TEST(test_twelve_sinks_twelve_pipelines)
                     "over-budget=copy",
                     &c);
   set_state(rx, GST_STATE_PLAYING);
+  /* Every frame must arrive: a sender that waits longer than the default
+   * second for a block (twelve pipelines under ASan beside other suites)
+   * waits, rather than drop a frame the test then waits for in vain. */
   for (guint d = 0; d < N_CAMERAS; d++) {
-    tx[d] = sender_new(port, d, "");
+    tx[d] = sender_new(port, d, "wait-timeout=30000");
     set_state(tx[d], GST_STATE_PLAYING);
   }
   for (guint f = 0; f < FRAMES; f++)
