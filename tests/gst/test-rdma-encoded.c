@@ -627,6 +627,31 @@ static void check_raw(Where where)
   rig_stop(&rig);
 }
 
+/* A new rdmasrc on port, into the codec's decoder, joins a camera mid-GOP
+ * (rig->rx): whatever comes first comes after a gap, and a delta then is
+ * counted.  Its decoder must get the key frame the pad asked for first,
+ * then frames after it, all decoded, with a quiet bus. */
+static void receiver_decodes_from_a_key(const Codec *codec, Rig *rig,
+                                        guint port, const gchar *what)
+{
+  g_mutex_lock(&rec.lock);
+  rec.after_gap = TRUE;
+  g_mutex_unlock(&rec.lock);
+  rig->rx = receiver_new(codec, port, DROP_AT_PAD, "");
+  set_state(rig->rx, GST_STATE_PLAYING);
+  if (!wait_record(&rec.buffers, 10)) {
+    dump_stats(rig);
+    fail("%s, %s: decoding did not resume", codec->name, what);
+  }
+  g_mutex_lock(&rec.lock);
+  report(codec, what, rig);
+  fail_unless(rec.keys >= 1, "no key frame reached the decoder");
+  fail_unless_equals_int(rec.deltas_after_gap, 0);
+  g_mutex_unlock(&rec.lock);
+  fail_unless(stat_of(rig->rx, "rx", "key-units-after-gaps", TRUE) >= 1);
+  expect_quiet_bus(rig->rx, codec->name);
+}
+
 /* A receiver restarted mid-GOP, into a real decoder, rdmasrc's defaults
  * (issue 28, "Done when"): its first frames are deltas of a new lane,
  * whose references went with the old receiver.  The decoder sees none of
@@ -646,25 +671,7 @@ static void check_restart_decodes(const Codec *codec)
   }
   stop(rig.rx);
   record_reset();
-  /* Whatever comes first comes after a gap: a delta then is counted. */
-  g_mutex_lock(&rec.lock);
-  rec.after_gap = TRUE;
-  g_mutex_unlock(&rec.lock);
-  rig.rx = receiver_new(codec, port, DROP_AT_PAD, "");
-  set_state(rig.rx, GST_STATE_PLAYING);
-  /* The key frame it asked for, then frames after it, all decoded. */
-  if (!wait_record(&rec.buffers, 10)) {
-    dump_stats(&rig);
-    fail("%s: decoding did not resume after the restart", codec->name);
-  }
-  g_mutex_lock(&rec.lock);
-  report(codec, "receiver restarted mid-GOP", &rig);
-  /* The first buffer the decoder got is a key frame. */
-  fail_unless(rec.keys >= 1, "no key frame reached the decoder");
-  fail_unless_equals_int(rec.deltas_after_gap, 0);
-  g_mutex_unlock(&rec.lock);
-  fail_unless(stat_of(rig.rx, "rx", "key-units-after-gaps", TRUE) >= 1);
-  expect_quiet_bus(rig.rx, codec->name);
+  receiver_decodes_from_a_key(codec, &rig, port, "receiver restarted mid-GOP");
   rig_stop(&rig);
 }
 
@@ -695,22 +702,8 @@ static void check_late_join_decodes(const Codec *codec)
                 codec->name);
     g_usleep(20 * G_TIME_SPAN_MILLISECOND);
   }
-  g_mutex_lock(&rec.lock);
-  rec.after_gap = TRUE;
-  g_mutex_unlock(&rec.lock);
-  rig.rx = receiver_new(codec, port, DROP_AT_PAD, "");
-  set_state(rig.rx, GST_STATE_PLAYING);
-  if (!wait_record(&rec.buffers, 10)) {
-    dump_stats(&rig);
-    fail("%s: the late rdmasrc never decoded", codec->name);
-  }
-  g_mutex_lock(&rec.lock);
-  report(codec, "late rdmasrc on a shared receiver", &rig);
-  fail_unless(rec.keys >= 1, "no key frame reached the decoder");
-  fail_unless_equals_int(rec.deltas_after_gap, 0);
-  g_mutex_unlock(&rec.lock);
-  fail_unless(stat_of(rig.rx, "rx", "key-units-after-gaps", TRUE) >= 1);
-  expect_quiet_bus(rig.rx, codec->name);
+  receiver_decodes_from_a_key(codec, &rig, port,
+                              "late rdmasrc on a shared receiver");
   rig_stop(&rig);
   stop(anchor);
 }
