@@ -354,20 +354,27 @@ static void start_pair(GstElement **rx, GstElement **tx)
           GST_STATE_CHANGE_FAILURE);
 }
 
-/* Both devices have frames in the stats property, within WAIT. */
-static GstStructure *wait_both_devices(GstElement *rx)
+/* Both devices have frames in the stats property, within WAIT; else the
+ * failure says what each end counted (ci10, session 17: one of the two
+ * never had a frame, and the bare message said nothing more). */
+static GstStructure *wait_both_devices(GstElement *rx, GstElement *tx)
 {
   gint64 end = g_get_monotonic_time() + (gint64)(WAIT / GST_USECOND);
+  GstStructure *s = NULL, *t0, *t1;
 
   while (g_get_monotonic_time() < end) {
-    GstStructure *s = stats_of(rx, "r");
-
+    s = stats_of(rx, "r");
     if (device_frames(s, 0) > 0 && device_frames(s, 1) > 0)
       return s;
     gst_structure_free(s);
     g_usleep(50000);
   }
-  fail("devices 0 and 1 never both had frames");
+  s = stats_of(rx, "r");
+  t0 = stats_of(tx, "tx0");
+  t1 = stats_of(tx, "tx1");
+  fail("devices 0 and 1 never both had frames: rdmasrc %" GST_PTR_FORMAT
+       "; tx0 %" GST_PTR_FORMAT "; tx1 %" GST_PTR_FORMAT,
+       s, t0, t1);
   return NULL;
 }
 
@@ -396,7 +403,7 @@ GST_START_TEST(test_stats_property_has_a_field_per_device)
   gst_object_unref(r);
 
   start_pair(&rx, &tx);
-  s = wait_both_devices(rx);
+  s = wait_both_devices(rx, tx);
   fail_if(gst_structure_has_field(s, "devices"));
   fail_if(gst_structure_has_field(s, "device-2"), "no pad, no field");
   for (guint d = 0; d < 2; d++) {
@@ -494,7 +501,7 @@ GST_START_TEST(test_docs_name_every_stats_field)
   gchar **words;
 
   start_pair(&rx, &tx);
-  s = wait_both_devices(rx);
+  s = wait_both_devices(rx, tx);
   words = section_words("gstrdmasrc.c", "rdmasrc");
   check_doc_names(words, s, "rdmasrc");
   g_strfreev(words);
