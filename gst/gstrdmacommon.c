@@ -157,9 +157,28 @@ GstCaps *gst_rdma_caps_system_memory_only(GstCaps *caps)
   return out;
 }
 
+gboolean gst_rdma_wire_nesting_ok(const gchar *text, gsize len)
+{
+  gint depth = 0;
+
+  for (gsize i = 0; i < len; i++) {
+    gchar c = text[i];
+
+    if (c == '<' || c == '{' || c == '[')
+      depth++;
+    else if ((c == '>' || c == '}' || c == ']') && depth > 0)
+      depth--;
+    if (depth > GST_RDMA_WIRE_MAX_NESTING)
+      return FALSE;
+  }
+  return TRUE;
+}
+
 GstCaps *gst_rdma_caps_from_wire(const gchar *str)
 {
-  GstCaps *caps = gst_caps_from_string(str);
+  GstCaps *caps = gst_rdma_wire_nesting_ok(str, strlen(str))
+                      ? gst_caps_from_string(str)
+                      : NULL;
 
   if (!caps || gst_caps_is_any(caps))
     return caps;

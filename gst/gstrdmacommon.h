@@ -59,6 +59,16 @@ GstCaps *gst_rdma_caps_system_memory_only(GstCaps *caps);
  * to send. */
 GstCaps *gst_rdma_caps_from_wire(const gchar *str);
 
+/* Is text from the wire (caps, an EVENT block) nested no deeper than
+ * GST_RDMA_WIRE_MAX_NESTING arrays, lists and ranges?  GStreamer 1.22's
+ * parser recurses once a level: 30,000 levels (60 KB of "<") overflow a
+ * thread's stack, so a sender could crash the receiving process with one
+ * block; no stream carries more than a few levels.  Every opening counts,
+ * inside strings too: a structure nested in a string is parsed in its
+ * turn, with its own levels. */
+#define GST_RDMA_WIRE_MAX_NESTING 64
+gboolean gst_rdma_wire_nesting_ok(const gchar *text, gsize len);
+
 /* CLOCK_REALTIME in ns: the capture time the sender stamps on a frame. */
 guint64 gst_rdma_realtime_ns(void);
 

@@ -269,22 +269,9 @@ GstStructure *gst_rdma_event_parse(const gchar *text, gsize len)
 {
   GstStructure *s;
   gchar *str;
-  gint depth = 0;
 
-  /* Every opening counts, inside strings too: a structure nested in a
-   * string is parsed in its turn, with its own levels.  A string with
-   * many unmatched "<" is refused with the rest: nothing legitimate has
-   * 64 of them. */
-  for (gsize i = 0; i < len; i++) {
-    gchar c = text[i];
-
-    if (c == '<' || c == '{' || c == '[')
-      depth++;
-    else if ((c == '>' || c == '}' || c == ']') && depth > 0)
-      depth--;
-    if (depth > GST_RDMA_EVENT_MAX_NESTING)
-      return NULL;
-  }
+  if (!gst_rdma_wire_nesting_ok(text, len))
+    return NULL;
   str = g_strndup(text, len);
   s = gst_structure_from_string(str, NULL);
   g_free(str);

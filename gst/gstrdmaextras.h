@@ -52,12 +52,8 @@ GstStructure *gst_rdma_extras_from_buffer(GstBuffer *buf,
                                           gpointer data, guint *not_carried);
 
 /* An EVENT block's text as a structure, or NULL: not text GStreamer
- * parses, or nested deeper than GST_RDMA_EVENT_MAX_NESTING arrays, lists
- * and ranges.  GStreamer 1.22's parser recurses once a level: 30,000
- * levels (60 KB of "<") overflow a thread's stack, so a sender could
- * crash the receiving process with one block; no stream carries more
- * than a few levels. */
-#define GST_RDMA_EVENT_MAX_NESTING 64
+ * parses, or nested too deep to parse safely (gst_rdma_wire_nesting_ok,
+ * gstrdmacommon.h). */
 GstStructure *gst_rdma_event_parse(const gchar *text, gsize len);
 
 /* Makes *s fit max bytes as text (what goes on the wire): drops its

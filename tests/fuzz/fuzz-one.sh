@@ -29,7 +29,7 @@ if [ -f "$here/lsan-$t.supp" ]; then
   # A suppression matches a function in the allocation's stack, which the
   # fast unwinder stops short of (glib is built without frame pointers).
   # And deep enough for GstValue's parser at rdmasrc's nesting bound
-  # (GST_RDMA_EVENT_MAX_NESTING): two frames a level.
+  # (GST_RDMA_WIRE_MAX_NESTING): two frames a level.
   export ASAN_OPTIONS=$ASAN_OPTIONS:fast_unwind_on_malloc=0:malloc_context_size=255
 fi
 

@@ -520,6 +520,19 @@ static void send_block(sbr_sender *sender, enum sbr_kind kind, const void *data,
  * code with no rate, an empty caption, segments no rate makes, text that
  * isn't a structure.  Every frame arrives as it was sent, without what
  * was forged, and each forgery is counted; nothing maps past a frame. */
+/* prefix, then 40,000 nested empty arrays: text no stream sends. */
+static gchar *deeply_nested(const gchar *prefix)
+{
+  GString *deep = g_string_new(prefix);
+
+  for (guint i = 0; i < 40000; i++)
+    g_string_append_c(deep, '<');
+  for (guint i = 0; i < 40000; i++)
+    g_string_append_c(deep, '>');
+  g_string_append_c(deep, ';');
+  return g_string_free(deep, FALSE);
+}
+
 GST_START_TEST(test_forged_extras_are_dropped_and_counted)
 {
   guint port = test_port();
@@ -565,18 +578,17 @@ GST_START_TEST(test_forged_extras_are_dropped_and_counted)
   }
   for (guint i = 0; i < G_N_ELEMENTS(dropped); i++)
     send_block(sender, SBR_KIND_EVENT, dropped[i], strlen(dropped[i]));
-  /* 40,000 nested arrays: GStreamer's parser would recurse through the
-   * receive thread's stack and crash the process. */
+  /* 40,000 nested arrays, as an event and as caps: GStreamer's parser
+   * would recurse through the receive thread's stack and crash the
+   * process.  The caps are refused (a warning), the stream's stay. */
   {
-    GString *deep = g_string_new("rdma-tags, taglist=(int)");
+    gchar *deep = deeply_nested("rdma-tags, taglist=(int)");
 
-    for (guint i = 0; i < 40000; i++)
-      g_string_append_c(deep, '<');
-    for (guint i = 0; i < 40000; i++)
-      g_string_append_c(deep, '>');
-    g_string_append_c(deep, ';');
-    send_block(sender, SBR_KIND_EVENT, deep->str, deep->len);
-    g_string_free(deep, TRUE);
+    send_block(sender, SBR_KIND_EVENT, deep, strlen(deep));
+    g_free(deep);
+    deep = deeply_nested("video/x-raw, a=(int)");
+    send_block(sender, SBR_KIND_CAPS, deep, strlen(deep));
+    g_free(deep);
   }
   send_block(sender, SBR_KIND_DATA, payload, sizeof payload);
   fail_unless_equals_int(sbr_sender_flush(sender, 5000), 0);
