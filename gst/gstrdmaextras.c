@@ -299,6 +299,13 @@ static gsize element_size(const GValue *v)
   return n;
 }
 
+/* Is this meta the frame's layout (a GstVideoMeta), which fitting keeps? */
+static gboolean is_layout(const GValue *v)
+{
+  return GST_VALUE_HOLDS_STRUCTURE(v) &&
+         gst_structure_has_name(gst_value_get_structure(v), "video-meta");
+}
+
 guint gst_rdma_extras_fit(GstStructure **s, gsize max)
 {
   const GValue *metas = gst_structure_get_value(*s, "metas");
@@ -316,10 +323,8 @@ guint gst_rdma_extras_fit(GstStructure **s, gsize max)
   sizes = g_new0(gsize, n ? n : 1);
   for (guint i = 0; i < n; i++) {
     const GValue *v = gst_value_array_get_value(metas, i);
-    const GstStructure *m =
-        GST_VALUE_HOLDS_STRUCTURE(v) ? gst_value_get_structure(v) : NULL;
 
-    if (!m || !gst_structure_has_name(m, "video-meta"))
+    if (!is_layout(v))
       sizes[i] = element_size(v);
   }
   /* The savings are counted low (element_size), so the estimate is an
@@ -340,10 +345,8 @@ guint gst_rdma_extras_fit(GstStructure **s, gsize max)
   gst_value_array_init(&kept, n - dropped);
   for (guint i = 0; i < n; i++) {
     const GValue *v = gst_value_array_get_value(metas, i);
-    const GstStructure *m =
-        GST_VALUE_HOLDS_STRUCTURE(v) ? gst_value_get_structure(v) : NULL;
 
-    if (sizes[i] || (m && gst_structure_has_name(m, "video-meta")))
+    if (sizes[i] || is_layout(v))
       gst_value_array_append_value(&kept, v);
   }
   g_free(sizes);
