@@ -274,9 +274,14 @@ static void bumps_while_the_sender_reads_nothing_are_one_call(void)
 
 /* The sender thread busy in a slow callback: requests made meanwhile come
  * as one more call after it, not lost and not one per request.  The
- * callback is held until the five requests are made, not for a fixed
- * 200 ms: under ThreadSanitizer beside the other suites the requests took
- * longer than that and some came after it (ci6, session 17: 4 calls). */
+ * callback is held until the requests are made, not for a fixed 200 ms:
+ * under ThreadSanitizer beside the other suites the requests took longer
+ * than that and some came after it (ci6, session 17: 4 calls).  READs the
+ * sender posted before the call may still be in flight: the NIC answers
+ * each with the counter as it was when it ran, during the requests, so
+ * each may bring one more call (soft-iWARP, stop 35: 3 calls, one READ in
+ * flight).  What the sender holds in flight is read while it is held. */
+#define REQUESTS_DURING_CALL 10
 static void bumps_during_a_slow_callback_are_one_more_call(void)
 {
   struct rig g;
@@ -284,16 +289,22 @@ static void bumps_during_a_slow_callback_are_one_more_call(void)
   atomic_store(&g.seen.hold, true);
   ASSERT_OK(sbr_receiver_request_key_unit(g.r, SBR_LANE_ALL, DEV, false));
   wait_calls(&g, DEV, 1); /* now inside the callback, held */
-  for (int i = 0; i < 5; i++) {
+  pthread_mutex_lock(&g.s->lock);
+  unsigned reads_in_flight = g.s->reads_pending;
+  pthread_mutex_unlock(&g.s->lock);
+  for (int i = 0; i < REQUESTS_DURING_CALL; i++) {
     ASSERT_OK(sbr_receiver_request_key_unit(g.r, SBR_LANE_ALL, DEV, false));
-    usleep(10000);
+    usleep(5000);
   }
   atomic_store(&g.seen.hold, false);
   wait_calls(&g, DEV, 2);
   wait_reads(&g, 10);
-  ASSERT_MSG(atomic_load(&g.seen.calls[DEV]) == 2,
-             "%u calls for 6 requests, 5 of them during the first call",
-             atomic_load(&g.seen.calls[DEV]));
+  unsigned calls = atomic_load(&g.seen.calls[DEV]);
+  ASSERT_MSG(calls >= 2 && calls <= 2 + reads_in_flight,
+             "%u calls for %d requests, %d of them during the first call, "
+             "%u READs in flight then",
+             calls, REQUESTS_DURING_CALL + 1, REQUESTS_DURING_CALL,
+             reads_in_flight);
   rig_stop(&g);
 }
 
