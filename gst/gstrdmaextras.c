@@ -306,6 +306,18 @@ static gboolean is_layout(const GValue *v)
          gst_structure_has_name(gst_value_get_structure(v), "video-meta");
 }
 
+gboolean gst_rdma_extras_has_layout(const GstStructure *s)
+{
+  const GValue *metas = gst_structure_get_value(s, "metas");
+
+  if (!metas || !GST_VALUE_HOLDS_ARRAY(metas))
+    return FALSE;
+  for (guint i = 0; i < gst_value_array_get_size(metas); i++)
+    if (is_layout(gst_value_array_get_value(metas, i)))
+      return TRUE;
+  return FALSE;
+}
+
 guint gst_rdma_extras_fit(GstStructure **s, gsize max)
 {
   const GValue *metas = gst_structure_get_value(*s, "metas");

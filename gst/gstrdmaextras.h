@@ -70,6 +70,9 @@ guint gst_rdma_extras_apply(const GstStructure *s, GstBuffer *buf,
                             const GstVideoInfo *info, GstRdmaMetaReader reader,
                             gpointer data);
 
+/* Does s carry a frame layout (a GstVideoMeta)? */
+gboolean gst_rdma_extras_has_layout(const GstStructure *s);
+
 /* buf's GstVideoMeta layout as a GstVideoInfo (stride and offset of each
  * plane), TRUE when it differs from info's default one. */
 gboolean gst_rdma_extras_layout_differs(GstBuffer *buf,

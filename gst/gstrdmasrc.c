@@ -363,15 +363,16 @@
  * over one run of the lane's blocks, an older one or a lane without a long
  * enough run free; 0 when every frame was one memory), drops-leaky (queued
  * frames dropped for room: drop-oldest), drops-not-playing, drops-ended (after
- * EOS), waiting-for-key-drops (delta frames dropped after a gap, until a key
- * frame), waiting-for-key (the pad waits for one now), paused (its sender told
- * to stop), pauses, paused-time (ns), eos, over-budget (the pad's policy),
- * device-blocks (its share of its lane now); key units asked of its
- * sender: key-units-requested, key-units-upstream (for upstream
- * force-key-unit events), key-units-after-gaps (its own), key-units-merged
- * (asked while one was outstanding), key-units-answered (key frames that
- * came while one was), key-unit-round-trip (ns from the newest request to
- * its key frame); how its buffers are stamped:
+ * EOS), drops-no-layout (padded planes whose layout was lost on the way: extras
+ * over max-meta-size, a layout that didn't fit the caps), waiting-for-key-drops
+ * (delta frames dropped after a gap, until a key frame), waiting-for-key (the
+ * pad waits for one now), paused (its sender told to stop), pauses, paused-time
+ * (ns), eos, over-budget (the pad's policy), device-blocks (its share of its
+ * lane now); key units asked of its sender: key-units-requested,
+ * key-units-upstream (for upstream force-key-unit events), key-units-after-gaps
+ * (its own), key-units-merged (asked while one was outstanding),
+ * key-units-answered (key frames that came while one was), key-unit-round-trip
+ * (ns from the newest request to its key frame); how its buffers are stamped:
  * timestamp-mode, rate-ppm (the estimated rate of its sender's clock
  * against ours, +10000 for 1 % fast), rate-known (fitted through two
  * windows or more), clock-offset (ns, our running time minus the sender's

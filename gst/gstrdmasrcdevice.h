@@ -69,6 +69,9 @@ typedef struct {
   /* The next frame's extras (flags, metas: gstrdmasrcevents.c), for the
    * frame of that packet number on that lane and epoch. */
   GstStructure *extras;
+  /* That frame's extras came but were not taken (over max-meta-size,
+   * unparsable): its padded layout, if it had one, is unknown. */
+  gboolean extras_lost;
   guint32 extras_lane;
   guint16 extras_epoch;
   guint16 extras_packet;

@@ -149,6 +149,7 @@ static guint local_group(GstRdmaSrc *self, guint32 lane, guint group)
   return GPOINTER_TO_UINT(local);
 }
 
+/* s NULL: the frame's extras came but can't be used. */
 static gboolean take_extras(GstRdmaSrcDevice *dev,
                             const struct sbr_frame *frame,
                             const GstStructure *s)
@@ -156,7 +157,8 @@ static gboolean take_extras(GstRdmaSrcDevice *dev,
   if (!dev)
     return FALSE;
   g_clear_pointer(&dev->extras, gst_structure_free);
-  dev->extras = gst_structure_copy(s);
+  dev->extras = s ? gst_structure_copy(s) : NULL;
+  dev->extras_lost = !s;
   dev->extras_lane = frame->info.lane_id;
   dev->extras_epoch = frame->info.epoch;
   dev->extras_packet = (guint16)(frame->info.packet + 1);
@@ -171,7 +173,7 @@ void gst_rdma_src_handle_event(GstRdmaSrc *self, const struct sbr_frame *frame,
   const gchar *text = (const gchar *)frame->info.payload;
   gsize len = frame->n_blocks <= 1 ? frame->info.payload_len : 0;
   GstStructure *s = NULL;
-  gboolean taken = FALSE;
+  gboolean taken = FALSE, frame_extras;
   guint max_meta_size;
 
   GST_OBJECT_LOCK(self);
@@ -180,8 +182,9 @@ void gst_rdma_src_handle_event(GstRdmaSrc *self, const struct sbr_frame *frame,
   /* A frame's extras come with every frame that has any: a sender's
    * oversized ones are not even parsed (tags, which may hold an image,
    * are not bounded here). */
-  if (len >= sizeof extras - 1 && !memcmp(text, extras, sizeof extras - 1) &&
-      len > max_meta_size)
+  frame_extras =
+      len >= sizeof extras - 1 && !memcmp(text, extras, sizeof extras - 1);
+  if (frame_extras && len > max_meta_size)
     GST_DEBUG_OBJECT(self,
                      "device %u: extras of %" G_GSIZE_FORMAT
                      " bytes, over max-meta-size",
@@ -203,6 +206,8 @@ void gst_rdma_src_handle_event(GstRdmaSrc *self, const struct sbr_frame *frame,
   if (!taken)
     GST_DEBUG_OBJECT(self, "device %u: event block not taken",
                      frame->info.device);
+  if (!taken && frame_extras)
+    take_extras(dev, frame, NULL); /* the frame must know */
   count(self, taken ? &self->events_received : &self->events_dropped, 1);
   if (s)
     gst_structure_free(s);
@@ -219,24 +224,36 @@ static gboolean deserialize_meta(GstBuffer *buf, const gchar *api,
   return restored;
 }
 
-void gst_rdma_src_apply_extras(GstRdmaSrc *self, GstRdmaSrcDevice *dev,
-                               const struct sbr_block_info *info,
-                               GstBuffer *buf)
+/* A raw video frame whose size isn't its caps' default can only be read
+ * through the layout it came with. */
+static gboolean needs_its_layout(const GstVideoInfo *vinfo, GstBuffer *buf)
 {
+  return GST_VIDEO_INFO_FORMAT(vinfo) != GST_VIDEO_FORMAT_ENCODED &&
+         gst_buffer_get_size(buf) != GST_VIDEO_INFO_SIZE(vinfo) &&
+         !gst_buffer_get_video_meta(buf);
+}
+
+gboolean gst_rdma_src_apply_extras(GstRdmaSrc *self, GstRdmaSrcDevice *dev,
+                                   const struct sbr_block_info *info,
+                                   GstBuffer *buf)
+{
+  GstVideoInfo vinfo;
+  gboolean video, layout_lost = FALSE;
   guint failed;
 
-  if (!dev->extras)
-    return;
+  if (!dev->extras && !dev->extras_lost)
+    return TRUE;
+  video = dev->caps && gst_video_info_from_caps(&vinfo, dev->caps);
   if (dev->extras_packet != info->packet || dev->extras_lane != info->lane_id ||
       dev->extras_epoch != info->epoch) {
     /* Not this frame's: its frame was lost on the way. */
     GST_DEBUG_OBJECT(self, "device %u: extras for packet %u, not %u",
                      dev->device, dev->extras_packet, info->packet);
-    count(self, &self->extras_dropped, 1);
+    if (dev->extras)
+      count(self, &self->extras_dropped, 1);
+  } else if (dev->extras_lost) {
+    layout_lost = video && needs_its_layout(&vinfo, buf);
   } else {
-    GstVideoInfo vinfo;
-    gboolean video = dev->caps && gst_video_info_from_caps(&vinfo, dev->caps);
-
     gboolean reader = g_signal_has_handler_pending(
         self, gst_rdma_src_deserialize_meta_signal, 0, FALSE);
 
@@ -244,8 +261,16 @@ void gst_rdma_src_apply_extras(GstRdmaSrc *self, GstRdmaSrcDevice *dev,
              gst_rdma_extras_apply(dev->extras, buf, video ? &vinfo : NULL,
                                    reader ? deserialize_meta : NULL, self)) > 0)
       count(self, &self->metas_not_restored, failed);
+    /* Its layout came but didn't fit the caps (counted above). */
+    layout_lost = video && gst_rdma_extras_has_layout(dev->extras) &&
+                  needs_its_layout(&vinfo, buf);
   }
   g_clear_pointer(&dev->extras, gst_structure_free);
+  dev->extras_lost = FALSE;
+  if (layout_lost)
+    GST_DEBUG_OBJECT(self, "device %u: packet %u's padded layout was lost",
+                     dev->device, info->packet);
+  return !layout_lost;
 }
 
 GstEvent *gst_rdma_src_stream_start_event(GstRdmaSrc *self,

@@ -88,6 +88,7 @@ struct _GstRdmaSrcPad {
   guint64 drops_leaky; /* queued frames dropped to make room */
   guint64 drops_not_playing;
   guint64 drops_ended;       /* after EOS */
+  guint64 drops_no_layout;   /* padded planes whose layout was lost */
   guint64 drops_waiting_key; /* deltas whose references were lost */
   guint64 pushed;
   guint64 wakeups;                /* items queued that woke the sleeping task */
@@ -586,16 +587,28 @@ void gst_rdma_src_pad_queue_event(GstRdmaSrcPad *pad, GstEvent *event)
     g_cond_signal(&pad->cond);
 }
 
-void gst_rdma_src_pad_count_drop(GstRdmaSrcPad *pad, gboolean not_playing)
+void gst_rdma_src_pad_count_drop(GstRdmaSrcPad *pad, GstRdmaDropReason why)
 {
+  static const gchar *const reasons[] = {
+      [GST_RDMA_DROP_NOT_PLAYING] = "not playing",
+      [GST_RDMA_DROP_ENDED] = "stream ended",
+      [GST_RDMA_DROP_NO_LAYOUT] = "its padded layout was lost",
+  };
+
   g_mutex_lock(&pad->lock);
   pad->gap_pending = TRUE;
-  if (not_playing)
+  switch (why) {
+  case GST_RDMA_DROP_NOT_PLAYING:
     pad->drops_not_playing++;
-  else
+    break;
+  case GST_RDMA_DROP_ENDED:
     pad->drops_ended++;
-  GST_DEBUG_OBJECT(pad, "frame dropped on arrival: %s",
-                   not_playing ? "not playing" : "stream ended");
+    break;
+  case GST_RDMA_DROP_NO_LAYOUT:
+    pad->drops_no_layout++;
+    break;
+  }
+  GST_DEBUG_OBJECT(pad, "frame dropped on arrival: %s", reasons[why]);
   g_mutex_unlock(&pad->lock);
 }
 
@@ -1012,7 +1025,8 @@ void gst_rdma_src_pad_add_stats(GstRdmaSrcPad *pad, GstStructure *s)
       G_TYPE_UINT64, pad->layout_copies, "frames-fragmented", G_TYPE_UINT64,
       pad->fragmented, "drops-leaky", G_TYPE_UINT64, pad->drops_leaky,
       "drops-not-playing", G_TYPE_UINT64, pad->drops_not_playing, "drops-ended",
-      G_TYPE_UINT64, pad->drops_ended, "waiting-for-key-drops", G_TYPE_UINT64,
+      G_TYPE_UINT64, pad->drops_ended, "drops-no-layout", G_TYPE_UINT64,
+      pad->drops_no_layout, "waiting-for-key-drops", G_TYPE_UINT64,
       pad->drops_waiting_key, "waiting-for-key", G_TYPE_BOOLEAN,
       pad->need_key && waits_for_key(pad), "paused", G_TYPE_BOOLEAN,
       pad->paused, "pauses", G_TYPE_UINT64, pad->pauses, "paused-time",

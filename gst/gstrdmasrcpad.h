@@ -62,8 +62,17 @@ GstRdmaAdmit gst_rdma_src_pad_admit(GstRdmaSrcPad *pad, guint n_blocks,
 void gst_rdma_src_pad_queue_buffer(GstRdmaSrcPad *pad, GstBuffer *buf,
                                    guint lane_blocks, gboolean copied);
 void gst_rdma_src_pad_queue_event(GstRdmaSrcPad *pad, GstEvent *event);
-/* Counts a frame dropped on arrival (not PLAYING, ended stream). */
-void gst_rdma_src_pad_count_drop(GstRdmaSrcPad *pad, gboolean not_playing);
+/* Why a frame was dropped on arrival. */
+typedef enum {
+  GST_RDMA_DROP_NOT_PLAYING,
+  GST_RDMA_DROP_ENDED,
+  /* Padded planes whose layout was lost on the way (extras over
+   * max-meta-size, a layout that didn't fit the caps): read in the caps'
+   * layout they would be garbage. */
+  GST_RDMA_DROP_NO_LAYOUT,
+} GstRdmaDropReason;
+/* Counts a frame dropped on arrival; the next one goes with DISCONT. */
+void gst_rdma_src_pad_count_drop(GstRdmaSrcPad *pad, GstRdmaDropReason why);
 /* Receive thread: frames of the device were lost before the next one
  * (its packet number jumped): that one is queued with DISCONT. */
 void gst_rdma_src_pad_note_gap(GstRdmaSrcPad *pad);

@@ -191,15 +191,16 @@ void gst_rdma_src_child_proxy_init(gpointer g_iface, gpointer data);
 extern guint gst_rdma_src_deserialize_meta_signal;
 
 /* gstrdmasrcevents.c, receive thread: an EVENT block of a device; a
- * data frame's extras, if the block before it brought them; the
+ * data frame's extras, if the block before it brought them (FALSE: the
+ * frame can't be read, its padded layout lost on the way); the
  * stream-start of a stream a device opens (the upstream's, once its
  * sender said it); whether a CAPS block of lane comes after a stream-start
  * (a new upstream stream); and the stream-starts kept, freed. */
 void gst_rdma_src_handle_event(GstRdmaSrc *self, const struct sbr_frame *frame,
                                GstClockTime now);
-void gst_rdma_src_apply_extras(GstRdmaSrc *self, GstRdmaSrcDevice *dev,
-                               const struct sbr_block_info *info,
-                               GstBuffer *buf);
+gboolean gst_rdma_src_apply_extras(GstRdmaSrc *self, GstRdmaSrcDevice *dev,
+                                   const struct sbr_block_info *info,
+                                   GstBuffer *buf);
 GstEvent *gst_rdma_src_stream_start_event(GstRdmaSrc *self,
                                           GstRdmaSrcDevice *dev);
 gboolean gst_rdma_src_events_caps_from(GstRdmaSrc *self, guint device,

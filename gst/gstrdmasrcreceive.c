@@ -197,8 +197,10 @@ static void gst_rdma_src_handle_data(GstRdmaSrc *self, struct sbr_frame *frame)
     /* No caps yet (we joined mid-stream and the sender hasn't reconnected)
      * or data after EOS: nothing downstream could interpret it. */
     GST_LOG_OBJECT(self, "device %u: no stream, frame dropped", info.device);
-    if (dev) /* extras are for this frame or none: never a later one */
+    if (dev) { /* extras are for this frame or none: never a later one */
       g_clear_pointer(&dev->extras, gst_structure_free);
+      dev->extras_lost = FALSE;
+    }
     sbr_frame_release(frame);
     GST_OBJECT_LOCK(self);
     self->no_caps_drops++;
@@ -208,8 +210,9 @@ static void gst_rdma_src_handle_data(GstRdmaSrc *self, struct sbr_frame *frame)
   if (!g_atomic_int_get(&self->playing)) {
     /* A live source produces nothing while PAUSED. */
     g_clear_pointer(&dev->extras, gst_structure_free);
+    dev->extras_lost = FALSE;
     sbr_frame_release(frame);
-    gst_rdma_src_pad_count_drop(dev->pad, TRUE);
+    gst_rdma_src_pad_count_drop(dev->pad, GST_RDMA_DROP_NOT_PLAYING);
     return;
   }
 
@@ -252,7 +255,11 @@ static void gst_rdma_src_handle_data(GstRdmaSrc *self, struct sbr_frame *frame)
       &dev->time_map,
       gst_rdma_src_pad_timestamp_mode(dev->pad, self->timestamp_mode_now),
       &info, now, wall_now, buf);
-  gst_rdma_src_apply_extras(self, dev, &info, buf);
+  if (!gst_rdma_src_apply_extras(self, dev, &info, buf)) {
+    gst_buffer_unref(buf);
+    gst_rdma_src_pad_count_drop(dev->pad, GST_RDMA_DROP_NO_LAYOUT);
+    return;
+  }
   if (GST_BUFFER_PTS_IS_VALID(buf) && now > GST_BUFFER_PTS(buf) &&
       now - GST_BUFFER_PTS(buf) > GST_RDMA_SRC_OUTAGE_LATENESS) {
     /* Not jitter: frames queued at a sender that stalled (stopped,

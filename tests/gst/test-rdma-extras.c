@@ -1017,6 +1017,51 @@ GST_START_TEST(test_max_meta_size_bounds_what_the_receiver_parses)
 
 GST_END_TEST;
 
+/* rdmasrc's max-meta-size with padded planes: a frame whose layout came
+ * in a set too large to parse can't be read and is dropped (counted, the
+ * next frame DISCONT), not pushed as garbage rows in the caps' layout; a
+ * frame in the caps' layout loses only its metas. */
+GST_START_TEST(test_max_meta_size_drops_a_frame_whose_layout_is_lost)
+{
+  guint port = test_port();
+  const gchar *caps_str =
+      "video/x-raw,format=GRAY8,width=64,height=4,framerate=25/1";
+  GstElement *rx = receiver(port, "skew"), *tx = sender(port, caps_str);
+  GstCaps *caps = gst_caps_from_string(caps_str);
+  GstVideoInfo info;
+  GstSample *sample;
+  GstBuffer *b;
+
+  fail_unless(gst_video_info_from_caps(&info, caps));
+  gst_caps_unref(caps);
+  set_property(rx, "r", 256); /* the layout alone fits, not with a note */
+  start(rx, tx);
+  b = frame(0, W * H); /* the caps' layout */
+  add_region(b, 1, 300);
+  push(tx, b);
+  b = padded_frame(1);
+  add_region(b, 2, 300);
+  push(tx, b);
+  push(tx, padded_frame(2));
+
+  sample = pull(rx);
+  b = gst_sample_get_buffer(sample);
+  fail_unless_equals_uint64(gst_buffer_get_size(b), W * H);
+  fail_unless(gst_buffer_get_video_region_of_interest_meta(b) == NULL);
+  gst_sample_unref(sample);
+  sample = pull(rx);
+  b = gst_sample_get_buffer(sample);
+  fail_unless(GST_BUFFER_FLAG_IS_SET(b, GST_BUFFER_FLAG_DISCONT));
+  check_rows(b, &info, 2); /* frame 2's rows: frame 1 didn't come */
+  gst_sample_unref(sample);
+  fail_unless_equals_uint64(src_stat(rx, TRUE, "drops-no-layout"), 1);
+  fail_unless_equals_uint64(src_stat(rx, FALSE, "events-dropped"), 2);
+  fail_unless_equals_uint64(sink_stat(tx, "metas-not-carried"), 0);
+  finish(rx, tx);
+}
+
+GST_END_TEST;
+
 static Suite *rdma_extras_suite(void)
 {
   Suite *s = suite_create("rdma-extras");
@@ -1037,6 +1082,7 @@ static Suite *rdma_extras_suite(void)
   tcase_add_test(tc, test_max_meta_size_leaves_the_largest_metas_behind);
   tcase_add_test(tc, test_max_meta_size_bounds_what_the_receiver_parses);
   tcase_add_test(tc, test_max_meta_size_keeps_the_layout);
+  tcase_add_test(tc, test_max_meta_size_drops_a_frame_whose_layout_is_lost);
   return s;
 }
 

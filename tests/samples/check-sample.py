@@ -38,7 +38,8 @@ import time
 
 CAMERAS, FRAMES = 12, 75
 # rdmasrc's counters of frames a camera's pad dropped (its stats).
-PAD_DROPS = ("drops-leaky", "drops-not-playing", "drops-ended")
+PAD_DROPS = ("drops-leaky", "drops-not-playing", "drops-ended",
+             "drops-no-layout")
 PATTERNS = ["ball", "colors"] + ["smpte", "snow", "checkers-8", "gradient"] * 3
 
 
