@@ -235,12 +235,17 @@ static void on_lane(void *data, uint32_t lane, const char *peer, bool opened)
 #define MAX_KEPT_HEADER_BYTES (4u << 20)
 
 /* Receive thread, before the frame goes to its member: a new stream (caps,
- * EOS) has no headers yet, a header after a frame starts a new run.
- * Returns a copy of the frame to keep (a header), for keep_header after. */
+ * EOS) has no headers yet, a header after a frame starts a new run.  An
+ * EVENT block (tags, a segment, a frame's extras) is neither: tags that
+ * h264parse sends after the SPS/PPS cleared them once, and a late joiner
+ * got none.  Returns a copy of the frame to keep (a header), for
+ * keep_header after. */
 static GBytes *headers_before(GstRdmaReceiver *r, const struct sbr_frame *frame)
 {
   guint d = frame->info.device;
 
+  if (frame->info.kind == SBR_KIND_EVENT)
+    return NULL;
   if (frame->info.kind != SBR_KIND_DATA) {
     g_clear_pointer(&r->headers[d], g_ptr_array_unref);
     r->headers_open[d] = FALSE;

@@ -353,8 +353,9 @@ static guint64 src_top_stat(GstElement *rx, const gchar *field)
 GST_START_TEST(test_a_late_joiner_gets_the_headers)
 {
   guint port = test_port();
-  GstElement *early = receiver(port, 1), *tx = sender(port, 0), *late;
+  GstElement *early = receiver(port, 1), *tx = sender(port, 0), *late, *in;
   GString *what = g_string_new(NULL);
+  guint64 events;
   gint64 end;
   guint n = 0;
 
@@ -371,6 +372,20 @@ GST_START_TEST(test_a_late_joiner_gets_the_headers)
     g_usleep(10 * G_TIME_SPAN_MILLISECOND);
   }
   fail_unless_equals_uint64(sink_stat(tx, "headers-resent"), 0);
+  /* Tags after the headers (h264parse sends them once it parsed the
+   * SPS): an EVENT block, no new stream, the headers still the stream's. */
+  events = sink_stat(tx, "events-sent");
+  in = gst_bin_get_by_name(GST_BIN(tx), "in");
+  fail_unless(gst_element_send_event(
+      in, gst_event_new_tag(gst_tag_list_new(GST_TAG_TITLE, "late", NULL))));
+  gst_object_unref(in);
+  while (sink_stat(tx, "events-sent") == events) {
+    fail_unless(g_get_monotonic_time() < end, "the tags never went");
+    if (n % KEY_EVERY == 0)
+      n++; /* deltas only, to nobody */
+    push(tx, make_frame(n++));
+    g_usleep(10 * G_TIME_SPAN_MILLISECOND);
+  }
   if (n % KEY_EVERY == 0)
     n++; /* the late joiner's first frame a delta */
   late = receiver(port, 0);
