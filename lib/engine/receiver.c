@@ -533,18 +533,22 @@ static enum span_verdict span_check(struct sbr__lane *lane, uint32_t index,
 {
   enum span_verdict v = SPAN_OURS;
   for (uint32_t j = index + 1; j < index + k; j++) {
-    uint8_t st = __atomic_load_n(&lane->mem.status[j], __ATOMIC_ACQUIRE);
+    /* State first, status second (sbr_block_release's order): a FREE
+     * block's status read after it is at least its release's 0. */
     if (block_state(&lane->blocks[j]) != SBR__RECV_FREE) {
       /* sbr_block_release stores a block's 0 before its state goes FREE:
        * a sender that READ that 0 may already have spanned over it.  A
        * release under way finishes soon: looked at again, not dropped
        * (dropped, its continuations' SPAN bytes would stay for good). */
-      if (st == SBR__STATUS_SPAN && atomic_load(&lane->releasing) > 0) {
+      if (__atomic_load_n(&lane->mem.status[j], __ATOMIC_ACQUIRE) ==
+              SBR__STATUS_SPAN &&
+          atomic_load(&lane->releasing) > 0) {
         v = SPAN_LANDING;
         continue;
       }
       return SPAN_FOREIGN;
     }
+    uint8_t st = __atomic_load_n(&lane->mem.status[j], __ATOMIC_ACQUIRE);
     if (st == SBR__STATUS_EMPTY)
       v = SPAN_LANDING;
     else if (st != SBR__STATUS_SPAN)
