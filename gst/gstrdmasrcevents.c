@@ -233,6 +233,12 @@ static gboolean needs_its_layout(const GstVideoInfo *vinfo, GstBuffer *buf)
          !gst_buffer_get_video_meta(buf);
 }
 
+void gst_rdma_src_clear_extras(GstRdmaSrcDevice *dev)
+{
+  g_clear_pointer(&dev->extras, gst_structure_free);
+  dev->extras_lost = FALSE;
+}
+
 gboolean gst_rdma_src_apply_extras(GstRdmaSrc *self, GstRdmaSrcDevice *dev,
                                    const struct sbr_block_info *info,
                                    GstBuffer *buf)
@@ -243,7 +249,6 @@ gboolean gst_rdma_src_apply_extras(GstRdmaSrc *self, GstRdmaSrcDevice *dev,
 
   if (!dev->extras && !dev->extras_lost)
     return TRUE;
-  video = dev->caps && gst_video_info_from_caps(&vinfo, dev->caps);
   if (dev->extras_packet != info->packet || dev->extras_lane != info->lane_id ||
       dev->extras_epoch != info->epoch) {
     /* Not this frame's: its frame was lost on the way. */
@@ -251,7 +256,11 @@ gboolean gst_rdma_src_apply_extras(GstRdmaSrc *self, GstRdmaSrcDevice *dev,
                      dev->device, dev->extras_packet, info->packet);
     if (dev->extras)
       count(self, &self->extras_dropped, 1);
-  } else if (dev->extras_lost) {
+    gst_rdma_src_clear_extras(dev);
+    return TRUE;
+  }
+  video = dev->caps && gst_video_info_from_caps(&vinfo, dev->caps);
+  if (dev->extras_lost) {
     layout_lost = video && needs_its_layout(&vinfo, buf);
   } else {
     gboolean reader = g_signal_has_handler_pending(
@@ -265,8 +274,7 @@ gboolean gst_rdma_src_apply_extras(GstRdmaSrc *self, GstRdmaSrcDevice *dev,
     layout_lost = video && gst_rdma_extras_has_layout(dev->extras) &&
                   needs_its_layout(&vinfo, buf);
   }
-  g_clear_pointer(&dev->extras, gst_structure_free);
-  dev->extras_lost = FALSE;
+  gst_rdma_src_clear_extras(dev);
   if (layout_lost)
     GST_DEBUG_OBJECT(self, "device %u: packet %u's padded layout was lost",
                      dev->device, info->packet);

@@ -195,9 +195,11 @@ extern guint gst_rdma_src_deserialize_meta_signal;
  * frame can't be read, its padded layout lost on the way); the
  * stream-start of a stream a device opens (the upstream's, once its
  * sender said it); whether a CAPS block of lane comes after a stream-start
- * (a new upstream stream); and the stream-starts kept, freed. */
+ * (a new upstream stream); and the stream-starts kept, freed.  The next
+ * frame's extras are forgotten with gst_rdma_src_clear_extras. */
 void gst_rdma_src_handle_event(GstRdmaSrc *self, const struct sbr_frame *frame,
                                GstClockTime now);
+void gst_rdma_src_clear_extras(GstRdmaSrcDevice *dev);
 gboolean gst_rdma_src_apply_extras(GstRdmaSrc *self, GstRdmaSrcDevice *dev,
                                    const struct sbr_block_info *info,
                                    GstBuffer *buf);

@@ -197,10 +197,8 @@ static void gst_rdma_src_handle_data(GstRdmaSrc *self, struct sbr_frame *frame)
     /* No caps yet (we joined mid-stream and the sender hasn't reconnected)
      * or data after EOS: nothing downstream could interpret it. */
     GST_LOG_OBJECT(self, "device %u: no stream, frame dropped", info.device);
-    if (dev) { /* extras are for this frame or none: never a later one */
-      g_clear_pointer(&dev->extras, gst_structure_free);
-      dev->extras_lost = FALSE;
-    }
+    if (dev) /* extras are for this frame or none: never a later one */
+      gst_rdma_src_clear_extras(dev);
     sbr_frame_release(frame);
     GST_OBJECT_LOCK(self);
     self->no_caps_drops++;
@@ -209,8 +207,7 @@ static void gst_rdma_src_handle_data(GstRdmaSrc *self, struct sbr_frame *frame)
   }
   if (!g_atomic_int_get(&self->playing)) {
     /* A live source produces nothing while PAUSED. */
-    g_clear_pointer(&dev->extras, gst_structure_free);
-    dev->extras_lost = FALSE;
+    gst_rdma_src_clear_extras(dev);
     sbr_frame_release(frame);
     gst_rdma_src_pad_count_drop(dev->pad, GST_RDMA_DROP_NOT_PLAYING);
     return;
