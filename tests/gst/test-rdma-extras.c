@@ -347,6 +347,17 @@ GST_END_TEST;
 #define W 64
 #define H 4
 #define STRIDE 128 /* twice the caps' default: each row padded */
+/* The caps of W x H GRAY8 frames. */
+#define GRAY_CAPS "video/x-raw,format=GRAY8,width=64,height=4,framerate=25/1"
+
+/* GRAY_CAPS as a GstVideoInfo: the caps' default layout. */
+static void gray_info(GstVideoInfo *info)
+{
+  GstCaps *caps = gst_caps_from_string(GRAY_CAPS);
+
+  fail_unless(gst_video_info_from_caps(info, caps));
+  gst_caps_unref(caps);
+}
 
 /* A GRAY8 frame whose rows are STRIDE apart, row r all (n + r). */
 static GstBuffer *padded_frame(guint n)
@@ -402,16 +413,12 @@ static GstPadProbeReturn takes_video_meta(GstPad *pad, GstPadProbeInfo *info,
 static void padded_frames_reach(gboolean consumer_takes_meta)
 {
   guint port = test_port();
-  const gchar *caps_str =
-      "video/x-raw,format=GRAY8,width=64,height=4,framerate=25/1";
   GstElement *rx = receiver_on(port, "skew", !consumer_takes_meta),
-             *tx = sender(port, caps_str);
-  GstCaps *caps = gst_caps_from_string(caps_str);
+             *tx = sender(port, GRAY_CAPS);
   const guint n_frames = 4;
   GstVideoInfo info;
 
-  fail_unless(gst_video_info_from_caps(&info, caps));
-  gst_caps_unref(caps);
+  gray_info(&info);
   if (consumer_takes_meta) {
     GstElement *out = by_name(rx, "out");
     GstPad *sink = gst_element_get_static_pad(out, "sink");
@@ -537,8 +544,7 @@ GST_START_TEST(test_forged_extras_are_dropped_and_counted)
 {
   guint port = test_port();
   GstElement *rx = receiver(port, "sender");
-  const gchar *caps = "video/x-raw,format=GRAY8,width=64,height=4,"
-                      "framerate=25/1";
+  const gchar *caps = GRAY_CAPS;
   gchar *frames[] = {
       forged_extras(forged_layout(1, 0, 100000)), /* rows past the frame */
       forged_extras(forged_layout(1, 0, -64)),    /* backwards */
@@ -953,16 +959,12 @@ GST_END_TEST;
 GST_START_TEST(test_max_meta_size_keeps_the_layout)
 {
   guint port = test_port();
-  const gchar *caps_str =
-      "video/x-raw,format=GRAY8,width=64,height=4,framerate=25/1";
-  GstElement *rx = receiver(port, "skew"), *tx = sender(port, caps_str);
-  GstCaps *caps = gst_caps_from_string(caps_str);
+  GstElement *rx = receiver(port, "skew"), *tx = sender(port, GRAY_CAPS);
   GstVideoInfo info;
   GstSample *sample;
   GstBuffer *b;
 
-  fail_unless(gst_video_info_from_caps(&info, caps));
-  gst_caps_unref(caps);
+  gray_info(&info);
   set_property(tx, "tx", 256); /* room for the layout alone */
   start(rx, tx);
   b = padded_frame(7);
@@ -1024,16 +1026,12 @@ GST_END_TEST;
 GST_START_TEST(test_max_meta_size_drops_a_frame_whose_layout_is_lost)
 {
   guint port = test_port();
-  const gchar *caps_str =
-      "video/x-raw,format=GRAY8,width=64,height=4,framerate=25/1";
-  GstElement *rx = receiver(port, "skew"), *tx = sender(port, caps_str);
-  GstCaps *caps = gst_caps_from_string(caps_str);
+  GstElement *rx = receiver(port, "skew"), *tx = sender(port, GRAY_CAPS);
   GstVideoInfo info;
   GstSample *sample;
   GstBuffer *b;
 
-  fail_unless(gst_video_info_from_caps(&info, caps));
-  gst_caps_unref(caps);
+  gray_info(&info);
   set_property(rx, "r", 256); /* the layout alone fits, not with a note */
   start(rx, tx);
   b = frame(0, W * H); /* the caps' layout */
